@@ -1,0 +1,66 @@
+# exclusive-placement — developer entry points. `make help` lists them.
+SHELL := /bin/bash
+PYTHON ?= python3.11
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+PYTEST_ARGS ?=
+
+.DEFAULT_GOAL := help
+
+help: ## List the targets
+	@grep -E '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  \033[36m%-16s\033[0m %s\n", $$1, $$2}'
+
+$(STAMP): requirements.txt requirements-dev.txt
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
+	@touch $(STAMP)
+
+venv: $(STAMP) ## Create .venv from the pinned requirements
+
+test: $(STAMP) ## Run the whole test suite (quick benchmark variants included)
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+test-slow: $(STAMP) ## Run only the slow tests (scale runs, full benchmarks)
+	$(PY) -m pytest -m slow $(PYTEST_ARGS)
+
+lint: $(STAMP) ## ruff + mypy (strict)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
+
+fmt: $(STAMP) ## Format and auto-fix
+	$(VENV)/bin/ruff format .
+	$(VENV)/bin/ruff check --fix .
+
+certs: $(STAMP) ## Generate dev certificates into .dev/certs
+	$(PY) -m certs generate --out-dir .dev/certs --service exclusive-placement-webhook --namespace exclusive-placement --dns localhost --ip 127.0.0.1
+
+run: $(STAMP) ## Bring up kubesim + webhook + resizer, run examples/jobset-exclusive.yaml, keep serving
+	$(PY) -m devstack run
+
+demo: $(STAMP) ## Scripted end to end, non-interactive; exits 0 when every Job is placed
+	$(PY) -m devstack demo
+
+bench: $(STAMP) ## Strategy comparison on kubesim (writes bench/results/)
+	$(PY) -m bench strategies
+
+bench-quick: $(STAMP) ## Quick strategy comparison (as run by make test)
+	$(PY) -m bench strategies --quick
+
+bench-webhook: $(STAMP) ## Webhook admission load vs a no-op endpoint
+	$(PY) -m bench webhook
+
+bench-resizer: $(STAMP) ## Bind-to-resize latency and resizer RSS over 1,000 Jobs
+	$(PY) -m bench resizer
+
+soak: $(STAMP) ## Fault-injection soak (elastic + scheduling-gate)
+	$(PY) -m bench soak
+
+kubesim: $(STAMP) ## Run kubesim alone on :6443 (kubeconfig in .kubesim/kubeconfig)
+	$(PY) -m kubesim serve --port 6443
+
+clean: ## Remove the venv, caches and dev state
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis .kubesim .dev
+
+.PHONY: help venv test test-slow lint fmt certs run demo bench bench-quick bench-webhook bench-resizer soak kubesim clean

@@ -1,0 +1,6 @@
+"""kubesim: an embedded, simulated Kubernetes control plane for development, tests and benchmarks.
+
+It speaks enough of the real REST API that the official Python client, kubectl and Helm work against it
+unchanged, and it models the Job controller, scheduler, kubelet and JobSet controller closely enough that
+strategies can be compared on it. See DESIGN.md §6 and docs/kubesim.md.
+"""

@@ -1,0 +1,82 @@
+"""Counters behind `GET /debug/stats` (a contract read by benchmarks and checks; see issue 3).
+
+One process-wide `Stats` object is shared by the API server and the controllers. Everything runs on one
+asyncio event loop, so plain integer increments are safe.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+WRITE_VERBS = frozenset({"create", "update", "patch", "delete", "deletecollection"})
+
+
+@dataclass
+class Stats:
+    requests_total: int = 0
+    requests_writes: int = 0
+    by_verb_resource: Counter[str] = field(default_factory=Counter)
+    by_client: Counter[str] = field(default_factory=Counter)
+    pods_create_accepted: int = 0
+    pods_create_rejected: int = 0
+    pods_patched: int = 0
+    pods_bound: int = 0
+    pods_running: int = 0
+    jobs_patched: int = 0
+    admission_calls: int = 0
+    admission_denied: int = 0
+    admission_errors: int = 0
+    scheduler_attempts: int = 0
+    scheduler_filter_evaluations: int = 0
+    scheduler_affinity_evaluations: int = 0
+    scheduler_unschedulable: int = 0
+    watch_streams_dropped: int = 0
+    faults_injected: Counter[str] = field(default_factory=Counter)
+
+    def count_request(self, verb: str, resource: str, client: str = "external") -> None:
+        """Count one API request; `resource` may carry a subresource, e.g. "pods/binding"."""
+        self.requests_total += 1
+        if verb in WRITE_VERBS:
+            self.requests_writes += 1
+        self.by_verb_resource[f"{verb} {resource}"] += 1
+        self.by_client[client] += 1
+
+    def reset(self) -> None:
+        fresh = Stats()
+        for name in self.__dataclass_fields__:
+            setattr(self, name, getattr(fresh, name))
+
+    def snapshot(self) -> dict[str, Any]:
+        return {
+            "requests": {
+                "total": self.requests_total,
+                "writes": self.requests_writes,
+                "by_verb_resource": dict(self.by_verb_resource),
+                "by_client": dict(self.by_client),
+            },
+            "pods": {
+                "create_accepted": self.pods_create_accepted,
+                "create_rejected": self.pods_create_rejected,
+                "patched": self.pods_patched,
+                "bound": self.pods_bound,
+                "running": self.pods_running,
+            },
+            "jobs": {"patched": self.jobs_patched},
+            "admission": {
+                "calls": self.admission_calls,
+                "denied": self.admission_denied,
+                "errors": self.admission_errors,
+            },
+            "scheduler": {
+                "attempts": self.scheduler_attempts,
+                "filter_evaluations": self.scheduler_filter_evaluations,
+                "affinity_evaluations": self.scheduler_affinity_evaluations,
+                "unschedulable": self.scheduler_unschedulable,
+            },
+            "faults": {
+                "watch_streams_dropped": self.watch_streams_dropped,
+                "injected": dict(self.faults_injected),
+            },
+        }

@@ -1,0 +1,74 @@
+"""Every label, annotation, gate and value this project reads or writes (DESIGN.md §3).
+
+The one place these strings live: import them, never retype them.
+"""
+
+from typing import Final, Literal
+
+DOMAIN: Final = "exclusive-placement.io"
+
+# --- Input: what users (or JobSet) put on a Job / pod template -------------------------------------
+TOPOLOGY_ANNOTATION: Final = f"{DOMAIN}/topology"
+"""Our topology key annotation; wins over JobSet's when both are set."""
+STRATEGY_ANNOTATION: Final = f"{DOMAIN}/strategy"
+"""Optional per-Job strategy; the webhook's configured default otherwise."""
+
+# --- Written by this project ----------------------------------------------------------------------
+JOB_KEY_LABEL: Final = f"{DOMAIN}/job-key"
+"""Pod label every affinity term selects on: JobSet's job-key when present, else a stable hash."""
+ROLE_LABEL: Final = f"{DOMAIN}/role"
+ROLE_LEADER: Final = "leader"
+ROLE_FOLLOWER: Final = "follower"
+
+TARGET_COMPLETIONS_ANNOTATION: Final = f"{DOMAIN}/target-completions"
+TARGET_PARALLELISM_ANNOTATION: Final = f"{DOMAIN}/target-parallelism"
+RESIZE_LABEL: Final = f"{DOMAIN}/resize"
+RESIZE_PENDING: Final = "pending"
+RESIZE_DONE: Final = "done"
+
+LEADER_SCHEDULED_GATE: Final = f"{DOMAIN}/leader-scheduled"
+"""Scheduling gate on followers (scheduling-gate strategy) until the leader binds."""
+
+# --- Strategies (DESIGN.md §4) ----------------------------------------------------------------------
+Strategy = Literal["elastic", "gate", "scheduling-gate", "affinity"]
+STRATEGY_ELASTIC: Final = "elastic"
+STRATEGY_GATE: Final = "gate"
+STRATEGY_SCHEDULING_GATE: Final = "scheduling-gate"
+STRATEGY_AFFINITY: Final = "affinity"
+STRATEGIES: Final[tuple[str, ...]] = (
+    STRATEGY_ELASTIC,
+    STRATEGY_GATE,
+    STRATEGY_SCHEDULING_GATE,
+    STRATEGY_AFFINITY,
+)
+DEFAULT_STRATEGY: Final = STRATEGY_ELASTIC
+
+# --- JobSet's keys (read, and written by kubesim's JobSet controller) --------------------------------
+JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION: Final = "alpha.jobset.sigs.k8s.io/exclusive-topology"
+JOBSET_NAME_LABEL: Final = "jobset.sigs.k8s.io/jobset-name"
+JOBSET_REPLICATED_JOB_NAME_LABEL: Final = "jobset.sigs.k8s.io/replicatedjob-name"
+JOBSET_JOB_INDEX_LABEL: Final = "jobset.sigs.k8s.io/job-index"
+JOBSET_JOB_KEY_LABEL: Final = "jobset.sigs.k8s.io/job-key"
+JOBSET_RESTART_ATTEMPT_LABEL: Final = "jobset.sigs.k8s.io/restart-attempt"
+JOBSET_REPLICATED_JOB_REPLICAS_LABEL: Final = "jobset.sigs.k8s.io/replicatedjob-replicas"
+JOBSET_GROUP: Final = "jobset.x-k8s.io"
+JOBSET_VERSION: Final = "v1alpha2"
+
+# --- Kubernetes' own keys ------------------------------------------------------------------------------
+JOB_COMPLETION_INDEX_ANNOTATION: Final = "batch.kubernetes.io/job-completion-index"
+JOB_COMPLETION_INDEX_LABEL: Final = "batch.kubernetes.io/job-completion-index"
+JOB_NAME_LABEL: Final = "batch.kubernetes.io/job-name"
+CONTROLLER_UID_LABEL: Final = "batch.kubernetes.io/controller-uid"
+LEGACY_JOB_NAME_LABEL: Final = "job-name"
+LEGACY_CONTROLLER_UID_LABEL: Final = "controller-uid"
+HOSTNAME_LABEL: Final = "kubernetes.io/hostname"
+ZONE_LABEL: Final = "topology.kubernetes.io/zone"
+GKE_NODEPOOL_LABEL: Final = "cloud.google.com/gke-nodepool"
+RACK_LABEL: Final = "topology.kubernetes.io/rack"
+METADATA_NAME_LABEL: Final = "kubernetes.io/metadata.name"
+"""Namespace label the API server sets; used by namespaceSelector exemptions."""
+GPU_RESOURCE: Final = "nvidia.com/gpu"
+
+LEADER_COMPLETION_INDEX: Final = "0"
+MAX_HOSTNAME_LENGTH: Final = 63
+"""A pod hostname `<job>-<index>` is a DNS label."""
