@@ -1,0 +1,326 @@
+"""What the resizer decides, as pure functions over plain Kubernetes dicts (DESIGN.md §4).
+
+Two decisions, each returning the one patch that acts on it:
+- `decide_resize(job, leader)`: should a Job shrunk by the webhook (elastic strategy) be restored to its
+  target size now? The answer carries a merge patch with the Job's resourceVersion as precondition.
+- `decide_gate_release(follower, leader, node)`: should a follower gated by the scheduling-gate strategy be
+  pinned to its leader's domain and released? The answer carries a JSON patch that `test`s the gate first.
+
+No I/O and no client imports: the resizer observes, these functions decide, the resizer acts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from placement.constants import (
+    JOB_COMPLETION_INDEX_ANNOTATION,
+    JOB_COMPLETION_INDEX_LABEL,
+    JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION,
+    LEADER_COMPLETION_INDEX,
+    LEADER_SCHEDULED_GATE,
+    RESIZE_DONE,
+    RESIZE_LABEL,
+    RESIZE_PENDING,
+    TARGET_COMPLETIONS_ANNOTATION,
+    TARGET_PARALLELISM_ANNOTATION,
+    TOPOLOGY_ANNOTATION,
+)
+
+Obj = dict[str, Any]
+JsonPatch = list[dict[str, Any]]
+
+FINISHED_CONDITIONS = frozenset({"Complete", "Failed", "SuccessCriteriaMet", "FailureTarget"})
+TERMINAL_POD_PHASES = frozenset({"Succeeded", "Failed"})
+
+
+class SkipReason(StrEnum):
+    """Why no action is taken. The values are metric labels and log words: keep them stable."""
+
+    NOT_PENDING = "not-pending"
+    ALREADY_DONE = "already-done"
+    JOB_TERMINATING = "job-terminating"
+    JOB_FINISHED = "job-finished"
+    NOT_INDEXED = "not-indexed"
+    MISSING_TARGET = "missing-target"
+    INVALID_TARGET = "invalid-target"
+    WOULD_SHRINK = "would-shrink"
+    NO_LEADER = "no-leader"
+    NOT_A_LEADER = "not-a-leader"
+    LEADER_OF_OTHER_JOB = "leader-of-other-job"
+    LEADER_TERMINATING = "leader-terminating"
+    LEADER_FINISHED = "leader-finished"
+    LEADER_NOT_BOUND = "leader-not-bound"
+    NOT_GATED = "not-gated"
+    FOLLOWER_TERMINATING = "follower-terminating"
+    NO_TOPOLOGY_KEY = "no-topology-key"
+    NODE_UNKNOWN = "node-unknown"
+    NODE_WITHOUT_DOMAIN = "node-without-domain"
+    NODE_SELECTOR_CONFLICT = "node-selector-conflict"
+
+
+@dataclass(frozen=True)
+class ResizeDecision:
+    """`patch` is set exactly when the Job must be resized; `reason` says why not otherwise."""
+
+    reason: SkipReason | None
+    target: int | None = None
+    current_completions: int | None = None
+    current_parallelism: int | None = None
+    patch: Obj | None = field(default=None)
+
+    @property
+    def resize(self) -> bool:
+        return self.patch is not None
+
+
+@dataclass(frozen=True)
+class GateRelease:
+    """`patch` (a JSON patch) is set exactly when the follower must be released; `reason` otherwise."""
+
+    reason: SkipReason | None
+    domain: str | None = None
+    patch: JsonPatch | None = None
+
+    @property
+    def release(self) -> bool:
+        return self.patch is not None
+
+
+# --- small readers over plain dicts --------------------------------------------------------------------
+
+
+def _meta(obj: Obj) -> Obj:
+    meta = obj.get("metadata")
+    return meta if isinstance(meta, dict) else {}
+
+
+def _str_map(value: Any) -> dict[str, str]:
+    return value if isinstance(value, dict) else {}
+
+
+def object_key(obj: Obj) -> str:
+    """`namespace/name`, the key the resizer's caches and work queue use."""
+    meta = _meta(obj)
+    return f"{meta.get('namespace') or ''}/{meta.get('name') or ''}"
+
+
+def is_terminating(obj: Obj) -> bool:
+    return bool(_meta(obj).get("deletionTimestamp"))
+
+
+def owner_job(pod: Obj) -> tuple[str, str] | None:
+    """(name, uid) of the Job controlling this pod, or None."""
+    for ref in _meta(pod).get("ownerReferences") or []:
+        if isinstance(ref, dict) and ref.get("kind") == "Job" and ref.get("controller"):
+            name, uid = ref.get("name"), ref.get("uid")
+            if isinstance(name, str) and isinstance(uid, str):
+                return name, uid
+    return None
+
+
+def owner_job_key(pod: Obj) -> str | None:
+    """`namespace/job-name` of the Job controlling this pod, or None."""
+    owner = owner_job(pod)
+    if owner is None:
+        return None
+    return f"{_meta(pod).get('namespace') or ''}/{owner[0]}"
+
+
+def is_leader_pod(pod: Obj) -> bool:
+    """Completion index 0 (annotation, or the label Kubernetes ≥ 1.28 also sets)."""
+    meta = _meta(pod)
+    index = _str_map(meta.get("annotations")).get(JOB_COMPLETION_INDEX_ANNOTATION)
+    if index is None:
+        index = _str_map(meta.get("labels")).get(JOB_COMPLETION_INDEX_LABEL)
+    return index == LEADER_COMPLETION_INDEX
+
+
+def topology_key(obj: Obj) -> str | None:
+    """The node label key that defines a domain: ours wins over JobSet's; metadata, then pod template."""
+    sources = [_meta(obj)]
+    template = (obj.get("spec") or {}).get("template")
+    if isinstance(template, dict):
+        sources.append(_meta(template))
+    for key in (TOPOLOGY_ANNOTATION, JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION):
+        for meta in sources:
+            value = _str_map(meta.get("annotations")).get(key)
+            if isinstance(value, str) and value:
+                return value
+    return None
+
+
+def has_gate(pod: Obj, gate: str = LEADER_SCHEDULED_GATE) -> bool:
+    return _gate_index(pod, gate) is not None
+
+
+def _gate_index(pod: Obj, gate: str) -> int | None:
+    gates = (pod.get("spec") or {}).get("schedulingGates") or []
+    for index, entry in enumerate(gates):
+        if isinstance(entry, dict) and entry.get("name") == gate:
+            return index
+    return None
+
+
+def escape_json_pointer(token: str) -> str:
+    """RFC 6901: `~` → `~0`, `/` → `~1` (in that order)."""
+    return token.replace("~", "~0").replace("/", "~1")
+
+
+def _job_finished(job: Obj) -> bool:
+    for condition in (job.get("status") or {}).get("conditions") or []:
+        if (
+            isinstance(condition, dict)
+            and condition.get("type") in FINISHED_CONDITIONS
+            and condition.get("status") == "True"
+        ):
+            return True
+    return False
+
+
+def _positive_int(value: Any) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value if value > 0 else None
+    if isinstance(value, str) and value.strip().isdigit():
+        parsed = int(value.strip())
+        return parsed if parsed > 0 else None
+    return None
+
+
+def _leader_problem(leader: Obj | None, job_uid: str | None) -> SkipReason | None:
+    """Why this pod cannot (yet) tell us its domain, or None if it can."""
+    if leader is None:
+        return SkipReason.NO_LEADER
+    if not is_leader_pod(leader):
+        return SkipReason.NOT_A_LEADER
+    owner = owner_job(leader)
+    if owner is None or job_uid is None or owner[1] != job_uid:
+        return SkipReason.LEADER_OF_OTHER_JOB
+    if is_terminating(leader):
+        return SkipReason.LEADER_TERMINATING
+    if (leader.get("status") or {}).get("phase") in TERMINAL_POD_PHASES:
+        return SkipReason.LEADER_FINISHED
+    if not (leader.get("spec") or {}).get("nodeName"):
+        return SkipReason.LEADER_NOT_BOUND
+    return None
+
+
+# --- the decisions -------------------------------------------------------------------------------------
+
+
+def decide_resize(job: Obj, leader: Obj | None) -> ResizeDecision:
+    """Does this Job need its size restored now, and with which merge patch?
+
+    Never shrinks, never resizes twice (the patch sets `resize: done` together with the sizes, and carries
+    the resourceVersion the decision was made on, so a concurrent change makes the API server answer 409).
+    """
+    meta = _meta(job)
+    spec = job.get("spec") or {}
+    state = _str_map(meta.get("labels")).get(RESIZE_LABEL)
+    current_completions = spec.get("completions")
+    current_parallelism = spec.get("parallelism")
+
+    def skip(reason: SkipReason, target: int | None = None) -> ResizeDecision:
+        return ResizeDecision(reason, target, current_completions, current_parallelism)
+
+    if state == RESIZE_DONE:
+        return skip(SkipReason.ALREADY_DONE)
+    if state != RESIZE_PENDING:
+        return skip(SkipReason.NOT_PENDING)
+    if is_terminating(job):
+        return skip(SkipReason.JOB_TERMINATING)
+    if _job_finished(job):
+        return skip(SkipReason.JOB_FINISHED)
+    if spec.get("completionMode") != "Indexed":
+        return skip(SkipReason.NOT_INDEXED)
+
+    annotations = _str_map(meta.get("annotations"))
+    raw_completions = annotations.get(TARGET_COMPLETIONS_ANNOTATION)
+    raw_parallelism = annotations.get(TARGET_PARALLELISM_ANNOTATION, raw_completions)
+    if raw_completions is None:
+        return skip(SkipReason.MISSING_TARGET)
+    target = _positive_int(raw_completions)
+    if target is None or _positive_int(raw_parallelism) != target:
+        # Elastic Indexed Jobs need completions == parallelism after the change.
+        return skip(SkipReason.INVALID_TARGET)
+    currents = [value for value in (current_completions, current_parallelism) if isinstance(value, int)]
+    if any(current > target for current in currents):
+        return skip(SkipReason.WOULD_SHRINK, target)
+
+    problem = _leader_problem(leader, meta.get("uid"))
+    if problem is not None:
+        return skip(problem, target)
+
+    patch: Obj = {
+        "metadata": {"labels": {RESIZE_LABEL: RESIZE_DONE}},
+        "spec": {"parallelism": target, "completions": target},
+    }
+    if meta.get("resourceVersion"):
+        patch["metadata"]["resourceVersion"] = meta["resourceVersion"]
+    return ResizeDecision(None, target, current_completions, current_parallelism, patch)
+
+
+def decide_gate_release(follower: Obj, leader: Obj | None, node: Obj | None) -> GateRelease:
+    """Should this gated follower be pinned to its leader's domain and released, with which JSON patch?
+
+    `node` is the leader's Node (only its labels are read). The patch `test`s that the gate is still where
+    it was seen, adds `nodeSelector[<topology key>] = <domain>` (creating the map when missing), and removes
+    the gate — so a concurrent change to the gates makes the API server reject it instead of clobbering it.
+    """
+    gate_index = _gate_index(follower, LEADER_SCHEDULED_GATE)
+    if gate_index is None:
+        return GateRelease(SkipReason.NOT_GATED)
+    if is_terminating(follower):
+        return GateRelease(SkipReason.FOLLOWER_TERMINATING)
+    owner = owner_job(follower)
+    problem = _leader_problem(leader, owner[1] if owner else None)
+    if problem is not None:
+        return GateRelease(problem)
+    key = topology_key(follower) or (topology_key(leader) if leader else None)
+    if key is None:
+        return GateRelease(SkipReason.NO_TOPOLOGY_KEY)
+    if node is None:
+        return GateRelease(SkipReason.NODE_UNKNOWN)
+    domain = _str_map(_meta(node).get("labels")).get(key)
+    if not domain:
+        return GateRelease(SkipReason.NODE_WITHOUT_DOMAIN)
+
+    spec = follower.get("spec") or {}
+    selector = spec.get("nodeSelector")
+    gate_path = f"/spec/schedulingGates/{gate_index}"
+    patch: JsonPatch = [{"op": "test", "path": gate_path, "value": {"name": LEADER_SCHEDULED_GATE}}]
+    if isinstance(selector, dict) and selector:
+        existing = selector.get(key)
+        if existing is not None and existing != domain:
+            return GateRelease(SkipReason.NODE_SELECTOR_CONFLICT, domain)
+        if existing is None:
+            patch.append(
+                {"op": "add", "path": f"/spec/nodeSelector/{escape_json_pointer(key)}", "value": domain}
+            )
+    else:
+        patch.append({"op": "add", "path": "/spec/nodeSelector", "value": {key: domain}})
+    patch.append({"op": "remove", "path": gate_path})
+    return GateRelease(None, domain, patch)
+
+
+def pick_leader(job_uid: str | None, candidates: list[Obj]) -> Obj | None:
+    """The pod that is the Job's current leader among cached leader pods of the same Job name.
+
+    Prefers the one owned by this Job UID (a re-created Job with the same name leaves stale leaders),
+    then a live one over a terminating one, then a bound one. Returns the best candidate even if it is
+    not usable, so the decision can say why.
+    """
+
+    def rank(pod: Obj) -> tuple[bool, bool, bool]:
+        owner = owner_job(pod)
+        return (
+            owner is not None and owner[1] == job_uid,
+            not is_terminating(pod) and (pod.get("status") or {}).get("phase") not in TERMINAL_POD_PHASES,
+            bool((pod.get("spec") or {}).get("nodeName")),
+        )
+
+    return max(candidates, key=rank, default=None)

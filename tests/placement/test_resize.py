@@ -1,0 +1,347 @@
+"""Table-driven tests of the resizer's pure decisions (placement/resize.py)."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import jsonpatch
+import pytest
+
+from placement.constants import (
+    JOB_COMPLETION_INDEX_ANNOTATION,
+    JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION,
+    LEADER_SCHEDULED_GATE,
+    RESIZE_LABEL,
+    TARGET_COMPLETIONS_ANNOTATION,
+    TARGET_PARALLELISM_ANNOTATION,
+    TOPOLOGY_ANNOTATION,
+)
+from placement.resize import (
+    SkipReason,
+    decide_gate_release,
+    decide_resize,
+    escape_json_pointer,
+    owner_job_key,
+    pick_leader,
+    topology_key,
+)
+
+POOL = "cloud.google.com/gke-nodepool"
+JOB_UID = "uid-job-1"
+
+
+def make_job(**changes: Any) -> dict[str, Any]:
+    job: dict[str, Any] = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": "js-w-0",
+            "namespace": "default",
+            "uid": JOB_UID,
+            "resourceVersion": "42",
+            "labels": {RESIZE_LABEL: "pending"},
+            "annotations": {TARGET_COMPLETIONS_ANNOTATION: "8", TARGET_PARALLELISM_ANNOTATION: "8"},
+        },
+        "spec": {"completionMode": "Indexed", "completions": 1, "parallelism": 1},
+        "status": {},
+    }
+    for path, value in changes.items():
+        section, key = path.split("__")
+        if value is None:
+            job[section].pop(key, None)
+        else:
+            job[section][key] = value
+    return job
+
+
+def make_pod(
+    index: str = "0", uid: str = JOB_UID, node: str | None = "node-1", **extra: Any
+) -> dict[str, Any]:
+    pod: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": f"js-w-0-{index}-abcde",
+            "namespace": "default",
+            "annotations": {
+                JOB_COMPLETION_INDEX_ANNOTATION: index,
+                JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION: POOL,
+            },
+            "ownerReferences": [{"kind": "Job", "name": "js-w-0", "uid": uid, "controller": True}],
+        },
+        "spec": {"containers": [{"name": "c", "image": "busybox"}]},
+        "status": {"phase": "Pending"},
+    }
+    if node:
+        pod["spec"]["nodeName"] = node
+    for key, value in extra.items():
+        section, field = key.split("__")
+        pod[section][field] = value
+    return pod
+
+
+NODE = {"metadata": {"name": "node-1", "labels": {POOL: "pool-3", "kubernetes.io/hostname": "node-1"}}}
+
+RESIZE_SKIPS = [
+    ("done", make_job(metadata__labels={RESIZE_LABEL: "done"}), make_pod(), SkipReason.ALREADY_DONE),
+    ("unlabelled", make_job(metadata__labels=None), make_pod(), SkipReason.NOT_PENDING),
+    ("missing target", make_job(metadata__annotations={}), make_pod(), SkipReason.MISSING_TARGET),
+    (
+        "non-numeric target",
+        make_job(metadata__annotations={TARGET_COMPLETIONS_ANNOTATION: "eight"}),
+        make_pod(),
+        SkipReason.INVALID_TARGET,
+    ),
+    (
+        "zero target",
+        make_job(metadata__annotations={TARGET_COMPLETIONS_ANNOTATION: "0"}),
+        make_pod(),
+        SkipReason.INVALID_TARGET,
+    ),
+    (
+        "completions != parallelism",
+        make_job(
+            metadata__annotations={TARGET_COMPLETIONS_ANNOTATION: "8", TARGET_PARALLELISM_ANNOTATION: "4"}
+        ),
+        make_pod(),
+        SkipReason.INVALID_TARGET,
+    ),
+    (
+        "never shrink",
+        make_job(spec__completions=16, spec__parallelism=16),
+        make_pod(),
+        SkipReason.WOULD_SHRINK,
+    ),
+    ("non-indexed", make_job(spec__completionMode="NonIndexed"), make_pod(), SkipReason.NOT_INDEXED),
+    (
+        "job finished",
+        make_job(status__conditions=[{"type": "Complete", "status": "True"}]),
+        make_pod(),
+        SkipReason.JOB_FINISHED,
+    ),
+    (
+        "job deleting",
+        make_job(metadata__deletionTimestamp="2026-01-01T00:00:00Z"),
+        make_pod(),
+        SkipReason.JOB_TERMINATING,
+    ),
+    ("no leader", make_job(), None, SkipReason.NO_LEADER),
+    ("leader not bound", make_job(), make_pod(node=None), SkipReason.LEADER_NOT_BOUND),
+    ("leader of another uid", make_job(), make_pod(uid="uid-old"), SkipReason.LEADER_OF_OTHER_JOB),
+    (
+        "leader terminating",
+        make_job(),
+        make_pod(metadata__deletionTimestamp="2026-01-01T00:00:00Z"),
+        SkipReason.LEADER_TERMINATING,
+    ),
+    ("leader failed", make_job(), make_pod(status__phase="Failed"), SkipReason.LEADER_FINISHED),
+    ("pod is a follower", make_job(), make_pod(index="3"), SkipReason.NOT_A_LEADER),
+]
+
+
+@pytest.mark.parametrize(
+    ("job", "leader", "reason"), [case[1:] for case in RESIZE_SKIPS], ids=[c[0] for c in RESIZE_SKIPS]
+)
+def test_decide_resize_says_why_not(
+    job: dict[str, Any], leader: dict[str, Any] | None, reason: SkipReason
+) -> None:
+    decision = decide_resize(job, leader)
+    assert not decision.resize
+    assert decision.patch is None
+    assert decision.reason == reason
+
+
+@pytest.mark.parametrize(
+    ("annotations", "current", "target"),
+    [
+        ({TARGET_COMPLETIONS_ANNOTATION: "8", TARGET_PARALLELISM_ANNOTATION: "8"}, 1, 8),
+        ({TARGET_COMPLETIONS_ANNOTATION: "8"}, 1, 8),  # parallelism target defaults to completions
+        ({TARGET_COMPLETIONS_ANNOTATION: " 32 ", TARGET_PARALLELISM_ANNOTATION: "32"}, 1, 32),
+        ({TARGET_COMPLETIONS_ANNOTATION: "4", TARGET_PARALLELISM_ANNOTATION: "4"}, 4, 4),  # mark done only
+    ],
+)
+def test_decide_resize_patches_sizes_label_and_precondition(
+    annotations: dict[str, str], current: int, target: int
+) -> None:
+    job = make_job(metadata__annotations=annotations, spec__completions=current, spec__parallelism=current)
+    decision = decide_resize(job, make_pod())
+    assert decision.resize
+    assert decision.reason is None
+    assert decision.target == target
+    assert decision.patch == {
+        "metadata": {"labels": {RESIZE_LABEL: "done"}, "resourceVersion": "42"},
+        "spec": {"parallelism": target, "completions": target},
+    }
+
+
+def test_resize_patch_applied_is_no_longer_pending() -> None:
+    job = make_job()
+    decision = decide_resize(job, make_pod())
+    assert decision.patch is not None
+    patched = copy.deepcopy(job)
+    patched["metadata"]["labels"].update(decision.patch["metadata"]["labels"])
+    patched["spec"].update(decision.patch["spec"])
+    again = decide_resize(patched, make_pod())
+    assert again.reason == SkipReason.ALREADY_DONE
+    assert (patched["spec"]["completions"], patched["spec"]["parallelism"]) == (8, 8)
+
+
+def gated(pod: dict[str, Any], gates: list[str] | None = None) -> dict[str, Any]:
+    pod = copy.deepcopy(pod)
+    pod["spec"]["schedulingGates"] = [{"name": name} for name in (gates or [LEADER_SCHEDULED_GATE])]
+    return pod
+
+
+FOLLOWER = make_pod(index="3", node=None)
+
+RELEASE_CASES = [
+    ("no selector yet", gated(FOLLOWER), None, []),
+    (
+        "other gate stays",
+        gated(FOLLOWER, ["kueue.x-k8s.io/topology", LEADER_SCHEDULED_GATE]),
+        None,
+        ["kueue.x-k8s.io/topology"],
+    ),
+    (
+        "selector map exists",
+        {**gated(FOLLOWER), "spec": {**gated(FOLLOWER)["spec"], "nodeSelector": {"gpu": "a100"}}},
+        {"gpu": "a100"},
+        [],
+    ),
+    (
+        "selector already right",
+        {**gated(FOLLOWER), "spec": {**gated(FOLLOWER)["spec"], "nodeSelector": {POOL: "pool-3"}}},
+        {},
+        [],
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("follower", "selector_before", "gates_after"),
+    [c[1:] for c in RELEASE_CASES],
+    ids=[c[0] for c in RELEASE_CASES],
+)
+def test_gate_release_patch_pins_domain_and_removes_only_our_gate(
+    follower: dict[str, Any], selector_before: dict[str, str] | None, gates_after: list[str]
+) -> None:
+    release = decide_gate_release(follower, make_pod(), NODE)
+    assert release.release
+    assert release.domain == "pool-3"
+    assert release.patch is not None
+    assert release.patch[0]["op"] == "test"
+    result = jsonpatch.apply_patch(follower, release.patch)
+    assert result["spec"]["nodeSelector"][POOL] == "pool-3"
+    for key, value in (selector_before or {}).items():
+        assert result["spec"]["nodeSelector"][key] == value
+    assert [gate["name"] for gate in result["spec"]["schedulingGates"]] == gates_after
+
+
+def test_gate_release_patch_fails_if_gate_moved() -> None:
+    follower = gated(FOLLOWER, ["other", LEADER_SCHEDULED_GATE])
+    release = decide_gate_release(follower, make_pod(), NODE)
+    assert release.patch is not None
+    concurrently_changed = gated(FOLLOWER, [LEADER_SCHEDULED_GATE])
+    with pytest.raises(jsonpatch.JsonPatchTestFailed):
+        jsonpatch.apply_patch(concurrently_changed, release.patch)
+
+
+RELEASE_SKIPS = [
+    ("not gated", FOLLOWER, make_pod(), NODE, SkipReason.NOT_GATED),
+    ("leader missing", gated(FOLLOWER), None, NODE, SkipReason.NO_LEADER),
+    ("leader unbound", gated(FOLLOWER), make_pod(node=None), NODE, SkipReason.LEADER_NOT_BOUND),
+    ("leader of old job", gated(FOLLOWER), make_pod(uid="uid-old"), NODE, SkipReason.LEADER_OF_OTHER_JOB),
+    ("node unknown", gated(FOLLOWER), make_pod(), None, SkipReason.NODE_UNKNOWN),
+    (
+        "node lacks label",
+        gated(FOLLOWER),
+        make_pod(),
+        {"metadata": {"labels": {}}},
+        SkipReason.NODE_WITHOUT_DOMAIN,
+    ),
+    (
+        "selector names other domain",
+        {**gated(FOLLOWER), "spec": {**gated(FOLLOWER)["spec"], "nodeSelector": {POOL: "pool-9"}}},
+        make_pod(),
+        NODE,
+        SkipReason.NODE_SELECTOR_CONFLICT,
+    ),
+    (
+        "follower deleting",
+        {
+            **gated(FOLLOWER),
+            "metadata": {**FOLLOWER["metadata"], "deletionTimestamp": "2026-01-01T00:00:00Z"},
+        },
+        make_pod(),
+        NODE,
+        SkipReason.FOLLOWER_TERMINATING,
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("follower", "leader", "node", "reason"),
+    [c[1:] for c in RELEASE_SKIPS],
+    ids=[c[0] for c in RELEASE_SKIPS],
+)
+def test_gate_release_says_why_not(
+    follower: dict[str, Any], leader: dict[str, Any] | None, node: dict[str, Any] | None, reason: SkipReason
+) -> None:
+    release = decide_gate_release(follower, leader, node)
+    assert not release.release
+    assert release.reason == reason
+
+
+def test_gate_release_escapes_slash_in_key_when_map_exists() -> None:
+    follower = gated(FOLLOWER)
+    follower["spec"]["nodeSelector"] = {"a": "b"}
+    release = decide_gate_release(follower, make_pod(), NODE)
+    assert release.patch is not None
+    assert {
+        "op": "add",
+        "path": "/spec/nodeSelector/cloud.google.com~1gke-nodepool",
+        "value": "pool-3",
+    } in release.patch
+
+
+@pytest.mark.parametrize(
+    ("annotations", "template_annotations", "expected"),
+    [
+        ({TOPOLOGY_ANNOTATION: "rack", JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION: "zone"}, {}, "rack"),
+        ({JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION: "zone"}, {TOPOLOGY_ANNOTATION: "rack"}, "rack"),
+        ({}, {JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION: "zone"}, "zone"),
+        ({}, {}, None),
+    ],
+)
+def test_topology_key_ours_wins(
+    annotations: dict[str, str], template_annotations: dict[str, str], expected: str | None
+) -> None:
+    job = {
+        "metadata": {"annotations": annotations},
+        "spec": {"template": {"metadata": {"annotations": template_annotations}}},
+    }
+    assert topology_key(job) == expected
+
+
+@pytest.mark.parametrize(
+    ("token", "escaped"), [("a/b", "a~1b"), ("a~b", "a~0b"), ("~/", "~0~1"), ("plain", "plain")]
+)
+def test_escape_json_pointer(token: str, escaped: str) -> None:
+    assert escape_json_pointer(token) == escaped
+
+
+def test_pick_leader_prefers_current_uid_then_live_then_bound() -> None:
+    stale = make_pod(uid="uid-old")
+    dying = make_pod(metadata__deletionTimestamp="2026-01-01T00:00:00Z")
+    unbound = make_pod(node=None)
+    current = make_pod(node="node-7")
+    assert pick_leader(JOB_UID, [stale, dying, unbound, current]) is current
+    assert pick_leader(JOB_UID, [stale, dying, unbound]) is unbound
+    assert pick_leader(JOB_UID, [stale]) is stale
+    assert pick_leader(JOB_UID, []) is None
+
+
+def test_owner_job_key() -> None:
+    assert owner_job_key(make_pod()) == "default/js-w-0"
+    assert owner_job_key({"metadata": {"namespace": "x"}}) is None
