@@ -1,0 +1,163 @@
+{{/* Every derived name lives here; names are DNS labels, so truncate to 63 characters. */}}
+
+{{- define "ep.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "ep.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := default .Chart.Name .Values.nameOverride -}}
+{{- if contains $name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Component names: "<fullname>-webhook", "<fullname>-resizer" (fullname shortened so the suffix survives). */}}
+{{- define "ep.webhook.fullname" -}}
+{{- printf "%s-webhook" (include "ep.fullname" . | trunc 55 | trimSuffix "-") -}}
+{{- end -}}
+
+{{- define "ep.resizer.fullname" -}}
+{{- printf "%s-resizer" (include "ep.fullname" . | trunc 55 | trimSuffix "-") -}}
+{{- end -}}
+
+{{- define "ep.webhook.serviceName" -}}
+{{- include "ep.webhook.fullname" . -}}
+{{- end -}}
+
+{{- define "ep.resizer.metricsServiceName" -}}
+{{- printf "%s-metrics" (include "ep.resizer.fullname" . | trunc 55 | trimSuffix "-") -}}
+{{- end -}}
+
+{{- define "ep.resizer.leaseName" -}}
+{{- default (include "ep.resizer.fullname" .) .Values.resizer.leaseName -}}
+{{- end -}}
+
+{{- define "ep.certs.secretName" -}}
+{{- default (printf "%s-tls" (include "ep.webhook.fullname" . | trunc 59 | trimSuffix "-")) .Values.certs.secretName -}}
+{{- end -}}
+
+{{- define "ep.certs.certificateName" -}}
+{{- include "ep.webhook.fullname" . -}}
+{{- end -}}
+
+{{- define "ep.certs.issuerName" -}}
+{{- printf "%s-selfsigned" (include "ep.fullname" . | trunc 52 | trimSuffix "-") -}}
+{{- end -}}
+
+{{/* Webhook configuration names are cluster-scoped: include the namespace-free release fullname. */}}
+{{- define "ep.mutatingWebhookConfigurationName" -}}
+{{- include "ep.fullname" . -}}
+{{- end -}}
+
+{{- define "ep.validatingWebhookConfigurationName" -}}
+{{- include "ep.fullname" . -}}
+{{- end -}}
+
+{{- define "ep.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "ep.labels" -}}
+helm.sh/chart: {{ include "ep.chart" . }}
+app.kubernetes.io/name: {{ include "ep.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: exclusive-placement
+{{- end -}}
+
+{{/* Selector labels of one component; call with (dict "ctx" $ "component" "webhook"). */}}
+{{- define "ep.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "ep.name" .ctx }}
+app.kubernetes.io/instance: {{ .ctx.Release.Name }}
+app.kubernetes.io/component: {{ .component }}
+{{- end -}}
+
+{{- define "ep.componentLabels" -}}
+{{ include "ep.labels" .ctx }}
+app.kubernetes.io/component: {{ .component }}
+{{- end -}}
+
+{{- define "ep.webhook.serviceAccountName" -}}
+{{- include "ep.webhook.fullname" . -}}
+{{- end -}}
+
+{{- define "ep.resizer.serviceAccountName" -}}
+{{- include "ep.resizer.fullname" . -}}
+{{- end -}}
+
+{{/* "<registry>/<repository>:<tag>", the tag defaulting to the chart's appVersion; call with (dict "ctx" $ "repository" ...). */}}
+{{- define "ep.image" -}}
+{{- $registry := .ctx.Values.image.registry | trimSuffix "/" -}}
+{{- $tag := default .ctx.Chart.AppVersion .ctx.Values.image.tag -}}
+{{- if $registry -}}
+{{- printf "%s/%s:%s" $registry .repository $tag -}}
+{{- else -}}
+{{- printf "%s:%s" .repository $tag -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Namespaces the webhooks never see: the release namespace, kube-system, and the user's list. */}}
+{{- define "ep.webhook.exemptNamespaces" -}}
+{{- $exempt := list .Release.Namespace "kube-system" -}}
+{{- range .Values.webhook.admission.exemptNamespaces -}}
+{{- $exempt = append $exempt . -}}
+{{- end -}}
+{{- toJson (uniq $exempt) -}}
+{{- end -}}
+
+{{/* Shared namespaceSelector + objectSelector of every webhook. */}}
+{{- define "ep.webhook.selectors" -}}
+namespaceSelector:
+  matchExpressions:
+    - key: kubernetes.io/metadata.name
+      operator: NotIn
+      values: {{ include "ep.webhook.exemptNamespaces" . }}
+    {{- with .Values.webhook.admission.namespaceSelectorExpressions }}
+    {{- toYaml . | nindent 4 }}
+    {{- end }}
+objectSelector: {{ toJson .Values.webhook.admission.objectSelector }}
+{{- end -}}
+
+{{/*
+CEL: true when a map of annotations carries a topology key (ours or JobSet's). Call with the CEL path of the
+metadata object, e.g. "object.metadata".
+*/}}
+{{- define "ep.cel.hasTopologyAnnotation" -}}
+(has({{ . }}.annotations) && ('exclusive-placement.io/topology' in {{ . }}.annotations || 'alpha.jobset.sigs.k8s.io/exclusive-topology' in {{ . }}.annotations))
+{{- end -}}
+
+{{/* CEL: true when a map of labels carries one of our pod labels (set by an earlier webhook pass or the Job webhook). */}}
+{{- define "ep.cel.hasPlacementLabel" -}}
+(has({{ . }}.labels) && ('exclusive-placement.io/job-key' in {{ . }}.labels || 'exclusive-placement.io/role' in {{ . }}.labels))
+{{- end -}}
+
+{{/*
+The clientConfig of one webhook path; call with (dict "ctx" $ "path" "/mutate-pods" "caBundle" $caBundle).
+An empty caBundle is left out (cert-manager's CA injector fills it in).
+*/}}
+{{- define "ep.webhook.clientConfig" -}}
+clientConfig:
+  service:
+    name: {{ include "ep.webhook.serviceName" .ctx }}
+    namespace: {{ .ctx.Release.Namespace }}
+    path: {{ .path }}
+    port: 443
+  {{- with .caBundle }}
+  caBundle: {{ . }}
+  {{- end }}
+{{- end -}}
+
+{{/* Annotations of the webhook configurations (cert-manager injects caBundle from the Certificate). */}}
+{{- define "ep.webhook.configAnnotations" -}}
+{{- if eq .Values.certs.mode "cert-manager" -}}
+annotations:
+  cert-manager.io/inject-ca-from: {{ printf "%s/%s" .Release.Namespace (include "ep.certs.certificateName" .) }}
+{{- end -}}
+{{- end -}}
