@@ -1,0 +1,333 @@
+"""Admission decisions for Jobs and pods, as pure functions returning a `Verdict`.
+
+Jobs: `mutate_job(job, default_strategy)` shrinks an `elastic` Job to completions = parallelism = 1 and
+records its target size (or falls back to `gate` with a warning saying why).
+
+Pods, in three steps so the edge can do the one I/O in between:
+1. `plan_pod(pod, namespace, default_strategy)` → `PodPlan` (exclusive pod of a Job) or `Skip`.
+2. the edge looks the leader up when `mutation_needs_leader(plan)` / `validation_needs_leader(pod, plan)`,
+   filters candidates with `pick_leader`, and summarises with `leader_state(plan, leader, node)`.
+3. `mutate_pod(pod, plan, state)` / `validate_pod(pod, plan, state)` → `Verdict`.
+
+Every mutation is made on a deep copy and diffed into a JSONPatch, so re-running a mutation on its own
+output yields an empty patch (reinvocationPolicy: IfNeeded).
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from placement.affinity import add_leader_affinity, leader_domain
+from placement.constants import (
+    JOB_KEY_LABEL,
+    LEADER_SCHEDULED_GATE,
+    RESIZE_LABEL,
+    RESIZE_PENDING,
+    ROLE_FOLLOWER,
+    ROLE_LABEL,
+    ROLE_LEADER,
+    STRATEGY_AFFINITY,
+    STRATEGY_ELASTIC,
+    STRATEGY_GATE,
+    STRATEGY_SCHEDULING_GATE,
+    TARGET_COMPLETIONS_ANNOTATION,
+    TARGET_PARALLELISM_ANNOTATION,
+)
+from placement.objects import (
+    JobRef,
+    Obj,
+    annotations_of,
+    completion_index,
+    is_finished_pod,
+    is_leader,
+    is_terminating,
+    job_key,
+    job_ref_of_pod,
+    labels_of,
+    metadata,
+    node_name,
+    topology_key_of_job,
+    topology_key_of_pod,
+)
+from placement.patch import JsonPatch, diff
+from placement.strategy import InvalidStrategy, elastic_ineligibility, select_strategy, strategy_of_job
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The answer to one admission request. `reason` is a stable word for logs and metrics."""
+
+    allowed: bool
+    reason: str
+    patch: JsonPatch = field(default_factory=list)
+    message: str = ""
+    warnings: tuple[str, ...] = ()
+
+
+def _allow(reason: str, warnings: tuple[str, ...] = ()) -> Verdict:
+    return Verdict(allowed=True, reason=reason, warnings=warnings)
+
+
+def _deny(reason: str, message: str) -> Verdict:
+    return Verdict(allowed=False, reason=reason, message=message)
+
+
+def _ensure_map(parent: Obj, key: str) -> dict[str, str]:
+    value = parent.get(key)
+    if not isinstance(value, dict):
+        value = {}
+        parent[key] = value
+    return value
+
+
+# --- Jobs -------------------------------------------------------------------------------------------
+
+
+def mutate_job(job: Obj, default_strategy: str) -> Verdict:
+    """CREATE of a Job. Untouched unless it asks for exclusive placement with the `elastic` strategy."""
+    if topology_key_of_job(job) is None:
+        return _allow("not-exclusive")
+    try:
+        strategy = strategy_of_job(job, default_strategy)
+    except InvalidStrategy as err:
+        return _deny("invalid-strategy", str(err))
+    if strategy != STRATEGY_ELASTIC:
+        return _allow(f"strategy-{strategy}")
+    if TARGET_COMPLETIONS_ANNOTATION in annotations_of(job):
+        return _allow("already-shrunk")
+    spec = job.get("spec") or {}
+    if spec.get("completions") == 1 and spec.get("parallelism", 1) == 1:
+        return _allow("single-pod")
+    why_not = elastic_ineligibility(job)
+    if why_not is not None:
+        return _allow(
+            "elastic-ineligible",
+            (f"exclusive placement: strategy elastic is not possible ({why_not}); using {STRATEGY_GATE}",),
+        )
+    target = int(spec["completions"])
+    mutated = copy.deepcopy(job)
+    meta = mutated.setdefault("metadata", {})
+    annos = _ensure_map(meta, "annotations")
+    annos[TARGET_COMPLETIONS_ANNOTATION] = str(target)
+    annos[TARGET_PARALLELISM_ANNOTATION] = str(target)
+    _ensure_map(meta, "labels")[RESIZE_LABEL] = RESIZE_PENDING
+    mutated["spec"]["completions"] = 1
+    mutated["spec"]["parallelism"] = 1
+    return Verdict(allowed=True, reason="shrunk", patch=diff(job, mutated))
+
+
+# --- Pods: scope ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PodPlan:
+    """An exclusive pod of an Indexed Job: everything its admission needs besides the leader."""
+
+    namespace: str
+    job: JobRef
+    job_key: str
+    topology_key: str
+    strategy: str
+    leader: bool
+    index: str
+
+
+@dataclass(frozen=True)
+class Skip:
+    """The pod is out of scope (or invalid): answer with `verdict`, no lookup."""
+
+    verdict: Verdict
+
+
+def plan_pod(pod: Obj, namespace: str, default_strategy: str) -> PodPlan | Skip:
+    topology_key = topology_key_of_pod(pod)
+    if topology_key is None:
+        return Skip(_allow("not-exclusive"))
+    try:
+        strategy = select_strategy(annotations_of(pod), default_strategy)
+    except InvalidStrategy as err:
+        return Skip(_deny("invalid-strategy", str(err)))
+    job = job_ref_of_pod(pod)
+    if job is None:
+        return Skip(
+            _allow(
+                "no-job",
+                ("exclusive placement applies to pods of Jobs; this pod has no owning Job: not placed",),
+            )
+        )
+    index = completion_index(pod)
+    if index is None:
+        return Skip(
+            _allow(
+                "not-indexed",
+                (f"exclusive placement needs an Indexed Job; pod of Job {job.name} admitted unplaced",),
+            )
+        )
+    ns = namespace or str(metadata(pod).get("namespace") or "")
+    return PodPlan(
+        namespace=ns,
+        job=job,
+        job_key=job_key(ns, job.name, labels_of(pod)),
+        topology_key=topology_key,
+        strategy=strategy,
+        leader=is_leader(pod),
+        index=index,
+    )
+
+
+def mutation_needs_leader(plan: PodPlan) -> bool:
+    return not plan.leader and plan.strategy != STRATEGY_AFFINITY
+
+
+def has_leader_gate(pod: Obj) -> bool:
+    gates = (pod.get("spec") or {}).get("schedulingGates") or []
+    return any(isinstance(g, dict) and g.get("name") == LEADER_SCHEDULED_GATE for g in gates)
+
+
+def validation_needs_leader(pod: Obj, plan: PodPlan) -> bool:
+    return mutation_needs_leader(plan) and not has_leader_gate(pod)
+
+
+# --- Pods: the leader ---------------------------------------------------------------------------------
+
+
+class LeaderStatus(StrEnum):
+    BOUND = "bound"
+    NOT_FOUND = "not-found"
+    NOT_SCHEDULED = "not-scheduled"
+    NODE_MISSING = "node-missing"
+    NODE_WITHOUT_DOMAIN = "node-without-domain"
+
+
+@dataclass(frozen=True)
+class LeaderState:
+    status: LeaderStatus
+    leader_name: str = ""
+    node_name: str = ""
+    domain: str = ""
+
+
+def is_usable_leader(pod: Obj, job: JobRef) -> bool:
+    """A live leader of this very Job: not terminating, not finished, not of an earlier Job with the same
+    name (a restarted Job has a new uid)."""
+    if not is_leader(pod) or is_terminating(pod) or is_finished_pod(pod):
+        return False
+    owner = job_ref_of_pod(pod)
+    if owner is None or owner.name != job.name:
+        return False
+    return not (job.uid and owner.uid and owner.uid != job.uid)
+
+
+def pick_leader(candidates: list[Obj], job: JobRef) -> Obj | None:
+    """The usable leader of `job`, preferring one that is bound to a node."""
+    usable = [p for p in candidates if is_usable_leader(p, job)]
+    usable.sort(key=lambda p: node_name(p) is None)
+    return usable[0] if usable else None
+
+
+def leader_state(plan: PodPlan, leader: Obj | None, node: Obj | None) -> LeaderState:
+    if leader is None:
+        return LeaderState(LeaderStatus.NOT_FOUND)
+    name = str(metadata(leader).get("name") or "")
+    bound_to = node_name(leader)
+    if bound_to is None:
+        return LeaderState(LeaderStatus.NOT_SCHEDULED, leader_name=name)
+    if node is None:
+        return LeaderState(LeaderStatus.NODE_MISSING, leader_name=name, node_name=bound_to)
+    domain = leader_domain(plan.topology_key, node)
+    if domain is None:
+        return LeaderState(LeaderStatus.NODE_WITHOUT_DOMAIN, leader_name=name, node_name=bound_to)
+    return LeaderState(LeaderStatus.BOUND, leader_name=name, node_name=bound_to, domain=domain)
+
+
+# --- Pods: mutate and validate ----------------------------------------------------------------------------
+
+
+def mutate_pod(pod: Obj, plan: PodPlan, state: LeaderState | None) -> Verdict:
+    """Labels every exclusive pod; places the leader with affinity and the follower per strategy.
+
+    `state` is required for followers of every strategy but `affinity` (see `mutation_needs_leader`).
+    """
+    mutated = copy.deepcopy(pod)
+    meta = mutated.setdefault("metadata", {})
+    pod_labels = _ensure_map(meta, "labels")
+    pod_labels[JOB_KEY_LABEL] = plan.job_key
+    pod_labels[ROLE_LABEL] = ROLE_LEADER if plan.leader else ROLE_FOLLOWER
+    spec = mutated.setdefault("spec", {})
+    warnings: tuple[str, ...] = ()
+
+    if plan.leader or plan.strategy == STRATEGY_AFFINITY:
+        add_leader_affinity(spec, plan.job_key, plan.topology_key)
+        reason = "leader" if plan.leader else "follower-affinity"
+    elif state is None:
+        raise ValueError(f"a follower of strategy {plan.strategy} needs the leader's state")
+    elif state.status is LeaderStatus.BOUND:
+        selector = _ensure_map(spec, "nodeSelector")
+        current = selector.get(plan.topology_key)
+        if current is not None and current != state.domain:
+            warnings = (
+                f"nodeSelector {plan.topology_key}={current} replaced by the leader's domain {state.domain}",
+            )
+        selector[plan.topology_key] = state.domain
+        reason = "follower-pinned"
+    elif plan.strategy == STRATEGY_SCHEDULING_GATE:
+        gates = spec.get("schedulingGates")
+        if not isinstance(gates, list):
+            gates = []
+            spec["schedulingGates"] = gates
+        if not has_leader_gate(mutated):
+            gates.append({"name": LEADER_SCHEDULED_GATE})
+        reason = "follower-gated"
+    else:
+        # elastic / gate with the leader not placed: validation rejects it with the precise reason.
+        reason = f"follower-unplaced-{state.status}"
+    return Verdict(allowed=True, reason=reason, patch=diff(pod, mutated), warnings=warnings)
+
+
+def _pod_label(plan: PodPlan) -> str:
+    return f"follower pod (completion index {plan.index}) of Job {plan.namespace}/{plan.job.name}"
+
+
+def denial_message(plan: PodPlan, state: LeaderState) -> str:
+    who = _pod_label(plan)
+    retry = "expected and transient: the Job controller retries the pod"
+    if state.status is LeaderStatus.NOT_FOUND:
+        return f"{who}: the leader pod (completion index 0) does not exist yet ({retry})"
+    if state.status is LeaderStatus.NOT_SCHEDULED:
+        return f"{who}: leader pod {state.leader_name} is not yet scheduled to a node ({retry})"
+    if state.status is LeaderStatus.NODE_MISSING:
+        return (
+            f"{who}: leader pod {state.leader_name} is bound to node {state.node_name}, which no longer "
+            "exists; delete the leader pod so the Job controller recreates it"
+        )
+    return (
+        f"{who}: leader pod {state.leader_name} runs on node {state.node_name}, which has no "
+        f"{plan.topology_key} label; label the node or fix the topology annotation"
+    )
+
+
+def validate_pod(pod: Obj, plan: PodPlan, state: LeaderState | None) -> Verdict:
+    """CREATE of a pod, after mutation: followers must be pinned to their bound leader's domain."""
+    if plan.leader:
+        return _allow("leader")
+    if plan.strategy == STRATEGY_AFFINITY:
+        return _allow("follower-affinity")
+    if has_leader_gate(pod):
+        return _allow("follower-gated")
+    if state is None:
+        raise ValueError("validating a follower needs the leader's state")
+    if state.status is not LeaderStatus.BOUND:
+        return _deny(f"leader-{state.status}", denial_message(plan, state))
+    selector = (pod.get("spec") or {}).get("nodeSelector") or {}
+    value = selector.get(plan.topology_key)
+    if value != state.domain:
+        shown = f"is {value!r}" if value is not None else "is not set"
+        return _deny(
+            "wrong-domain",
+            f"{_pod_label(plan)}: nodeSelector[{plan.topology_key}] {shown}, but leader pod "
+            f"{state.leader_name} runs in {plan.topology_key}={state.domain} (node {state.node_name}); "
+            "the mutating webhook sets it: check that it is configured for this namespace",
+        )
+    return _allow("follower-pinned")

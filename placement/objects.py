@@ -1,0 +1,136 @@
+"""Identity of Jobs and pods, read from plain Kubernetes dicts.
+
+- `topology_key_of_job(job)` / `topology_key_of_pod(pod)`: the node label key that defines a domain
+  (`exclusive-placement.io/topology` wins over JobSet's `alpha.jobset.sigs.k8s.io/exclusive-topology`).
+  For a Job, metadata is read first, then the pod template.
+- `job_ref_of_pod(pod)`: the owning Job (name, uid) from the controller ownerReference, else from the
+  `batch.kubernetes.io/job-name` / `controller-uid` labels (pods from generateName have no name yet).
+- `job_key(namespace, job_name, labels)`: JobSet's job-key label when present, else a stable hash of
+  `<namespace>/<job name>`; every affinity term selects on it.
+- `completion_index(pod)` / `is_leader(pod)`: the leader is completion index "0".
+- `is_terminating(obj)`, `is_finished_pod(pod)`: leaders in these states are ignored.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import Any
+
+from placement.constants import (
+    CONTROLLER_UID_LABEL,
+    JOB_COMPLETION_INDEX_ANNOTATION,
+    JOB_COMPLETION_INDEX_LABEL,
+    JOB_NAME_LABEL,
+    JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION,
+    JOBSET_JOB_KEY_LABEL,
+    LEADER_COMPLETION_INDEX,
+    LEGACY_CONTROLLER_UID_LABEL,
+    LEGACY_JOB_NAME_LABEL,
+    TOPOLOGY_ANNOTATION,
+)
+
+Obj = dict[str, Any]
+FINISHED_POD_PHASES = frozenset({"Succeeded", "Failed"})
+
+
+@dataclass(frozen=True)
+class JobRef:
+    """The Job a pod belongs to. `uid` is empty when only the name label is known."""
+
+    name: str
+    uid: str
+
+
+def metadata(obj: Obj) -> Obj:
+    meta = obj.get("metadata")
+    return meta if isinstance(meta, dict) else {}
+
+
+def string_map(obj: Obj, field: str) -> dict[str, str]:
+    """metadata.labels / metadata.annotations as a str→str dict (missing or null → empty)."""
+    value = metadata(obj).get(field)
+    if not isinstance(value, dict):
+        return {}
+    return {str(k): str(v) for k, v in value.items() if v is not None}
+
+
+def labels_of(obj: Obj) -> dict[str, str]:
+    return string_map(obj, "labels")
+
+
+def annotations_of(obj: Obj) -> dict[str, str]:
+    return string_map(obj, "annotations")
+
+
+def topology_key_from_annotations(annos: dict[str, str]) -> str | None:
+    for key in (TOPOLOGY_ANNOTATION, JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION):
+        value = annos.get(key, "").strip()
+        if value:
+            return value
+    return None
+
+
+def pod_template(job: Obj) -> Obj:
+    template = (job.get("spec") or {}).get("template")
+    return template if isinstance(template, dict) else {}
+
+
+def topology_key_of_pod(pod: Obj) -> str | None:
+    return topology_key_from_annotations(annotations_of(pod))
+
+
+def topology_key_of_job(job: Obj) -> str | None:
+    """Job metadata first, then the pod template (JobSet copies its annotation to both)."""
+    return topology_key_from_annotations(annotations_of(job)) or topology_key_from_annotations(
+        annotations_of(pod_template(job))
+    )
+
+
+def job_ref_of_pod(pod: Obj) -> JobRef | None:
+    for ref in metadata(pod).get("ownerReferences") or []:
+        if isinstance(ref, dict) and ref.get("kind") == "Job" and ref.get("controller") and ref.get("name"):
+            return JobRef(name=str(ref["name"]), uid=str(ref.get("uid") or ""))
+    pod_labels = labels_of(pod)
+    name = pod_labels.get(JOB_NAME_LABEL) or pod_labels.get(LEGACY_JOB_NAME_LABEL)
+    if not name:
+        return None
+    uid = pod_labels.get(CONTROLLER_UID_LABEL) or pod_labels.get(LEGACY_CONTROLLER_UID_LABEL) or ""
+    return JobRef(name=name, uid=uid)
+
+
+def hashed_job_key(namespace: str, job_name: str) -> str:
+    """sha1 hex of `<namespace>/<job name>` (40 chars: a valid label value), as JobSet computes its key."""
+    return hashlib.sha1(f"{namespace}/{job_name}".encode(), usedforsecurity=False).hexdigest()
+
+
+def job_key(namespace: str, job_name: str, obj_labels: dict[str, str]) -> str:
+    return obj_labels.get(JOBSET_JOB_KEY_LABEL) or hashed_job_key(namespace, job_name)
+
+
+def completion_index(pod: Obj) -> str | None:
+    index = annotations_of(pod).get(JOB_COMPLETION_INDEX_ANNOTATION) or labels_of(pod).get(
+        JOB_COMPLETION_INDEX_LABEL
+    )
+    return index.strip() if index else None
+
+
+def is_leader(pod: Obj) -> bool:
+    return completion_index(pod) == LEADER_COMPLETION_INDEX
+
+
+def is_terminating(obj: Obj) -> bool:
+    return bool(metadata(obj).get("deletionTimestamp"))
+
+
+def is_finished_pod(pod: Obj) -> bool:
+    return (pod.get("status") or {}).get("phase") in FINISHED_POD_PHASES
+
+
+def node_name(pod: Obj) -> str | None:
+    name = (pod.get("spec") or {}).get("nodeName")
+    return str(name) if name else None
+
+
+def namespace_of(obj: Obj, default: str = "") -> str:
+    return str(metadata(obj).get("namespace") or default)
