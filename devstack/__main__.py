@@ -1,0 +1,179 @@
+"""`python -m devstack run|demo`: the whole system on the embedded cluster (kubesim + webhook + resizer).
+
+run   brings the stack up, applies a manifest (default examples/jobset-exclusive.yaml), shows progress and
+      the placement table, then keeps serving until Ctrl-C (kubectl works against the printed kubeconfig).
+demo  the same, non-interactive: exits 0 with the table when every Job is placed, 1 with the reason if not.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import logging
+import signal
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from types import FrameType
+
+from devstack.commands import KubesimFlags
+from devstack.demo import apply_and_follow
+from devstack.processes import ProcessError
+from devstack.scenario import PlacementError, load_manifests
+from devstack.stack import Stack, StackOptions
+from placement.constants import DEFAULT_STRATEGY, STRATEGIES
+
+EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "jobset-exclusive.yaml"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m devstack", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    modes = (
+        (
+            "run",
+            "bring the stack up, place the example, keep serving until Ctrl-C",
+            ".dev/devstack",
+            0.2,
+            300.0,
+        ),
+        ("demo", "the same, non-interactive: exit 0 when every Job is placed", ".dev/demo", 0.05, 90.0),
+    )
+    for name, help_text, workdir, time_scale, timeout in modes:
+        cmd = sub.add_parser(name, help=help_text, description=help_text)
+        cmd.add_argument(
+            "-f", "--manifest", type=Path, default=EXAMPLE, help="YAML to apply (default: %(default)s)"
+        )
+        cmd.add_argument(
+            "--namespace", default="default", help="namespace for the manifests (default: %(default)s)"
+        )
+        cmd.add_argument(
+            "--strategy",
+            choices=STRATEGIES,
+            default=DEFAULT_STRATEGY,
+            help="webhook default strategy (default: %(default)s)",
+        )
+        cmd.add_argument("--nodes", type=int, default=32, help="simulated nodes (default: %(default)s)")
+        cmd.add_argument("--pools", type=int, default=8, help="node pools (default: %(default)s)")
+        cmd.add_argument("--gpus-per-node", type=int, default=8, help="default: %(default)s")
+        cmd.add_argument(
+            "--time-scale",
+            type=float,
+            default=time_scale,
+            help="real seconds per simulated second (default: %(default)s)",
+        )
+        cmd.add_argument(
+            "--faults", default=None, help="kubesim fault spec (see python -m kubesim serve --help)"
+        )
+        cmd.add_argument("--seed", type=int, default=None, help="seed for kubesim's fault injection")
+        cmd.add_argument(
+            "--resizer-replicas",
+            type=int,
+            default=1,
+            help="resizer processes; more than 1 elect a leader via a Lease (default: %(default)s)",
+        )
+        cmd.add_argument(
+            "--workdir",
+            type=Path,
+            default=Path(workdir),
+            help="certificates, kubeconfig and logs (default: %(default)s)",
+        )
+        cmd.add_argument(
+            "--timeout",
+            type=float,
+            default=timeout,
+            help="seconds to wait for every Job to be placed (default: %(default)s)",
+        )
+        cmd.add_argument("-v", "--verbose", action="store_true", help="log devstack's own steps")
+    return parser
+
+
+def options_from(args: argparse.Namespace) -> StackOptions:
+    cluster = KubesimFlags(
+        nodes=args.nodes,
+        pools=args.pools,
+        gpus_per_node=args.gpus_per_node,
+        time_scale=args.time_scale,
+        faults=args.faults,
+        seed=args.seed,
+    )
+    return StackOptions(
+        cluster=cluster,
+        default_strategy=args.strategy,
+        resizer_replicas=args.resizer_replicas,
+        workdir=args.workdir.resolve(),
+    )
+
+
+def _terminate_as_interrupt(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt
+
+
+@contextlib.contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    """SIGTERM (e.g. from a supervisor) takes the same clean path as Ctrl-C."""
+    previous = signal.signal(signal.SIGTERM, _terminate_as_interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def echo(line: str) -> None:
+    print(line, flush=True)
+
+
+def serve_forever(stack: Stack) -> None:
+    while True:
+        stack.check_alive()
+        time.sleep(1.0)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    try:
+        options = options_from(args)
+        objects = load_manifests(args.manifest)
+    except (ValueError, PlacementError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    with sigterm_as_interrupt():
+        try:
+            echo(
+                f"starting kubesim ({args.nodes} nodes, {args.pools} pools, time scale {args.time_scale}), "
+                f"webhook (default strategy {args.strategy}) and resizer; logs in {options.workdir}/logs"
+            )
+            with Stack(options) as stack:
+                echo(f"kubesim {stack.server}  webhook {stack.webhook_url}  kubeconfig {stack.kubeconfig}")
+                observation = apply_and_follow(
+                    stack, objects, namespace=args.namespace, timeout=args.timeout, echo=echo
+                )
+                echo("")
+                echo(observation.table)
+                echo("")
+                echo(f"every Job placed, each in its own node pool ({len(observation.statuses)} Jobs)")
+                if args.command == "demo":
+                    return 0
+                echo(f"\nserving. kubeconfig: {stack.kubeconfig}")
+                echo(f"  kubectl --kubeconfig {stack.kubeconfig} get pods -o wide")
+                echo(f"  kubectl --kubeconfig {stack.kubeconfig} apply -f examples/indexed-job.yaml")
+                echo("Ctrl-C stops everything.")
+                serve_forever(stack)
+        except KeyboardInterrupt:
+            echo("\nstopped: every process terminated")
+            return 130 if args.command == "demo" else 0
+        except (PlacementError, ProcessError) as err:
+            print(f"\nFAILED: {err}", file=sys.stderr)
+            return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,146 @@
+"""The one source of the commands that run the system locally.
+
+`make run`, `make demo`, the benchmarks, the end-to-end tests and docker-compose (which must mirror these
+command lines) all start the components the same way. Each builder returns an argv list; `python` is
+the interpreter running devstack unless another one is given (compose passes "python").
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+RELEASE_NAMESPACE = "exclusive-placement"
+"""Namespace the Helm chart installs into; always exempt from the webhooks."""
+WEBHOOK_SERVICE = "exclusive-placement-webhook"
+"""Service name in the serving certificate (`<service>.<namespace>.svc`), as the chart names it."""
+LOCAL_HOST = "127.0.0.1"
+
+
+def _python(python: str | None) -> list[str]:
+    return [python or sys.executable]
+
+
+def certs_command(out_dir: Path, *, python: str | None = None) -> list[str]:
+    """Dev CA + serving certificate valid for the in-cluster Service name and for 127.0.0.1/localhost."""
+    return [
+        *_python(python),
+        "-m",
+        "certs",
+        "generate",
+        "--out-dir",
+        str(out_dir),
+        "--service",
+        WEBHOOK_SERVICE,
+        "--namespace",
+        RELEASE_NAMESPACE,
+        "--dns",
+        "localhost",
+        "--ip",
+        LOCAL_HOST,
+    ]
+
+
+@dataclass(frozen=True)
+class KubesimFlags:
+    """Simulated cluster shape; see `python -m kubesim serve --help` for every flag."""
+
+    nodes: int = 32
+    pools: int = 8
+    gpus_per_node: int = 8
+    time_scale: float = 0.1
+    pod_run_seconds: float | None = None
+    """Simulated run time after which pods Succeed; None: pods run until deleted."""
+    faults: str | None = None
+    seed: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.nodes < 1 or self.pools < 1:
+            raise ValueError(f"nodes and pools must be >= 1, got nodes={self.nodes} pools={self.pools}")
+        if self.pools > self.nodes:
+            raise ValueError(f"pools ({self.pools}) cannot exceed nodes ({self.nodes})")
+        if self.time_scale <= 0:
+            raise ValueError(f"time scale must be > 0, got {self.time_scale}")
+        if self.pod_run_seconds is not None and self.pod_run_seconds <= 0:
+            raise ValueError(f"pod run time must be > 0 seconds, got {self.pod_run_seconds}")
+
+
+def kubesim_command(
+    flags: KubesimFlags, *, port: int, kubeconfig: Path, python: str | None = None
+) -> list[str]:
+    """Port 0 picks a free port; kubesim then prints
+    `kubesim listening on http://127.0.0.1:PORT kubeconfig=PATH`."""
+    argv = [
+        *_python(python),
+        "-m",
+        "kubesim",
+        "serve",
+        "--port",
+        str(port),
+        "--nodes",
+        str(flags.nodes),
+        "--pools",
+        str(flags.pools),
+        "--gpus-per-node",
+        str(flags.gpus_per_node),
+        "--time-scale",
+        str(flags.time_scale),
+        "--kubeconfig",
+        str(kubeconfig),
+    ]
+    if flags.pod_run_seconds is not None:
+        argv += ["--pod-run-seconds", str(flags.pod_run_seconds)]
+    if flags.faults:
+        argv += ["--faults", flags.faults]
+    if flags.seed is not None:
+        argv += ["--seed", str(flags.seed)]
+    return argv
+
+
+def webhook_command(
+    *, port: int, cert_dir: Path, server: str, default_strategy: str, python: str | None = None
+) -> list[str]:
+    """The admission webhook over TLS; ready when `GET https://127.0.0.1:PORT/readyz` answers 200."""
+    return [
+        *_python(python),
+        "-m",
+        "webhook",
+        "--host",
+        LOCAL_HOST,
+        "--port",
+        str(port),
+        "--cert-dir",
+        str(cert_dir),
+        "--server",
+        server,
+        "--default-strategy",
+        default_strategy,
+    ]
+
+
+def resizer_command(
+    *,
+    server: str,
+    metrics_port: int,
+    leader_elect: bool,
+    lease_namespace: str = RELEASE_NAMESPACE,
+    python: str | None = None,
+) -> list[str]:
+    """The resizer; ready when `GET http://127.0.0.1:METRICS_PORT/readyz` answers 200.
+
+    One replica runs without leader election; several replicas elect a leader through a Lease."""
+    argv = [
+        *_python(python),
+        "-m",
+        "resizer",
+        "--server",
+        server,
+        "--metrics-port",
+        str(metrics_port),
+    ]
+    if leader_elect:
+        argv += ["--leader-elect", "--lease-namespace", lease_namespace]
+    else:
+        argv.append("--no-leader-elect")
+    return argv

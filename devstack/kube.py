@@ -1,0 +1,136 @@
+"""A small synchronous REST client for the handful of kinds devstack and the benchmarks touch.
+
+Plain dicts in, plain dicts out, over httpx: the stack talks to kubesim exactly as any client would.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+
+@dataclass(frozen=True)
+class ResourceType:
+    prefix: str
+    plural: str
+    namespaced: bool
+
+
+RESOURCE_TYPES: dict[str, ResourceType] = {
+    "Namespace": ResourceType("api/v1", "namespaces", False),
+    "Node": ResourceType("api/v1", "nodes", False),
+    "Pod": ResourceType("api/v1", "pods", True),
+    "Event": ResourceType("api/v1", "events", True),
+    "Job": ResourceType("apis/batch/v1", "jobs", True),
+    "JobSet": ResourceType("apis/jobset.x-k8s.io/v1alpha2", "jobsets", True),
+    "Lease": ResourceType("apis/coordination.k8s.io/v1", "leases", True),
+    "MutatingWebhookConfiguration": ResourceType(
+        "apis/admissionregistration.k8s.io/v1", "mutatingwebhookconfigurations", False
+    ),
+    "ValidatingWebhookConfiguration": ResourceType(
+        "apis/admissionregistration.k8s.io/v1", "validatingwebhookconfigurations", False
+    ),
+}
+
+
+class KubeError(RuntimeError):
+    def __init__(self, status: int, reason: str, message: str):
+        super().__init__(f"HTTP {status} {reason}: {message}")
+        self.status = status
+        self.reason = reason
+
+
+def resource_type(kind: str) -> ResourceType:
+    try:
+        return RESOURCE_TYPES[kind]
+    except KeyError:
+        known = ", ".join(sorted(RESOURCE_TYPES))
+        raise ValueError(f"kind {kind!r} is not supported by devstack (supported: {known})") from None
+
+
+def collection_path(kind: str, namespace: str | None = None) -> str:
+    rtype = resource_type(kind)
+    if rtype.namespaced and namespace:
+        return f"/{rtype.prefix}/namespaces/{namespace}/{rtype.plural}"
+    return f"/{rtype.prefix}/{rtype.plural}"
+
+
+class KubeClient:
+    def __init__(self, server: str, *, timeout: float = 30.0):
+        self.server = server
+        self._http = httpx.Client(base_url=server, timeout=timeout, headers={"User-Agent": "devstack"})
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> KubeClient:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    def _request(self, method: str, path: str, **kwargs: Any) -> dict[str, Any]:
+        response = self._http.request(method, path, **kwargs)
+        if response.status_code >= 400:
+            try:
+                body = response.json()
+                reason, message = str(body.get("reason", "")), str(body.get("message", response.text))
+            except ValueError:
+                reason, message = "", response.text
+            raise KubeError(response.status_code, reason, message)
+        result: dict[str, Any] = response.json()
+        return result
+
+    def create(self, obj: dict[str, Any], *, namespace: str | None = None) -> dict[str, Any]:
+        ns = obj.get("metadata", {}).get("namespace") or namespace
+        if resource_type(obj["kind"]).namespaced and not ns:
+            ns = "default"
+        return self._request("POST", collection_path(obj["kind"], ns), json=obj)
+
+    def create_or_replace(self, obj: dict[str, Any], *, namespace: str | None = None) -> dict[str, Any]:
+        """Create, or on 409 AlreadyExists replace the existing object (cluster-scoped configs)."""
+        try:
+            return self.create(obj, namespace=namespace)
+        except KubeError as err:
+            if err.status != 409:
+                raise
+        name = obj["metadata"]["name"]
+        ns = obj.get("metadata", {}).get("namespace") or namespace
+        current = self.get(obj["kind"], name, namespace=ns)
+        replacement = {
+            **obj,
+            "metadata": {**obj["metadata"], "resourceVersion": current["metadata"]["resourceVersion"]},
+        }
+        return self._request("PUT", f"{collection_path(obj['kind'], ns)}/{name}", json=replacement)
+
+    def get(self, kind: str, name: str, *, namespace: str | None = None) -> dict[str, Any]:
+        return self._request("GET", f"{collection_path(kind, namespace)}/{name}")
+
+    def list(
+        self, kind: str, *, namespace: str | None = None, label_selector: str | None = None
+    ) -> list[dict[str, Any]]:
+        params = {"labelSelector": label_selector} if label_selector else {}
+        items: list[dict[str, Any]] = self._request("GET", collection_path(kind, namespace), params=params)[
+            "items"
+        ]
+        return items
+
+    def delete(self, kind: str, name: str, *, namespace: str | None = None) -> None:
+        try:
+            self._request(
+                "DELETE",
+                f"{collection_path(kind, namespace)}/{name}",
+                json={"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Background"},
+            )
+        except KubeError as err:
+            if err.status != 404:
+                raise
+
+    def stats(self) -> dict[str, Any]:
+        """kubesim's counters (`GET /debug/stats`)."""
+        return self._request("GET", "/debug/stats")
+
+    def reset_stats(self) -> None:
+        self._request("POST", "/debug/reset-stats")

@@ -1,0 +1,248 @@
+"""`Stack`: kubesim + webhook + resizer as separate local processes, wired like a real install.
+
+    with Stack(StackOptions(pools=4, nodes=16)) as stack:
+        stack.client.create(jobset)        # talks to kubesim at stack.server
+        ...                                # every process is stopped on exit, even on Ctrl-C
+
+Start order: certificates, kubesim (port chosen by itself), the webhook (TLS, ready when its caches are
+synced), the chart's webhook configurations pointed at the local webhook, then the resizer replicas.
+Stop order is the reverse. Each process has its own process group and dies with devstack if devstack is
+killed, so nothing is left behind.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import re
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+
+from certs.files import ca_bundle_b64
+from devstack.commands import (
+    LOCAL_HOST,
+    KubesimFlags,
+    certs_command,
+    kubesim_command,
+    resizer_command,
+    webhook_command,
+)
+from devstack.kube import KubeClient
+from devstack.ports import free_port
+from devstack.processes import ManagedProcess, ProcessError
+from devstack.readiness import wait_for_log_line, wait_http_ok
+from devstack.webhooks import local_webhook_configurations
+from placement.constants import DEFAULT_STRATEGY, STRATEGIES
+
+log = logging.getLogger(__name__)
+
+KUBESIM_LISTENING = re.compile(r"kubesim listening on (?P<url>http://\S+) kubeconfig=(?P<kubeconfig>\S+)")
+
+
+@dataclass(frozen=True)
+class StackOptions:
+    cluster: KubesimFlags = field(default_factory=KubesimFlags)
+    default_strategy: str = DEFAULT_STRATEGY
+    """Strategy for Jobs without an `exclusive-placement.io/strategy` annotation."""
+    resizer_replicas: int = 1
+    """1: no leader election; more: replicas elect a leader through a Lease."""
+    workdir: Path | None = None
+    """Certificates, kubeconfig and logs; None: a temporary directory removed on exit."""
+    startup_timeout: float = 60.0
+    """Seconds each component may take to become ready (2 busy cores can be slow)."""
+
+    def __post_init__(self) -> None:
+        if self.default_strategy not in STRATEGIES:
+            raise ValueError(f"unknown strategy {self.default_strategy!r}; valid: {', '.join(STRATEGIES)}")
+        if self.resizer_replicas < 0:
+            raise ValueError(f"resizer replicas must be >= 0, got {self.resizer_replicas}")
+
+
+@contextlib.contextmanager
+def _sigint_deferred() -> Iterator[None]:
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    received: list[int] = []
+    previous = signal.signal(signal.SIGINT, lambda signum, _frame: received.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if received:
+        raise KeyboardInterrupt
+
+
+class Stack:
+    def __init__(self, options: StackOptions | None = None):
+        self.options = options or StackOptions()
+        self._tempdir: str | None = None
+        self.workdir = self.options.workdir or Path(".")
+        self.server = ""
+        self.kubeconfig = Path()
+        self.webhook_url = ""
+        self.kubesim: ManagedProcess | None = None
+        self.webhook: ManagedProcess | None = None
+        self.resizers: list[ManagedProcess] = []
+        self.resizer_metrics_ports: list[int] = []
+        self._client: KubeClient | None = None
+
+    # --- paths -------------------------------------------------------------------------------------
+    @property
+    def cert_dir(self) -> Path:
+        return self.workdir / "certs"
+
+    @property
+    def log_dir(self) -> Path:
+        return self.workdir / "logs"
+
+    @property
+    def ca_file(self) -> Path:
+        return self.cert_dir / "ca.crt"
+
+    @property
+    def client(self) -> KubeClient:
+        if self._client is None:
+            raise ProcessError("the stack is not started")
+        return self._client
+
+    def processes(self) -> list[ManagedProcess]:
+        return [p for p in (self.kubesim, self.webhook, *self.resizers) if p is not None]
+
+    # --- lifecycle -----------------------------------------------------------------------------------
+    def __enter__(self) -> Stack:
+        try:
+            self.start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+    def start(self) -> None:
+        if self.options.workdir is None:
+            self._tempdir = tempfile.mkdtemp(prefix="devstack-")
+            self.workdir = Path(self._tempdir)
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self._generate_certs()
+        self._start_kubesim()
+        self._client = KubeClient(self.server)
+        self._start_webhook()
+        self.register_webhooks()
+        for _ in range(self.options.resizer_replicas):
+            self.add_resizer()
+
+    def stop(self) -> None:
+        """Stop every process (reverse start order) and wait for each; safe to call twice.
+
+        A second Ctrl-C while stopping is deferred, so an impatient user cannot leave orphans behind."""
+        with _sigint_deferred():
+            self._stop()
+
+    def _stop(self) -> None:
+        errors: list[str] = []
+        for process in reversed(self.processes()):
+            code = process.stop()
+            if code not in (None, 0, -15):
+                errors.append(f"{process.name} exited {code}")
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+        if self._tempdir is not None:
+            shutil.rmtree(self._tempdir, ignore_errors=True)
+            self._tempdir = None
+        if errors:
+            log.info("on stop: %s", "; ".join(errors))
+
+    def check_alive(self) -> None:
+        """Raise `ProcessError` (with the log tail) if a component died."""
+        for process in self.processes():
+            process.check_alive()
+
+    # --- components ----------------------------------------------------------------------------------
+    def _generate_certs(self) -> None:
+        argv = certs_command(self.cert_dir)
+        result = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
+        if result.returncode != 0:
+            raise ProcessError(f"certificate generation failed ({' '.join(argv)}):\n{result.stderr}")
+
+    def _start_kubesim(self) -> None:
+        kubeconfig = self.workdir / "kubeconfig"
+        argv = kubesim_command(self.options.cluster, port=0, kubeconfig=kubeconfig)
+        self.kubesim = ManagedProcess("kubesim", argv, self.log_dir / "kubesim.log")
+        self.kubesim.start()
+        match = wait_for_log_line(self.kubesim, KUBESIM_LISTENING, self.options.startup_timeout)
+        self.server = match["url"]
+        self.kubeconfig = Path(match["kubeconfig"])
+        wait_http_ok(self.kubesim, f"{self.server}/version", self.options.startup_timeout)
+
+    def _start_webhook(self) -> None:
+        port = free_port()
+        argv = webhook_command(
+            port=port,
+            cert_dir=self.cert_dir,
+            server=self.server,
+            default_strategy=self.options.default_strategy,
+        )
+        self.webhook = ManagedProcess("webhook", argv, self.log_dir / "webhook.log")
+        self.webhook.start()
+        self.webhook_url = f"https://{LOCAL_HOST}:{port}"
+        wait_http_ok(
+            self.webhook, f"{self.webhook_url}/readyz", self.options.startup_timeout, ca_file=self.ca_file
+        )
+
+    def restart_webhook(self) -> None:
+        """Stop the webhook and start it again on the same port (admissions fail while it is down)."""
+        if self.webhook is None:
+            raise ProcessError("the stack is not started")
+        self.webhook.stop()
+        self.webhook.start()
+        wait_http_ok(
+            self.webhook, f"{self.webhook_url}/readyz", self.options.startup_timeout, ca_file=self.ca_file
+        )
+
+    def register_webhooks(self) -> None:
+        """Create (or replace) the chart's webhook configurations, pointed at the local webhook."""
+        configurations = local_webhook_configurations(
+            self.webhook_url, ca_bundle_b64(self.ca_file), self.options.default_strategy
+        )
+        for configuration in configurations:
+            self.client.create_or_replace(configuration)
+
+    def add_resizer(self) -> ManagedProcess:
+        """Start one more resizer replica (leader election on whenever the stack asks for several)."""
+        port = free_port()
+        index = len(self.resizers)
+        argv = resizer_command(
+            server=self.server, metrics_port=port, leader_elect=self.options.resizer_replicas > 1
+        )
+        resizer = ManagedProcess(f"resizer-{index}", argv, self.log_dir / f"resizer-{index}.log")
+        resizer.start()
+        self.resizers.append(resizer)
+        self.resizer_metrics_ports.append(port)
+        wait_http_ok(resizer, self.resizer_readyz(index), self.options.startup_timeout)
+        return resizer
+
+    def resizer_readyz(self, index: int) -> str:
+        return f"http://{LOCAL_HOST}:{self.resizer_metrics_ports[index]}/readyz"
+
+    def restart_resizer(self, index: int = 0, *, kill: bool = False) -> None:
+        """Stop (SIGTERM, or SIGKILL with `kill`) resizer `index` and start it again on the same port."""
+        resizer = self.resizers[index]
+        if kill:
+            resizer.kill()
+        else:
+            resizer.stop()
+        resizer.start()
+        wait_http_ok(resizer, self.resizer_readyz(index), self.options.startup_timeout)

@@ -1,0 +1,91 @@
+"""The webhook configurations devstack registers: the Helm chart's own, pointed at a local URL.
+
+The chart renders `clientConfig.service` (a Service in the release namespace); kubesim cannot resolve
+Services, so each webhook's clientConfig becomes `url: https://127.0.0.1:PORT/<path>` with the dev CA as
+caBundle. Everything else (rules, selectors, exemptions, matchConditions, failure policies) is the chart's,
+so the local stack routes admissions exactly as an installed release does.
+"""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from devstack.commands import RELEASE_NAMESPACE
+
+CHART_PATH = Path(__file__).resolve().parent.parent / "charts" / "exclusive-placement"
+RELEASE_NAME = "exclusive-placement"
+WEBHOOK_CONFIGURATION_KINDS = frozenset({"MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"})
+
+
+class ChartError(RuntimeError):
+    pass
+
+
+def chart_values(ca_bundle_b64: str, default_strategy: str) -> dict[str, Any]:
+    """Values for a local render: a provided certificate (ours), and the stack's default strategy."""
+    return {
+        "certs": {"mode": "provided", "provided": {"caBundle": ca_bundle_b64}},
+        "placement": {"defaultStrategy": default_strategy},
+    }
+
+
+def render_chart(values: dict[str, Any], chart_path: Path = CHART_PATH) -> list[dict[str, Any]]:
+    """Every object the chart renders with `values` (release `exclusive-placement` in its namespace)."""
+    if not (chart_path / "Chart.yaml").is_file():
+        raise ChartError(f"no Helm chart at {chart_path} (expected Chart.yaml there)")
+    try:
+        import helm_python
+    except ImportError as err:
+        raise ChartError(
+            "helm-python-sdk is needed to render the chart's webhook configurations: "
+            "install the dev requirements (make venv)"
+        ) from err
+    try:
+        rendered = helm_python.Chart.load(str(chart_path)).render(
+            values, name=RELEASE_NAME, namespace=RELEASE_NAMESPACE
+        )
+    except helm_python.HelmError as err:
+        raise ChartError(f"rendering {chart_path} failed: {err}") from err
+    objects: list[dict[str, Any]] = []
+    for template in sorted(rendered):
+        if not template.endswith((".yaml", ".yml")):
+            continue  # NOTES.txt and friends are text for humans, not manifests
+        objects.extend(doc for doc in yaml.safe_load_all(rendered[template]) if isinstance(doc, dict))
+    return objects
+
+
+def point_at_url(configuration: dict[str, Any], base_url: str, ca_bundle_b64: str) -> dict[str, Any]:
+    """A copy of a webhook configuration whose webhooks call `base_url` + the chart's service path."""
+    result = copy.deepcopy(configuration)
+    for webhook in result.get("webhooks", []):
+        client = webhook.get("clientConfig", {})
+        service = client.get("service")
+        if service is None:
+            raise ChartError(f"webhook {webhook.get('name')!r} has no clientConfig.service to rewrite")
+        webhook["clientConfig"] = {
+            "url": base_url.rstrip("/") + service.get("path", "/"),
+            "caBundle": ca_bundle_b64,
+        }
+    return result
+
+
+def local_webhook_configurations(
+    base_url: str, ca_bundle_b64: str, default_strategy: str, chart_path: Path = CHART_PATH
+) -> list[dict[str, Any]]:
+    """The chart's Mutating/ValidatingWebhookConfigurations, calling the local webhook at `base_url`."""
+    objects = render_chart(chart_values(ca_bundle_b64, default_strategy), chart_path)
+    configurations = [
+        point_at_url(obj, base_url, ca_bundle_b64)
+        for obj in objects
+        if obj.get("kind") in WEBHOOK_CONFIGURATION_KINDS
+    ]
+    kinds = {obj["kind"] for obj in configurations}
+    if kinds != WEBHOOK_CONFIGURATION_KINDS:
+        raise ChartError(
+            f"the chart rendered {sorted(kinds)}; expected both {sorted(WEBHOOK_CONFIGURATION_KINDS)}"
+        )
+    return configurations

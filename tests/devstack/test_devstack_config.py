@@ -1,0 +1,110 @@
+"""Command lines, option validation, manifests and the chart's webhook configurations pointed at a URL."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from devstack.commands import KubesimFlags, kubesim_command, resizer_command, webhook_command
+from devstack.scenario import PlacementError, expected_jobs, load_manifests
+from devstack.stack import StackOptions
+from devstack.webhooks import local_webhook_configurations, point_at_url
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+def test_kubesim_command_carries_the_cluster_shape(tmp_path: Path) -> None:
+    flags = KubesimFlags(
+        nodes=8, pools=4, time_scale=0.05, pod_run_seconds=30, faults="drop-watch=0.1", seed=3
+    )
+    argv = kubesim_command(flags, port=0, kubeconfig=tmp_path / "kc", python="python")
+    assert argv[:4] == ["python", "-m", "kubesim", "serve"]
+    pairs = dict(zip(argv[4::2], argv[5::2], strict=True))
+    assert pairs == {
+        "--port": "0",
+        "--nodes": "8",
+        "--pools": "4",
+        "--gpus-per-node": "8",
+        "--time-scale": "0.05",
+        "--pod-run-seconds": "30",
+        "--faults": "drop-watch=0.1",
+        "--seed": "3",
+        "--kubeconfig": str(tmp_path / "kc"),
+    }
+
+
+def test_resizer_elects_a_leader_only_with_replicas() -> None:
+    assert "--no-leader-elect" in resizer_command(server="http://x", metrics_port=1, leader_elect=False)
+    assert "--leader-elect" in resizer_command(server="http://x", metrics_port=1, leader_elect=True)
+
+
+def test_webhook_command_uses_tls_cert_dir(tmp_path: Path) -> None:
+    argv = webhook_command(port=9443, cert_dir=tmp_path, server="http://s", default_strategy="gate")
+    assert "--insecure-dev" not in argv
+    assert argv[argv.index("--cert-dir") + 1] == str(tmp_path)
+    assert argv[argv.index("--default-strategy") + 1] == "gate"
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"nodes": 0}, "nodes and pools"),
+        ({"nodes": 2, "pools": 4}, "cannot exceed"),
+        ({"time_scale": 0}, "time scale"),
+        ({"pod_run_seconds": -1}, "run time"),
+    ],
+)
+def test_cluster_flags_reject_bad_values(kwargs: dict[str, float], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        KubesimFlags(**kwargs)  # type: ignore[arg-type]
+
+
+def test_stack_options_reject_unknown_strategy() -> None:
+    with pytest.raises(ValueError, match="valid: elastic, gate"):
+        StackOptions(default_strategy="spread")
+
+
+def test_examples_load_and_count_jobs() -> None:
+    assert expected_jobs(load_manifests(EXAMPLES / "jobset-exclusive.yaml")) == 4
+    assert expected_jobs(load_manifests(EXAMPLES / "indexed-job.yaml")) == 1
+    assert expected_jobs(load_manifests(EXAMPLES / "jobset-per-job-strategy.yaml")) == 2
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [("", "no Kubernetes objects"), ("kind: Job\n", "needs apiVersion"), ("a: [", "cannot read")],
+)
+def test_bad_manifests_are_rejected(tmp_path: Path, text: str, message: str) -> None:
+    path = tmp_path / "m.yaml"
+    path.write_text(text)
+    with pytest.raises(PlacementError, match=message):
+        load_manifests(path)
+
+
+def test_point_at_url_replaces_the_service() -> None:
+    config = {
+        "kind": "MutatingWebhookConfiguration",
+        "webhooks": [
+            {"name": "w", "clientConfig": {"service": {"name": "s", "path": "/mutate-pods"}, "caBundle": "X"}}
+        ],
+    }
+    result = point_at_url(config, "https://127.0.0.1:8443/", "Q0E=")
+    assert result["webhooks"][0]["clientConfig"] == {
+        "url": "https://127.0.0.1:8443/mutate-pods",
+        "caBundle": "Q0E=",
+    }
+    assert config["webhooks"][0]["clientConfig"]["caBundle"] == "X"
+
+
+def test_chart_configurations_call_the_local_webhook_and_keep_the_scoping() -> None:
+    configs = local_webhook_configurations("https://127.0.0.1:9443", "Q0E=", "elastic")
+    webhooks = {w["name"]: w for c in configs for w in c["webhooks"]}
+    urls = {w["clientConfig"]["url"] for w in webhooks.values()}
+    assert urls == {f"https://127.0.0.1:9443/{p}" for p in ("mutate-pods", "mutate-jobs", "validate-pods")}
+    for webhook in webhooks.values():
+        assert webhook["clientConfig"]["caBundle"] == "Q0E="
+        exempt = webhook["namespaceSelector"]["matchExpressions"][0]
+        assert exempt["operator"] == "NotIn"
+        assert "exclusive-placement" in exempt["values"]
+        assert webhook["sideEffects"] == "None"

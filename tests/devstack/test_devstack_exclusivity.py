@@ -1,0 +1,89 @@
+"""The exclusivity replay: every Job whole in one domain, no domain shared at the same time."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from devstack.exclusivity import ExclusivityReplay, PodState, job_of, node_domains, pod_state
+
+DOMAINS = {"n1": "pool-a", "n2": "pool-a", "n3": "pool-b"}
+
+
+def active(key: str, job: str, node: str) -> PodState:
+    return PodState(key, job, node, True)
+
+
+def gone(key: str, job: str, node: str) -> PodState:
+    return PodState(key, job, node, False)
+
+
+@pytest.mark.parametrize(
+    ("events", "violations"),
+    [
+        pytest.param(
+            [active("p1", "a", "n1"), active("p2", "a", "n2"), active("p3", "b", "n3")], 0, id="exclusive"
+        ),
+        pytest.param([active("p1", "a", "n1"), active("p2", "b", "n2")], 1, id="pool-shared"),
+        pytest.param([active("p1", "a", "n1"), active("p2", "a", "n3")], 1, id="job-split"),
+        pytest.param(
+            [active("p1", "a", "n1"), gone("p1", "a", "n1"), active("p2", "b", "n2")],
+            0,
+            id="pool-reused-after-finish",
+        ),
+        pytest.param(
+            [active("p1", "a", "n1"), active("p2", "b", "n1"), active("p3", "b", "n2")],
+            1,
+            id="one-pair-counted-once",
+        ),
+        pytest.param([PodState("p1", "", "n1", True), active("p2", "b", "n1")], 0, id="non-job-pod-ignored"),
+    ],
+)
+def test_replay_counts_violations(events: list[PodState], violations: int) -> None:
+    replay = ExclusivityReplay(DOMAINS)
+    replay.observe_all(events)
+    assert replay.violations == violations
+    assert len(replay.describe()) == violations
+
+
+def pod(name: str, node: str = "", phase: str = "Pending", job: str = "train") -> dict[str, Any]:
+    return {
+        "metadata": {"name": name, "namespace": "ns", "labels": {"batch.kubernetes.io/job-name": job}},
+        "spec": {"nodeName": node} if node else {},
+        "status": {"phase": phase},
+    }
+
+
+@pytest.mark.parametrize(
+    ("obj", "deleted", "is_active"),
+    [
+        (pod("p", "n1", "Running"), False, True),
+        (pod("p", "n1", "Pending"), False, True),
+        (pod("p", "", "Pending"), False, False),
+        (pod("p", "n1", "Succeeded"), False, False),
+        (pod("p", "n1", "Failed"), False, False),
+        (pod("p", "n1", "Running"), True, False),
+    ],
+)
+def test_pod_state_is_active_while_bound_and_not_terminal(
+    obj: dict[str, Any], deleted: bool, is_active: bool
+) -> None:
+    state = pod_state(obj, deleted=deleted)
+    assert state.active is is_active
+    assert state.key == "ns/p"
+    assert state.job == "ns/train"
+
+
+def test_job_of_falls_back_to_owner_reference() -> None:
+    obj = {"metadata": {"namespace": "ns", "ownerReferences": [{"kind": "Job", "name": "j1", "uid": "u"}]}}
+    assert job_of(obj) == "ns/j1"
+    assert job_of({"metadata": {"namespace": "ns"}}) == ""
+
+
+def test_node_domains_reads_the_topology_label() -> None:
+    nodes = [
+        {"metadata": {"name": "n1", "labels": {"pool": "a"}}},
+        {"metadata": {"name": "n2", "labels": {}}},
+    ]
+    assert node_domains(nodes, "pool") == {"n1": "a", "n2": ""}

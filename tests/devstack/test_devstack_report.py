@@ -1,0 +1,169 @@
+"""Per-Job state and the final table of `make run` / `make demo`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from devstack.report import Timeline, format_table, job_status, state_summary, target_size, topology_key
+from placement.constants import (
+    JOB_COMPLETION_INDEX_ANNOTATION,
+    JOB_NAME_LABEL,
+    JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION,
+    RESIZE_LABEL,
+    TARGET_COMPLETIONS_ANNOTATION,
+    TOPOLOGY_ANNOTATION,
+)
+
+POOL = "cloud.google.com/gke-nodepool"
+NODES = {"n1": {POOL: "pool-1"}, "n2": {POOL: "pool-2"}}
+
+
+def job(
+    completions: int = 4, resize: str | None = None, target: int | None = None, complete: bool = False
+) -> dict[str, Any]:
+    meta: dict[str, Any] = {
+        "name": "train",
+        "namespace": "ns",
+        "annotations": {JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION: POOL},
+    }
+    if resize:
+        meta["labels"] = {RESIZE_LABEL: resize}
+    if target:
+        meta["annotations"][TARGET_COMPLETIONS_ANNOTATION] = str(target)
+    status = {"conditions": [{"type": "Complete", "status": "True"}]} if complete else {}
+    return {
+        "metadata": meta,
+        "spec": {"completions": completions, "parallelism": completions},
+        "status": status,
+    }
+
+
+def pod(index: int, node: str = "", phase: str = "Pending", owner: str = "train") -> dict[str, Any]:
+    return {
+        "metadata": {
+            "name": f"{owner}-{index}",
+            "namespace": "ns",
+            "labels": {JOB_NAME_LABEL: owner},
+            "annotations": {JOB_COMPLETION_INDEX_ANNOTATION: str(index)},
+        },
+        "spec": {"nodeName": node} if node else {},
+        "status": {"phase": phase},
+    }
+
+
+@pytest.mark.parametrize(
+    ("the_job", "pods", "state", "running", "target", "resized"),
+    [
+        pytest.param(job(1, "pending", 4), [pod(0)], "pending", 0, 4, False, id="elastic-leader-unbound"),
+        pytest.param(
+            job(1, "pending", 4), [pod(0, "n1")], "leader-bound", 0, 4, False, id="elastic-leader-bound"
+        ),
+        pytest.param(
+            job(4, "done", 4),
+            [pod(0, "n1", "Running"), pod(1, "n1")],
+            "resized",
+            1,
+            4,
+            True,
+            id="elastic-resized",
+        ),
+        pytest.param(
+            job(4, "done", 4),
+            [pod(i, "n1", "Running") for i in range(4)],
+            "running",
+            4,
+            4,
+            True,
+            id="elastic-running",
+        ),
+        pytest.param(
+            job(4), [pod(0, "n2", "Running"), pod(1)], "leader-bound", 1, 4, None, id="gate-leader-bound"
+        ),
+        pytest.param(job(4, complete=True), [], "complete", 0, 4, None, id="complete"),
+        pytest.param(
+            job(2),
+            [pod(0, "n1", "Running"), pod(1, "n1", "Running"), pod(0, "n2", "Running", owner="other")],
+            "running",
+            2,
+            2,
+            None,
+            id="other-jobs-pods-skipped",
+        ),
+    ],
+)
+def test_job_status(
+    the_job: dict[str, Any],
+    pods: list[dict[str, Any]],
+    state: str,
+    running: int,
+    target: int,
+    resized: bool | None,
+) -> None:
+    status = job_status(the_job, pods, NODES)
+    assert (status.state, status.pods_running, status.target, status.resized) == (
+        state,
+        running,
+        target,
+        resized,
+    )
+    assert status.job == "ns/train"
+
+
+def test_domains_are_the_bound_pods_pools() -> None:
+    status = job_status(job(2), [pod(0, "n1", "Running"), pod(1, "n2", "Running")], NODES)
+    assert status.domains == ("pool-1", "pool-2")
+
+
+@pytest.mark.parametrize(
+    ("obj", "key"),
+    [
+        (
+            {
+                "metadata": {
+                    "annotations": {JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION: "a", TOPOLOGY_ANNOTATION: "b"}
+                }
+            },
+            "b",
+        ),
+        (
+            {"metadata": {}, "spec": {"template": {"metadata": {"annotations": {TOPOLOGY_ANNOTATION: "c"}}}}},
+            "c",
+        ),
+        ({"metadata": {"annotations": {}}}, None),
+    ],
+)
+def test_topology_key_ours_wins(obj: dict[str, Any], key: str | None) -> None:
+    assert topology_key(obj) == key
+
+
+def test_target_size_prefers_the_recorded_target() -> None:
+    assert target_size(job(1, "pending", 8)) == 8
+    assert target_size(job(3)) == 3
+
+
+def test_table_and_summary() -> None:
+    statuses = [
+        job_status(job(1, "pending", 4), [pod(0, "n1")], NODES),
+        job_status(job(4), [pod(i, "n2", "Running") for i in range(4)], NODES),
+    ]
+    timeline = Timeline(start=100.0)
+    timeline.observe(statuses, 101.5)
+    timeline.observe(statuses, 105.0)
+    table = format_table(statuses, timeline)
+    lines = table.splitlines()
+    assert lines[0].split() == [
+        "Job",
+        "node",
+        "pool",
+        "pods",
+        "running",
+        "leader",
+        "bound",
+        "resized",
+        "state",
+    ]
+    assert lines[2].split() == ["ns/train", "pool-1", "0/4", "1.50s", "-", "leader-bound"]
+    assert lines[3].split() == ["ns/train", "pool-2", "4/4", "1.50s", "n/a", "running"]
+    assert state_summary(statuses) == "2 Jobs: 1 leader-bound, 1 running"
