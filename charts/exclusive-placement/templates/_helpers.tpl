@@ -126,16 +126,11 @@ objectSelector: {{ toJson .Values.webhook.admission.objectSelector }}
 {{- end -}}
 
 {{/*
-CEL: true when a map of annotations carries a topology key (ours or JobSet's). Call with the CEL path of the
-metadata object, e.g. "object.metadata".
+CEL: true when an object's annotations carry a topology key (ours or JobSet's): exactly the objects the
+webhook acts on (placement/objects.py). Call with the CEL path of the metadata, e.g. "object.metadata".
 */}}
 {{- define "ep.cel.hasTopologyAnnotation" -}}
 (has({{ . }}.annotations) && ('exclusive-placement.io/topology' in {{ . }}.annotations || 'alpha.jobset.sigs.k8s.io/exclusive-topology' in {{ . }}.annotations))
-{{- end -}}
-
-{{/* CEL: true when a map of labels carries one of our pod labels (set by an earlier webhook pass or the Job webhook). */}}
-{{- define "ep.cel.hasPlacementLabel" -}}
-(has({{ . }}.labels) && ('exclusive-placement.io/job-key' in {{ . }}.labels || 'exclusive-placement.io/role' in {{ . }}.labels))
 {{- end -}}
 
 {{/*
@@ -160,4 +155,53 @@ clientConfig:
 annotations:
   cert-manager.io/inject-ca-from: {{ printf "%s/%s" .Release.Namespace (include "ep.certs.certificateName" .) }}
 {{- end -}}
+{{- end -}}
+
+{{/* Pod Security "restricted": pod-level securityContext. */}}
+{{- define "ep.podSecurityContext" -}}
+runAsNonRoot: true
+runAsUser: 65532
+runAsGroup: 65532
+fsGroup: 65532
+seccompProfile:
+  type: RuntimeDefault
+{{- end -}}
+
+{{/* Pod Security "restricted": container-level securityContext. */}}
+{{- define "ep.containerSecurityContext" -}}
+allowPrivilegeEscalation: false
+readOnlyRootFilesystem: true
+runAsNonRoot: true
+capabilities:
+  drop: ["ALL"]
+seccompProfile:
+  type: RuntimeDefault
+{{- end -}}
+
+{{/* Spread one component's pods across nodes; call with (dict "ctx" $ "component" "webhook" "mode" "soft"). */}}
+{{- define "ep.antiAffinity" -}}
+podAntiAffinity:
+  {{- if eq .mode "hard" }}
+  requiredDuringSchedulingIgnoredDuringExecution:
+    - topologyKey: kubernetes.io/hostname
+      labelSelector:
+        matchLabels:
+          {{- include "ep.selectorLabels" (dict "ctx" .ctx "component" .component) | nindent 10 }}
+  {{- else }}
+  preferredDuringSchedulingIgnoredDuringExecution:
+    - weight: 100
+      podAffinityTerm:
+        topologyKey: kubernetes.io/hostname
+        labelSelector:
+          matchLabels:
+            {{- include "ep.selectorLabels" (dict "ctx" .ctx "component" .component) | nindent 12 }}
+  {{- end }}
+{{- end -}}
+
+{{- define "ep.webhook.certDir" -}}
+/etc/exclusive-placement/certs
+{{- end -}}
+
+{{- define "ep.resizer.leaderElectionRoleName" -}}
+{{- printf "%s-leader-election" (include "ep.resizer.fullname" . | trunc 47 | trimSuffix "-") -}}
 {{- end -}}

@@ -1,0 +1,93 @@
+"""The webhooks' CEL matchConditions, evaluated with a CEL interpreter: exactly the annotated objects get through.
+
+kubesim does not evaluate matchConditions, so this is where their meaning is checked.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import celpy
+import pytest
+from chart_rendering import Obj, render, webhooks
+
+from placement.constants import (
+    JOB_KEY_LABEL,
+    JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION,
+    JOBSET_NAME_LABEL,
+    TOPOLOGY_ANNOTATION,
+    ZONE_LABEL,
+)
+
+
+def pod(annotations: dict[str, str] | None = None, labels: dict[str, str] | None = None) -> Obj:
+    meta: Obj = {"generateName": "train-"}
+    if annotations is not None:
+        meta["annotations"] = annotations
+    if labels is not None:
+        meta["labels"] = labels
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": {"containers": [{"name": "c"}]}}
+
+
+def job(annotations: dict[str, str] | None = None, template_annotations: dict[str, str] | None = None) -> Obj:
+    template: Obj = {"spec": {"containers": [{"name": "c"}]}}
+    if template_annotations is not None:
+        template["metadata"] = {"annotations": template_annotations}
+    meta: Obj = {"name": "train"}
+    if annotations is not None:
+        meta["annotations"] = annotations
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": meta, "spec": {"template": template}}
+
+
+OURS = {TOPOLOGY_ANNOTATION: ZONE_LABEL}
+JOBSETS = {JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION: ZONE_LABEL}
+OTHER = {"team": "ml"}
+
+POD_CASES = [
+    ("our annotation", pod(OURS), True),
+    ("JobSet's annotation", pod(JOBSETS), True),
+    ("both", pod(OURS | JOBSETS), True),
+    ("no metadata maps", pod(), False),
+    ("other annotations", pod(OTHER), False),
+    ("empty annotations", pod({}), False),
+    ("JobSet pod without exclusive placement", pod(OTHER, {JOBSET_NAME_LABEL: "js"}), False),
+    ("our label but no annotation", pod(None, {JOB_KEY_LABEL: "k"}), False),
+]
+JOB_CASES = [
+    ("annotation on the Job", job(OURS), True),
+    ("JobSet's annotation on the Job", job(JOBSETS), True),
+    ("annotation on the pod template only", job(None, OURS), True),
+    ("JobSet's annotation on the template only", job(OTHER, JOBSETS), True),
+    ("no annotations anywhere", job(), False),
+    ("template metadata without annotations", job(OTHER, {}), False),
+    ("unrelated annotations", job(OTHER, OTHER), False),
+]
+
+
+def match_conditions(webhook_name: str) -> list[Obj]:
+    objects = render({"certs": {"mode": "cert-manager"}})
+    for _, webhook in webhooks(objects):
+        if webhook["name"] == webhook_name:
+            conditions: list[Obj] = webhook["matchConditions"]
+            return conditions
+    raise AssertionError(f"no webhook {webhook_name}")
+
+
+def admitted(conditions: list[Obj], obj: Obj) -> bool:
+    """All matchConditions true (the API server ANDs them)."""
+    env = celpy.Environment()
+    activation: dict[str, Any] = {"object": celpy.json_to_cel(obj)}
+    return all(bool(env.program(env.compile(c["expression"])).evaluate(activation)) for c in conditions)
+
+
+@pytest.mark.parametrize("webhook_name", ["pods.mutate.exclusive-placement.io", "pods.validate.exclusive-placement.io"])
+@pytest.mark.parametrize(("case", "obj", "expected"), POD_CASES, ids=[c[0] for c in POD_CASES])
+def test_pod_webhooks_see_only_pods_with_a_topology_annotation(
+    webhook_name: str, case: str, obj: Obj, expected: bool
+) -> None:
+    assert admitted(match_conditions(webhook_name), obj) is expected, case
+
+
+@pytest.mark.parametrize(("case", "obj", "expected"), JOB_CASES, ids=[c[0] for c in JOB_CASES])
+def test_job_webhook_sees_only_jobs_with_a_topology_annotation(case: str, obj: Obj, expected: bool) -> None:
+    assert admitted(match_conditions("jobs.mutate.exclusive-placement.io"), obj) is expected, case

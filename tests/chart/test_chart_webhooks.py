@@ -1,0 +1,121 @@
+"""Safety properties of the rendered webhook configurations (DESIGN.md §5, STYLE.md #14)."""
+
+from __future__ import annotations
+
+import pytest
+from chart_rendering import NAMESPACE, Obj, merged, of_component, of_kind, render, webhooks
+
+from placement.constants import METADATA_NAME_LABEL
+
+EXPECTED_WEBHOOKS = {
+    # name: (configuration kind, path, API group, resource, values key)
+    "pods.mutate.exclusive-placement.io": ("MutatingWebhookConfiguration", "/mutate-pods", "", "pods", "mutatePods"),
+    "jobs.mutate.exclusive-placement.io": ("MutatingWebhookConfiguration", "/mutate-jobs", "batch", "jobs", "mutateJobs"),
+    "pods.validate.exclusive-placement.io": (
+        "ValidatingWebhookConfiguration",
+        "/validate-pods",
+        "",
+        "pods",
+        "validatePods",
+    ),
+}
+
+
+def exempt_namespaces(webhook: Obj) -> list[str]:
+    expressions = webhook["namespaceSelector"]["matchExpressions"]
+    exemptions = [e for e in expressions if e["key"] == METADATA_NAME_LABEL and e["operator"] == "NotIn"]
+    assert len(exemptions) == 1, expressions
+    values: list[str] = exemptions[0]["values"]
+    return values
+
+
+@pytest.fixture(scope="module")
+def provided(mode_values: dict[str, Obj]) -> list[Obj]:
+    return render(mode_values["provided"])
+
+
+def test_exactly_the_three_webhooks_route_to_their_paths(provided: list[Obj]) -> None:
+    service = of_component(provided, "Service", "webhook")
+    found = {}
+    for kind, webhook in webhooks(provided):
+        rule = webhook["rules"]
+        assert len(rule) == 1
+        found[webhook["name"]] = (
+            kind,
+            webhook["clientConfig"]["service"]["path"],
+            rule[0]["apiGroups"][0],
+            rule[0]["resources"][0],
+        )
+        assert webhook["clientConfig"]["service"]["name"] == service["metadata"]["name"]
+        assert webhook["clientConfig"]["service"]["namespace"] == NAMESPACE
+        assert webhook["clientConfig"]["service"]["port"] in [p["port"] for p in service["spec"]["ports"]]
+        assert rule[0]["operations"] == ["CREATE"]
+        assert rule[0]["apiVersions"] == ["v1"]
+    assert found == {name: spec[:4] for name, spec in EXPECTED_WEBHOOKS.items()}
+
+
+def test_every_webhook_is_side_effect_free_and_speaks_v1(provided: list[Obj]) -> None:
+    for _, webhook in webhooks(provided):
+        assert webhook["sideEffects"] == "None"
+        assert webhook["admissionReviewVersions"] == ["v1"]
+        assert webhook["matchConditions"], webhook["name"]
+
+
+def test_pod_mutation_is_reinvoked_if_needed(provided: list[Obj]) -> None:
+    policies = {w["name"]: w.get("reinvocationPolicy") for kind, w in webhooks(provided) if kind.startswith("Mutating")}
+    assert policies == {"pods.mutate.exclusive-placement.io": "IfNeeded", "jobs.mutate.exclusive-placement.io": "Never"}
+
+
+def test_defaults_fail_closed_with_a_ten_second_timeout(provided: list[Obj]) -> None:
+    assert {(w["failurePolicy"], w["timeoutSeconds"]) for _, w in webhooks(provided)} == {("Fail", 10)}
+
+
+@pytest.mark.parametrize("changed", ["mutatePods", "validatePods", "mutateJobs"])
+def test_failure_policy_and_timeout_come_from_each_webhooks_values(
+    changed: str, mode_values: dict[str, Obj]
+) -> None:
+    values = merged(
+        mode_values["provided"],
+        {"webhook": {"admission": {changed: {"failurePolicy": "Ignore", "timeoutSeconds": 3}}}},
+    )
+    for _, webhook in webhooks(render(values)):
+        expected = ("Ignore", 3) if EXPECTED_WEBHOOKS[webhook["name"]][4] == changed else ("Fail", 10)
+        assert (webhook["failurePolicy"], webhook["timeoutSeconds"]) == expected, webhook["name"]
+
+
+@pytest.mark.parametrize("namespace", ["exclusive-placement", "placement-system"])
+def test_release_namespace_and_kube_system_are_always_exempt(namespace: str, mode_values: dict[str, Obj]) -> None:
+    for _, webhook in webhooks(render(mode_values["generate"], namespace=namespace)):
+        assert exempt_namespaces(webhook) == [namespace, "kube-system"]
+
+
+def test_user_exemptions_merge_with_the_mandatory_ones(mode_values: dict[str, Obj]) -> None:
+    values = merged(
+        mode_values["generate"],
+        {
+            "webhook": {
+                "admission": {
+                    "exemptNamespaces": ["monitoring", "kube-system", "cert-manager"],
+                    "namespaceSelectorExpressions": [{"key": "team", "operator": "In", "values": ["ml"]}],
+                }
+            }
+        },
+    )
+    for _, webhook in webhooks(render(values)):
+        assert exempt_namespaces(webhook) == [NAMESPACE, "kube-system", "monitoring", "cert-manager"]
+        assert {"key": "team", "operator": "In", "values": ["ml"]} in webhook["namespaceSelector"]["matchExpressions"]
+
+
+def test_object_selector_is_empty_by_default_and_configurable(provided: list[Obj], mode_values: dict[str, Obj]) -> None:
+    assert {str(w["objectSelector"]) for _, w in webhooks(provided)} == {"{}"}
+    selector = {"matchExpressions": [{"key": "jobset.sigs.k8s.io/jobset-name", "operator": "Exists"}]}
+    values = merged(mode_values["provided"], {"webhook": {"admission": {"objectSelector": selector}}})
+    assert all(w["objectSelector"] == selector for _, w in webhooks(render(values)))
+
+
+def test_webhook_configurations_are_named_per_release(mode_values: dict[str, Obj]) -> None:
+    first = render(mode_values["generate"], name="one")
+    second = render(mode_values["generate"], name="two")
+    for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
+        names = {o["metadata"]["name"] for o in of_kind(first, kind) + of_kind(second, kind)}
+        assert len(names) == 2, names
