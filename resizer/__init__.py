@@ -1,0 +1,1 @@
+"""The resizer: restores each elastic Job's size the moment its leader binds, and releases gated followers."""

@@ -1,0 +1,213 @@
+"""Wires the resizer together: client, informers, work queue, workers, Lease election, health server."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+from collections.abc import Callable
+from types import FrameType
+from typing import Any
+
+from placement.constants import RESIZE_LABEL, RESIZE_PENDING, ROLE_FOLLOWER, ROLE_LABEL, ROLE_LEADER
+from placement.resize import has_gate
+from resizer.controller import (
+    GatedFollowerHandler,
+    JobHandler,
+    LeaderHandler,
+    Resizer,
+    is_pending_job,
+    new_caches,
+)
+from resizer.election import AlwaysLeader, ElectionConfig, LeaderElector
+from resizer.health import HealthServer
+from resizer.informer import Handler, Informer
+from resizer.kube import Kube, Resource, Timeouts, build_api_client
+from resizer.metrics import Metrics
+from resizer.settings import ResizerSettings
+from resizer.workqueue import WorkQueue
+
+log = logging.getLogger(__name__)
+
+UNBOUND_PODS = "spec.nodeName="
+"""Gated pods are never bound: watching only unbound followers skips most follower traffic."""
+
+
+class ResizerApp:
+    def __init__(self, settings: ResizerSettings) -> None:
+        self.settings = settings
+        self.metrics = Metrics()
+        api_client = build_api_client(
+            settings.kubeconfig,
+            settings.server,
+            pool_size=settings.concurrency + 8,
+            user_agent="exclusive-placement-resizer",
+        )
+        self.kube = Kube(
+            api_client, Timeouts(read=settings.request_timeout, watch_server_seconds=settings.watch_timeout)
+        )
+        self.queue = WorkQueue(settings.retry_base_delay, settings.retry_max_delay)
+        self.caches = new_caches()
+        self.elector: LeaderElector | AlwaysLeader
+        if settings.leader_elect:
+            self.elector = LeaderElector(
+                self.kube,
+                ElectionConfig(
+                    namespace=settings.lease_namespace,
+                    name=settings.lease_name,
+                    identity=settings.identity,
+                    lease_duration=settings.lease_duration,
+                    renew_deadline=settings.renew_deadline,
+                    retry_period=settings.retry_period,
+                ),
+                on_started_leading=self._started_leading,
+                on_stopped_leading=self._stopped_leading,
+            )
+        else:
+            self.elector = AlwaysLeader(self._started_leading)
+        self.resizer = Resizer(
+            self.kube, self.caches, self.queue, self.metrics, self.elector, dry_run=settings.dry_run
+        )
+        self.informers = [
+            self._informer(
+                "jobs",
+                "pending-jobs",
+                f"{RESIZE_LABEL}={RESIZE_PENDING}",
+                JobHandler(self.resizer),
+                keep=is_pending_job,
+            ),
+            self._informer("pods", "leaders", f"{ROLE_LABEL}={ROLE_LEADER}", LeaderHandler(self.resizer)),
+            self._informer(
+                "pods",
+                "gated-followers",
+                f"{ROLE_LABEL}={ROLE_FOLLOWER}",
+                GatedFollowerHandler(self.resizer),
+                keep=has_gate,
+                field_selector=UNBOUND_PODS,
+            ),
+        ]
+        # The informers fill the controller's caches (one Store each).
+        self.caches.jobs = self.informers[0].store
+        self.caches.leaders = self.informers[1].store
+        self.caches.gated = self.informers[2].store
+        self.health = HealthServer(
+            settings.metrics_host, settings.metrics_port, self.metrics.registry, self._livez, self._readyz
+        )
+        self._stopped = threading.Event()
+
+    def _informer(
+        self,
+        resource: Resource,
+        name: str,
+        label_selector: str,
+        handler: Handler,
+        *,
+        keep: Callable[[dict[str, Any]], bool] = lambda _obj: True,
+        field_selector: str | None = None,
+    ) -> Informer:
+        return Informer(
+            self.kube,
+            resource,
+            name=name,
+            namespace=self.settings.namespace,
+            label_selector=label_selector,
+            field_selector=field_selector,
+            handler=handler,
+            keep=keep,
+            on_restart=self._watch_restarted,
+        )
+
+    # --- lifecycle -------------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self.health.start()
+        log.info(
+            "resizer %s starting: namespace=%s dry_run=%s leader_elect=%s health port %d",
+            self.settings.identity,
+            self.settings.namespace or "(all)",
+            self.settings.dry_run,
+            self.settings.leader_elect,
+            self.health.port,
+        )
+        for informer in self.informers:
+            informer.start()
+
+    def wait_for_sync(self, stop: threading.Event) -> bool:
+        """Block until every cache is filled once (or `stop` is set); no work is done before that."""
+        for informer in self.informers:
+            while not informer.synced.wait(0.1):
+                if stop.is_set():
+                    return False
+        log.info(
+            "caches synced: %d pending Jobs, %d leaders, %d gated followers",
+            len(self.caches.jobs),
+            len(self.caches.leaders),
+            len(self.caches.gated),
+        )
+        return True
+
+    def run(self, stop: threading.Event) -> None:
+        self.start()
+        try:
+            if self.wait_for_sync(stop):
+                self.resizer.start_workers(self.settings.concurrency)
+                self.elector.start()
+                stop.wait()
+        finally:
+            self.shutdown()
+
+    def shutdown(self) -> None:
+        if self._stopped.is_set():
+            return
+        self._stopped.set()
+        log.info("shutting down")
+        self.resizer.stop_workers()
+        self.elector.stop(release=True)
+        self.metrics.is_leader.set(0)
+        for informer in self.informers:
+            informer.stop()
+        for informer in self.informers:
+            informer.join(2.0)
+        self.health.stop()
+        self.kube.close()
+
+    # --- callbacks and probes --------------------------------------------------------------------------
+
+    def _started_leading(self) -> None:
+        self.metrics.is_leader.set(1)
+        self.resizer.enqueue_all()
+
+    def _stopped_leading(self) -> None:
+        self.metrics.is_leader.set(0)
+
+    def _watch_restarted(self, informer: str, reason: str) -> None:
+        self.metrics.watch_restarts.labels(informer, reason).inc()
+
+    def _livez(self) -> tuple[bool, str]:
+        dead = [informer.name for informer in self.informers if not informer.is_alive()]
+        if self.resizer.workers_started and not self.resizer.workers_alive():
+            dead.append("workers")
+        if dead and not self._stopped.is_set():
+            return False, f"dead: {', '.join(dead)}"
+        return True, "ok"
+
+    def _readyz(self) -> tuple[bool, str]:
+        pending = [informer.name for informer in self.informers if not informer.synced.is_set()]
+        if pending:
+            return False, f"caches not synced: {', '.join(pending)}"
+        if self.elector.is_leader() and not self.resizer.workers_alive():
+            return False, "leader but workers not running"
+        return True, "leader" if self.elector.is_leader() else "standby"
+
+
+def run(settings: ResizerSettings) -> int:
+    stop = threading.Event()
+
+    def request_stop(signum: int, _frame: FrameType | None) -> None:
+        log.info("received %s", signal.Signals(signum).name)
+        stop.set()
+
+    signal.signal(signal.SIGTERM, request_stop)
+    signal.signal(signal.SIGINT, request_stop)
+    ResizerApp(settings).run(stop)
+    return 0

@@ -1,0 +1,59 @@
+"""Prometheus metrics of the resizer, on a registry of its own (so tests can run several in one process)."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+PREFIX = "exclusive_placement_resizer"
+LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+
+
+class Metrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self.resizes = Counter(
+            f"{PREFIX}_resizes", "Jobs restored to their target size.", registry=self.registry
+        )
+        self.gate_releases = Counter(
+            f"{PREFIX}_gate_releases",
+            "Followers pinned to their leader's domain and ungated.",
+            registry=self.registry,
+        )
+        self.bind_to_resize = Histogram(
+            f"{PREFIX}_bind_to_resize_seconds",
+            "From observing the leader bound to the Job patch (or the last gate release) being acknowledged.",
+            buckets=LATENCY_BUCKETS,
+            registry=self.registry,
+        )
+        self.retries = Counter(
+            f"{PREFIX}_retries",
+            "Work items re-queued with backoff, by reason.",
+            ["reason"],
+            registry=self.registry,
+        )
+        self.errors = Counter(
+            f"{PREFIX}_errors",
+            "Failed API calls and dropped work items, by reason.",
+            ["reason"],
+            registry=self.registry,
+        )
+        self.skips = Counter(
+            f"{PREFIX}_skips", "Decisions not to act, by reason.", ["reason"], registry=self.registry
+        )
+        self.conflicts = Counter(
+            f"{PREFIX}_conflicts",
+            "Patches refused for a stale precondition, then re-decided.",
+            registry=self.registry,
+        )
+        self.watch_restarts = Counter(
+            f"{PREFIX}_watch_restarts",
+            "Watches restarted, by informer and reason.",
+            ["informer", "reason"],
+            registry=self.registry,
+        )
+        self.is_leader = Gauge(
+            f"{PREFIX}_is_leader", "1 while this replica holds the Lease and acts.", registry=self.registry
+        )
+        self.queue_depth = Gauge(
+            f"{PREFIX}_queue_depth", "Keys waiting in the work queue.", registry=self.registry
+        )
