@@ -1,0 +1,119 @@
+"""Admission handlers: an AdmissionRequest in, an AdmissionReview out.
+
+They call the pure placement core and, for followers, the leader source (cache first, live on a miss).
+Out-of-scope requests (another kind, another operation, non-exclusive objects) return early: allowed,
+no patch. No HTTP here: the routes in `webhook.app` read and write the wire.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from placement.admission import (
+    LeaderState,
+    PodPlan,
+    Skip,
+    Verdict,
+    mutate_job,
+    mutate_pod,
+    mutation_needs_leader,
+    plan_pod,
+    validate_pod,
+    validation_needs_leader,
+)
+from placement.objects import Obj
+from webhook.cache import LeaderSource
+from webhook.review import AdmissionRequest, AdmissionReview, BadReview, from_verdict
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Handled:
+    review: AdmissionReview
+    verdict: Verdict
+
+
+def _context(request: AdmissionRequest) -> dict[str, str]:
+    obj = request.get("object") or {}
+    meta = obj.get("metadata") or {}
+    return {
+        "uid": request["uid"],
+        "namespace": request.get("namespace", ""),
+        "object": request.get("name") or meta.get("name") or meta.get("generateName", ""),
+        "operation": request["operation"],
+    }
+
+
+def _in_scope(request: AdmissionRequest, kind: str) -> Obj | None:
+    """The object of a CREATE of `kind`; None when the request is out of scope."""
+    if request["kind"]["kind"] != kind or request["operation"] != "CREATE":
+        return None
+    obj = request.get("object")
+    if obj is None:
+        raise BadReview(f"request.object is missing on a CREATE of a {kind}")
+    return obj
+
+
+def _lookup_failed(plan: PodPlan, err: Exception) -> Verdict:
+    return Verdict(
+        allowed=False,
+        reason="lookup-error",
+        message=f"could not look up the leader pod of Job {plan.namespace}/{plan.job.name}: {err} "
+        "(transient: the Job controller retries the pod)",
+    )
+
+
+class Admission:
+    def __init__(self, default_strategy: str, leaders: LeaderSource) -> None:
+        self.default_strategy = default_strategy
+        self.leaders = leaders
+
+    def _done(self, request: AdmissionRequest, verdict: Verdict, *, mutating: bool) -> Handled:
+        context = {**_context(request), "reason": verdict.reason}
+        if not verdict.allowed:
+            log.info("denied: %s", verdict.message, extra=context)
+        elif verdict.patch:
+            log.info("patched with %d operations", len(verdict.patch), extra=context)
+        else:
+            log.debug("allowed", extra=context)
+        return Handled(from_verdict(request["uid"], verdict, mutating=mutating), verdict)
+
+    async def _pod(
+        self,
+        request: AdmissionRequest,
+        needs_leader: Callable[[Obj, PodPlan], bool],
+        decide: Callable[[Obj, PodPlan, LeaderState | None], Verdict],
+        *,
+        mutating: bool,
+    ) -> Handled:
+        pod = _in_scope(request, "Pod")
+        if pod is None:
+            return self._done(request, Verdict(allowed=True, reason="out-of-scope"), mutating=mutating)
+        plan = plan_pod(pod, request.get("namespace", ""), self.default_strategy)
+        if isinstance(plan, Skip):
+            return self._done(request, plan.verdict, mutating=mutating)
+        state: LeaderState | None = None
+        if needs_leader(pod, plan):
+            try:
+                state = await self.leaders.leader_state(plan)
+            except Exception as err:
+                log.warning("leader lookup failed: %s", err, extra=_context(request))
+                return self._done(request, _lookup_failed(plan, err), mutating=mutating)
+        return self._done(request, decide(pod, plan, state), mutating=mutating)
+
+    async def mutate_pods(self, request: AdmissionRequest) -> Handled:
+        return await self._pod(
+            request, lambda _pod, plan: mutation_needs_leader(plan), mutate_pod, mutating=True
+        )
+
+    async def validate_pods(self, request: AdmissionRequest) -> Handled:
+        return await self._pod(request, validation_needs_leader, validate_pod, mutating=False)
+
+    async def mutate_jobs(self, request: AdmissionRequest) -> Handled:
+        job = _in_scope(request, "Job")
+        if job is None:
+            return self._done(request, Verdict(allowed=True, reason="out-of-scope"), mutating=True)
+        return self._done(request, mutate_job(job, self.default_strategy), mutating=True)

@@ -1,0 +1,65 @@
+"""Prometheus metrics of one webhook instance (own registry, so tests can build many apps)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+
+def _registry() -> CollectorRegistry:
+    return CollectorRegistry()
+
+
+@dataclass
+class Metrics:
+    registry: CollectorRegistry = field(default_factory=_registry)
+
+    def __post_init__(self) -> None:
+        r = self.registry
+        self.admissions = Counter(
+            "exclusive_placement_admissions_total",
+            "Admission requests by endpoint and result (allowed, patched, denied, errored, bad_request)",
+            ["endpoint", "result"],
+            registry=r,
+        )
+        self.latency = Histogram(
+            "exclusive_placement_admission_duration_seconds",
+            "Admission handling time by endpoint",
+            ["endpoint"],
+            buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5),
+            registry=r,
+        )
+        self.cache_lookups = Counter(
+            "exclusive_placement_leader_cache_total",
+            "Leader lookups answered from the informer cache (hit) or not (miss)",
+            ["result"],
+            registry=r,
+        )
+        self.live_lookups = Counter(
+            "exclusive_placement_live_lookups_total",
+            "Live API lookups after a cache miss, by object kind and outcome (found, not_found, error)",
+            ["kind", "outcome"],
+            registry=r,
+        )
+        self.errors = Counter(
+            "exclusive_placement_errors_total",
+            "Unexpected exceptions while handling admission requests",
+            ["endpoint"],
+            registry=r,
+        )
+        self.cert_reloads = Counter(
+            "exclusive_placement_cert_reloads_total",
+            "Serving certificate reloads by outcome (ok, error)",
+            ["outcome"],
+            registry=r,
+        )
+        self.cache_objects = Gauge(
+            "exclusive_placement_cache_objects", "Objects in the informer caches", ["kind"], registry=r
+        )
+        self.relists = Counter(
+            "exclusive_placement_informer_relists_total",
+            "Informer re-lists (start, 410 Gone, errors)",
+            ["kind", "cause"],
+            registry=r,
+        )

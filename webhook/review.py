@@ -1,0 +1,160 @@
+"""AdmissionReview v1 on the wire: typed shapes, strict parsing, and the response vocabulary.
+
+`parse_review(body)` raises `BadReview` (→ HTTP 400) for anything that is not a usable review. Responses
+are built only through `allowed`, `denied`, `patched`, `errored`; each echoes apiVersion, kind and uid.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Any, Literal, NotRequired, TypedDict, cast
+
+from placement.admission import Verdict
+from placement.patch import JsonPatch
+
+ADMISSION_API_VERSION = "admission.k8s.io/v1"
+ADMISSION_KIND = "AdmissionReview"
+
+Operation = Literal["CREATE", "UPDATE", "DELETE", "CONNECT"]
+
+
+class GroupVersionKind(TypedDict):
+    group: str
+    version: str
+    kind: str
+
+
+class AdmissionRequest(TypedDict):
+    uid: str
+    kind: GroupVersionKind
+    operation: Operation
+    namespace: NotRequired[str]
+    name: NotRequired[str]
+    object: NotRequired[dict[str, Any] | None]
+    oldObject: NotRequired[dict[str, Any] | None]
+    dryRun: NotRequired[bool]
+
+
+class Status(TypedDict):
+    code: int
+    message: str
+    reason: NotRequired[str]
+
+
+class AdmissionResponse(TypedDict):
+    uid: str
+    allowed: bool
+    status: NotRequired[Status]
+    patch: NotRequired[str]
+    patchType: NotRequired[Literal["JSONPatch"]]
+    warnings: NotRequired[list[str]]
+
+
+class AdmissionReview(TypedDict):
+    apiVersion: str
+    kind: str
+    request: NotRequired[AdmissionRequest]
+    response: NotRequired[AdmissionResponse]
+
+
+class BadReview(ValueError):
+    """The body is not a usable AdmissionReview request (a webhook error: HTTP 400)."""
+
+
+_OPERATIONS = ("CREATE", "UPDATE", "DELETE", "CONNECT")
+
+
+def parse_review(body: bytes) -> AdmissionReview:
+    try:
+        data = json.loads(body)
+    except (ValueError, UnicodeDecodeError) as err:
+        raise BadReview(f"body is not JSON: {err}") from err
+    if not isinstance(data, dict):
+        raise BadReview("body must be a JSON object (an AdmissionReview)")
+    if data.get("kind") != ADMISSION_KIND:
+        raise BadReview(f"kind must be {ADMISSION_KIND}, got {data.get('kind')!r}")
+    if data.get("apiVersion") != ADMISSION_API_VERSION:
+        raise BadReview(f"apiVersion must be {ADMISSION_API_VERSION}, got {data.get('apiVersion')!r}")
+    request = data.get("request")
+    if not isinstance(request, dict):
+        raise BadReview("AdmissionReview has no request")
+    if not isinstance(request.get("uid"), str) or not request["uid"]:
+        raise BadReview("request.uid is missing")
+    kind = request.get("kind")
+    if not isinstance(kind, dict) or not isinstance(kind.get("kind"), str):
+        raise BadReview("request.kind is missing")
+    if request.get("operation") not in _OPERATIONS:
+        raise BadReview(f"request.operation must be one of {', '.join(_OPERATIONS)}")
+    obj = request.get("object")
+    if obj is not None and not isinstance(obj, dict):
+        raise BadReview("request.object must be an object")
+    return {
+        "apiVersion": ADMISSION_API_VERSION,
+        "kind": ADMISSION_KIND,
+        "request": cast(AdmissionRequest, request),
+    }
+
+
+def _review(response: AdmissionResponse) -> AdmissionReview:
+    return {"apiVersion": ADMISSION_API_VERSION, "kind": ADMISSION_KIND, "response": response}
+
+
+def _with_warnings(response: AdmissionResponse, warnings: tuple[str, ...] | list[str]) -> AdmissionResponse:
+    if warnings:
+        response["warnings"] = list(warnings)
+    return response
+
+
+def allowed(uid: str, warnings: tuple[str, ...] = ()) -> AdmissionReview:
+    return _review(_with_warnings({"uid": uid, "allowed": True}, warnings))
+
+
+def denied(uid: str, message: str, code: int = 403, warnings: tuple[str, ...] = ()) -> AdmissionReview:
+    response: AdmissionResponse = {
+        "uid": uid,
+        "allowed": False,
+        "status": {"code": code, "message": message, "reason": "Forbidden" if code == 403 else "BadRequest"},
+    }
+    return _review(_with_warnings(response, warnings))
+
+
+def patched(uid: str, patch: JsonPatch, warnings: tuple[str, ...] = ()) -> AdmissionReview:
+    """Allowed with a JSONPatch; an empty patch is omitted (plain Allowed)."""
+    if not patch:
+        return allowed(uid, warnings)
+    response: AdmissionResponse = {
+        "uid": uid,
+        "allowed": True,
+        "patchType": "JSONPatch",
+        "patch": base64.b64encode(json.dumps(patch, separators=(",", ":")).encode()).decode("ascii"),
+    }
+    return _review(_with_warnings(response, warnings))
+
+
+def errored(uid: str, message: str, code: int = 500) -> AdmissionReview:
+    response: AdmissionResponse = {
+        "uid": uid,
+        "allowed": False,
+        "status": {"code": code, "message": message, "reason": "InternalError"},
+    }
+    return _review(response)
+
+
+def from_verdict(uid: str, verdict: Verdict, *, mutating: bool) -> AdmissionReview:
+    if not verdict.allowed:
+        return denied(uid, verdict.message, warnings=verdict.warnings)
+    if mutating:
+        return patched(uid, verdict.patch, verdict.warnings)
+    if verdict.patch:
+        raise ValueError("a validating webhook must not patch")
+    return allowed(uid, verdict.warnings)
+
+
+def decode_patch(review: AdmissionReview) -> JsonPatch:
+    """The JSONPatch inside a response (empty when there is none); for tests and tools."""
+    response = review.get("response")
+    if response is None or "patch" not in response:
+        return []
+    ops: JsonPatch = json.loads(base64.b64decode(response["patch"]))
+    return ops

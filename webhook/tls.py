@@ -1,0 +1,77 @@
+"""One server SSLContext for the process lifetime, reloaded in place when the cert files change.
+
+uvicorn (>= 0.54) takes it through `ssl_context_factory`; `load_cert_chain()` on the same context makes
+new connections use the new certificate while open ones finish on the old one, so a renewed Secret is
+picked up without a restart. A broken pair (e.g. cert and key caught mid-update) keeps the old one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import ssl
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from certs.files import TLS_CRT, TLS_KEY
+from webhook.metrics import Metrics
+
+log = logging.getLogger(__name__)
+
+
+def server_context() -> ssl.SSLContext:
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    context.set_alpn_protocols(["http/1.1"])
+    return context
+
+
+class ReloadingTLS:
+    def __init__(self, cert_dir: Path, metrics: Metrics) -> None:
+        self.cert_file = cert_dir / TLS_CRT
+        self.key_file = cert_dir / TLS_KEY
+        self.context = server_context()
+        self.loaded = False
+        self._metrics = metrics
+        self._digest: bytes | None = None
+
+    def _current_digest(self) -> bytes:
+        digest = hashlib.sha256()
+        for path in (self.cert_file, self.key_file):
+            digest.update(path.read_bytes())
+        return digest.digest()
+
+    def reload_if_changed(self) -> bool:
+        """Loads the files when their content changed; True when a new certificate is now served."""
+        try:
+            digest = self._current_digest()
+        except OSError as err:
+            log.warning("cannot read certificate files: %s", err)
+            return False
+        if digest == self._digest:
+            return False
+        try:
+            self.context.load_cert_chain(self.cert_file, self.key_file)
+        except (ssl.SSLError, OSError) as err:
+            # Leave _digest alone so the next poll retries (files may be mid-update).
+            self._metrics.cert_reloads.labels("error").inc()
+            log.warning(
+                "certificate files %s did not load, keeping the previous ones: %s", self.cert_file, err
+            )
+            return False
+        self._digest = digest
+        self.loaded = True
+        self._metrics.cert_reloads.labels("ok").inc()
+        log.info("serving certificate loaded from %s", self.cert_file)
+        return True
+
+    def factory(self, _config: Any, _default: Callable[[], ssl.SSLContext]) -> ssl.SSLContext:
+        """uvicorn's `ssl_context_factory` hook."""
+        return self.context
+
+    async def poll(self, interval: float) -> None:
+        while True:
+            await asyncio.sleep(interval)
+            await asyncio.to_thread(self.reload_if_changed)
