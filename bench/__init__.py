@@ -1,0 +1,1 @@
+"""Benchmarks: `python -m bench strategies|webhook|resizer|soak` (see `python -m bench --help`)."""

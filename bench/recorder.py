@@ -1,0 +1,69 @@
+"""Follows a namespace's pods over ONE watch stream: exclusivity replay and time to all running.
+
+One long request instead of polling keeps the measurement itself out of the API counters (the watch is
+opened before the counters are reset, so it is not counted at all).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import httpx
+
+from devstack.exclusivity import ExclusivityReplay, job_of, pod_state
+from placement.constants import JOB_COMPLETION_INDEX_ANNOTATION
+
+STARTED_PHASES = frozenset({"Running", "Succeeded"})
+
+
+class PodRecorder:
+    def __init__(self, node_domain: Mapping[str, str], expected_pods: int):
+        self.replay = ExclusivityReplay(node_domain)
+        self.expected_pods = expected_pods
+        self.started: set[tuple[str, str]] = set()
+        """(job, completion index) of every pod seen Running (or already Succeeded)."""
+        self.all_running_at: float | None = None
+        self.all_running = asyncio.Event()
+        self.connected = asyncio.Event()
+        self.events = 0
+
+    def observe(self, event_type: str, pod: dict[str, Any]) -> None:
+        self.events += 1
+        self.replay.observe(pod_state(pod, deleted=event_type == "DELETED"))
+        if event_type != "DELETED" and (pod.get("status") or {}).get("phase") in STARTED_PHASES:
+            index = (pod["metadata"].get("annotations") or {}).get(JOB_COMPLETION_INDEX_ANNOTATION, "")
+            self.started.add((job_of(pod), index))
+            if len(self.started) >= self.expected_pods and self.all_running_at is None:
+                self.all_running_at = time.monotonic()
+                self.all_running.set()
+
+    async def follow(self, http: httpx.AsyncClient, namespace: str) -> None:
+        """Watch pods in `namespace` until cancelled."""
+        params = {"watch": "true", "timeoutSeconds": "86400"}
+        async with http.stream("GET", f"/api/v1/namespaces/{namespace}/pods", params=params) as response:
+            response.raise_for_status()
+            self.connected.set()
+            async for line in response.aiter_lines():
+                if not line.strip():
+                    continue
+                event = json.loads(line)
+                if event.get("type") in {"ADDED", "MODIFIED", "DELETED"}:
+                    self.observe(event["type"], event["object"])
+                elif event.get("type") == "ERROR":
+                    raise RuntimeError(f"pod watch failed: {event.get('object')}")
+
+
+async def stop(task: asyncio.Task[None]) -> str:
+    """Cancel the watch; returns why it had already ended on its own ("" if it was still running)."""
+    if task.done():
+        error = None if task.cancelled() else task.exception()
+        return f"the pod watch ended: {error!r}" if error else "the pod watch ended"
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+    return ""

@@ -1,0 +1,98 @@
+"""strategies.json → strategies.md (the Results table) and PNG plots (matplotlib, Agg backend)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+COLUMNS: tuple[tuple[str, str], ...] = (
+    ("pod_creates_rejected", "rejected pod creates"),
+    ("pod_creates_accepted", "accepted pod creates"),
+    ("api_requests", "API requests"),
+    ("api_writes", "API writes"),
+    ("admission_calls", "admission calls"),
+    ("job_patches", "Job patches"),
+    ("pod_patches", "pod patches"),
+    ("scheduler_filter_evaluations", "filter evals"),
+    ("scheduler_affinity_evaluations", "affinity evals"),
+    ("seconds_to_all_running", "s to all running"),
+    ("exclusive_violations", "violations"),
+)
+
+
+def scenario_label(scenario: dict[str, Any]) -> str:
+    shape = f"{scenario['jobs']}x{scenario['pods_per_job']} on {scenario['pools']} pools"
+    return f"{shape}, contended" if scenario["contended"] else shape
+
+
+def markdown_table(report: dict[str, Any]) -> str:
+    header = ["scenario", "strategy", *(title for _, title in COLUMNS)]
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join(["---", "---"] + ["---:"] * len(COLUMNS)) + "|"]
+    for scenario in report["scenarios"]:
+        for strategy, result in scenario["results"].items():
+            if "error" in result:
+                cells = [f"FAILED: {result['error']}"] + [""] * (len(COLUMNS) - 1)
+            else:
+                cells = [_cell(result[key]) for key, _ in COLUMNS]
+            lines.append("| " + " | ".join([scenario_label(scenario), f"`{strategy}`", *cells]) + " |")
+    lines.append("")
+    lines.append(
+        f"Time scale {report['time_scale']} (real seconds per simulated second): times are wall seconds on "
+        "this machine at that scale. Counters are kubesim's `/debug/stats` from JobSet creation to "
+        "the moment every pod had run."
+    )
+    return "\n".join(lines) + "\n"
+
+
+def _cell(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.2f}"
+    if isinstance(value, int):
+        return f"{value:,}"
+    return str(value)
+
+
+def plot(report: dict[str, Any], key: str, title: str, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    scenarios = report["scenarios"]
+    strategies = list(dict.fromkeys(s for sc in scenarios for s in sc["results"]))
+    width = 0.8 / max(1, len(strategies))
+    fig, ax = plt.subplots(figsize=(9, 4.5), dpi=100)
+    for i, strategy in enumerate(strategies):
+        xs, ys = [], []
+        for x, scenario in enumerate(scenarios):
+            value = scenario["results"].get(strategy, {}).get(key)
+            if value is not None:
+                xs.append(x + (i - (len(strategies) - 1) / 2) * width)
+                ys.append(value)
+        ax.bar(xs, ys, width=width, label=strategy)
+    ax.set_xticks(range(len(scenarios)), [scenario_label(s).replace(", ", "\n") for s in scenarios])
+    ax.set_yscale("symlog", linthresh=1)  # log scale that still shows the zeros
+    ax.set_ylabel(title + " (log scale)")
+    ax.set_title(f"{title} per strategy (time scale {report['time_scale']})")
+    ax.legend()
+    ax.grid(axis="y", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def write_outputs(report: dict[str, Any], out: Path, *, plots: bool = True) -> list[Path]:
+    out.mkdir(parents=True, exist_ok=True)
+    paths = [out / "strategies.json", out / "strategies.md"]
+    paths[0].write_text(json.dumps(report, indent=2) + "\n")
+    paths[1].write_text(markdown_table(report))
+    if plots:
+        for key, title, name in (
+            ("api_writes", "API writes", "api_writes.png"),
+            ("seconds_to_all_running", "seconds to all pods running", "time_to_running.png"),
+            ("pod_creates_rejected", "rejected pod creations", "rejected_creates.png"),
+        ):
+            plot(report, key, title, out / name)
+            paths.append(out / name)
+    return paths

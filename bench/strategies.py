@@ -1,0 +1,292 @@
+"""`python -m bench strategies [--quick] [--out DIR]`: the four strategies side by side on kubesim.
+
+For each scenario one stack (kubesim + the real webhook + the real resizer, as `make run` starts them) is
+brought up; then each strategy runs in turn in a fresh namespace, selected per Job by the
+`exclusive-placement.io/strategy` annotation on the JobSet's Job template (one webhook process serves all
+four, so nothing but the strategy differs between runs). Between runs the previous JobSet is deleted and
+its pods are gone before kubesim's counters are reset.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from bench.recorder import PodRecorder, stop
+from bench.scenarios import (
+    FULL_SCENARIOS,
+    GPUS_PER_NODE,
+    QUICK_SCENARIOS,
+    TOPOLOGY_KEY,
+    Scenario,
+    jobset_manifest,
+)
+from devstack.commands import KubesimFlags
+from devstack.exclusivity import node_domains
+from devstack.stack import Stack, StackOptions
+from placement.constants import RESIZE_DONE, RESIZE_LABEL, STRATEGIES, STRATEGY_ELASTIC
+
+log = logging.getLogger("bench.strategies")
+
+DEFAULT_OUT = Path(__file__).resolve().parent / "results"
+JOBSET_NAME = "bench"
+
+
+class BenchError(RuntimeError):
+    pass
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    time_scale: float
+    run_timeout: float
+    """Wall seconds one strategy run may take before it is recorded as failed."""
+
+
+def result_from_stats(stats: dict[str, Any], seconds: float, violations: int) -> dict[str, Any]:
+    """The per-strategy record of strategies.json, from a `/debug/stats` snapshot."""
+    return {
+        "pod_creates_rejected": stats["pods"]["create_rejected"],
+        "pod_creates_accepted": stats["pods"]["create_accepted"],
+        "api_requests": stats["requests"]["total"],
+        "api_writes": stats["requests"]["writes"],
+        "admission_calls": stats["admission"]["calls"],
+        "job_patches": stats["jobs"]["patched"],
+        "pod_patches": stats["pods"]["patched"],
+        "scheduler_filter_evaluations": stats["scheduler"]["filter_evaluations"],
+        "scheduler_affinity_evaluations": stats["scheduler"]["affinity_evaluations"],
+        "seconds_to_all_running": round(seconds, 3),
+        "exclusive_violations": violations,
+    }
+
+
+def strategy_problems(strategy: str, jobs: list[dict[str, Any]], expected_jobs: int) -> list[str]:
+    """Checks that the run measured what it claims: the Jobs exist and the strategy really applied."""
+    problems: list[str] = []
+    if len(jobs) != expected_jobs:
+        problems.append(f"expected {expected_jobs} Jobs, found {len(jobs)}")
+    for job in jobs:
+        label = (job["metadata"].get("labels") or {}).get(RESIZE_LABEL)
+        name = job["metadata"]["name"]
+        if strategy == STRATEGY_ELASTIC and label != RESIZE_DONE:
+            problems.append(f"Job {name}: elastic but {RESIZE_LABEL}={label!r} (not resized)")
+        if strategy != STRATEGY_ELASTIC and label is not None:
+            problems.append(
+                f"Job {name}: strategy {strategy} but the Job was shrunk ({RESIZE_LABEL}={label})"
+            )
+    return problems
+
+
+async def _wait_pods_gone(http: httpx.AsyncClient, namespace: str, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        pods = (await http.get(f"/api/v1/namespaces/{namespace}/pods")).json()["items"]
+        if not pods:
+            return
+        await asyncio.sleep(0.2)
+    raise BenchError(f"pods of namespace {namespace} still present {timeout:.0f}s after deleting the JobSet")
+
+
+async def run_strategy(
+    server: str,
+    scenario: Scenario,
+    strategy: str,
+    *,
+    namespace: str,
+    nodes: dict[str, str],
+    settings: RunSettings,
+) -> dict[str, Any]:
+    """One measured run: create the JobSet, wait until every pod has run, snapshot the counters, clean up."""
+    timeout = httpx.Timeout(30.0, read=None)
+    async with httpx.AsyncClient(base_url=server, timeout=timeout, headers={"User-Agent": "bench"}) as http:
+        ns = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
+        (await http.post("/api/v1/namespaces", json=ns)).raise_for_status()
+        try:
+            return await _measure(
+                http, scenario, strategy, namespace=namespace, nodes=nodes, settings=settings
+            )
+        finally:
+            # Also after a failed run: the next strategy needs every pool free again.
+            await http.delete(f"/apis/jobset.x-k8s.io/v1alpha2/namespaces/{namespace}/jobsets/{JOBSET_NAME}")
+            await _wait_pods_gone(http, namespace, timeout=120)
+
+
+async def _measure(
+    http: httpx.AsyncClient,
+    scenario: Scenario,
+    strategy: str,
+    *,
+    namespace: str,
+    nodes: dict[str, str],
+    settings: RunSettings,
+) -> dict[str, Any]:
+    recorder = PodRecorder(nodes, scenario.total_pods)
+    watch = asyncio.create_task(recorder.follow(http, namespace))
+    try:
+        await asyncio.wait_for(recorder.connected.wait(), 30)
+        (await http.post("/debug/reset-stats")).raise_for_status()
+        start = time.monotonic()
+        manifest = jobset_manifest(scenario, strategy, name=JOBSET_NAME, namespace=namespace)
+        (
+            await http.post(f"/apis/jobset.x-k8s.io/v1alpha2/namespaces/{namespace}/jobsets", json=manifest)
+        ).raise_for_status()
+        done = asyncio.create_task(recorder.all_running.wait())
+        finished, _ = await asyncio.wait(
+            {done, watch}, timeout=settings.run_timeout, return_when=asyncio.FIRST_COMPLETED
+        )
+        stats = (await http.get("/debug/stats")).json()
+        if done not in finished:
+            done.cancel()
+    finally:
+        watch_ended = await stop(watch)
+    if recorder.all_running_at is None:
+        reason = watch_ended or f"timeout after {settings.run_timeout:.0f}s"
+        ran = f"{len(recorder.started)}/{scenario.total_pods} pods ran"
+        raise BenchError(f"{scenario.name}/{strategy}: {ran} ({reason})")
+    seconds = recorder.all_running_at - start
+    jobs = (await http.get(f"/apis/batch/v1/namespaces/{namespace}/jobs")).json()["items"]
+    result = result_from_stats(stats, seconds, recorder.replay.violations)
+    problems = strategy_problems(strategy, jobs, scenario.jobs) + recorder.replay.describe()
+    if problems:
+        result["problems"] = problems
+    return result
+
+
+def run_scenario(scenario: Scenario, strategies: tuple[str, ...], settings: RunSettings) -> dict[str, Any]:
+    cluster = KubesimFlags(
+        nodes=scenario.nodes,
+        pools=scenario.pools,
+        gpus_per_node=GPUS_PER_NODE,
+        time_scale=settings.time_scale,
+        pod_run_seconds=scenario.pod_run_seconds,
+    )
+    results: dict[str, Any] = {}
+    with Stack(StackOptions(cluster=cluster, startup_timeout=120)) as stack:
+        domains = node_domains(stack.client.list("Node"), TOPOLOGY_KEY)
+        for strategy in strategies:
+            namespace = f"bench-{scenario.name}-{strategy}".lower()[:63]
+            log.info("scenario %s, strategy %s: %s pods", scenario.name, strategy, scenario.total_pods)
+            try:
+                results[strategy] = asyncio.run(
+                    run_strategy(
+                        stack.server,
+                        scenario,
+                        strategy,
+                        namespace=namespace,
+                        nodes=domains,
+                        settings=settings,
+                    )
+                )
+            except BenchError as err:
+                log.error("%s", err)
+                results[strategy] = {"error": str(err)}
+            stack.check_alive()
+            log.info("  %s", json.dumps(results[strategy]))
+    return {
+        "name": scenario.name,
+        "jobs": scenario.jobs,
+        "pods_per_job": scenario.pods_per_job,
+        "pools": scenario.pools,
+        "nodes": scenario.nodes,
+        "contended": scenario.contended,
+        "pod_run_seconds": scenario.pod_run_seconds,
+        "results": results,
+    }
+
+
+def run_benchmark(
+    scenarios: tuple[Scenario, ...], strategies: tuple[str, ...], settings: RunSettings
+) -> dict[str, Any]:
+    return {
+        "scenarios": [run_scenario(s, strategies, settings) for s in scenarios],
+        "time_scale": settings.time_scale,
+    }
+
+
+def failures(report: dict[str, Any]) -> list[str]:
+    out: list[str] = []
+    for scenario in report["scenarios"]:
+        for strategy, result in scenario["results"].items():
+            for problem in ([result["error"]] if "error" in result else []) + result.get("problems", []):
+                out.append(f"{scenario['name']}/{strategy}: {problem}")
+    return out
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m bench strategies",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="small scenarios (4x8, contended 6x4 on 2 pools): under 3 minutes",
+    )
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=DEFAULT_OUT,
+        help="output directory for strategies.json, strategies.md and the plots (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--time-scale",
+        type=float,
+        default=0.1,
+        help="kubesim real seconds per simulated second (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--strategies",
+        default=",".join(STRATEGIES),
+        help="comma-separated subset of strategies (default: all four)",
+    )
+    parser.add_argument(
+        "--run-timeout",
+        type=float,
+        default=600.0,
+        help="wall seconds per strategy run before it counts as failed (default: %(default)s)",
+    )
+    parser.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    strategies = tuple(s.strip() for s in args.strategies.split(",") if s.strip())
+    unknown = [s for s in strategies if s not in STRATEGIES]
+    if unknown or not strategies:
+        print(f"error: unknown strategies {unknown}; valid: {', '.join(STRATEGIES)}", file=sys.stderr)
+        return 2
+    if args.time_scale <= 0:
+        print("error: --time-scale must be > 0", file=sys.stderr)
+        return 2
+    from bench.report import write_outputs
+
+    started = time.monotonic()
+    report = run_benchmark(
+        QUICK_SCENARIOS if args.quick else FULL_SCENARIOS,
+        strategies,
+        RunSettings(args.time_scale, args.run_timeout),
+    )
+    paths = write_outputs(report, args.out, plots=not args.no_plots)
+    print((args.out / "strategies.md").read_text())
+    print(f"wrote {', '.join(str(p) for p in paths)} in {time.monotonic() - started:.0f}s")
+    problems = failures(report)
+    if problems:
+        print("FAILED:\n  " + "\n  ".join(problems), file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
