@@ -129,13 +129,16 @@ def resizer_command(
 ) -> list[str]:
     """The resizer; ready when `GET http://127.0.0.1:METRICS_PORT/readyz` answers 200.
 
-    One replica runs without leader election; several replicas elect a leader through a Lease."""
+    One replica runs without leader election; several replicas elect a leader through a Lease in
+    `lease_namespace` (which must exist)."""
     argv = [
         *_python(python),
         "-m",
         "resizer",
         "--server",
         server,
+        "--metrics-host",
+        LOCAL_HOST,
         "--metrics-port",
         str(metrics_port),
     ]

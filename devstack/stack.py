@@ -25,16 +25,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 
+import httpx
+
 from certs.files import ca_bundle_b64
 from devstack.commands import (
     LOCAL_HOST,
+    RELEASE_NAMESPACE,
     KubesimFlags,
     certs_command,
     kubesim_command,
     resizer_command,
     webhook_command,
 )
-from devstack.kube import KubeClient
+from devstack.kube import KubeClient, KubeError
 from devstack.ports import free_port
 from devstack.processes import ManagedProcess, ProcessError
 from devstack.readiness import wait_for_log_line, wait_http_ok
@@ -138,6 +141,7 @@ class Stack:
         self._generate_certs()
         self._start_kubesim()
         self._client = KubeClient(self.server)
+        self._ensure_release_namespace()
         self._start_webhook()
         self.register_webhooks()
         for _ in range(self.options.resizer_replicas):
@@ -186,6 +190,16 @@ class Stack:
         self.server = match["url"]
         self.kubeconfig = Path(match["kubeconfig"])
         wait_http_ok(self.kubesim, f"{self.server}/version", self.options.startup_timeout)
+
+    def _ensure_release_namespace(self) -> None:
+        """The namespace a Helm release lives in: exempt from the webhooks, holds the resizer's Lease."""
+        try:
+            self.client.create(
+                {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": RELEASE_NAMESPACE}}
+            )
+        except KubeError as err:
+            if err.status != 409:
+                raise
 
     def _start_webhook(self) -> None:
         port = free_port()
@@ -236,6 +250,20 @@ class Stack:
 
     def resizer_readyz(self, index: int) -> str:
         return f"http://{LOCAL_HOST}:{self.resizer_metrics_ports[index]}/readyz"
+
+    def resizer_roles(self) -> list[str]:
+        """Per replica: "leader", "standby" (its /readyz body) or "down"."""
+        roles: list[str] = []
+        for index, resizer in enumerate(self.resizers):
+            if not resizer.running:
+                roles.append("down")
+                continue
+            try:
+                response = httpx.get(self.resizer_readyz(index), timeout=2.0)
+                roles.append(response.text.strip() if response.status_code == 200 else "down")
+            except httpx.HTTPError:
+                roles.append("down")
+        return roles
 
     def restart_resizer(self, index: int = 0, *, kill: bool = False) -> None:
         """Stop (SIGTERM, or SIGKILL with `kill`) resizer `index` and start it again on the same port."""
