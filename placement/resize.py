@@ -15,25 +15,33 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from placement.affinity import leader_domain
 from placement.constants import (
-    JOB_COMPLETION_INDEX_ANNOTATION,
-    JOB_COMPLETION_INDEX_LABEL,
-    JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION,
-    LEADER_COMPLETION_INDEX,
     LEADER_SCHEDULED_GATE,
     RESIZE_DONE,
     RESIZE_LABEL,
     RESIZE_PENDING,
     TARGET_COMPLETIONS_ANNOTATION,
     TARGET_PARALLELISM_ANNOTATION,
-    TOPOLOGY_ANNOTATION,
+)
+from placement.objects import (
+    annotations_of,
+    is_finished_pod,
+    is_leader,
+    is_terminating,
+    job_ref_of_pod,
+    labels_of,
+    metadata,
+    namespace_of,
+    node_name,
+    topology_key_of_job,
+    topology_key_of_pod,
 )
 
 Obj = dict[str, Any]
 JsonPatch = list[dict[str, Any]]
 
 FINISHED_CONDITIONS = frozenset({"Complete", "Failed", "SuccessCriteriaMet", "FailureTarget"})
-TERMINAL_POD_PHASES = frozenset({"Succeeded", "Failed"})
 
 
 class SkipReason(StrEnum):
@@ -89,67 +97,23 @@ class GateRelease:
         return self.patch is not None
 
 
-# --- small readers over plain dicts --------------------------------------------------------------------
-
-
-def _meta(obj: Obj) -> Obj:
-    meta = obj.get("metadata")
-    return meta if isinstance(meta, dict) else {}
-
-
-def _str_map(value: Any) -> dict[str, str]:
-    return value if isinstance(value, dict) else {}
+# --- small readers over plain dicts (identity helpers live in placement.objects) -------------------------
 
 
 def object_key(obj: Obj) -> str:
     """`namespace/name`, the key the resizer's caches and work queue use."""
-    meta = _meta(obj)
-    return f"{meta.get('namespace') or ''}/{meta.get('name') or ''}"
-
-
-def is_terminating(obj: Obj) -> bool:
-    return bool(_meta(obj).get("deletionTimestamp"))
-
-
-def owner_job(pod: Obj) -> tuple[str, str] | None:
-    """(name, uid) of the Job controlling this pod, or None."""
-    for ref in _meta(pod).get("ownerReferences") or []:
-        if isinstance(ref, dict) and ref.get("kind") == "Job" and ref.get("controller"):
-            name, uid = ref.get("name"), ref.get("uid")
-            if isinstance(name, str) and isinstance(uid, str):
-                return name, uid
-    return None
+    return f"{namespace_of(obj)}/{metadata(obj).get('name') or ''}"
 
 
 def owner_job_key(pod: Obj) -> str | None:
     """`namespace/job-name` of the Job controlling this pod, or None."""
-    owner = owner_job(pod)
-    if owner is None:
-        return None
-    return f"{_meta(pod).get('namespace') or ''}/{owner[0]}"
-
-
-def is_leader_pod(pod: Obj) -> bool:
-    """Completion index 0 (annotation, or the label Kubernetes ≥ 1.28 also sets)."""
-    meta = _meta(pod)
-    index = _str_map(meta.get("annotations")).get(JOB_COMPLETION_INDEX_ANNOTATION)
-    if index is None:
-        index = _str_map(meta.get("labels")).get(JOB_COMPLETION_INDEX_LABEL)
-    return index == LEADER_COMPLETION_INDEX
+    ref = job_ref_of_pod(pod)
+    return None if ref is None else f"{namespace_of(pod)}/{ref.name}"
 
 
 def topology_key(obj: Obj) -> str | None:
-    """The node label key that defines a domain: ours wins over JobSet's; metadata, then pod template."""
-    sources = [_meta(obj)]
-    template = (obj.get("spec") or {}).get("template")
-    if isinstance(template, dict):
-        sources.append(_meta(template))
-    for key in (TOPOLOGY_ANNOTATION, JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION):
-        for meta in sources:
-            value = _str_map(meta.get("annotations")).get(key)
-            if isinstance(value, str) and value:
-                return value
-    return None
+    """The topology label key of a Job (metadata, then pod template) or of a pod."""
+    return topology_key_of_job(obj) if obj.get("kind") == "Job" else topology_key_of_pod(obj)
 
 
 def has_gate(pod: Obj, gate: str = LEADER_SCHEDULED_GATE) -> bool:
@@ -195,16 +159,16 @@ def _leader_problem(leader: Obj | None, job_uid: str | None) -> SkipReason | Non
     """Why this pod cannot (yet) tell us its domain, or None if it can."""
     if leader is None:
         return SkipReason.NO_LEADER
-    if not is_leader_pod(leader):
+    if not is_leader(leader):
         return SkipReason.NOT_A_LEADER
-    owner = owner_job(leader)
-    if owner is None or job_uid is None or owner[1] != job_uid:
+    owner = job_ref_of_pod(leader)
+    if owner is None or not job_uid or owner.uid != job_uid:
         return SkipReason.LEADER_OF_OTHER_JOB
     if is_terminating(leader):
         return SkipReason.LEADER_TERMINATING
-    if (leader.get("status") or {}).get("phase") in TERMINAL_POD_PHASES:
+    if is_finished_pod(leader):
         return SkipReason.LEADER_FINISHED
-    if not (leader.get("spec") or {}).get("nodeName"):
+    if node_name(leader) is None:
         return SkipReason.LEADER_NOT_BOUND
     return None
 
@@ -218,9 +182,9 @@ def decide_resize(job: Obj, leader: Obj | None) -> ResizeDecision:
     Never shrinks, never resizes twice (the patch sets `resize: done` together with the sizes, and carries
     the resourceVersion the decision was made on, so a concurrent change makes the API server answer 409).
     """
-    meta = _meta(job)
+    meta = metadata(job)
     spec = job.get("spec") or {}
-    state = _str_map(meta.get("labels")).get(RESIZE_LABEL)
+    state = labels_of(job).get(RESIZE_LABEL)
     current_completions = spec.get("completions")
     current_parallelism = spec.get("parallelism")
 
@@ -238,7 +202,7 @@ def decide_resize(job: Obj, leader: Obj | None) -> ResizeDecision:
     if spec.get("completionMode") != "Indexed":
         return skip(SkipReason.NOT_INDEXED)
 
-    annotations = _str_map(meta.get("annotations"))
+    annotations = annotations_of(job)
     raw_completions = annotations.get(TARGET_COMPLETIONS_ANNOTATION)
     raw_parallelism = annotations.get(TARGET_PARALLELISM_ANNOTATION, raw_completions)
     if raw_completions is None:
@@ -276,8 +240,8 @@ def decide_gate_release(follower: Obj, leader: Obj | None, node: Obj | None) -> 
         return GateRelease(SkipReason.NOT_GATED)
     if is_terminating(follower):
         return GateRelease(SkipReason.FOLLOWER_TERMINATING)
-    owner = owner_job(follower)
-    problem = _leader_problem(leader, owner[1] if owner else None)
+    owner = job_ref_of_pod(follower)
+    problem = _leader_problem(leader, owner.uid if owner else None)
     if problem is not None:
         return GateRelease(problem)
     key = topology_key(follower) or (topology_key(leader) if leader else None)
@@ -285,7 +249,7 @@ def decide_gate_release(follower: Obj, leader: Obj | None, node: Obj | None) -> 
         return GateRelease(SkipReason.NO_TOPOLOGY_KEY)
     if node is None:
         return GateRelease(SkipReason.NODE_UNKNOWN)
-    domain = _str_map(_meta(node).get("labels")).get(key)
+    domain = leader_domain(key, node)
     if not domain:
         return GateRelease(SkipReason.NODE_WITHOUT_DOMAIN)
 
@@ -316,11 +280,11 @@ def pick_leader(job_uid: str | None, candidates: list[Obj]) -> Obj | None:
     """
 
     def rank(pod: Obj) -> tuple[bool, bool, bool]:
-        owner = owner_job(pod)
+        owner = job_ref_of_pod(pod)
         return (
-            owner is not None and owner[1] == job_uid,
-            not is_terminating(pod) and (pod.get("status") or {}).get("phase") not in TERMINAL_POD_PHASES,
-            bool((pod.get("spec") or {}).get("nodeName")),
+            owner is not None and owner.uid == job_uid,
+            not is_terminating(pod) and not is_finished_pod(pod),
+            node_name(pod) is not None,
         )
 
     return max(candidates, key=rank, default=None)

@@ -161,15 +161,19 @@ class LeaderElector:
         except KubeError as error:
             log.warning("could not release lease %s/%s: %s", self.config.namespace, self.config.name, error)
 
+    def step(self) -> None:
+        """One attempt to acquire or renew, and the leadership change it implies."""
+        started = self._clock()
+        try:
+            acquired = self.try_acquire_or_renew()
+        except KubeError as error:
+            log.warning("lease %s/%s: %s", self.config.namespace, self.config.name, error)
+            acquired = False
+        self._transition(acquired, started)
+
     def _run(self) -> None:
         while not self._stop.is_set():
-            started = self._clock()
-            try:
-                acquired = self.try_acquire_or_renew()
-            except KubeError as error:
-                log.warning("lease %s/%s: %s", self.config.namespace, self.config.name, error)
-                acquired = False
-            self._transition(acquired, started)
+            self.step()
             jitter = 1.0 if self.is_leader() else random.uniform(1.0, 1.2)
             self._stop.wait(self.config.retry_period * jitter)
 

@@ -309,7 +309,11 @@ def test_gate_release_escapes_slash_in_key_when_map_exists() -> None:
     ("annotations", "template_annotations", "expected"),
     [
         ({TOPOLOGY_ANNOTATION: "rack", JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION: "zone"}, {}, "rack"),
-        ({JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION: "zone"}, {TOPOLOGY_ANNOTATION: "rack"}, "rack"),
+        (
+            {JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION: "zone"},
+            {TOPOLOGY_ANNOTATION: "rack"},
+            "zone",
+        ),  # metadata first
         ({}, {JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION: "zone"}, "zone"),
         ({}, {}, None),
     ],
@@ -318,6 +322,7 @@ def test_topology_key_ours_wins(
     annotations: dict[str, str], template_annotations: dict[str, str], expected: str | None
 ) -> None:
     job = {
+        "kind": "Job",
         "metadata": {"annotations": annotations},
         "spec": {"template": {"metadata": {"annotations": template_annotations}}},
     }

@@ -1,0 +1,135 @@
+"""In-memory fakes of the resizer's API surface (`resizer.kube.Kube`), with real API semantics where it
+matters: resourceVersion preconditions (409), missing objects (404), JSON-patch `test` failures (422), and
+injected transient failures (429/500/connection)."""
+
+from __future__ import annotations
+
+import copy
+import threading
+from typing import Any
+
+import jsonpatch
+
+from resizer.kube import KubeError
+
+Obj = dict[str, Any]
+
+
+class FakeKube:
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.objects: dict[tuple[str, str, str], Obj] = {}
+        self.version = 100
+        self.calls: list[tuple[str, str]] = []
+        self.fail_next: list[KubeError] = []
+        self.timeouts: list[float | None] = []
+
+    # --- helpers for tests
+    def put(self, kind: str, obj: Obj) -> Obj:
+        with self.lock:
+            self.version += 1
+            stored = copy.deepcopy(obj)
+            stored.setdefault("metadata", {})["resourceVersion"] = str(self.version)
+            meta = stored["metadata"]
+            self.objects[(kind, meta.get("namespace", ""), meta["name"])] = stored
+            return copy.deepcopy(stored)
+
+    def stored(self, kind: str, namespace: str, name: str) -> Obj:
+        return copy.deepcopy(self.objects[(kind, namespace, name)])
+
+    def count(self, verb: str) -> int:
+        return sum(1 for call, _ in self.calls if call == verb)
+
+    def _enter(self, verb: str, what: str) -> None:
+        self.calls.append((verb, what))
+        if self.fail_next:
+            raise self.fail_next.pop(0)
+
+    def _get(self, kind: str, namespace: str, name: str) -> Obj:
+        obj = self.objects.get((kind, namespace, name))
+        if obj is None:
+            raise KubeError(404, "NotFound", f"{kind} {name} not found")
+        return obj
+
+    # --- the Kube surface the controller and the elector use
+    def get_job(self, namespace: str, name: str) -> Obj:
+        with self.lock:
+            self._enter("get", f"jobs/{name}")
+            return copy.deepcopy(self._get("jobs", namespace, name))
+
+    def patch_job(self, namespace: str, name: str, merge_patch: Obj) -> Obj:
+        with self.lock:
+            self._enter("patch", f"jobs/{name}")
+            job = self._get("jobs", namespace, name)
+            wanted = merge_patch.get("metadata", {}).get("resourceVersion")
+            if wanted is not None and wanted != job["metadata"]["resourceVersion"]:
+                raise KubeError(409, "Conflict", "the object has been modified")
+            job["metadata"].setdefault("labels", {}).update(merge_patch.get("metadata", {}).get("labels", {}))
+            job["spec"].update(merge_patch.get("spec", {}))
+            self.version += 1
+            job["metadata"]["resourceVersion"] = str(self.version)
+            return copy.deepcopy(job)
+
+    def get_pod(self, namespace: str, name: str) -> Obj:
+        with self.lock:
+            self._enter("get", f"pods/{name}")
+            return copy.deepcopy(self._get("pods", namespace, name))
+
+    def patch_pod(self, namespace: str, name: str, json_patch: list[Obj]) -> Obj:
+        with self.lock:
+            self._enter("patch", f"pods/{name}")
+            pod = self._get("pods", namespace, name)
+            try:
+                patched = jsonpatch.apply_patch(pod, json_patch)
+            except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException) as error:
+                raise KubeError(422, "Invalid", str(error)) from error
+            self.version += 1
+            patched["metadata"]["resourceVersion"] = str(self.version)
+            self.objects[("pods", namespace, name)] = patched
+            return copy.deepcopy(patched)
+
+    def get_node(self, name: str) -> Obj:
+        with self.lock:
+            self._enter("get", f"nodes/{name}")
+            return copy.deepcopy(self._get("nodes", "", name))
+
+    def get_lease(self, namespace: str, name: str, timeout: float | None = None) -> Obj:
+        with self.lock:
+            self.timeouts.append(timeout)
+            self._enter("get", f"leases/{name}")
+            return copy.deepcopy(self._get("leases", namespace, name))
+
+    def create_lease(self, namespace: str, lease: Obj, timeout: float | None = None) -> Obj:
+        with self.lock:
+            self._enter("create", "leases")
+            name = lease["metadata"]["name"]
+            if ("leases", namespace, name) in self.objects:
+                raise KubeError(409, "AlreadyExists", name)
+            self.version += 1
+            stored = copy.deepcopy(lease)
+            stored["metadata"]["resourceVersion"] = str(self.version)
+            self.objects[("leases", namespace, name)] = stored
+            return copy.deepcopy(stored)
+
+    def replace_lease(self, namespace: str, name: str, lease: Obj, timeout: float | None = None) -> Obj:
+        with self.lock:
+            self._enter("update", f"leases/{name}")
+            current = self._get("leases", namespace, name)
+            if lease["metadata"].get("resourceVersion") != current["metadata"]["resourceVersion"]:
+                raise KubeError(409, "Conflict", "stale lease")
+            self.version += 1
+            stored = copy.deepcopy(lease)
+            stored["metadata"]["resourceVersion"] = str(self.version)
+            self.objects[("leases", namespace, name)] = stored
+            return copy.deepcopy(stored)
+
+
+class FakeClock:
+    def __init__(self, start: float = 1000.0) -> None:
+        self.now = start
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
