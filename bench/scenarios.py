@@ -6,14 +6,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from placement.constants import (
-    GKE_NODEPOOL_LABEL,
-    GPU_RESOURCE,
-    JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION,
-    JOBSET_GROUP,
-    JOBSET_VERSION,
-    STRATEGY_ANNOTATION,
-)
+from devstack.manifests import exclusive_jobset
+from placement.constants import GKE_NODEPOOL_LABEL
 
 GPUS_PER_NODE = 8
 TOPOLOGY_KEY = GKE_NODEPOOL_LABEL
@@ -71,44 +65,12 @@ QUICK_SCENARIOS: tuple[Scenario, ...] = (
 
 
 def jobset_manifest(scenario: Scenario, strategy: str, *, name: str, namespace: str) -> dict[str, Any]:
-    """A JobSet with JobSet's exclusive-topology annotation and the strategy on the Job template."""
-    size = scenario.pods_per_job
-    gpu = {GPU_RESOURCE: "1"}
-    return {
-        "apiVersion": f"{JOBSET_GROUP}/{JOBSET_VERSION}",
-        "kind": "JobSet",
-        "metadata": {
-            "name": name,
-            "namespace": namespace,
-            "annotations": {JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION: TOPOLOGY_KEY},
-        },
-        "spec": {
-            "replicatedJobs": [
-                {
-                    "name": "w",
-                    "replicas": scenario.jobs,
-                    "template": {
-                        "metadata": {"annotations": {STRATEGY_ANNOTATION: strategy}},
-                        "spec": {
-                            "completionMode": "Indexed",
-                            "completions": size,
-                            "parallelism": size,
-                            "backoffLimit": 0,
-                            "template": {
-                                "spec": {
-                                    "restartPolicy": "Never",
-                                    "containers": [
-                                        {
-                                            "name": "worker",
-                                            "image": "registry.example/bench/worker:1",
-                                            "resources": {"requests": {"cpu": "1", **gpu}, "limits": gpu},
-                                        }
-                                    ],
-                                }
-                            },
-                        },
-                    },
-                }
-            ]
-        },
-    }
+    """The scenario's JobSet: one GPU per pod, the strategy chosen per Job by annotation."""
+    return exclusive_jobset(
+        name,
+        jobs=scenario.jobs,
+        pods_per_job=scenario.pods_per_job,
+        strategy=strategy,
+        namespace=namespace,
+        topology_key=TOPOLOGY_KEY,
+    )

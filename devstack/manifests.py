@@ -1,0 +1,70 @@
+"""Manifests the end-to-end tests and benchmarks submit (plain dicts, no I/O)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from placement.constants import (
+    GKE_NODEPOOL_LABEL,
+    GPU_RESOURCE,
+    JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION,
+    JOBSET_GROUP,
+    JOBSET_VERSION,
+    STRATEGY_ANNOTATION,
+)
+
+
+def exclusive_jobset(
+    name: str,
+    *,
+    jobs: int,
+    pods_per_job: int,
+    strategy: str | None = None,
+    namespace: str = "default",
+    topology_key: str = GKE_NODEPOOL_LABEL,
+    gpus_per_pod: int = 1,
+) -> dict[str, Any]:
+    """A JobSet of `jobs` Indexed Jobs x `pods_per_job` pods with JobSet's exclusive-topology annotation,
+    and, if given, the per-Job strategy annotation on the Job template (JobSet copies it to each Job)."""
+    if jobs < 1 or pods_per_job < 1:
+        raise ValueError(f"jobs and pods_per_job must be >= 1, got {jobs} and {pods_per_job}")
+    template_meta = {"annotations": {STRATEGY_ANNOTATION: strategy}} if strategy else {}
+    gpus = {GPU_RESOURCE: str(gpus_per_pod)}
+    return {
+        "apiVersion": f"{JOBSET_GROUP}/{JOBSET_VERSION}",
+        "kind": "JobSet",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "annotations": {JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION: topology_key},
+        },
+        "spec": {
+            "replicatedJobs": [
+                {
+                    "name": "w",
+                    "replicas": jobs,
+                    "template": {
+                        "metadata": template_meta,
+                        "spec": {
+                            "completionMode": "Indexed",
+                            "completions": pods_per_job,
+                            "parallelism": pods_per_job,
+                            "backoffLimit": 0,
+                            "template": {
+                                "spec": {
+                                    "restartPolicy": "Never",
+                                    "containers": [
+                                        {
+                                            "name": "worker",
+                                            "image": "registry.example/worker:1",
+                                            "resources": {"requests": {"cpu": "1", **gpus}, "limits": gpus},
+                                        }
+                                    ],
+                                }
+                            },
+                        },
+                    },
+                }
+            ]
+        },
+    }
