@@ -1,0 +1,322 @@
+"""placement.admission: every strategy x leader/follower x leader state, patches applied and re-run."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+from placement_pods import JOB, NS, UID, ZONE, job, node, pod
+
+from placement.admission import (
+    LeaderState,
+    LeaderStatus,
+    PodPlan,
+    Skip,
+    leader_state,
+    mutate_job,
+    mutate_pod,
+    mutation_needs_leader,
+    pick_leader,
+    plan_pod,
+    validate_pod,
+    validation_needs_leader,
+)
+from placement.constants import (
+    JOB_KEY_LABEL,
+    JOBSET_JOB_KEY_LABEL,
+    LEADER_SCHEDULED_GATE,
+    RESIZE_LABEL,
+    ROLE_LABEL,
+    STRATEGIES,
+    STRATEGY_ANNOTATION,
+    TARGET_COMPLETIONS_ANNOTATION,
+    TARGET_PARALLELISM_ANNOTATION,
+)
+from placement.objects import JobRef, hashed_job_key
+from placement.patch import apply
+
+REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
+BOUND = LeaderState(LeaderStatus.BOUND, "leader-0", "node-1", "zone-a")
+
+
+def _plan(p: dict[str, Any], default: str = "elastic") -> PodPlan:
+    plan = plan_pod(p, NS, default)
+    assert isinstance(plan, PodPlan)
+    return plan
+
+
+# --- Jobs ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("strategy", ["gate", "scheduling-gate", "affinity"])
+def test_non_elastic_jobs_are_untouched(strategy: str) -> None:
+    verdict = mutate_job(job(annotations={"exclusive-placement.io/topology": ZONE}), strategy)
+    assert verdict.allowed
+    assert verdict.patch == []
+    assert verdict.warnings == ()
+
+
+def test_job_without_topology_is_untouched_whatever_the_strategy() -> None:
+    verdict = mutate_job(job(annotations={STRATEGY_ANNOTATION: "elastic"}), "elastic")
+    assert (verdict.allowed, verdict.patch, verdict.reason) == (True, [], "not-exclusive")
+
+
+def test_elastic_job_is_shrunk_and_target_recorded_idempotently() -> None:
+    original = job(template_annotations={"alpha.jobset.sigs.k8s.io/exclusive-topology": ZONE})
+    verdict = mutate_job(original, "elastic")
+    assert verdict.allowed
+    shrunk = apply(original, verdict.patch)
+    assert (shrunk["spec"]["completions"], shrunk["spec"]["parallelism"]) == (1, 1)
+    assert shrunk["metadata"]["annotations"] == {
+        TARGET_COMPLETIONS_ANNOTATION: "4",
+        TARGET_PARALLELISM_ANNOTATION: "4",
+    }
+    assert shrunk["metadata"]["labels"] == {RESIZE_LABEL: "pending"}
+    assert shrunk["spec"]["template"] == original["spec"]["template"]
+    assert mutate_job(shrunk, "elastic").patch == []
+
+
+@pytest.mark.parametrize(
+    ("spec", "why"),
+    [
+        ({"mode": None}, "NonIndexed"),
+        ({"completions": 4, "parallelism": 2}, "!= parallelism"),
+        ({"completions": None}, "not set"),
+    ],
+)
+def test_ineligible_elastic_job_falls_back_to_gate_with_warning(spec: dict[str, Any], why: str) -> None:
+    verdict = mutate_job(job(annotations={"exclusive-placement.io/topology": ZONE}, **spec), "elastic")
+    assert verdict.allowed
+    assert verdict.patch == []
+    assert len(verdict.warnings) == 1
+    assert why in verdict.warnings[0]
+    assert "using gate" in verdict.warnings[0]
+
+
+def test_single_pod_job_needs_no_shrink_and_no_warning() -> None:
+    verdict = mutate_job(
+        job(annotations={"exclusive-placement.io/topology": ZONE}, completions=1, parallelism=1), "elastic"
+    )
+    assert (verdict.patch, verdict.warnings) == ([], ())
+
+
+def test_job_with_unknown_strategy_is_denied() -> None:
+    annotations = {"exclusive-placement.io/topology": ZONE, STRATEGY_ANNOTATION: "nope"}
+    verdict = mutate_job(job(annotations=annotations), "elastic")
+    assert not verdict.allowed
+    assert "valid values: elastic, gate, scheduling-gate, affinity" in verdict.message
+
+
+# --- Pods: scope -----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("the_pod", "reason", "warned"),
+    [
+        (pod(1, topology=None), "not-exclusive", False),
+        (pod(None), "not-indexed", True),
+        ({"metadata": {"annotations": {"exclusive-placement.io/topology": ZONE}}}, "no-job", True),
+        (pod(1, strategy="bogus"), "invalid-strategy", False),
+    ],
+)
+def test_out_of_scope_pods(the_pod: dict[str, Any], reason: str, warned: bool) -> None:
+    plan = plan_pod(the_pod, NS, "elastic")
+    assert isinstance(plan, Skip)
+    assert plan.verdict.reason == reason
+    assert plan.verdict.patch == []
+    assert bool(plan.verdict.warnings) is warned
+    assert plan.verdict.allowed is (reason != "invalid-strategy")
+
+
+def test_plan_reads_identity_and_jobset_key() -> None:
+    plan = _plan(pod(2, strategy="gate", labels={JOBSET_JOB_KEY_LABEL: "js-key"}))
+    assert plan == PodPlan(NS, JobRef(JOB, UID), "js-key", ZONE, "gate", False, "2")
+    assert _plan(pod(0)).job_key == hashed_job_key(NS, JOB)
+
+
+# --- Pods: mutation, every strategy x role x leader state ----------------------------------------------
+
+UNBOUND = LeaderState(LeaderStatus.NOT_SCHEDULED, "leader-0")
+MISSING = LeaderState(LeaderStatus.NOT_FOUND)
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_leader_gets_labels_and_both_affinity_terms(strategy: str) -> None:
+    the_pod = pod(0, strategy=strategy)
+    plan = _plan(the_pod)
+    assert not mutation_needs_leader(plan)
+    verdict = mutate_pod(the_pod, plan, None)
+    result = apply(the_pod, verdict.patch)
+    assert result["metadata"]["labels"][ROLE_LABEL] == "leader"
+    assert result["metadata"]["labels"][JOB_KEY_LABEL] == plan.job_key
+    affinity = result["spec"]["affinity"]
+    assert affinity["podAffinity"][REQUIRED][0]["topologyKey"] == ZONE
+    assert affinity["podAntiAffinity"][REQUIRED][0]["labelSelector"]["matchExpressions"][1]["values"] == [
+        plan.job_key
+    ]
+    assert "nodeSelector" not in result["spec"]
+    assert mutate_pod(result, _plan(result), None).patch == []
+
+
+def test_leader_affinity_is_merged_with_the_pods_own() -> None:
+    own = {"labelSelector": {"matchLabels": {"app": "cache"}}, "topologyKey": "kubernetes.io/hostname"}
+    the_pod = pod(0, spec={"affinity": {"podAntiAffinity": {REQUIRED: [own]}}})
+    result = apply(the_pod, mutate_pod(the_pod, _plan(the_pod), None).patch)
+    assert result["spec"]["affinity"]["podAntiAffinity"][REQUIRED][0] == own
+    assert len(result["spec"]["affinity"]["podAntiAffinity"][REQUIRED]) == 2
+
+
+# (strategy, leader state) -> expected follower: nodeSelector value, gated?
+FOLLOWER_CASES = [
+    ("elastic", BOUND, "zone-a", False),
+    ("elastic", UNBOUND, None, False),
+    ("elastic", MISSING, None, False),
+    ("gate", BOUND, "zone-a", False),
+    ("gate", UNBOUND, None, False),
+    ("scheduling-gate", BOUND, "zone-a", False),
+    ("scheduling-gate", UNBOUND, None, True),
+    ("scheduling-gate", MISSING, None, True),
+    ("elastic", LeaderState(LeaderStatus.NODE_MISSING, "leader-0", "gone"), None, False),
+    ("gate", LeaderState(LeaderStatus.NODE_WITHOUT_DOMAIN, "leader-0", "node-1"), None, False),
+]
+
+
+@pytest.mark.parametrize(("strategy", "state", "selector", "gated"), FOLLOWER_CASES)
+def test_follower_mutation(strategy: str, state: LeaderState, selector: str | None, gated: bool) -> None:
+    the_pod = pod(3, strategy=strategy, spec={"nodeSelector": {"gpu": "a100"}})
+    plan = _plan(the_pod)
+    assert mutation_needs_leader(plan)
+    verdict = mutate_pod(the_pod, plan, state)
+    assert verdict.allowed
+    result = apply(the_pod, verdict.patch)
+    assert result["metadata"]["labels"][ROLE_LABEL] == "follower"
+    assert result["spec"]["nodeSelector"].get(ZONE) == selector
+    assert result["spec"]["nodeSelector"]["gpu"] == "a100"
+    assert (result["spec"].get("schedulingGates") == [{"name": LEADER_SCHEDULED_GATE}]) is gated
+    assert "affinity" not in result["spec"]
+    assert mutate_pod(result, plan, state).patch == []
+
+
+def test_affinity_strategy_follower_gets_the_leaders_terms_without_lookup() -> None:
+    the_pod = pod(2, strategy="affinity")
+    plan = _plan(the_pod)
+    assert not mutation_needs_leader(plan)
+    result = apply(the_pod, mutate_pod(the_pod, plan, None).patch)
+    assert result["metadata"]["labels"][ROLE_LABEL] == "follower"
+    assert result["spec"]["affinity"]["podAffinity"][REQUIRED][0]["topologyKey"] == ZONE
+    assert "nodeSelector" not in result["spec"]
+
+
+def test_follower_selector_conflict_is_replaced_with_a_warning() -> None:
+    the_pod = pod(1, spec={"nodeSelector": {ZONE: "zone-z"}})
+    verdict = mutate_pod(the_pod, _plan(the_pod), BOUND)
+    assert apply(the_pod, verdict.patch)["spec"]["nodeSelector"] == {ZONE: "zone-a"}
+    assert "zone-z" in verdict.warnings[0]
+
+
+def test_follower_mutation_requires_leader_state() -> None:
+    with pytest.raises(ValueError, match="needs the leader's state"):
+        mutate_pod(pod(1), _plan(pod(1)), None)
+
+
+# --- Pods: validation ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("the_pod", "state", "allowed", "needle"),
+    [
+        (pod(0), None, True, ""),
+        (pod(4, strategy="affinity"), None, True, ""),
+        (
+            pod(4, strategy="scheduling-gate", spec={"schedulingGates": [{"name": LEADER_SCHEDULED_GATE}]}),
+            None,
+            True,
+            "",
+        ),
+        (pod(4, spec={"nodeSelector": {ZONE: "zone-a"}}), BOUND, True, ""),
+        (pod(4, strategy="gate", spec={"nodeSelector": {ZONE: "zone-a"}}), BOUND, True, ""),
+        (pod(4), MISSING, False, "does not exist yet"),
+        (pod(4, strategy="gate"), UNBOUND, False, "leader pod leader-0 is not yet scheduled"),
+        (
+            pod(4),
+            LeaderState(LeaderStatus.NODE_MISSING, "leader-0", "gone"),
+            False,
+            "node gone, which no longer exists",
+        ),
+        (
+            pod(4),
+            LeaderState(LeaderStatus.NODE_WITHOUT_DOMAIN, "leader-0", "n"),
+            False,
+            f"has no {ZONE} label",
+        ),
+        (pod(4), BOUND, False, f"nodeSelector[{ZONE}] is not set"),
+        (
+            pod(4, spec={"nodeSelector": {ZONE: "zone-b"}}),
+            BOUND,
+            False,
+            "is 'zone-b', but leader pod leader-0 runs in",
+        ),
+        (pod(4, strategy="scheduling-gate"), UNBOUND, False, "not yet scheduled"),
+    ],
+)
+def test_validation(the_pod: dict[str, Any], state: LeaderState | None, allowed: bool, needle: str) -> None:
+    plan = _plan(the_pod)
+    assert validation_needs_leader(the_pod, plan) is (state is not None)
+    verdict = validate_pod(the_pod, plan, state)
+    assert verdict.allowed is allowed
+    assert verdict.patch == []
+    assert needle in verdict.message
+    if not allowed:
+        assert f"completion index 4) of Job {NS}/{JOB}" in verdict.message
+
+
+# --- Leader selection ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("candidates", "expected_node"),
+    [
+        ([], None),
+        ([pod(0, node="n1")], "n1"),
+        ([pod(0, node="n1", deleting=True)], None),
+        ([pod(0, node="n1", phase="Failed")], None),
+        ([pod(0, node="n1", phase="Succeeded")], None),
+        ([pod(0, node="n1", uid="old-uid")], None),
+        ([pod(1, node="n1")], None),
+        ([pod(0, node="n1", job_name="other")], None),
+        ([pod(0), pod(0, node="n2")], "n2"),
+        ([pod(0, node="n1", uid="old-uid"), pod(0)], ""),
+    ],
+)
+def test_pick_leader_ignores_dead_and_foreign_leaders(
+    candidates: list[dict[str, Any]], expected_node: str | None
+) -> None:
+    leader = pick_leader(candidates, JobRef(JOB, UID))
+    if expected_node is None:
+        assert leader is None
+    else:
+        assert leader is not None
+        assert leader["spec"].get("nodeName", "") == expected_node
+
+
+def test_leader_state_summarises_leader_and_node() -> None:
+    plan = _plan(pod(1))
+    assert leader_state(plan, None, None).status is LeaderStatus.NOT_FOUND
+    assert leader_state(plan, pod(0), None).status is LeaderStatus.NOT_SCHEDULED
+    assert leader_state(plan, pod(0, node="node-1"), None) == LeaderState(
+        LeaderStatus.NODE_MISSING, f"{JOB}-0-abcde", "node-1"
+    )
+    assert (
+        leader_state(plan, pod(0, node="node-1"), node(labels={})).status is LeaderStatus.NODE_WITHOUT_DOMAIN
+    )
+    assert leader_state(plan, pod(0, node="node-1"), node()) == LeaderState(
+        LeaderStatus.BOUND, f"{JOB}-0-abcde", "node-1", "zone-a"
+    )
+
+
+def test_mutation_never_changes_its_input() -> None:
+    the_pod = pod(1)
+    before = copy.deepcopy(the_pod)
+    mutate_pod(the_pod, _plan(the_pod), BOUND)
+    assert the_pod == before

@@ -1,0 +1,215 @@
+"""placement.objects, placement.strategy, placement.affinity: table-driven over plain dicts."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from placement_pods import JOB, NS, UID, ZONE, job, node, pod
+
+from placement.affinity import (
+    add_leader_affinity,
+    follower_node_selector,
+    leader_affinity_terms,
+    leader_domain,
+)
+from placement.constants import (
+    JOB_COMPLETION_INDEX_LABEL,
+    JOB_KEY_LABEL,
+    JOB_NAME_LABEL,
+    JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION,
+    JOBSET_JOB_KEY_LABEL,
+    LEGACY_CONTROLLER_UID_LABEL,
+    LEGACY_JOB_NAME_LABEL,
+    STRATEGY_ANNOTATION,
+    TOPOLOGY_ANNOTATION,
+)
+from placement.objects import (
+    JobRef,
+    completion_index,
+    hashed_job_key,
+    is_leader,
+    job_key,
+    job_ref_of_pod,
+    topology_key_of_job,
+    topology_key_of_pod,
+)
+from placement.strategy import InvalidStrategy, elastic_ineligibility, select_strategy, strategy_of_job
+
+
+@pytest.mark.parametrize(
+    ("annotations", "expected"),
+    [
+        ({}, None),
+        ({JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION: ZONE}, ZONE),
+        ({TOPOLOGY_ANNOTATION: "rack"}, "rack"),
+        ({TOPOLOGY_ANNOTATION: "rack", JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION: ZONE}, "rack"),
+        ({TOPOLOGY_ANNOTATION: "  ", JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION: ZONE}, ZONE),
+    ],
+)
+def test_topology_key_ours_wins_over_jobsets(annotations: dict[str, str], expected: str | None) -> None:
+    assert topology_key_of_pod({"metadata": {"annotations": annotations}}) == expected
+
+
+@pytest.mark.parametrize(
+    ("meta", "template", "expected"),
+    [
+        (None, None, None),
+        ({TOPOLOGY_ANNOTATION: "rack"}, None, "rack"),
+        (None, {JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION: ZONE}, ZONE),
+        ({TOPOLOGY_ANNOTATION: "rack"}, {TOPOLOGY_ANNOTATION: ZONE}, "rack"),
+    ],
+)
+def test_topology_key_of_job_reads_metadata_then_template(
+    meta: dict[str, str] | None, template: dict[str, str] | None, expected: str | None
+) -> None:
+    assert topology_key_of_job(job(annotations=meta, template_annotations=template)) == expected
+
+
+@pytest.mark.parametrize(
+    ("metadata", "expected"),
+    [
+        ({}, None),
+        (
+            {"ownerReferences": [{"kind": "Job", "name": "j", "uid": "u", "controller": True}]},
+            JobRef("j", "u"),
+        ),
+        # a non-controller owner is not the Job that manages the pod
+        ({"ownerReferences": [{"kind": "Job", "name": "j", "uid": "u"}]}, None),
+        ({"labels": {JOB_NAME_LABEL: "j"}}, JobRef("j", "")),
+        ({"labels": {LEGACY_JOB_NAME_LABEL: "j", LEGACY_CONTROLLER_UID_LABEL: "u"}}, JobRef("j", "u")),
+    ],
+)
+def test_job_ref_from_owner_references_then_labels(metadata: dict[str, Any], expected: JobRef | None) -> None:
+    assert job_ref_of_pod({"metadata": metadata}) == expected
+
+
+def test_job_key_prefers_jobsets_label_else_stable_hash() -> None:
+    assert job_key(NS, JOB, {JOBSET_JOB_KEY_LABEL: "abc"}) == "abc"
+    hashed = job_key(NS, JOB, {})
+    assert hashed == hashed_job_key(NS, JOB) == job_key(NS, JOB, {})
+    assert len(hashed) == 40
+    assert hashed != job_key("other", JOB, {})
+
+
+@pytest.mark.parametrize(
+    ("metadata", "index", "leader"),
+    [
+        ({}, None, False),
+        ({"annotations": {"batch.kubernetes.io/job-completion-index": "0"}}, "0", True),
+        ({"labels": {JOB_COMPLETION_INDEX_LABEL: "0"}}, "0", True),
+        ({"annotations": {"batch.kubernetes.io/job-completion-index": "3"}}, "3", False),
+    ],
+)
+def test_leader_is_completion_index_zero(metadata: dict[str, Any], index: str | None, leader: bool) -> None:
+    assert completion_index({"metadata": metadata}) == index
+    assert is_leader({"metadata": metadata}) is leader
+
+
+@pytest.mark.parametrize(
+    ("annotations", "default", "expected"),
+    [
+        ({}, "elastic", "elastic"),
+        ({}, "gate", "gate"),
+        ({STRATEGY_ANNOTATION: "scheduling-gate"}, "elastic", "scheduling-gate"),
+        ({STRATEGY_ANNOTATION: "affinity"}, "gate", "affinity"),
+    ],
+)
+def test_strategy_annotation_else_default(annotations: dict[str, str], default: str, expected: str) -> None:
+    assert select_strategy(annotations, default) == expected
+
+
+def test_unknown_strategy_names_the_valid_values() -> None:
+    with pytest.raises(InvalidStrategy, match="elastic, gate, scheduling-gate, affinity"):
+        select_strategy({STRATEGY_ANNOTATION: "fast"}, "elastic")
+
+
+def test_job_strategy_from_metadata_then_template() -> None:
+    assert strategy_of_job(job(template_annotations={STRATEGY_ANNOTATION: "gate"}), "elastic") == "gate"
+    both = job(
+        annotations={STRATEGY_ANNOTATION: "affinity"}, template_annotations={STRATEGY_ANNOTATION: "gate"}
+    )
+    assert strategy_of_job(both, "elastic") == "affinity"
+
+
+@pytest.mark.parametrize(
+    ("spec", "name", "reason"),
+    [
+        ({}, JOB, None),
+        ({"mode": None}, JOB, "completionMode is NonIndexed"),
+        ({"completions": 4, "parallelism": 2}, JOB, "completions (4) != parallelism (2)"),
+        ({"completions": None}, JOB, "spec.completions is not set"),
+        ({"completions": 1, "parallelism": 1}, JOB, "nothing to shrink"),
+        ({"completions": 11, "parallelism": 11}, "j" * 61, "over the 63-character limit"),
+    ],
+)
+def test_elastic_eligibility(spec: dict[str, Any], name: str, reason: str | None) -> None:
+    result = elastic_ineligibility(job(name=name, **spec))
+    if reason is None:
+        assert result is None
+    else:
+        assert result is not None
+        assert reason in result
+
+
+def test_hostname_limit_is_exact() -> None:
+    assert elastic_ineligibility(job(name="j" * 61, completions=10, parallelism=10)) is None
+    generated = job(name="", completions=10, parallelism=10)
+    generated["metadata"]["generateName"] = "g" * 57  # + 5 random chars + "-9" = 64
+    assert "64 characters" in str(elastic_ineligibility(generated))
+
+
+def test_leader_affinity_terms_shape() -> None:
+    affinity, anti = leader_affinity_terms("k1", ZONE)
+    assert affinity == {
+        "labelSelector": {"matchExpressions": [{"key": JOB_KEY_LABEL, "operator": "In", "values": ["k1"]}]},
+        "topologyKey": ZONE,
+        "namespaceSelector": {},
+    }
+    assert anti["labelSelector"]["matchExpressions"] == [
+        {"key": JOB_KEY_LABEL, "operator": "Exists"},
+        {"key": JOB_KEY_LABEL, "operator": "NotIn", "values": ["k1"]},
+    ]
+    assert anti["namespaceSelector"] == {}
+
+
+def test_add_leader_affinity_keeps_existing_terms_and_is_idempotent() -> None:
+    node_affinity = {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": []}}
+    mine = {"labelSelector": {"matchLabels": {"app": "db"}}, "topologyKey": "kubernetes.io/hostname"}
+    spec: dict[str, Any] = {
+        "affinity": {
+            "nodeAffinity": node_affinity,
+            "podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [mine]},
+        }
+    }
+    add_leader_affinity(spec, "k1", ZONE)
+    once = str(spec)
+    add_leader_affinity(spec, "k1", ZONE)
+    assert str(spec) == once
+    required = spec["affinity"]["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert required[0] == mine
+    assert len(required) == 2
+    assert spec["affinity"]["nodeAffinity"] == node_affinity
+    assert len(spec["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]) == 1
+
+
+@pytest.mark.parametrize(
+    ("labels", "domain", "selector"),
+    [
+        ({ZONE: "zone-b"}, "zone-b", {ZONE: "zone-b"}),
+        ({"other": "x"}, None, {}),
+        ({ZONE: ""}, None, {}),
+    ],
+)
+def test_follower_node_selector_from_leader_node(
+    labels: dict[str, str], domain: str | None, selector: dict[str, str]
+) -> None:
+    the_node = node(labels=labels)
+    assert leader_domain(ZONE, the_node) == domain
+    assert follower_node_selector(ZONE, the_node) == selector
+
+
+def test_builders_are_consistent() -> None:
+    p = pod(0)
+    assert job_ref_of_pod(p) == JobRef(JOB, UID)
+    assert is_leader(p)
