@@ -91,5 +91,5 @@ def node(name: str = "node-1", labels: dict[str, str] | None = None) -> dict[str
     return {
         "apiVersion": "v1",
         "kind": "Node",
-        "metadata": {"name": name, "labels": labels or {ZONE: "zone-a"}},
+        "metadata": {"name": name, "labels": {ZONE: "zone-a"} if labels is None else labels},
     }
