@@ -1,0 +1,108 @@
+"""kubesim's controllers: Job controller, scheduler, kubelets and JobSet controller on shared informers.
+
+They talk to the API server only through `kubesim.interface.KubeApi`, like kube-controller-manager talks
+to kube-apiserver, so every pod they create goes through admission (webhooks included).
+
+    controllers = Controllers(api, ControllerSettings(time_scale=0.01), stats)
+    task = asyncio.create_task(controllers.run())
+    await controllers.fail_nodes("cloud.google.com/gke-nodepool=pool-03")   # fault injection
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from kubesim.clock import Clock
+from kubesim.interface import KubeApi
+from kubesim.stats import Stats
+
+from .events import EventRecorder
+from .informer import Informer
+from .job import JobController
+from .jobset import JobSetController
+from .kubelet import Kubelet
+from .scheduler import Scheduler
+from .settings import ControllerSettings
+
+__all__ = ["ControllerSettings", "Controllers", "run_controllers"]
+
+log = logging.getLogger(__name__)
+
+
+class Controllers:
+    """Everything kube-controller-manager, kube-scheduler, the kubelets and JobSet would run."""
+
+    def __init__(self, api: KubeApi, settings: ControllerSettings, stats: Stats) -> None:
+        self.settings = settings
+        self.clock = Clock(settings.time_scale)
+        self.pods = Informer(api, "pods", stats)
+        self.nodes = Informer(api, "nodes", stats)
+        self.namespaces = Informer(api, "namespaces", stats)
+        self.jobs = Informer(api, "jobs", stats)
+        self.jobsets = Informer(api, "jobsets", stats)
+        self._recorders = {
+            name: EventRecorder(api, name, settings.record_events)
+            for name in ("job-controller", "default-scheduler", "jobset-controller")
+        }
+        self.job_controller = JobController(
+            api=api,
+            settings=settings,
+            clock=self.clock,
+            jobs=self.jobs,
+            pods=self.pods,
+            recorder=self._recorders["job-controller"],
+        )
+        self.scheduler = Scheduler(
+            api=api,
+            settings=settings,
+            stats=stats,
+            clock=self.clock,
+            pods=self.pods,
+            nodes=self.nodes,
+            namespaces=self.namespaces,
+        )
+        self.kubelet = Kubelet(
+            api=api, settings=settings, stats=stats, clock=self.clock, pods=self.pods, nodes=self.nodes
+        )
+        self.jobset_controller = JobSetController(
+            api=api,
+            settings=settings,
+            clock=self.clock,
+            jobsets=self.jobsets,
+            jobs=self.jobs,
+            recorder=self._recorders["jobset-controller"],
+        )
+
+    async def run(self) -> None:
+        """Run until cancelled."""
+        log.info("controllers starting (time scale %s)", self.settings.time_scale)
+        async with asyncio.TaskGroup() as group:
+            for informer in (self.namespaces, self.nodes, self.pods, self.jobs, self.jobsets):
+                group.create_task(informer.run())
+            for recorder in self._recorders.values():
+                group.create_task(recorder.run())
+            group.create_task(self.job_controller.run())
+            group.create_task(self.scheduler.run())
+            group.create_task(self.kubelet.run())
+            group.create_task(self.jobset_controller.run())
+
+    async def wait_synced(self) -> None:
+        """Until every informer has completed its first list."""
+        await asyncio.gather(
+            *(i.synced.wait() for i in (self.namespaces, self.nodes, self.pods, self.jobs, self.jobsets))
+        )
+
+    async def fail_nodes(self, label_selector: str) -> dict[str, int]:
+        """Nodes matching `label_selector` go NotReady (unreachable taints) and their pods fail."""
+        return await self.kubelet.fail_nodes(label_selector)
+
+    async def recover_nodes(self, label_selector: str) -> dict[str, int]:
+        return await self.kubelet.recover_nodes(label_selector)
+
+
+async def run_controllers(
+    api: KubeApi, settings: ControllerSettings, stats: Stats, controllers: Controllers | None = None
+) -> None:
+    """Run all controllers until cancelled; pass `controllers` to keep a handle (e.g. for fail_nodes)."""
+    await (controllers or Controllers(api, settings, stats)).run()

@@ -1,0 +1,311 @@
+"""The kubelets of all nodes: bound pods start, run, finish; deletions are completed; nodes can fail.
+
+A bound pod becomes Running and Ready `kubelet_start_delay_seconds` after the bind was seen, and, when
+`pod_run_seconds` is set, Succeeded (exit code 0) that long after it started. A pod with a
+deletionTimestamp is removed (grace period 0) `kubelet_stop_delay_seconds` later. `fail_nodes` models a
+node going away: NotReady with the node lifecycle controller's unreachable taints, and its pods Failed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import itertools
+import logging
+from typing import Any
+
+from kubesim.clock import Clock
+from kubesim.errors import ApiError
+from kubesim.interface import KubeApi
+from kubesim.stats import Stats
+
+from .informer import Handlers, Informer
+from .objects import Obj, is_deleting, is_terminal, new_condition, object_key, pod_phase, split_key
+from .settings import ControllerSettings
+from .workqueue import WorkQueue
+
+log = logging.getLogger(__name__)
+
+UNREACHABLE_TAINT_KEY = "node.kubernetes.io/unreachable"
+_RETRY_BASE_SECONDS = 0.5
+_RETRY_MAX_SECONDS = 10.0
+
+
+def _pod_ip(sequence: int) -> str:
+    return f"10.{64 + ((sequence >> 16) & 63)}.{(sequence >> 8) & 255}.{sequence & 255}"
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _host_ip(node: Obj | None) -> str:
+    for address in ((node or {}).get("status") or {}).get("addresses") or []:
+        if address.get("type") == "InternalIP":
+            return str(address.get("address"))
+    return ""
+
+
+def running_status(pod: Obj, pod_ip: str, host_ip: str, now: str) -> dict[str, Any]:
+    containers = [
+        {
+            "name": c.get("name"),
+            "image": c.get("image"),
+            "imageID": f"{c.get('image')}@sha256:{_digest(str(c.get('image')))}",
+            "containerID": "containerd://" + _digest(f"{object_key(pod)}/{c.get('name')}"),
+            "ready": True,
+            "started": True,
+            "restartCount": 0,
+            "state": {"running": {"startedAt": now}},
+        }
+        for c in (pod.get("spec") or {}).get("containers") or []
+    ]
+    return {
+        "phase": "Running",
+        "hostIP": host_ip,
+        "hostIPs": [{"ip": host_ip}] if host_ip else [],
+        "podIP": pod_ip,
+        "podIPs": [{"ip": pod_ip}],
+        "startTime": now,
+        "qosClass": "Burstable",
+        "conditions": [
+            new_condition("PodReadyToStartContainers", "True"),
+            new_condition("Initialized", "True"),
+            new_condition("Ready", "True"),
+            new_condition("ContainersReady", "True"),
+            new_condition("PodScheduled", "True"),
+        ],
+        "containerStatuses": containers,
+    }
+
+
+def terminated_status(pod: Obj, phase: str, exit_code: int, reason: str, now: str) -> dict[str, Any]:
+    status = dict(pod.get("status") or {})
+    started = status.get("startTime") or now
+    status["phase"] = phase
+    status["conditions"] = [
+        c for c in status.get("conditions") or [] if c.get("type") not in ("Ready", "ContainersReady")
+    ] + [
+        new_condition("Ready", "False", "PodCompleted" if phase == "Succeeded" else "PodFailed"),
+        new_condition("ContainersReady", "False", "PodCompleted" if phase == "Succeeded" else "PodFailed"),
+    ]
+    status["containerStatuses"] = [
+        {
+            **item,
+            "ready": False,
+            "started": False,
+            "state": {
+                "terminated": {
+                    "exitCode": exit_code,
+                    "reason": reason,
+                    "startedAt": started,
+                    "finishedAt": now,
+                }
+            },
+        }
+        for item in status.get("containerStatuses") or []
+    ]
+    return status
+
+
+class Kubelet:
+    def __init__(
+        self,
+        *,
+        api: KubeApi,
+        settings: ControllerSettings,
+        stats: Stats,
+        clock: Clock,
+        pods: Informer,
+        nodes: Informer,
+    ) -> None:
+        self._api = api
+        self._settings = settings
+        self._stats = stats
+        self._clock = clock
+        self._pods = pods
+        self._nodes = nodes
+        self.queue = WorkQueue(clock, _RETRY_BASE_SECONDS, _RETRY_MAX_SECONDS)
+        self._bound_at: dict[str, float] = {}
+        self._started_at: dict[str, float] = {}
+        self._deleting_at: dict[str, float] = {}
+        self._ip_sequence = itertools.count(1)
+        self.failed_nodes: set[str] = set()
+        pods.add_handlers(Handlers(self._observe, lambda _old, pod: self._observe(pod), self._deleted))
+
+    def _observe(self, pod: Obj) -> None:
+        node = (pod.get("spec") or {}).get("nodeName")
+        if not node:
+            return
+        key = object_key(pod)
+        now = self._clock.now()
+        if is_deleting(pod):
+            since = self._deleting_at.setdefault(key, now)
+            self.queue.add_after(key, since + self._settings.kubelet_stop_delay_seconds - now)
+        elif is_terminal(pod) or node in self.failed_nodes:
+            return
+        elif pod_phase(pod) == "Pending":
+            since = self._bound_at.setdefault(key, now)
+            self.queue.add_after(key, since + self._settings.kubelet_start_delay_seconds - now)
+        elif pod_phase(pod) == "Running" and self._settings.pod_run_seconds is not None:
+            since = self._started_at.setdefault(key, now)
+            self.queue.add_after(key, since + self._settings.pod_run_seconds - now)
+
+    def _deleted(self, pod: Obj) -> None:
+        key = object_key(pod)
+        self._bound_at.pop(key, None)
+        self._started_at.pop(key, None)
+        self._deleting_at.pop(key, None)
+
+    async def run(self, workers: int = 4) -> None:
+        await asyncio.gather(self._pods.synced.wait(), self._nodes.synced.wait())
+        async with asyncio.TaskGroup() as group:
+            for _ in range(workers):
+                group.create_task(self._worker())
+
+    async def _worker(self) -> None:
+        while True:
+            key = await self.queue.get()
+            try:
+                await self.sync(key)
+            except ApiError as error:
+                if error.status != 404:
+                    log.info("kubelet: pod %s: %s; retrying", key, error.message)
+                    self.queue.add_rate_limited(key)
+            finally:
+                self.queue.done(key)
+
+    async def sync(self, key: str) -> None:
+        pod = self._pods.get(key)
+        if pod is None:
+            return
+        node = str((pod.get("spec") or {}).get("nodeName") or "")
+        if not node:
+            return
+        namespace, name = split_key(key)
+        now = self._clock.now()
+        if is_deleting(pod):
+            due = self._deleting_at.setdefault(key, now) + self._settings.kubelet_stop_delay_seconds
+            if now < due:
+                self.queue.add_after(key, due - now)
+                return
+            await self._api.delete(
+                "pods", name, namespace=namespace, grace_period_seconds=0, client="kubelet"
+            )
+            return
+        if is_terminal(pod) or node in self.failed_nodes:
+            return
+        if pod_phase(pod) == "Pending":
+            due = self._bound_at.setdefault(key, now) + self._settings.kubelet_start_delay_seconds
+            if now < due:
+                self.queue.add_after(key, due - now)
+                return
+            status = running_status(
+                pod, _pod_ip(next(self._ip_sequence)), _host_ip(self._nodes.get(node)), Clock.wall_time()
+            )
+            updated = await self._patch_status(pod, status)
+            self._stats.pods_running += 1
+            self._started_at[key] = self._clock.now()
+            self._pods.assume(updated)
+            return
+        run_seconds = self._settings.pod_run_seconds
+        if pod_phase(pod) == "Running" and run_seconds is not None:
+            due = self._started_at.setdefault(key, now) + run_seconds
+            if now < due:
+                self.queue.add_after(key, due - now)
+                return
+            updated = await self._patch_status(
+                pod, terminated_status(pod, "Succeeded", 0, "Completed", Clock.wall_time())
+            )
+            self._pods.assume(updated)
+
+    async def _patch_status(self, pod: Obj, status: dict[str, Any]) -> Obj:
+        meta = pod["metadata"]
+        return await self._api.patch(
+            "pods",
+            meta["name"],
+            {"status": status},
+            namespace=meta.get("namespace"),
+            subresource="status",
+            client="kubelet",
+        )
+
+    # --- node failure injection ------------------------------------------------------------------------
+
+    async def fail_nodes(self, label_selector: str) -> dict[str, int]:
+        """Nodes matching the selector become NotReady and unreachable-tainted; their pods fail."""
+        nodes, _ = await self._api.list("nodes", label_selector=label_selector, client="kubelet")
+        names = {str(n["metadata"]["name"]) for n in nodes}
+        self.failed_nodes |= names
+        for node in nodes:
+            taints = [
+                t
+                for t in (node.get("spec") or {}).get("taints") or []
+                if t.get("key") != UNREACHABLE_TAINT_KEY
+            ]
+            now = Clock.wall_time()
+            taints += [
+                {"key": UNREACHABLE_TAINT_KEY, "effect": effect, "timeAdded": now}
+                for effect in ("NoSchedule", "NoExecute")
+            ]
+            await self._set_node(node, taints, ready=False)
+        failed = 0
+        for pod in list(self._pods.store.values()):
+            if (pod.get("spec") or {}).get("nodeName") in names and not is_terminal(pod):
+                node_name = pod["spec"]["nodeName"]
+                status = terminated_status(pod, "Failed", 137, "Error", Clock.wall_time())
+                status["reason"] = "NodeLost"
+                status["message"] = (
+                    f"Node {node_name} which was running pod {pod['metadata']['name']} is unresponsive"
+                )
+                status["conditions"] = [
+                    *status["conditions"],
+                    new_condition(
+                        "DisruptionTarget",
+                        "True",
+                        "DeletionByTaintManager",
+                        "Taint manager: deleting due to NoExecute taint",
+                    ),
+                ]
+                try:
+                    self._pods.assume(await self._patch_status(pod, status))
+                    failed += 1
+                except ApiError as error:
+                    log.info("failing pod %s: %s", object_key(pod), error.message)
+        log.info("failed %d node(s) matching %r and %d pod(s) on them", len(names), label_selector, failed)
+        return {"nodes": len(names), "pods": failed}
+
+    async def recover_nodes(self, label_selector: str) -> dict[str, int]:
+        """Undo `fail_nodes`: Ready again, unreachable taints removed."""
+        nodes, _ = await self._api.list("nodes", label_selector=label_selector, client="kubelet")
+        for node in nodes:
+            self.failed_nodes.discard(str(node["metadata"]["name"]))
+            taints = [
+                t
+                for t in (node.get("spec") or {}).get("taints") or []
+                if t.get("key") != UNREACHABLE_TAINT_KEY
+            ]
+            await self._set_node(node, taints, ready=True)
+        return {"nodes": len(nodes), "pods": 0}
+
+    async def _set_node(self, node: Obj, taints: list[dict[str, Any]], ready: bool) -> None:
+        name = node["metadata"]["name"]
+        conditions = [
+            c for c in (node.get("status") or {}).get("conditions") or [] if c.get("type") != "Ready"
+        ]
+        if ready:
+            conditions.append(
+                new_condition("Ready", "True", "KubeletReady", "kubelet is posting ready status")
+            )
+        else:
+            conditions.append(
+                new_condition("Ready", "Unknown", "NodeStatusUnknown", "Kubelet stopped posting node status.")
+            )
+        self._nodes.assume(
+            await self._api.patch("nodes", name, {"spec": {"taints": taints}}, client="kubelet")
+        )
+        self._nodes.assume(
+            await self._api.patch(
+                "nodes", name, {"status": {"conditions": conditions}}, subresource="status", client="kubelet"
+            )
+        )

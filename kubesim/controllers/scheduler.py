@@ -1,0 +1,480 @@
+"""The scheduler (kube-scheduler, default profile, filters only the required constraints).
+
+One scheduling cycle per pod at a configurable rate: cheap filters first (node usable, node selector via a
+label index, required node affinity, taints, resources), inter-pod affinity last; the search stops after
+`numFeasibleNodesToFind` feasible nodes starting where the last cycle stopped (percentageOfNodesToScore);
+the feasible nodes are scored LeastAllocated (cpu, memory) with a seeded random tie-break; the pod is
+assumed onto the node and bound through the binding subresource. Unschedulable pods get
+PodScheduled=False/Unschedulable and wait for a cluster event or the periodic flush.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from kubesim.clock import Clock
+from kubesim.errors import ApiError
+from kubesim.interface import KubeApi
+from kubesim.stats import Stats
+
+from .informer import Handlers, Informer
+from .interpod import AffinityIndex, AffinityTerm, required_terms
+from .nodefit import (
+    Resources,
+    node_allocatable,
+    node_is_schedulable,
+    pod_requests,
+    required_node_affinity_matches,
+    untolerated_taint,
+)
+from .objects import Obj, is_deleting, is_terminal, labels_of, new_condition, object_key, with_condition
+from .scheduling_queue import SchedulingQueue
+from .settings import ControllerSettings
+
+NodeCheck = Callable[["NodeState"], str | None]
+
+log = logging.getLogger(__name__)
+
+SCHEDULER_NAME = "default-scheduler"
+MIN_FEASIBLE_NODES_TO_FIND = 100
+MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND = 5
+REASON_SELECTOR = "node(s) didn't match Pod's node affinity/selector"
+REASON_TAINT = "node(s) had untolerated taint {%s}"
+REASON_AFFINITY = "node(s) didn't match pod affinity rules"
+REASON_ANTI_AFFINITY = "node(s) didn't match pod anti-affinity rules"
+REASON_EXISTING_ANTI_AFFINITY = "node(s) didn't satisfy existing pods anti-affinity rules"
+
+
+@dataclass
+class NodeState:
+    name: str
+    labels: dict[str, str]
+    obj: Obj
+    allocatable: Resources
+    requested: Resources = field(default_factory=Resources)
+    pods: set[str] = field(default_factory=set)
+
+
+def num_feasible_nodes_to_find(all_nodes: int, percentage: int) -> int:
+    """kube-scheduler's numFeasibleNodesToFind: adaptive 50% - nodes/125, floors of 5% and 100 nodes."""
+    if all_nodes < MIN_FEASIBLE_NODES_TO_FIND:
+        return all_nodes
+    if percentage <= 0:
+        percentage = max(50 - all_nodes // 125, MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND)
+    found = all_nodes * percentage // 100
+    return max(found, MIN_FEASIBLE_NODES_TO_FIND)
+
+
+def least_allocated_score(node: NodeState, request: Resources) -> int:
+    """NodeResourcesFit LeastAllocated over cpu and memory (weights 1), 0..100."""
+    scores = []
+    for capacity, used in (
+        (node.allocatable.cpu, node.requested.cpu + request.cpu),
+        (node.allocatable.memory, node.requested.memory + request.memory),
+    ):
+        scores.append(0 if capacity <= 0 or used > capacity else (capacity - used) * 100 // capacity)
+    return sum(scores) // len(scores)
+
+
+def unschedulable_message(total: int, reasons: Counter[str]) -> str:
+    detail = ", ".join(f"{count} {reason}" for reason, count in sorted(reasons.items()))
+    return f"0/{total} nodes are available: {detail}." if detail else f"0/{total} nodes are available."
+
+
+class Scheduler:
+    def __init__(
+        self,
+        *,
+        api: KubeApi,
+        settings: ControllerSettings,
+        stats: Stats,
+        clock: Clock,
+        pods: Informer,
+        nodes: Informer,
+        namespaces: Informer,
+    ) -> None:
+        self._api = api
+        self._settings = settings
+        self._stats = stats
+        self._clock = clock
+        self._pods = pods
+        self._nodes_informer = nodes
+        self._namespaces = namespaces
+        self.queue = SchedulingQueue(
+            clock,
+            settings.scheduler_initial_backoff_seconds,
+            settings.scheduler_max_backoff_seconds,
+            settings.scheduler_unschedulable_flush_seconds,
+        )
+        self.nodes: dict[str, NodeState] = {}
+        self._node_order: list[str] = []
+        self._label_index: dict[tuple[str, str], set[str]] = {}
+        self._assigned: dict[str, tuple[str, Resources]] = {}
+        self._affinity = AffinityIndex()
+        self._with_pod_affinity: set[str] = set()
+        self._next_start = 0
+        self._rng = random.Random(settings.seed)
+        pods.add_handlers(Handlers(self._pod_added, self._pod_updated, self._pod_deleted))
+        nodes.add_handlers(
+            Handlers(self._node_changed, lambda _o, n: self._node_changed(n), self._node_deleted)
+        )
+        namespaces.add_handlers(
+            Handlers(
+                self._namespace_changed, lambda _o, n: self._namespace_changed(n), self._namespace_deleted
+            )
+        )
+
+    # --- cache maintenance (informer handlers) ---------------------------------------------------------
+
+    def _pod_added(self, pod: Obj) -> None:
+        key = object_key(pod)
+        spec = pod.get("spec") or {}
+        if spec.get("nodeName"):
+            if is_terminal(pod):
+                self._release(key)
+            else:
+                self._assign(key, pod, str(spec["nodeName"]))
+            self.queue.forget(key)
+            return
+        if self._wants(pod):
+            if required_terms_present(pod, "podAffinity"):
+                self._with_pod_affinity.add(key)
+            self.queue.add(key, int(spec.get("priority") or 0))
+
+    def _pod_updated(self, old: Obj, pod: Obj) -> None:
+        key = object_key(pod)
+        was_bound = bool((old.get("spec") or {}).get("nodeName"))
+        if (pod.get("spec") or {}).get("nodeName"):
+            released_now = is_terminal(pod) and not is_terminal(old)
+            self._pod_added(pod)
+            if released_now:
+                self.queue.move()
+            elif not was_bound:
+                self.queue.move(lambda k: k in self._with_pod_affinity)
+            return
+        if not self._wants(pod):
+            self.queue.forget(key)
+            return
+        if old.get("spec") != pod.get("spec") or labels_of(old) != labels_of(pod) or key not in self.queue:
+            self._pod_added(pod)
+
+    def _pod_deleted(self, pod: Obj) -> None:
+        key = object_key(pod)
+        self.queue.forget(key)
+        self._with_pod_affinity.discard(key)
+        if key in self._assigned:
+            self._release(key)
+            self.queue.move()
+
+    @staticmethod
+    def _wants(pod: Obj) -> bool:
+        spec = pod.get("spec") or {}
+        return (
+            not spec.get("nodeName")
+            and not spec.get("schedulingGates")
+            and (spec.get("schedulerName") or SCHEDULER_NAME) == SCHEDULER_NAME
+            and not is_deleting(pod)
+            and not is_terminal(pod)
+        )
+
+    def _node_changed(self, node: Obj) -> None:
+        name = str(node["metadata"]["name"])
+        labels = dict(labels_of(node))
+        state = self.nodes.get(name)
+        if state is None:
+            state = NodeState(name, labels, node, node_allocatable(node))
+            self.nodes[name] = state
+            self._node_order = sorted(self.nodes)
+        else:
+            self._unindex_node(state)
+            state.labels, state.obj, state.allocatable = labels, node, node_allocatable(node)
+        for item in labels.items():
+            self._label_index.setdefault(item, set()).add(name)
+        self._affinity.set_node(name, labels)
+        self.queue.move()
+
+    def _node_deleted(self, node: Obj) -> None:
+        name = str(node["metadata"]["name"])
+        state = self.nodes.pop(name, None)
+        if state is None:
+            return
+        self._unindex_node(state)
+        self._node_order = sorted(self.nodes)
+        for key in list(state.pods):
+            self._assigned.pop(key, None)
+        self._affinity.remove_node(name)
+
+    def _unindex_node(self, state: NodeState) -> None:
+        for item in state.labels.items():
+            names = self._label_index.get(item)
+            if names is not None:
+                names.discard(state.name)
+                if not names:
+                    del self._label_index[item]
+
+    def _namespace_changed(self, namespace: Obj) -> None:
+        self._affinity.namespace_labels[str(namespace["metadata"]["name"])] = dict(labels_of(namespace))
+        self.queue.move(lambda k: k in self._with_pod_affinity)
+
+    def _namespace_deleted(self, namespace: Obj) -> None:
+        self._affinity.namespace_labels.pop(str(namespace["metadata"]["name"]), None)
+
+    def _assign(self, key: str, pod: Obj, node_name: str) -> None:
+        current = self._assigned.get(key)
+        if current is not None and current[0] == node_name:
+            return
+        if current is not None:
+            self._release(key)
+        try:
+            request = pod_requests(pod)
+            anti_terms = required_terms(pod, "podAntiAffinity")
+        except ValueError as error:
+            log.warning("pod %s on %s: ignoring malformed spec: %s", key, node_name, error)
+            request, anti_terms = Resources(pods=1), []
+        self._assigned[key] = (node_name, request)
+        state = self.nodes.get(node_name)
+        if state is not None:
+            state.requested = state.requested + request
+            state.pods.add(key)
+        namespace = str(pod["metadata"].get("namespace") or "default")
+        self._affinity.add_pod(key, node_name, namespace, labels_of(pod), anti_terms)
+        self._with_pod_affinity.discard(key)
+
+    def _release(self, key: str) -> None:
+        current = self._assigned.pop(key, None)
+        if current is None:
+            return
+        node_name, request = current
+        state = self.nodes.get(node_name)
+        if state is not None:
+            state.requested = state.requested - request
+            state.pods.discard(key)
+        self._affinity.remove_pod(key)
+
+    # --- the scheduling loop ---------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        await asyncio.gather(
+            self._pods.synced.wait(), self._nodes_informer.synced.wait(), self._namespaces.synced.wait()
+        )
+        interval = (
+            1.0 / self._settings.scheduler_pods_per_second if self._settings.scheduler_pods_per_second else 0
+        )
+        next_slot = self._clock.now()
+        cycles = 0
+        while True:
+            key = await self.queue.pop()
+            if interval:
+                if next_slot > self._clock.now():
+                    await self._clock.sleep_until(next_slot)
+                next_slot = max(next_slot + interval, self._clock.now() - 1.0)
+            cycles += 1
+            if cycles % 64 == 0:
+                await asyncio.sleep(0)
+            pod = self._pods.get(key)
+            if pod is None or not self._wants(pod):
+                self.queue.forget(key)
+                continue
+            try:
+                await self.schedule_one(key, pod)
+            except Exception:
+                log.exception("scheduling %s crashed", key)
+                self.queue.failed(key, unschedulable=False)
+
+    async def schedule_one(self, key: str, pod: Obj) -> str | None:
+        """One scheduling cycle; returns the node the pod was bound to, or None."""
+        self._stats.scheduler_attempts += 1
+        try:
+            node_name, message = self.find_node(pod)
+        except ValueError as error:
+            node_name, message = None, f"0/{len(self.nodes)} nodes are available: {error}."
+        if node_name is None:
+            self._stats.scheduler_unschedulable += 1
+            self.queue.failed(key, unschedulable=True)
+            await self._mark_unschedulable(pod, message)
+            return None
+        self._assign(key, pod, node_name)
+        meta = pod["metadata"]
+        binding = {
+            "apiVersion": "v1",
+            "kind": "Binding",
+            "metadata": {"name": meta["name"], "namespace": meta.get("namespace"), "uid": meta.get("uid")},
+            "target": {"apiVersion": "v1", "kind": "Node", "name": node_name},
+        }
+        try:
+            await self._api.create(
+                "pods", binding, namespace=meta.get("namespace"), subresource="binding", client="scheduler"
+            )
+        except ApiError as error:
+            self._release(key)
+            if error.status in (404, 409):
+                self.queue.forget(key)
+            else:
+                log.info("binding %s to %s failed: %s", key, node_name, error.message)
+                self.queue.failed(key, unschedulable=False)
+            return None
+        self.queue.forget(key)
+        self.queue.move(lambda k: k in self._with_pod_affinity)
+        return node_name
+
+    def find_node(self, pod: Obj) -> tuple[str | None, str]:
+        """Filter then score; (node, "") or (None, the Unschedulable message). Pure on the cache."""
+        total = len(self.nodes)
+        if not total:
+            return None, "no nodes available to schedule pods"
+        spec = pod.get("spec") or {}
+        meta = pod.get("metadata") or {}
+        namespace = str(meta.get("namespace") or "default")
+        labels = meta.get("labels") or {}
+        request = pod_requests(pod)
+        reasons: Counter[str] = Counter()
+
+        candidates = self._node_order
+        selector = spec.get("nodeSelector") or {}
+        if selector:
+            narrowed: set[str] | None = None
+            for item in selector.items():
+                names = self._label_index.get((str(item[0]), str(item[1])), set())
+                narrowed = set(names) if narrowed is None else narrowed & names
+            candidates = sorted(narrowed or ())
+            if total > len(candidates):
+                reasons[REASON_SELECTOR] += total - len(candidates)
+        has_node_affinity = bool(
+            ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
+                "requiredDuringSchedulingIgnoredDuringExecution"
+            )
+        )
+        affinity_check = self._affinity_filter(pod, namespace, labels)
+
+        wanted = num_feasible_nodes_to_find(
+            len(candidates), self._settings.scheduler_percentage_of_nodes_to_score
+        )
+        feasible: list[NodeState] = []
+        start = self._next_start % len(candidates) if candidates else 0
+        examined = 0
+        evaluations = 0
+        for offset in range(len(candidates)):
+            if len(feasible) >= wanted:
+                break
+            state = self.nodes[candidates[(start + offset) % len(candidates)]]
+            examined += 1
+            evaluations += 1
+            reason = node_is_schedulable(state.obj)
+            if reason is None and has_node_affinity:
+                evaluations += 1
+                if not required_node_affinity_matches(pod, state.obj):
+                    reason = REASON_SELECTOR
+            if reason is None:
+                evaluations += 1
+                taint = untolerated_taint(pod, state.obj)
+                if taint is not None:
+                    reason = REASON_TAINT % f"{taint.get('key')}: {taint.get('value', '')}"
+            if reason is None:
+                evaluations += 1
+                shortfalls = state.requested.shortfalls(request, state.allocatable)
+                if shortfalls:
+                    reason = shortfalls[0]
+            if reason is None and affinity_check is not None:
+                evaluations += 1
+                reason = affinity_check(state)
+            if reason is None:
+                feasible.append(state)
+            else:
+                reasons[reason] += 1
+        self._stats.scheduler_filter_evaluations += evaluations
+        if candidates:
+            self._next_start = (start + examined) % len(candidates)
+        if not feasible:
+            return None, unschedulable_message(total, reasons)
+        return self._select(feasible, request), ""
+
+    def _select(self, feasible: list[NodeState], request: Resources) -> str:
+        best_score = -1
+        best = ""
+        ties = 0
+        for state in feasible:
+            score = least_allocated_score(state, request)
+            if score > best_score:
+                best_score, best, ties = score, state.name, 1
+            elif score == best_score:
+                ties += 1
+                if self._rng.randrange(ties) == 0:
+                    best = state.name
+        return best
+
+    def _affinity_filter(self, pod: Obj, namespace: str, labels: dict[str, str]) -> NodeCheck | None:
+        """A per-node inter-pod affinity check for this pod, or None when nothing can constrain it."""
+        affinity_terms = required_terms(pod, "podAffinity")
+        anti_terms = required_terms(pod, "podAntiAffinity")
+        forbidden, evaluated = self._affinity.forbidden_by_existing(namespace, labels)
+        self._stats.scheduler_affinity_evaluations += evaluated
+        if not affinity_terms and not anti_terms and not forbidden:
+            return None
+        index = self._affinity
+        first_of_group = (
+            bool(affinity_terms)
+            and not any(index.any_match(t) for t in affinity_terms)
+            and all(t.matches_pod(namespace, labels, index.namespace_labels) for t in affinity_terms)
+        )
+        cache: dict[tuple[int, str], bool] = {}
+        stats = self._stats
+
+        def has_match(position: int, term: AffinityTerm, value: str) -> bool:
+            stats.scheduler_affinity_evaluations += 1
+            key = (position, value)
+            if key not in cache:
+                cache[key] = index.domain_has_match(term, value)
+            return cache[key]
+
+        def check(state: NodeState) -> str | None:
+            node_labels = state.labels
+            for topology_key, domains in forbidden.items():
+                if node_labels.get(topology_key) in domains:
+                    return REASON_EXISTING_ANTI_AFFINITY
+            for position, term in enumerate(anti_terms):
+                value = node_labels.get(term.topology_key)
+                if value is not None and has_match(-1 - position, term, value):
+                    return REASON_ANTI_AFFINITY
+            pods_exist = True
+            for position, term in enumerate(affinity_terms):
+                value = node_labels.get(term.topology_key)
+                if value is None:
+                    return REASON_AFFINITY
+                if not has_match(position, term, value):
+                    pods_exist = False
+            if not pods_exist and not first_of_group:
+                return REASON_AFFINITY
+            return None
+
+        return check
+
+    async def _mark_unschedulable(self, pod: Obj, message: str) -> None:
+        current = [c for c in (pod.get("status") or {}).get("conditions") or []]
+        previous = next((c for c in current if c.get("type") == "PodScheduled"), None)
+        if previous and previous.get("reason") == "Unschedulable" and previous.get("message") == message:
+            return
+        condition = new_condition("PodScheduled", "False", "Unschedulable", message, probe=True)
+        meta = pod["metadata"]
+        try:
+            updated = await self._api.patch(
+                "pods",
+                meta["name"],
+                {"status": {"conditions": with_condition(current, condition)}},
+                namespace=meta.get("namespace"),
+                subresource="status",
+                client="scheduler",
+            )
+        except ApiError as error:
+            log.debug("pod %s: recording Unschedulable failed: %s", object_key(pod), error.message)
+            return
+        self._pods.assume(updated)
+
+
+def required_terms_present(pod: Obj, kind: str) -> bool:
+    affinity = ((pod.get("spec") or {}).get("affinity") or {}).get(kind) or {}
+    return bool(affinity.get("requiredDuringSchedulingIgnoredDuringExecution"))

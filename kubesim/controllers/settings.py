@@ -1,0 +1,74 @@
+"""`ControllerSettings`: every knob of kubesim's controllers, with the upstream default it models.
+
+All durations are simulated seconds; `time_scale` (real seconds per simulated second) compresses them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+
+@dataclass(frozen=True)
+class ControllerSettings:
+    # --- time ---------------------------------------------------------------------------------------
+    time_scale: float = 1.0
+    """Real seconds per simulated second; 0.01 makes a 60 s backoff last 0.6 s."""
+    seed: int = 0
+    """Seeds the scheduler's tie-break among equally scored nodes (reproducible placements)."""
+
+    # --- Job controller (kube-controller-manager pkg/controller/job) --------------------------------
+    job_workers: int = 5
+    """--concurrent-job-syncs (default 5)."""
+    job_sync_backoff_seconds: float = 1.0
+    """DefaultJobApiBackOff: first retry delay after a failed sync; doubles per consecutive failure."""
+    job_max_sync_backoff_seconds: float = 60.0
+    """MaxJobApiBackOff: cap of that doubling. A clean sync resets it."""
+    job_pod_update_batch_seconds: float = 1.0
+    """syncJobBatchPeriod: a pod add/update/delete re-queues its Job after this delay."""
+    job_max_creates_per_sync: int = 500
+    """MaxPodCreateDeletePerSync."""
+    job_slow_start_initial_batch: int = 1
+    """SlowStartInitialBatchSize: creates go out in batches 1, 2, 4, ... ; a failed batch stops the sync."""
+    job_pod_failure_backoff_seconds: float = 10.0
+    """DefaultJobPodFailureBackOff: delay before re-creating a failed pod; doubles per failure."""
+    job_max_pod_failure_backoff_seconds: float = 600.0
+    """MaxJobPodFailureBackOff."""
+    record_events: bool = True
+    """Write Events (SuccessfulCreate, FailedCreate, Completed, ...) like the real controllers."""
+
+    # --- scheduler (kube-scheduler) -----------------------------------------------------------------
+    scheduler_pods_per_second: float = 300.0
+    """Scheduling cycles per simulated second (0 = unlimited); upstream CI: ~270 pods/s at 5k nodes."""
+    scheduler_initial_backoff_seconds: float = 1.0
+    """podInitialBackoffSeconds: an unschedulable pod waits this long before its next attempt."""
+    scheduler_max_backoff_seconds: float = 10.0
+    """podMaxBackoffSeconds: cap of the per-pod doubling."""
+    scheduler_unschedulable_flush_seconds: float = 300.0
+    """podMaxInUnschedulablePodsDuration: unschedulable pods are retried at least this often."""
+    scheduler_percentage_of_nodes_to_score: int = 0
+    """percentageOfNodesToScore; 0 = adaptive (50% - nodes/125, at least 5% and 100 nodes)."""
+
+    # --- kubelet ------------------------------------------------------------------------------------
+    kubelet_start_delay_seconds: float = 2.0
+    """From bind to Running+Ready (image pull and container start)."""
+    kubelet_stop_delay_seconds: float = 1.0
+    """From deletionTimestamp to the kubelet's final delete (containers exit on SIGTERM)."""
+    pod_run_seconds: float | None = None
+    """How long a container runs before exiting 0 (pod Succeeded); None = runs until deleted."""
+
+    # --- JobSet controller --------------------------------------------------------------------------
+    jobset_workers: int = 1
+
+    def __post_init__(self) -> None:
+        if not self.time_scale > 0:
+            raise ValueError(f"time_scale must be > 0, got {self.time_scale!r}")
+        for item in fields(self):
+            value = getattr(self, item.name)
+            if isinstance(value, int | float) and not isinstance(value, bool) and value < 0:
+                raise ValueError(f"{item.name} must not be negative, got {value!r}")
+        if self.job_workers < 1 or self.jobset_workers < 1:
+            raise ValueError("job_workers and jobset_workers must be at least 1")
+        if self.job_slow_start_initial_batch < 1 or self.job_max_creates_per_sync < 1:
+            raise ValueError("job_slow_start_initial_batch and job_max_creates_per_sync must be at least 1")
+        if self.scheduler_percentage_of_nodes_to_score > 100:
+            raise ValueError("scheduler_percentage_of_nodes_to_score must be between 0 and 100")
