@@ -31,7 +31,9 @@ def cert_mode_values(ca_bundle: str) -> dict[str, Obj]:
     return {
         "generate": {"certs": {"mode": "generate"}},
         "cert-manager": {"certs": {"mode": "cert-manager"}},
-        "provided": {"certs": {"mode": "provided", "secretName": "my-tls", "provided": {"caBundle": ca_bundle}}},
+        "provided": {
+            "certs": {"mode": "provided", "secretName": "my-tls", "provided": {"caBundle": ca_bundle}}
+        },
     }
 
 
@@ -85,6 +87,12 @@ def webhooks(objects: list[Obj]) -> Iterator[tuple[str, Obj]]:
 
 def of_component(objects: list[Obj], kind: str, component: str) -> Obj:
     """The one object of `kind` labelled `app.kubernetes.io/component: <component>`."""
-    found = [o for o in of_kind(objects, kind) if o["metadata"]["labels"].get("app.kubernetes.io/component") == component]
-    assert len(found) == 1, f"expected one {kind} of {component}, found {[o['metadata']['name'] for o in found]}"
+    found = [
+        o
+        for o in of_kind(objects, kind)
+        if o["metadata"]["labels"].get("app.kubernetes.io/component") == component
+    ]
+    assert len(found) == 1, (
+        f"expected one {kind} of {component}, found {[o['metadata']['name'] for o in found]}"
+    )
     return found[0]

@@ -1,4 +1,4 @@
-"""`helm lint` (real Helm, via helm-python-sdk) finds nothing wrong with the chart, whatever the certificate mode."""
+"""`helm lint` (real Helm, via helm-python-sdk) finds nothing wrong, whatever the certificate mode."""
 
 from __future__ import annotations
 
@@ -13,12 +13,17 @@ WARNING = 2
 EXTRA_VARIANTS: dict[str, Obj] = {
     "defaults": {},
     "service-monitor": {"metrics": {"serviceMonitor": {"enabled": True, "labels": {"release": "prom"}}}},
-    "hard-anti-affinity": {"webhook": {"antiAffinity": "hard", "replicas": 3}, "resizer": {"antiAffinity": "hard"}},
+    "hard-anti-affinity": {
+        "webhook": {"antiAffinity": "hard", "replicas": 3},
+        "resizer": {"antiAffinity": "hard"},
+    },
 }
 
 
 def findings(values: Obj) -> list[dict[str, Any]]:
-    report = helm_python.lint(str(CHART_DIR), values, strict=True, namespace=NAMESPACE, kube_version="v1.31.0")
+    report = helm_python.lint(
+        str(CHART_DIR), values, strict=True, namespace=NAMESPACE, kube_version="v1.31.0"
+    )
     assert report["total_charts_linted"] == 1
     return [m for m in report["messages"] if m["severity"] >= WARNING] + [
         {"error": e} for e in report["errors"]

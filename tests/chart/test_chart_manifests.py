@@ -1,4 +1,4 @@
-"""Every manifest the chart renders is valid against the Kubernetes 1.31 JSON schemas (kubernetes-validate)."""
+"""Every manifest the chart renders is valid against the Kubernetes 1.31 schemas (kubernetes-validate)."""
 
 from __future__ import annotations
 
@@ -35,12 +35,16 @@ VARIANTS: dict[str, Obj] = {
         "webhook": {
             "antiAffinity": "hard",
             "nodeSelector": {"kubernetes.io/os": "linux"},
-            "tolerations": [{"key": "dedicated", "operator": "Equal", "value": "infra", "effect": "NoSchedule"}],
+            "tolerations": [
+                {"key": "dedicated", "operator": "Equal", "value": "infra", "effect": "NoSchedule"}
+            ],
             "extraEnv": [{"name": "EXCLUSIVE_PLACEMENT_CACHE_RESYNC_SECONDS", "value": "300"}],
             "admission": {
                 "exemptNamespaces": ["monitoring"],
                 "namespaceSelectorExpressions": [{"key": "team", "operator": "In", "values": ["ml"]}],
-                "objectSelector": {"matchExpressions": [{"key": "jobset.sigs.k8s.io/jobset-name", "operator": "Exists"}]},
+                "objectSelector": {
+                    "matchExpressions": [{"key": "jobset.sigs.k8s.io/jobset-name", "operator": "Exists"}]
+                },
             },
         },
         "resizer": {"extraEnv": [{"name": "EXCLUSIVE_PLACEMENT_RESYNC_SECONDS", "value": "60"}]},
@@ -65,7 +69,9 @@ def schema_errors(objects: list[Obj]) -> list[str]:
 
 @pytest.mark.parametrize("mode", sorted(PER_MODE))
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
-def test_every_manifest_is_valid_kubernetes_1_31(mode: str, variant: str, mode_values: dict[str, Obj]) -> None:
+def test_every_manifest_is_valid_kubernetes_1_31(
+    mode: str, variant: str, mode_values: dict[str, Obj]
+) -> None:
     objects = render(merged(mode_values[mode], VARIANTS[variant]))
     assert schema_errors(objects) == []
 
@@ -84,7 +90,12 @@ def test_service_monitors_only_when_enabled(mode_values: dict[str, Obj]) -> None
 
 
 def test_schema_check_catches_an_invalid_manifest() -> None:
-    broken = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "x"}, "spec": {"ports": [{"port": "https"}]}}
+    broken = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": "x"},
+        "spec": {"ports": [{"port": "https"}]},
+    }
     assert len(schema_errors([broken])) == 1
 
 

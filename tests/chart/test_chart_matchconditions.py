@@ -1,4 +1,4 @@
-"""The webhooks' CEL matchConditions, evaluated with a CEL interpreter: exactly the annotated objects get through.
+"""The webhooks' CEL matchConditions, evaluated by a CEL interpreter: only annotated objects get through.
 
 kubesim does not evaluate matchConditions, so this is where their meaning is checked.
 """
@@ -9,6 +9,7 @@ from typing import Any
 
 import celpy
 import pytest
+from celpy.adapter import json_to_cel
 from chart_rendering import Obj, render, webhooks
 
 from placement.constants import (
@@ -76,11 +77,13 @@ def match_conditions(webhook_name: str) -> list[Obj]:
 def admitted(conditions: list[Obj], obj: Obj) -> bool:
     """All matchConditions true (the API server ANDs them)."""
     env = celpy.Environment()
-    activation: dict[str, Any] = {"object": celpy.json_to_cel(obj)}
+    activation: dict[str, Any] = {"object": json_to_cel(obj)}
     return all(bool(env.program(env.compile(c["expression"])).evaluate(activation)) for c in conditions)
 
 
-@pytest.mark.parametrize("webhook_name", ["pods.mutate.exclusive-placement.io", "pods.validate.exclusive-placement.io"])
+@pytest.mark.parametrize(
+    "webhook_name", ["pods.mutate.exclusive-placement.io", "pods.validate.exclusive-placement.io"]
+)
 @pytest.mark.parametrize(("case", "obj", "expected"), POD_CASES, ids=[c[0] for c in POD_CASES])
 def test_pod_webhooks_see_only_pods_with_a_topology_annotation(
     webhook_name: str, case: str, obj: Obj, expected: bool

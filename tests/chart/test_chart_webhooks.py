@@ -9,8 +9,20 @@ from placement.constants import METADATA_NAME_LABEL
 
 EXPECTED_WEBHOOKS = {
     # name: (configuration kind, path, API group, resource, values key)
-    "pods.mutate.exclusive-placement.io": ("MutatingWebhookConfiguration", "/mutate-pods", "", "pods", "mutatePods"),
-    "jobs.mutate.exclusive-placement.io": ("MutatingWebhookConfiguration", "/mutate-jobs", "batch", "jobs", "mutateJobs"),
+    "pods.mutate.exclusive-placement.io": (
+        "MutatingWebhookConfiguration",
+        "/mutate-pods",
+        "",
+        "pods",
+        "mutatePods",
+    ),
+    "jobs.mutate.exclusive-placement.io": (
+        "MutatingWebhookConfiguration",
+        "/mutate-jobs",
+        "batch",
+        "jobs",
+        "mutateJobs",
+    ),
     "pods.validate.exclusive-placement.io": (
         "ValidatingWebhookConfiguration",
         "/validate-pods",
@@ -62,8 +74,15 @@ def test_every_webhook_is_side_effect_free_and_speaks_v1(provided: list[Obj]) ->
 
 
 def test_pod_mutation_is_reinvoked_if_needed(provided: list[Obj]) -> None:
-    policies = {w["name"]: w.get("reinvocationPolicy") for kind, w in webhooks(provided) if kind.startswith("Mutating")}
-    assert policies == {"pods.mutate.exclusive-placement.io": "IfNeeded", "jobs.mutate.exclusive-placement.io": "Never"}
+    policies = {
+        w["name"]: w.get("reinvocationPolicy")
+        for kind, w in webhooks(provided)
+        if kind.startswith("Mutating")
+    }
+    assert policies == {
+        "pods.mutate.exclusive-placement.io": "IfNeeded",
+        "jobs.mutate.exclusive-placement.io": "Never",
+    }
 
 
 def test_defaults_fail_closed_with_a_ten_second_timeout(provided: list[Obj]) -> None:
@@ -84,7 +103,9 @@ def test_failure_policy_and_timeout_come_from_each_webhooks_values(
 
 
 @pytest.mark.parametrize("namespace", ["exclusive-placement", "placement-system"])
-def test_release_namespace_and_kube_system_are_always_exempt(namespace: str, mode_values: dict[str, Obj]) -> None:
+def test_release_namespace_and_kube_system_are_always_exempt(
+    namespace: str, mode_values: dict[str, Obj]
+) -> None:
     for _, webhook in webhooks(render(mode_values["generate"], namespace=namespace)):
         assert exempt_namespaces(webhook) == [namespace, "kube-system"]
 
@@ -103,10 +124,14 @@ def test_user_exemptions_merge_with_the_mandatory_ones(mode_values: dict[str, Ob
     )
     for _, webhook in webhooks(render(values)):
         assert exempt_namespaces(webhook) == [NAMESPACE, "kube-system", "monitoring", "cert-manager"]
-        assert {"key": "team", "operator": "In", "values": ["ml"]} in webhook["namespaceSelector"]["matchExpressions"]
+        assert {"key": "team", "operator": "In", "values": ["ml"]} in webhook["namespaceSelector"][
+            "matchExpressions"
+        ]
 
 
-def test_object_selector_is_empty_by_default_and_configurable(provided: list[Obj], mode_values: dict[str, Obj]) -> None:
+def test_object_selector_is_empty_by_default_and_configurable(
+    provided: list[Obj], mode_values: dict[str, Obj]
+) -> None:
     assert {str(w["objectSelector"]) for _, w in webhooks(provided)} == {"{}"}
     selector = {"matchExpressions": [{"key": "jobset.sigs.k8s.io/jobset-name", "operator": "Exists"}]}
     values = merged(mode_values["provided"], {"webhook": {"admission": {"objectSelector": selector}}})
