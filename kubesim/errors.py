@@ -22,9 +22,10 @@ class ApiError(Exception):
             "metadata": {},
             "status": "Failure",
             "message": self.message,
-            "reason": self.reason,
             "code": self.status,
         }
+        if self.reason:
+            body["reason"] = self.reason
         if self.details:
             body["details"] = self.details
         return body

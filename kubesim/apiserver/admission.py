@@ -1,0 +1,335 @@
+"""Dynamic admission: calls registered Mutating/ValidatingWebhookConfigurations like kube-apiserver does.
+
+Honoured: rules (operations, apiGroups, apiVersions, resources incl. subresources, scope), objectSelector,
+namespaceSelector, matchPolicy (one version per group is served, so Exact and Equivalent agree),
+failurePolicy, timeoutSeconds, sideEffects (dry-run requests to webhooks with side effects are rejected),
+reinvocationPolicy IfNeeded. Mutating webhooks run in configuration-name order with their JSONPatch applied,
+then validating webhooks run concurrently. Only `clientConfig.url` can be resolved here (no cluster DNS):
+a `clientConfig.service` reference fails like an unreachable webhook (devstack rewrites service to url).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import logging
+import ssl
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import jsonpatch
+
+from kubesim.apiserver.resources import ResourceType
+from kubesim.apiserver.selectors import LabelSelector, selector_from_dict
+from kubesim.apiserver.store import Store
+from kubesim.errors import ApiError, internal
+from kubesim.stats import Stats
+
+log = logging.getLogger(__name__)
+
+Obj = dict[str, Any]
+MUTATING = "mutatingwebhookconfigurations"
+VALIDATING = "validatingwebhookconfigurations"
+SIDE_EFFECT_FREE = frozenset({"None", "NoneOnDryRun"})
+
+
+@dataclass(frozen=True)
+class Rule:
+    operations: frozenset[str]
+    groups: frozenset[str]
+    versions: frozenset[str]
+    resources: tuple[tuple[str, str], ...]  # (resource, subresource) patterns; "" = main resource
+    scope: str
+
+    def matches(self, operation: str, rt: ResourceType, subresource: str) -> bool:
+        if "*" not in self.operations and operation not in self.operations:
+            return False
+        if "*" not in self.groups and rt.group not in self.groups:
+            return False
+        if "*" not in self.versions and rt.version not in self.versions:
+            return False
+        if (self.scope == "Namespaced" and not rt.namespaced) or (self.scope == "Cluster" and rt.namespaced):
+            return False
+        for resource, sub in self.resources:
+            if resource not in ("*", rt.plural):
+                continue
+            if sub == subresource or (sub == "*" and subresource):
+                return True
+        return False
+
+
+@dataclass(frozen=True)
+class Webhook:
+    name: str
+    configuration: str
+    mutating: bool
+    rules: tuple[Rule, ...]
+    url: str | None
+    service: str | None
+    ca_bundle: str
+    failure_policy: str
+    timeout_seconds: float
+    side_effects: str
+    reinvoke: bool
+    namespace_selector: LabelSelector
+    object_selector: LabelSelector
+
+
+def _parse_rule(raw: Obj) -> Rule:
+    resources = []
+    for pattern in raw.get("resources") or []:
+        resource, _, sub = str(pattern).partition("/")
+        resources.append((resource, sub))
+    return Rule(
+        frozenset(raw.get("operations") or []),
+        frozenset(raw.get("apiGroups") or []),
+        frozenset(raw.get("apiVersions") or []),
+        tuple(resources),
+        str(raw.get("scope") or "*"),
+    )
+
+
+def parse_configuration(config: Obj, *, mutating: bool) -> list[Webhook]:
+    hooks = []
+    for raw in config.get("webhooks") or []:
+        client = raw.get("clientConfig") or {}
+        service = client.get("service")
+        hooks.append(
+            Webhook(
+                name=str(raw.get("name", "")),
+                configuration=str(config["metadata"]["name"]),
+                mutating=mutating,
+                rules=tuple(_parse_rule(r) for r in raw.get("rules") or []),
+                url=client.get("url"),
+                service=f"{service.get('namespace')}/{service.get('name')}" if service else None,
+                ca_bundle=str(client.get("caBundle") or ""),
+                failure_policy=str(raw.get("failurePolicy") or "Fail"),
+                timeout_seconds=float(raw.get("timeoutSeconds") or 10),
+                side_effects=str(raw.get("sideEffects") or "Unknown"),
+                reinvoke=mutating and raw.get("reinvocationPolicy") == "IfNeeded",
+                namespace_selector=selector_from_dict(raw.get("namespaceSelector") or {}),
+                object_selector=selector_from_dict(raw.get("objectSelector") or {}),
+            )
+        )
+    return hooks
+
+
+def _labels(obj: Obj | None) -> dict[str, str]:
+    return dict(((obj or {}).get("metadata") or {}).get("labels") or {})
+
+
+class ClientPool:
+    """One pooled HTTPS client per caBundle: admission must stay cheap under thousands of calls."""
+
+    def __init__(self) -> None:
+        self._clients: dict[str, httpx.AsyncClient] = {}
+
+    def get(self, ca_bundle: str) -> httpx.AsyncClient:
+        client = self._clients.get(ca_bundle)
+        if client is None:
+            verify: ssl.SSLContext | bool = True
+            if ca_bundle:
+                verify = ssl.create_default_context(cadata=base64.b64decode(ca_bundle).decode())
+            client = httpx.AsyncClient(
+                verify=verify, limits=httpx.Limits(max_connections=64, max_keepalive_connections=64)
+            )
+            self._clients[ca_bundle] = client
+        return client
+
+    async def aclose(self) -> None:
+        for client in self._clients.values():
+            await client.aclose()
+        self._clients.clear()
+
+
+@dataclass
+class AdmissionRequest:
+    operation: str
+    rt: ResourceType
+    subresource: str
+    namespace: str
+    name: str
+    obj: Obj | None
+    old: Obj | None
+    dry_run: bool
+    username: str
+    kind: Obj  # {"group", "version", "kind"} of the object sent
+
+
+class Admission:
+    def __init__(self, store: Store, stats: Stats) -> None:
+        self.store = store
+        self.stats = stats
+        self.pool = ClientPool()
+        self._cache: dict[str, tuple[int, list[Webhook]]] = {}
+
+    def webhooks(self, resource: str) -> list[Webhook]:
+        rs = self.store.resources[resource]
+        version = rs.history[-1].rv if rs.history else 0
+        cached = self._cache.get(resource)
+        if cached is not None and cached[0] == version:
+            return cached[1]
+        hooks: list[Webhook] = []
+        for config in sorted(rs.objects.values(), key=lambda c: str(c["metadata"]["name"])):
+            hooks += parse_configuration(config, mutating=resource == MUTATING)
+        self._cache[resource] = (version, hooks)
+        return hooks
+
+    def _applies(self, hook: Webhook, req: AdmissionRequest) -> bool:
+        if not any(rule.matches(req.operation, req.rt, req.subresource) for rule in hook.rules):
+            return False
+        if not hook.object_selector.empty and not (
+            hook.object_selector.matches(_labels(req.obj)) or hook.object_selector.matches(_labels(req.old))
+        ):
+            return False
+        if not hook.namespace_selector.empty:
+            if req.rt.plural == "namespaces":
+                ns_labels = _labels(req.obj or req.old)
+            elif req.rt.namespaced:
+                ns = self.store.get("namespaces", "", req.namespace)
+                ns_labels = _labels(ns)
+            else:
+                return True
+            return hook.namespace_selector.matches(ns_labels)
+        return True
+
+    def _matching(self, resource: str, req: AdmissionRequest) -> list[Webhook]:
+        hooks = [h for h in self.webhooks(resource) if self._applies(h, req)]
+        if req.dry_run:
+            for hook in hooks:
+                if hook.side_effects not in SIDE_EFFECT_FREE:
+                    raise ApiError(
+                        400, "BadRequest", f'admission webhook "{hook.name}" does not support dry run'
+                    )
+        return hooks
+
+    async def mutate(self, req: AdmissionRequest, warnings: list[str]) -> Obj | None:
+        """Mutating webhooks in name order, JSONPatch applied; IfNeeded ones re-run once after a change."""
+        mutating = self._matching(MUTATING, req)
+        last_change: dict[str, int] = {}
+        changes = 0
+        for hook in mutating:
+            if await self._mutate(hook, req, warnings):
+                changes += 1
+            last_change[hook.name] = changes
+        if changes:
+            for hook in mutating:
+                if hook.reinvoke and changes > last_change[hook.name]:
+                    await self._mutate(hook, req, warnings)
+        return req.obj
+
+    async def validate(self, req: AdmissionRequest, warnings: list[str]) -> None:
+        """Validating webhooks, concurrently (as kube-apiserver does); the first denial wins."""
+        validating = self._matching(VALIDATING, req)
+        if len(validating) == 1:
+            await self._call(validating[0], req, warnings)
+        elif validating:
+            results = await asyncio.gather(
+                *(self._call(hook, req, warnings) for hook in validating), return_exceptions=True
+            )
+            for result in results:
+                if isinstance(result, BaseException):
+                    raise result
+
+    async def _mutate(self, hook: Webhook, req: AdmissionRequest, warnings: list[str]) -> bool:
+        response = await self._call(hook, req, warnings)
+        if not response or not response.get("patch"):
+            return False
+        if response.get("patchType", "JSONPatch") != "JSONPatch":
+            raise internal(f'failed calling webhook "{hook.name}": unsupported patch type')
+        try:
+            operations = json.loads(base64.b64decode(response["patch"]))
+            patched = jsonpatch.JsonPatch(operations).apply(req.obj)
+        except (ValueError, jsonpatch.JsonPatchException, jsonpatch.JsonPointerException) as exc:
+            raise internal(f'failed calling webhook "{hook.name}": failed to apply patch: {exc}') from exc
+        if patched == req.obj:
+            return False
+        req.obj = patched
+        return True
+
+    async def _call(self, hook: Webhook, req: AdmissionRequest, warnings: list[str]) -> Obj | None:
+        """One call: the response if allowed, None for an ignored failure; raises on denial or Fail."""
+        self.stats.admission_calls += 1
+        uid = str(uuid.uuid4())
+        try:
+            response = await self._post(hook, self._review(uid, req))
+            if response.get("uid") != uid:
+                raise ValueError(f"expected response.uid={uid!r}, got {response.get('uid')!r}")
+        except Exception as exc:
+            self.stats.admission_errors += 1
+            if hook.failure_policy == "Ignore":
+                log.warning("webhook %s failed, ignored (failurePolicy Ignore): %s", hook.name, exc)
+                return None
+            log.warning("webhook %s failed (failurePolicy Fail): %s", hook.name, exc)
+            message = f'failed calling webhook "{hook.name}": failed to call webhook: {exc}'
+            raise internal(message, message) from exc
+        warnings.extend(str(w) for w in response.get("warnings") or [])
+        if not response.get("allowed"):
+            self.stats.admission_denied += 1
+            raise denial(hook.name, response.get("status") or {})
+        return response
+
+    async def _post(self, hook: Webhook, review: Obj) -> Obj:
+        if not hook.url:
+            raise ValueError(f"service {hook.service} cannot be resolved by kubesim: use clientConfig.url")
+        client = self.pool.get(hook.ca_bundle)
+        reply = await client.post(hook.url, json=review, timeout=hook.timeout_seconds)
+        if reply.status_code != 200:
+            raise ValueError(
+                f"received invalid webhook response: HTTP {reply.status_code}: {reply.text[:200]}"
+            )
+        body = reply.json()
+        response = body.get("response") if isinstance(body, dict) else None
+        if not isinstance(response, dict):
+            raise ValueError("received invalid webhook response: no response field")
+        return response
+
+    @staticmethod
+    def _review(uid: str, req: AdmissionRequest) -> Obj:
+        resource = {"group": req.rt.group, "version": req.rt.version, "resource": req.rt.plural}
+        request: Obj = {
+            "uid": uid,
+            "kind": req.kind,
+            "resource": resource,
+            "requestKind": req.kind,
+            "requestResource": resource,
+            "name": req.name,
+            "namespace": req.namespace,
+            "operation": req.operation,
+            "userInfo": {"username": req.username, "groups": ["system:authenticated"]},
+            "object": req.obj,
+            "oldObject": req.old,
+            "dryRun": req.dry_run,
+            "options": {
+                "apiVersion": "meta.k8s.io/v1",
+                "kind": {"CREATE": "CreateOptions", "UPDATE": "UpdateOptions", "DELETE": "DeleteOptions"}.get(
+                    req.operation, "CreateOptions"
+                ),
+            },
+        }
+        if req.subresource:
+            request["subResource"] = req.subresource
+            request["requestSubResource"] = req.subresource
+        if not req.rt.namespaced:
+            request.pop("namespace")
+        return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request}
+
+    async def aclose(self) -> None:
+        await self.pool.aclose()
+
+
+def denial(webhook: str, status: Obj) -> ApiError:
+    """The real API server's shape: `admission webhook "<name>" denied the request: <message>`, code 400."""
+    denied_by = f'admission webhook "{webhook}" denied the request'
+    if status.get("message"):
+        message = f"{denied_by}: {status['message']}"
+    elif status.get("reason"):
+        message = f"{denied_by}: {status['reason']}"
+    else:
+        message = f"{denied_by} without explanation"
+    return ApiError(
+        int(status.get("code") or 400), str(status.get("reason") or ""), message, status.get("details")
+    )

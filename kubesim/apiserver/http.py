@@ -1,0 +1,430 @@
+"""The REST wire: a thin Starlette layer over `ApiServer` (content types, Status bodies, watch streams).
+
+Faults (`--faults`) apply here, to external API requests only; /debug/*, health and discovery are exempt.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import yaml
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+from starlette.routing import Route
+
+from kubesim.apiserver import discovery
+from kubesim.apiserver.faults import FaultInjector
+from kubesim.apiserver.resources import ResourceType, lookup
+from kubesim.apiserver.server import ApiServer, request_warnings
+from kubesim.errors import ApiError, bad_request, method_not_allowed, unsupported_media_type
+from kubesim.interface import PatchType
+
+log = logging.getLogger(__name__)
+
+CLIENT = "external"
+PATCH_TYPES: dict[str, PatchType] = {
+    "application/merge-patch+json": "merge",
+    "application/strategic-merge-patch+json": "strategic",
+    "application/json-patch+json": "json",
+    "application/apply-patch+yaml": "apply",
+    "application/apply-patch+json": "apply",
+}
+NAMESPACE_SUBRESOURCES = frozenset({"status", "finalize"})
+DEFAULT_WATCH_TIMEOUT = 1800.0
+
+
+def json_response(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
+    return Response(
+        json.dumps(body, separators=(",", ":")),
+        status_code=status,
+        media_type="application/json",
+        headers=headers,
+    )
+
+
+def error_response(exc: ApiError) -> Response:
+    headers = {}
+    if exc.status == 429:
+        headers["Retry-After"] = str(exc.details.get("retryAfterSeconds", 1))
+    return json_response(exc.to_status(), exc.status, headers)
+
+
+def _bool(value: str | None) -> bool:
+    return value is not None and value.lower() in ("true", "1")
+
+
+def _dry_run(request: Request) -> bool:
+    values = request.query_params.getlist("dryRun")
+    for value in values:
+        if value != "All":
+            raise bad_request(f'dryRun: Unsupported value: "{value}": supported values: "All"')
+    return bool(values)
+
+
+def _list_kind(rt: ResourceType) -> str:
+    return f"{rt.kind}List"
+
+
+class RestApi:
+    def __init__(
+        self,
+        api: ApiServer,
+        *,
+        faults: FaultInjector | None = None,
+        bookmark_interval: float = 5.0,
+        server_address: str = "127.0.0.1:6443",
+    ) -> None:
+        self.api = api
+        self.faults = faults
+        self.bookmark_interval = bookmark_interval
+        self.server_address = server_address
+
+    # --- discovery and debug -------------------------------------------------------------------------
+
+    async def version(self, request: Request) -> Response:
+        return json_response(discovery.KUBERNETES_VERSION)
+
+    async def health(self, request: Request) -> Response:
+        return Response("ok", media_type="text/plain")
+
+    async def api_versions(self, request: Request) -> Response:
+        return json_response(discovery.api_versions(self.server_address))
+
+    async def apis(self, request: Request) -> Response:
+        return json_response(discovery.api_group_list())
+
+    async def api_group(self, request: Request) -> Response:
+        doc = discovery.api_group(request.path_params["group"])
+        if doc is None:
+            return error_response(
+                ApiError(404, "NotFound", "the server could not find the requested resource")
+            )
+        return json_response(doc)
+
+    async def openapi_v2(self, request: Request) -> Response:
+        return json_response(discovery.openapi_v2_document())
+
+    async def openapi_v3(self, request: Request) -> Response:
+        path = request.path_params.get("path", "")
+        if not path:
+            return json_response(discovery.openapi_v3_root())
+        group_version = path.removeprefix("api/").removeprefix("apis/")
+        doc = discovery.openapi_v3_document(group_version)
+        if doc is None:
+            return error_response(
+                ApiError(404, "NotFound", "the server could not find the requested resource")
+            )
+        return json_response(doc)
+
+    async def debug_stats(self, request: Request) -> Response:
+        return json_response(self.api.stats.snapshot())
+
+    async def debug_reset(self, request: Request) -> Response:
+        self.api.stats.reset()
+        return json_response(self.api.stats.snapshot())
+
+    # --- resources -----------------------------------------------------------------------------------
+
+    async def core(self, request: Request) -> Response:
+        return await self._serve(request, "", "v1", request.path_params.get("rest", ""))
+
+    async def grouped(self, request: Request) -> Response:
+        params = request.path_params
+        return await self._serve(request, params["group"], params["version"], params.get("rest", ""))
+
+    async def _serve(self, request: Request, group: str, version: str, rest: str) -> Response:
+        segments = [s for s in rest.split("/") if s]
+        if not segments:
+            doc = discovery.api_resource_list(f"{group}/{version}" if group else version)
+            if doc is None:
+                return error_response(
+                    ApiError(404, "NotFound", "the server could not find the requested resource")
+                )
+            return json_response(doc)
+        sink: list[str] = []
+        token = request_warnings.set(sink)
+        try:
+            if self.faults is not None:
+                delay = self.faults.latency_seconds()
+                if delay:
+                    await asyncio.sleep(delay)
+                fault = self.faults.error()
+                if fault is not None:
+                    return error_response(fault)
+            response = await self._dispatch(request, group, version, segments)
+        except ApiError as exc:
+            response = error_response(exc)
+        except Exception:
+            log.exception("unexpected error serving %s %s", request.method, request.url.path)
+            response = error_response(
+                ApiError(500, "InternalError", "Internal error occurred: see kubesim log")
+            )
+        finally:
+            request_warnings.reset(token)
+        for warning in sink:
+            response.headers.append("Warning", f'299 - "{warning}"')
+        return response
+
+    async def _dispatch(self, request: Request, group: str, version: str, segments: list[str]) -> Response:
+        namespace: str | None = None
+        if segments[0] == "namespaces" and len(segments) >= 3 and segments[2] not in NAMESPACE_SUBRESOURCES:
+            namespace, segments = segments[1], segments[2:]
+        if len(segments) > 3:
+            raise ApiError(404, "NotFound", "the server could not find the requested resource")
+        rt = lookup(group, version, segments[0])
+        if namespace is not None and not rt.namespaced:
+            raise ApiError(404, "NotFound", "the server could not find the requested resource")
+        name = segments[1] if len(segments) > 1 else None
+        sub = segments[2] if len(segments) > 2 else None
+        if sub is not None and sub not in rt.subresources:
+            raise ApiError(404, "NotFound", "the server could not find the requested resource")
+        method = request.method
+        if name is None:
+            if method == "GET":
+                if _bool(request.query_params.get("watch")):
+                    return self._watch(request, rt, namespace)
+                return self._list(request, rt, namespace)
+            if method == "POST":
+                body = await self._body(request)
+                created = await self.api.create(
+                    rt.plural, body, namespace=namespace, dry_run=_dry_run(request), client=CLIENT, copy=False
+                )
+                return json_response(created, 201)
+            if method == "DELETE":
+                return await self._delete_collection(request, rt, namespace)
+            raise method_not_allowed()
+        if method == "GET" and sub is None:
+            return json_response(
+                await self.api.get(rt.plural, name, namespace=namespace, client=CLIENT, copy=False)
+            )
+        if method == "GET" and sub == "status":
+            return json_response(
+                await self.api.get(rt.plural, name, namespace=namespace, client=CLIENT, copy=False)
+            )
+        if method == "POST" and sub == "binding":
+            body = await self._body(request)
+            body.setdefault("metadata", {}).setdefault("name", name)
+            result = await self.api.create(
+                rt.plural,
+                body,
+                namespace=namespace,
+                subresource="binding",
+                dry_run=_dry_run(request),
+                client=CLIENT,
+            )
+            return json_response(result, 201)
+        if method == "PUT":
+            body = await self._body(request)
+            body_name = (body.get("metadata") or {}).get("name")
+            if body_name and body_name != name:
+                raise bad_request(
+                    f"the name of the object ({body_name}) does not match the name on the URL ({name})"
+                )
+            body.setdefault("metadata", {})["name"] = name
+            updated = await self.api.update(
+                rt.plural,
+                body,
+                namespace=namespace,
+                subresource=sub,
+                client=CLIENT,
+                dry_run=_dry_run(request),
+                copy=False,
+            )
+            return json_response(updated)
+        if method == "PATCH":
+            return await self._patch(request, rt, namespace, name, sub)
+        if method == "DELETE" and sub is None:
+            options = await self._body(request, optional=True)
+            query = request.query_params
+            grace = query.get("gracePeriodSeconds", options.get("gracePeriodSeconds"))
+            preconditions = options.get("preconditions") or {}
+            deleted = await self.api.delete(
+                rt.plural,
+                name,
+                namespace=namespace,
+                grace_period_seconds=int(grace) if grace is not None else None,
+                client=CLIENT,
+                dry_run=_dry_run(request) or bool(options.get("dryRun")),
+                propagation_policy=query.get("propagationPolicy", options.get("propagationPolicy")),
+                precondition_rv=preconditions.get("resourceVersion"),
+                precondition_uid=preconditions.get("uid"),
+                copy=False,
+            )
+            return json_response(deleted)
+        raise method_not_allowed()
+
+    async def _body(self, request: Request, *, optional: bool = False) -> dict[str, Any]:
+        raw = await request.body()
+        if not raw.strip():
+            if optional:
+                return {}
+            raise bad_request("the request body is empty")
+        content_type = request.headers.get("content-type", "application/json")
+        try:
+            body = yaml.safe_load(raw) if "yaml" in content_type else json.loads(raw)
+        except (ValueError, yaml.YAMLError) as exc:
+            raise bad_request(
+                f"the request body is not valid {'YAML' if 'yaml' in content_type else 'JSON'}: {exc}"
+            ) from exc
+        if not isinstance(body, dict | list):
+            raise bad_request("the request body must be an object")
+        return body  # type: ignore[return-value]
+
+    async def _patch(
+        self, request: Request, rt: ResourceType, namespace: str | None, name: str, sub: str | None
+    ) -> Response:
+        content_type = request.headers.get("content-type", "").split(";")[0].strip()
+        patch_type = PATCH_TYPES.get(content_type)
+        if patch_type is None:
+            raise unsupported_media_type(content_type)
+        existed = self.api.store.get(rt.plural, namespace or "" if rt.namespaced else "", name) is not None
+        if rt.namespaced and namespace is None:
+            raise ApiError(404, "NotFound", "the server could not find the requested resource")
+        body = await self._body(request)
+        result = await self.api.patch(
+            rt.plural,
+            name,
+            body,
+            patch_type=patch_type,
+            namespace=namespace,
+            subresource=sub,
+            client=CLIENT,
+            dry_run=_dry_run(request),
+            copy=False,
+        )
+        return json_response(result, 200 if existed or patch_type != "apply" else 201)
+
+    def _list(self, request: Request, rt: ResourceType, namespace: str | None) -> Response:
+        query = request.query_params
+        limit = query.get("limit")
+        items, rv, token = self.api.list_page(
+            rt.plural,
+            namespace=namespace,
+            label_selector=query.get("labelSelector"),
+            field_selector=query.get("fieldSelector"),
+            limit=int(limit) if limit else None,
+            continue_token=query.get("continue"),
+            client=CLIENT,
+        )
+        metadata: dict[str, Any] = {"resourceVersion": rv}
+        if token:
+            metadata["continue"] = token
+        return json_response(
+            {"kind": _list_kind(rt), "apiVersion": rt.api_version, "metadata": metadata, "items": items}
+        )
+
+    async def _delete_collection(self, request: Request, rt: ResourceType, namespace: str | None) -> Response:
+        query = request.query_params
+        options = await self._body(request, optional=True)
+        deleted = await self.api.delete_collection(
+            rt.plural,
+            namespace=namespace,
+            label_selector=query.get("labelSelector"),
+            field_selector=query.get("fieldSelector"),
+            client=CLIENT,
+            dry_run=_dry_run(request),
+            propagation_policy=query.get("propagationPolicy", options.get("propagationPolicy")),
+        )
+        rv = str(self.api.store.rv)
+        return json_response(
+            {
+                "kind": _list_kind(rt),
+                "apiVersion": rt.api_version,
+                "metadata": {"resourceVersion": rv},
+                "items": deleted,
+            }
+        )
+
+    def _watch(self, request: Request, rt: ResourceType, namespace: str | None) -> Response:
+        query = request.query_params
+        watcher = self.api.subscribe(
+            rt.plural,
+            namespace=namespace,
+            resource_version=query.get("resourceVersion"),
+            label_selector=query.get("labelSelector"),
+            field_selector=query.get("fieldSelector"),
+            initial=not query.get("resourceVersion"),
+            client=CLIENT,
+        )
+        timeout = float(query.get("timeoutSeconds") or DEFAULT_WATCH_TIMEOUT)
+        lifetime = self.faults.watch_lifetime() if self.faults is not None else None
+        dropped = lifetime is not None and lifetime < timeout
+        bookmarks = _bool(query.get("allowWatchBookmarks"))
+        api = self.api
+
+        async def stream() -> AsyncIterator[bytes]:
+            start = time.monotonic()
+            end = start + (lifetime if dropped and lifetime is not None else timeout)
+            next_bookmark = start + self.bookmark_interval
+            try:
+                while True:
+                    now = time.monotonic()
+                    if now >= end:
+                        break
+                    wait = end - now
+                    if bookmarks:
+                        wait = min(wait, max(0.0, next_bookmark - now))
+                    try:
+                        event_type, obj = await asyncio.wait_for(watcher.queue.get(), wait)
+                    except TimeoutError:
+                        if bookmarks and time.monotonic() >= next_bookmark:
+                            next_bookmark = time.monotonic() + self.bookmark_interval
+                            bookmark = {
+                                "kind": rt.kind,
+                                "apiVersion": rt.api_version,
+                                "metadata": {"resourceVersion": str(api.store.rv)},
+                            }
+                            yield _event("BOOKMARK", bookmark)
+                        continue
+                    yield _event(event_type, obj)
+                    if event_type == "ERROR":
+                        break
+                if dropped:
+                    api.stats.watch_streams_dropped += 1
+            finally:
+                api.unsubscribe(rt.plural, watcher)
+
+        return StreamingResponse(stream(), media_type="application/json")
+
+
+def _event(event_type: str, obj: Any) -> bytes:
+    return json.dumps({"type": event_type, "object": obj}, separators=(",", ":")).encode() + b"\n"
+
+
+def create_app(
+    api: ApiServer,
+    *,
+    faults: FaultInjector | None = None,
+    bookmark_interval: float = 5.0,
+    server_address: str = "127.0.0.1:6443",
+) -> Starlette:
+    rest = RestApi(api, faults=faults, bookmark_interval=bookmark_interval, server_address=server_address)
+    all_methods = ["GET", "POST", "PUT", "PATCH", "DELETE"]
+    routes = [
+        Route("/version", rest.version),
+        Route("/version/", rest.version),
+        Route("/healthz", rest.health),
+        Route("/livez", rest.health),
+        Route("/readyz", rest.health),
+        Route("/api", rest.api_versions),
+        Route("/api/", rest.api_versions),
+        Route("/apis", rest.apis),
+        Route("/apis/", rest.apis),
+        Route("/openapi/v2", rest.openapi_v2),
+        Route("/openapi/v3", rest.openapi_v3),
+        Route("/openapi/v3/{path:path}", rest.openapi_v3),
+        Route("/debug/stats", rest.debug_stats),
+        Route("/debug/reset-stats", rest.debug_reset, methods=["POST"]),
+        Route("/api/v1", rest.core, methods=all_methods),
+        Route("/api/v1/{rest:path}", rest.core, methods=all_methods),
+        Route("/apis/{group}", rest.api_group),
+        Route("/apis/{group}/{version}", rest.grouped, methods=all_methods),
+        Route("/apis/{group}/{version}/{rest:path}", rest.grouped, methods=all_methods),
+    ]
+    return Starlette(routes=routes)
