@@ -7,6 +7,7 @@ split into `racks_per_pool` racks. Any of the four topology labels can serve as 
 
 from __future__ import annotations
 
+import hashlib
 import random
 from typing import Any
 
@@ -118,7 +119,13 @@ def _node(
                 {"type": "InternalIP", "address": address},
                 {"type": "Hostname", "address": name},
             ],
-            "nodeInfo": {
+            "nodeInfo": {  # every field the official client's V1NodeSystemInfo requires
+                "machineID": hashlib.sha256(name.encode()).hexdigest()[:32],
+                "systemUUID": hashlib.sha256(name.encode()).hexdigest()[32:64],
+                "bootID": hashlib.sha256(name.encode()).hexdigest()[:36],
+                "kernelVersion": "6.1.100+",
+                "osImage": "Container-Optimized OS from Google",
+                "kubeProxyVersion": "v1.33.0",
                 "kubeletVersion": "v1.33.0",
                 "containerRuntimeVersion": "containerd://1.7.0",
                 "operatingSystem": "linux",
