@@ -38,7 +38,7 @@ VARIANTS: dict[str, Obj] = {
             "tolerations": [
                 {"key": "dedicated", "operator": "Equal", "value": "infra", "effect": "NoSchedule"}
             ],
-            "extraEnv": [{"name": "EXCLUSIVE_PLACEMENT_CACHE_RESYNC_SECONDS", "value": "300"}],
+            "extraEnv": [{"name": "EXCLUSIVE_PLACEMENT_CERT_RELOAD_SECONDS", "value": "10"}],
             "admission": {
                 "exemptNamespaces": ["monitoring"],
                 "namespaceSelectorExpressions": [{"key": "team", "operator": "In", "values": ["ml"]}],
@@ -47,7 +47,7 @@ VARIANTS: dict[str, Obj] = {
                 },
             },
         },
-        "resizer": {"extraEnv": [{"name": "EXCLUSIVE_PLACEMENT_RESYNC_SECONDS", "value": "60"}]},
+        "resizer": {"extraEnv": [{"name": "EXCLUSIVE_PLACEMENT_RETRY_MAX_DELAY", "value": "60"}]},
     },
     "pdb-off": {"webhook": {"podDisruptionBudget": {"enabled": False}}},
 }

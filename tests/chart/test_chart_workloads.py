@@ -198,6 +198,7 @@ def test_resizer_has_exactly_its_listed_permissions(objects: list[Obj]) -> None:
             ("", "pods"): {"get", "list", "watch", "patch"},
             ("batch", "jobs"): {"get", "list", "watch", "patch"},
             ("", "events"): {"create"},
+            ("", "nodes"): {"get"},
         },
         NAMESPACE: {("coordination.k8s.io", "leases"): {"get", "create", "update"}},
     }

@@ -1,0 +1,49 @@
+"""The chart's container arguments are accepted by the real webhook and resizer command lines."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from chart_rendering import NAMESPACE, Obj, merged, of_component, render
+
+from resizer.settings import load_settings as load_resizer_settings
+from webhook.settings import load_settings as load_webhook_settings
+
+
+def args(objects: list[Obj], component: str) -> list[str]:
+    deployment = of_component(objects, "Deployment", component)
+    arguments: list[str] = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+    return arguments
+
+
+@pytest.fixture(autouse=True)
+def clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only the chart's flags count: drop any EXCLUSIVE_PLACEMENT_* variable of the developer's shell."""
+    for name in list(os.environ):
+        if name.startswith("EXCLUSIVE_PLACEMENT_"):
+            monkeypatch.delenv(name)
+
+
+@pytest.mark.parametrize("strategy", ["elastic", "scheduling-gate"])
+def test_webhook_flags_parse_into_the_chart_settings(strategy: str, mode_values: dict[str, Obj]) -> None:
+    objects = render(merged(mode_values["generate"], {"placement": {"defaultStrategy": strategy}}))
+    settings = load_webhook_settings(args(objects, "webhook"))
+    assert settings.port == 9443
+    assert settings.cert_dir == Path("/etc/exclusive-placement/certs")
+    assert settings.default_strategy == strategy
+    assert settings.log_format == "json"
+    assert settings.kubeconfig is None
+    assert settings.server is None, "in a cluster the webhook uses its ServiceAccount"
+
+
+def test_resizer_flags_parse_into_the_chart_settings(mode_values: dict[str, Obj]) -> None:
+    objects = render(merged(mode_values["generate"], {"resizer": {"concurrency": 8}, "logFormat": "text"}))
+    settings = load_resizer_settings(args(objects, "resizer"))
+    assert settings.leader_elect is True
+    assert settings.lease_name == "exclusive-placement-resizer"
+    assert settings.lease_namespace == NAMESPACE
+    assert settings.metrics_port == 8080
+    assert settings.concurrency == 8
+    assert settings.log_format == "text"
