@@ -15,6 +15,7 @@ from __future__ import annotations
 import copy
 import json
 import threading
+import time
 from collections import Counter
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -22,7 +23,46 @@ from types import TracebackType
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
+import uvicorn
+
 Obj = dict[str, Any]
+
+
+class ServerThread:
+    """Runs a uvicorn server (e.g. `Webhook.uvicorn_config(port=0)`) in a thread; `port` is the bound one.
+
+    uvicorn installs no signal handlers outside the main thread; `stop()` asks it to exit and joins.
+    """
+
+    def __init__(self, config: uvicorn.Config) -> None:
+        self.server = uvicorn.Server(config)
+        self._thread = threading.Thread(target=self.server.run, name="uvicorn", daemon=True)
+
+    @property
+    def port(self) -> int:
+        port: int = self.server.servers[0].sockets[0].getsockname()[1]
+        return port
+
+    def start(self, timeout: float = 15.0) -> ServerThread:
+        self._thread.start()
+        deadline = time.monotonic() + timeout
+        while not self.server.started:
+            if not self._thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError("uvicorn did not start")
+            time.sleep(0.01)
+        return self
+
+    def stop(self, timeout: float = 15.0) -> None:
+        self.server.should_exit = True
+        self._thread.join(timeout)
+
+    def __enter__(self) -> ServerThread:
+        return self.start()
+
+    def __exit__(
+        self, _t: type[BaseException] | None, _e: BaseException | None, _tb: TracebackType | None
+    ) -> None:
+        self.stop()
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,212 @@
+"""The real app over HTTP (TestClient), wired to a fake API server over real HTTP; every patch applied."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import httpx
+import pytest
+from conftest import POOL, Running, fixture_review, leader_from_fixture, node_obj, wait_for
+
+from placement.constants import (
+    JOB_KEY_LABEL,
+    RESIZE_LABEL,
+    ROLE_LABEL,
+    TARGET_COMPLETIONS_ANNOTATION,
+    TARGET_PARALLELISM_ANNOTATION,
+)
+from placement.patch import apply
+from webhook.review import decode_patch
+from webhook.server import build
+from webhook.settings import MAX_BODY_BYTES, Settings
+from webhook.testing import ServerThread
+
+REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
+
+
+def _object(review: dict[str, Any]) -> dict[str, Any]:
+    obj: dict[str, Any] = review["request"]["object"]
+    return obj
+
+
+def _check_echo(review: dict[str, Any], answer: dict[str, Any]) -> dict[str, Any]:
+    assert answer["apiVersion"] == "admission.k8s.io/v1"
+    assert answer["kind"] == "AdmissionReview"
+    assert answer["response"]["uid"] == review["request"]["uid"]
+    response: dict[str, Any] = answer["response"]
+    return response
+
+
+def _patched(review: dict[str, Any], answer: dict[str, Any]) -> dict[str, Any]:
+    response = _check_echo(review, answer)
+    assert response["allowed"] is True
+    assert response["patchType"] == "JSONPatch"
+    return apply(_object(review), decode_patch(answer))  # type: ignore[arg-type]
+
+
+def _seed_bound_leader(running: Running, pool: str = "pool-a") -> None:
+    running.api.put("nodes", node_obj("node-1", pool))
+    running.api.put("pods", leader_from_fixture("node-1"))
+    wait_for(
+        lambda: (
+            len(running.webhook.directory._pods.store) == 1
+            and len(running.webhook.directory._nodes.store) == 1
+        )
+    )
+
+
+@pytest.mark.parametrize("fixture", ["jobset-child-job.json", "indexed-job.json"])
+def test_elastic_jobs_are_shrunk(running: Running, fixture: str) -> None:
+    review = fixture_review(fixture)
+    job = _patched(review, running.post("/mutate-jobs", review))
+    target = str(_object(review)["spec"]["completions"])
+    assert (job["spec"]["completions"], job["spec"]["parallelism"]) == (1, 1)
+    assert job["metadata"]["annotations"][TARGET_COMPLETIONS_ANNOTATION] == target
+    assert job["metadata"]["annotations"][TARGET_PARALLELISM_ANNOTATION] == target
+    assert job["metadata"]["labels"][RESIZE_LABEL] == "pending"
+    # re-invocation (reinvocationPolicy: IfNeeded) on the patched Job changes nothing
+    again = copy.deepcopy(review)
+    again["request"]["object"] = job
+    assert "patch" not in running.post("/mutate-jobs", again)["response"]
+
+
+def test_nonindexed_job_is_allowed_unchanged_with_a_warning(running: Running) -> None:
+    review = fixture_review("nonindexed-job.json")
+    response = _check_echo(review, running.post("/mutate-jobs", review))
+    assert response["allowed"] is True
+    assert "patch" not in response
+    assert "completionMode is NonIndexed" in response["warnings"][0]
+
+
+def test_leader_pod_gets_labels_and_affinity(running: Running) -> None:
+    review = fixture_review("leader-pod.json")
+    pod = _patched(review, running.post("/mutate-pods", review))
+    labels = pod["metadata"]["labels"]
+    assert labels[ROLE_LABEL] == "leader"
+    assert labels[JOB_KEY_LABEL] == labels["jobset.sigs.k8s.io/job-key"]
+    assert pod["spec"]["affinity"]["podAffinity"][REQUIRED][0]["topologyKey"] == POOL
+    assert pod["spec"]["affinity"]["podAntiAffinity"][REQUIRED][0]["namespaceSelector"] == {}
+    validated = copy.deepcopy(review)
+    validated["request"]["object"] = pod
+    assert running.post("/validate-pods", validated)["response"]["allowed"] is True
+
+
+def test_follower_pinned_from_cache_without_api_calls(running: Running) -> None:
+    _seed_bound_leader(running)
+    review = fixture_review("follower-pod.json")
+    calls_before = running.api.api_calls()
+    pod = _patched(review, running.post("/mutate-pods", review))
+    assert pod["spec"]["nodeSelector"] == {POOL: "pool-a"}
+    assert pod["metadata"]["labels"][ROLE_LABEL] == "follower"
+    validated = copy.deepcopy(review)
+    validated["request"]["object"] = pod
+    assert running.post("/validate-pods", validated)["response"]["allowed"] is True
+    assert running.api.api_calls() == calls_before
+    metrics = running.client.get("/metrics").text
+    assert 'exclusive_placement_leader_cache_total{result="hit"} 2.0' in metrics
+
+
+def test_follower_of_unscheduled_leader_is_rejected_with_the_reason(running: Running) -> None:
+    running.api.put("pods", leader_from_fixture(None))
+    wait_for(lambda: len(running.webhook.directory._pods.store) == 1)
+    review = fixture_review("follower-pod.json")
+    mutated = running.post("/mutate-pods", review)
+    pod = _patched(review, mutated)
+    assert "nodeSelector" not in pod["spec"]
+    validated = copy.deepcopy(review)
+    validated["request"]["object"] = pod
+    response = running.post("/validate-pods", validated)["response"]
+    assert response["allowed"] is False
+    assert response["status"]["code"] == 403
+    assert "trainer-workers-0-0-x7k2p is not yet scheduled" in response["status"]["message"]
+    assert "patch" not in response
+
+
+def test_follower_whose_leader_node_vanished_is_rejected(running: Running) -> None:
+    running.api.put("pods", leader_from_fixture("node-gone"))
+    wait_for(lambda: len(running.webhook.directory._pods.store) == 1)
+    review = fixture_review("follower-pod.json")
+    response = running.post("/validate-pods", review)["response"]
+    assert response["allowed"] is False
+    assert "node node-gone, which no longer exists" in response["status"]["message"]
+
+
+def test_non_exclusive_pod_is_allowed_without_patch(running: Running) -> None:
+    review = fixture_review("non-exclusive-pod.json")
+    for endpoint in ("/mutate-pods", "/validate-pods"):
+        response = _check_echo(review, running.post(endpoint, review))
+        assert response == {"uid": review["request"]["uid"], "allowed": True}
+
+
+def test_non_create_operations_are_out_of_scope(running: Running) -> None:
+    review = fixture_review("follower-pod.json")
+    review["request"]["operation"] = "UPDATE"
+    assert running.post("/validate-pods", review)["response"] == {
+        "uid": review["request"]["uid"],
+        "allowed": True,
+    }
+
+
+@pytest.mark.parametrize(
+    ("fixture", "needle"),
+    [("malformed-no-request.json", "no request"), ("malformed-not-json.json", "not JSON")],
+)
+def test_malformed_reviews_are_http_400(running: Running, fixture: str, needle: str) -> None:
+    from conftest import FIXTURES
+
+    response = running.client.post(
+        "/mutate-pods",
+        content=(FIXTURES / fixture).read_bytes(),
+        headers={"Content-Type": "application/json"},
+    )
+    assert response.status_code == 400
+    assert needle in response.json()["error"]
+
+
+def test_wrong_content_type_is_415(running: Running) -> None:
+    response = running.client.post("/validate-pods", content=b"{}", headers={"Content-Type": "text/plain"})
+    assert response.status_code == 415
+
+
+def test_oversized_body_is_413(running: Running) -> None:
+    body = b'{"pad": "' + b"x" * MAX_BODY_BYTES + b'"}'
+    response = running.client.post("/mutate-pods", content=body, headers={"Content-Type": "application/json"})
+    assert response.status_code == 413
+
+
+def test_unexpected_error_keeps_uid_and_is_counted(running: Running) -> None:
+    review = fixture_review("leader-pod.json")
+    review["request"]["object"]["spec"] = "not-an-object"
+    response = _check_echo(review, running.post("/mutate-pods", review))
+    assert response["allowed"] is False
+    assert response["status"]["code"] == 500
+    assert (
+        'exclusive_placement_errors_total{endpoint="mutate-pods"} 1.0' in running.client.get("/metrics").text
+    )
+
+
+def test_unknown_strategy_is_denied_naming_valid_values(running: Running) -> None:
+    review = fixture_review("indexed-job.json")
+    review["request"]["object"]["metadata"]["annotations"]["exclusive-placement.io/strategy"] = "fastest"
+    response = running.post("/mutate-jobs", review)["response"]
+    assert response["allowed"] is False
+    assert "valid values: elastic, gate, scheduling-gate, affinity" in response["status"]["message"]
+
+
+def test_health_endpoints(running: Running) -> None:
+    assert running.client.get("/livez").text == "ok"
+    assert running.client.get("/readyz").json() == {"ready": True, "certs": True, "caches": True}
+
+
+def test_not_ready_until_caches_sync() -> None:
+    # Nothing listens on port 9 (discard): the informers can never list.
+    webhook = build(Settings(insecure_dev=True, server="http://127.0.0.1:9", request_timeout_seconds=1))
+    with (
+        ServerThread(webhook.uvicorn_config(host="127.0.0.1", port=0)) as server,
+        httpx.Client(base_url=f"http://127.0.0.1:{server.port}") as client,
+    ):
+        assert client.get("/livez").status_code == 200
+        ready = client.get("/readyz")
+        assert ready.status_code == 503
+        assert ready.json()["caches"] is False
