@@ -138,6 +138,7 @@ def main(argv: list[str] | None = None) -> int:
         level=logging.INFO if args.verbose else logging.WARNING,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per poll request otherwise
     try:
         options = options_from(args)
         objects = load_manifests(args.manifest)
