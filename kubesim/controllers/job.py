@@ -86,7 +86,7 @@ class JobController:
         jobs.add_handlers(
             Handlers(
                 on_add=lambda job: self.queue.add(object_key(job)),
-                on_update=lambda _old, job: self.queue.add(object_key(job)),
+                on_update=self._job_updated,
                 on_delete=lambda job: self.queue.add(object_key(job)),
             )
         )
@@ -97,6 +97,16 @@ class JobController:
                 on_delete=self._pod_changed,
             )
         )
+
+    def _job_updated(self, old: Obj, job: Obj) -> None:
+        """A spec change (new generation) syncs at once; a status-only change is batched like pod events."""
+        generation_changed = (old.get("metadata") or {}).get("generation") != (job.get("metadata") or {}).get(
+            "generation"
+        )
+        if generation_changed or old.get("spec") != job.get("spec"):
+            self.queue.add(object_key(job))
+        else:
+            self.queue.add_after(object_key(job), self._settings.job_pod_update_batch_seconds)
 
     def _pod_changed(self, pod: Obj) -> None:
         key = _owning_job_key(pod)

@@ -1,0 +1,242 @@
+"""An in-process cluster for controller tests: the real kubesim ApiServer, generated nodes, and the
+controllers on the test's own event loop. `AdmissionGate` stands in front of the API server as a denying
+admission webhook would (a fake, not a mock): it records every pod create attempt and denies the ones its
+`deny` rule names."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator, Callable, Collection
+from dataclasses import dataclass, field
+from typing import Any
+
+from kubesim.apiserver.server import ApiServer
+from kubesim.cluster import make_nodes
+from kubesim.controllers import COMPONENTS, Controllers
+from kubesim.controllers.settings import ControllerSettings
+from kubesim.errors import ApiError
+from kubesim.interface import WatchEvent
+from kubesim.stats import Stats
+from placement.constants import JOB_COMPLETION_INDEX_ANNOTATION
+
+Obj = dict[str, Any]
+
+
+@dataclass
+class Attempt:
+    at: float
+    """Real monotonic seconds."""
+    index: str | None
+    allowed: bool
+
+
+@dataclass
+class AdmissionGate:
+    inner: ApiServer
+    deny: Callable[[Obj], str | None] = lambda _pod: None
+    attempts: list[Attempt] = field(default_factory=list)
+
+    async def create(
+        self,
+        resource: str,
+        obj: Obj,
+        *,
+        namespace: str | None = None,
+        subresource: str | None = None,
+        dry_run: bool = False,
+        client: str = "controller",
+    ) -> Obj:
+        if resource == "pods" and subresource is None:
+            reason = self.deny(obj)
+            index = ((obj.get("metadata") or {}).get("annotations") or {}).get(
+                JOB_COMPLETION_INDEX_ANNOTATION
+            )
+            self.attempts.append(Attempt(time.monotonic(), index, reason is None))
+            if reason is not None:
+                raise ApiError(
+                    400, "BadRequest", f'admission webhook "deny.test.io" denied the request: {reason}'
+                )
+        return await self.inner.create(
+            resource, obj, namespace=namespace, subresource=subresource, dry_run=dry_run, client=client
+        )
+
+    async def get(self, resource: str, name: str, *, namespace: str | None = None, client: str = "c") -> Obj:
+        return await self.inner.get(resource, name, namespace=namespace, client=client)
+
+    async def list(
+        self,
+        resource: str,
+        *,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        client: str = "controller",
+    ) -> tuple[list[Obj], str]:
+        return await self.inner.list(
+            resource,
+            namespace=namespace,
+            label_selector=label_selector,
+            field_selector=field_selector,
+            client=client,
+        )
+
+    async def update(
+        self,
+        resource: str,
+        obj: Obj,
+        *,
+        namespace: str | None = None,
+        subresource: str | None = None,
+        client: str = "controller",
+    ) -> Obj:
+        return await self.inner.update(
+            resource, obj, namespace=namespace, subresource=subresource, client=client
+        )
+
+    async def patch(
+        self,
+        resource: str,
+        name: str,
+        patch: Any,
+        *,
+        patch_type: Any = "merge",
+        namespace: str | None = None,
+        subresource: str | None = None,
+        client: str = "controller",
+    ) -> Obj:
+        return await self.inner.patch(
+            resource,
+            name,
+            patch,
+            patch_type=patch_type,
+            namespace=namespace,
+            subresource=subresource,
+            client=client,
+        )
+
+    async def delete(
+        self,
+        resource: str,
+        name: str,
+        *,
+        namespace: str | None = None,
+        grace_period_seconds: int | None = None,
+        client: str = "controller",
+    ) -> Obj:
+        return await self.inner.delete(
+            resource, name, namespace=namespace, grace_period_seconds=grace_period_seconds, client=client
+        )
+
+    def watch(
+        self,
+        resource: str,
+        *,
+        namespace: str | None = None,
+        resource_version: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+    ) -> AsyncIterator[WatchEvent]:
+        return self.inner.watch(
+            resource,
+            namespace=namespace,
+            resource_version=resource_version,
+            label_selector=label_selector,
+            field_selector=field_selector,
+        )
+
+
+@dataclass
+class Cluster:
+    api: AdmissionGate
+    server: ApiServer
+    controllers: Controllers
+    stats: Stats
+    settings: ControllerSettings
+
+    def simulated(self, real_seconds: float) -> float:
+        return real_seconds / self.settings.time_scale
+
+    async def pods(self, namespace: str = "default", label_selector: str | None = None) -> list[Obj]:
+        items, _ = await self.server.list("pods", namespace=namespace, label_selector=label_selector)
+        return items
+
+    async def wait_for(self, predicate: Callable[[], Any], timeout: float = 30.0, what: str = "") -> Any:
+        """Poll an async or sync predicate until it returns something truthy (real-time timeout)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            result = predicate()
+            if asyncio.iscoroutine(result):
+                result = await result
+            if result:
+                return result
+            if time.monotonic() > deadline:
+                raise AssertionError(f"timed out after {timeout}s waiting for {what or predicate}")
+            await asyncio.sleep(0.01)
+
+
+@contextlib.asynccontextmanager
+async def cluster(
+    *,
+    nodes: int = 8,
+    pools: int = 2,
+    gpus_per_node: int = 8,
+    components: Collection[str] = COMPONENTS,
+    **settings: Any,
+) -> AsyncIterator[Cluster]:
+    stats = Stats()
+    server = ApiServer(stats, seed=0)
+    for node in make_nodes(nodes, pools, gpus_per_node=gpus_per_node):
+        await server.create("nodes", node, client="bootstrap")
+    gate = AdmissionGate(server)
+    config = ControllerSettings(**{"time_scale": 0.01, **settings})
+    controllers = Controllers(gate, config, stats)
+    task = asyncio.create_task(controllers.run(components))
+    try:
+        await asyncio.wait_for(controllers.wait_synced(), 30)
+        yield Cluster(gate, server, controllers, stats, config)
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        await server.aclose()
+
+
+def pod_spec(gpus: int = 8, cpu: str = "4", **extra: Any) -> Obj:
+    requests = {"cpu": cpu, "memory": "16Gi"}
+    if gpus:
+        requests["nvidia.com/gpu"] = str(gpus)
+    return {
+        "restartPolicy": "Never",
+        "containers": [{"name": "main", "image": "busybox:1.36", "resources": {"requests": requests}}],
+        **extra,
+    }
+
+
+def indexed_job(
+    name: str,
+    size: int,
+    *,
+    parallelism: int | None = None,
+    spec: Obj | None = None,
+    labels: dict[str, str] | None = None,
+    backoff_limit: int = 6,
+    namespace: str = "default",
+) -> Obj:
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "completionMode": "Indexed",
+            "completions": size,
+            "parallelism": size if parallelism is None else parallelism,
+            "backoffLimit": backoff_limit,
+            "template": {"metadata": {"labels": dict(labels or {})}, "spec": spec or pod_spec()},
+        },
+    }
+
+
+def index_of(pod: Obj) -> int:
+    return int(pod["metadata"]["annotations"][JOB_COMPLETION_INDEX_ANNOTATION])

@@ -1,0 +1,196 @@
+"""Inter-pod affinity terms and the domain-count index that answers them."""
+
+import pytest
+
+from kubesim.controllers.interpod import AffinityIndex, AffinityTerm, parse_term, required_terms
+
+KEY = "exclusive-placement.io/job-key"
+POOL = "cloud.google.com/gke-nodepool"
+
+
+def _exclusive_terms(own: str, namespace_selector: dict | None = None) -> tuple[dict, dict]:
+    affinity = {
+        "labelSelector": {"matchExpressions": [{"key": KEY, "operator": "In", "values": [own]}]},
+        "topologyKey": POOL,
+    }
+    anti = {
+        "labelSelector": {
+            "matchExpressions": [
+                {"key": KEY, "operator": "Exists"},
+                {"key": KEY, "operator": "NotIn", "values": [own]},
+            ]
+        },
+        "topologyKey": POOL,
+    }
+    if namespace_selector is not None:
+        affinity["namespaceSelector"] = namespace_selector
+        anti["namespaceSelector"] = namespace_selector
+    return affinity, anti
+
+
+def _index() -> AffinityIndex:
+    index = AffinityIndex()
+    for node, pool in (("n1", "a"), ("n2", "a"), ("n3", "b"), ("n4", "c")):
+        index.set_node(node, {POOL: pool, "kubernetes.io/hostname": node})
+    return index
+
+
+def test_parse_term_defaults_to_the_pods_namespace() -> None:
+    term = parse_term({"labelSelector": {"matchLabels": {"a": "b"}}, "topologyKey": POOL}, "team")
+    assert term.namespaces == frozenset({"team"})
+    assert term.namespace_selector is None
+    assert term.matches_namespace("team", {})
+    assert not term.matches_namespace("other", {})
+
+
+def test_empty_namespace_selector_means_all_namespaces() -> None:
+    term = parse_term({"labelSelector": {}, "topologyKey": POOL, "namespaceSelector": {}}, "team")
+    assert term.matches_namespace("anything", {})
+
+
+def test_namespace_selector_reads_namespace_labels() -> None:
+    term = parse_term(
+        {"labelSelector": {}, "topologyKey": POOL, "namespaceSelector": {"matchLabels": {"tier": "ml"}}},
+        "team",
+    )
+    assert term.matches_namespace("x", {"x": {"tier": "ml"}})
+    assert not term.matches_namespace("y", {"y": {"tier": "web"}})
+
+
+@pytest.mark.parametrize(
+    ("term", "message"),
+    [
+        ({"labelSelector": {}}, "topologyKey is required"),
+        (
+            {"topologyKey": POOL, "labelSelector": {"matchExpressions": [{"key": "a", "operator": "Near"}]}},
+            "Near",
+        ),
+    ],
+)
+def test_malformed_terms_are_clear_errors(term: dict, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        parse_term(term, "default")
+
+
+def test_affinity_and_anti_affinity_answers_follow_pod_placement() -> None:
+    index = _index()
+    affinity, anti = _exclusive_terms("job-1")
+    own = parse_term(affinity, "default")
+    others = parse_term(anti, "default")
+    assert not index.any_match(own)
+    index.add_pod("default/leader-1", "n1", "default", {KEY: "job-1"}, [others])
+    assert index.domain_has_match(own, "a")
+    assert not index.domain_has_match(own, "b")
+    assert index.any_match(own)
+    # a different job's anti-affinity term sees job-1 in pool a only
+    other_anti = parse_term(_exclusive_terms("job-2")[1], "default")
+    assert index.domain_has_match(other_anti, "a")
+    assert not index.domain_has_match(other_anti, "b")
+    # and job-1's own anti-affinity term does not match itself
+    assert not index.domain_has_match(others, "a")
+    index.remove_pod("default/leader-1")
+    assert not index.domain_has_match(own, "a")
+    assert not index.any_match(own)
+
+
+def test_symmetry_existing_anti_affinity_forbids_its_domain_for_matching_pods() -> None:
+    index = _index()
+    anti = parse_term(_exclusive_terms("job-1")[1], "default")
+    index.add_pod("default/leader-1", "n3", "default", {KEY: "job-1"}, [anti])
+    forbidden, evaluated = index.forbidden_by_existing("default", {KEY: "job-2"})
+    assert forbidden == {POOL: {"b"}}
+    assert evaluated == 1
+    assert index.forbidden_by_existing("default", {KEY: "job-1"})[0] == {}
+    assert index.forbidden_by_existing("default", {"unrelated": "x"})[0] == {}
+    index.remove_pod("default/leader-1")
+    assert index.forbidden_by_existing("default", {KEY: "job-2"})[0] == {}
+
+
+def test_identical_existing_terms_are_grouped() -> None:
+    index = _index()
+    anti = parse_term(_exclusive_terms("job-1")[1], "default")
+    for number, node in enumerate(("n1", "n2", "n3")):
+        index.add_pod(f"default/p{number}", node, "default", {KEY: "job-1"}, [anti])
+    forbidden, evaluated = index.forbidden_by_existing("default", {KEY: "job-9"})
+    assert evaluated == 1
+    assert forbidden == {POOL: {"a", "b"}}
+
+
+def test_terms_respect_namespaces() -> None:
+    index = _index()
+    index.namespace_labels = {"team-a": {"tier": "ml"}, "team-b": {}}
+    index.add_pod("team-a/p", "n1", "team-a", {KEY: "job-1"}, [])
+    same_namespace_only = parse_term(_exclusive_terms("job-1")[0], "team-b")
+    assert not index.domain_has_match(same_namespace_only, "a")
+    everywhere = parse_term(_exclusive_terms("job-1", namespace_selector={})[0], "team-b")
+    assert index.domain_has_match(everywhere, "a")
+    by_label = parse_term(
+        _exclusive_terms("job-1", namespace_selector={"matchLabels": {"tier": "ml"}})[0], "x"
+    )
+    assert index.domain_has_match(by_label, "a")
+
+
+def test_multi_key_selectors_fall_back_to_visiting_pods() -> None:
+    index = _index()
+    index.add_pod("default/p", "n4", "default", {"app": "db", "role": "primary"}, [])
+    term = parse_term(
+        {"labelSelector": {"matchLabels": {"app": "db", "role": "primary"}}, "topologyKey": POOL}, "default"
+    )
+    wrong = parse_term(
+        {"labelSelector": {"matchLabels": {"app": "db", "role": "replica"}}, "topologyKey": POOL}, "default"
+    )
+    assert index.domain_has_match(term, "c")
+    assert not index.domain_has_match(wrong, "c")
+
+
+def test_does_not_exist_counts_pods_without_the_label() -> None:
+    index = _index()
+    index.add_pod("default/p", "n3", "default", {"other": "x"}, [])
+    term = parse_term(
+        {
+            "labelSelector": {"matchExpressions": [{"key": KEY, "operator": "DoesNotExist"}]},
+            "topologyKey": POOL,
+        },
+        "default",
+    )
+    assert index.domain_has_match(term, "b")
+    assert not index.domain_has_match(term, "a")
+
+
+def test_a_topology_key_tracked_late_counts_pods_placed_before() -> None:
+    index = _index()
+    index.add_pod("default/p", "n2", "default", {KEY: "job-1"}, [])
+    by_host = parse_term(
+        {"labelSelector": {"matchLabels": {KEY: "job-1"}}, "topologyKey": "kubernetes.io/hostname"}, "default"
+    )
+    assert index.domain_has_match(by_host, "n2")
+    assert not index.domain_has_match(by_host, "n1")
+
+
+def test_node_relabel_moves_its_pods_to_the_new_domain() -> None:
+    index = _index()
+    term = parse_term(_exclusive_terms("job-1")[0], "default")
+    index.add_pod("default/p", "n4", "default", {KEY: "job-1"}, [])
+    assert index.domain_has_match(term, "c")
+    index.set_node("n4", {POOL: "d"})
+    assert not index.domain_has_match(term, "c")
+    assert index.domain_has_match(term, "d")
+
+
+def test_required_terms_reads_the_pod_spec() -> None:
+    affinity, anti = _exclusive_terms("j")
+    pod = {
+        "metadata": {"namespace": "ns"},
+        "spec": {
+            "affinity": {
+                "podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [affinity]},
+                "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [anti]},
+            }
+        },
+    }
+    (term,) = required_terms(pod, "podAffinity")
+    assert isinstance(term, AffinityTerm)
+    assert term.topology_key == POOL
+    assert term.namespaces == frozenset({"ns"})
+    assert len(required_terms(pod, "podAntiAffinity")) == 1
+    assert required_terms({"spec": {}}, "podAffinity") == []
