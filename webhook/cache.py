@@ -136,7 +136,8 @@ class Informer:
         response = self._response
         if response is not None:
             response.shutdown()  # unblocks the watch read immediately
-        self._thread.join(timeout)
+        if self._thread.ident is not None:
+            self._thread.join(timeout)
 
     def _list(self) -> str:
         response = self._list_call(

@@ -156,8 +156,10 @@ class FakeKubeApi:
     def compact(self) -> None:
         """Forget history: watches from an older resourceVersion get 410 Gone."""
         with self._cond:
+            self._rv += 1
             self._compacted = self._rv
             self._events.clear()
+            self._cond.notify_all()
 
     def api_calls(self) -> int:
         return sum(self.requests.values())
@@ -247,6 +249,7 @@ def _handler_for(api: FakeKubeApi) -> type[BaseHTTPRequestHandler]:
             self.send_response(200)
             self.send_header("Content-Type", "application/json")
             self.send_header("Transfer-Encoding", "chunked")
+            self.send_header("Connection", "close")
             self.end_headers()
             step = 0.2
             while deadline_left > 0 and not api.closing:

@@ -1,0 +1,180 @@
+"""Informers and the leader directory against the fake API server over real HTTP (no client mocks)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+
+import pytest
+from conftest import leader_from_fixture, node_obj, wait_for
+
+from placement.admission import LeaderStatus, PodPlan, plan_pod
+from webhook.cache import Informer, LeaderDirectory, Store, leader_index_of
+from webhook.kube import LEADER_SELECTOR, KubeLiveApi, api_client, node_list_call, pod_list_call
+from webhook.metrics import Metrics
+from webhook.settings import Settings
+from webhook.testing import FakeKubeApi
+
+POOL = "cloud.google.com/gke-nodepool"
+
+
+def _follower_plan() -> PodPlan:
+    from conftest import fixture_review
+
+    review = fixture_review("follower-pod.json")
+    plan = plan_pod(review["request"]["object"], review["request"]["namespace"], "elastic")
+    assert isinstance(plan, PodPlan)
+    return plan
+
+
+class Harness:
+    def __init__(self, api: FakeKubeApi, watch_timeout: int = 5) -> None:
+        self.metrics = Metrics()
+        client = api_client(Settings(insecure_dev=True, server=api.url))
+        self.pods = Informer(
+            "pods",
+            pod_list_call(client),
+            Store(leader_index_of),
+            self.metrics,
+            label_selector=LEADER_SELECTOR,
+            request_timeout=5,
+            watch_timeout=watch_timeout,
+        )
+        self.nodes = Informer(
+            "nodes",
+            node_list_call(client),
+            Store(),
+            self.metrics,
+            request_timeout=5,
+            watch_timeout=watch_timeout,
+        )
+        self.directory = LeaderDirectory(self.pods, self.nodes, KubeLiveApi(client, 5), self.metrics)
+
+    def sample(self, name: str, labels: dict[str, str]) -> float:
+        value = self.metrics.registry.get_sample_value(name, labels)
+        return value or 0.0
+
+
+@pytest.fixture
+def harness(fake_api: FakeKubeApi) -> Iterator[Harness]:
+    h = Harness(fake_api)
+    yield h
+    h.directory.stop()
+
+
+def test_informers_sync_and_follow_watch_events(fake_api: FakeKubeApi, harness: Harness) -> None:
+    fake_api.put("nodes", node_obj("node-1", "pool-a"))
+    harness.directory.start()
+    wait_for(harness.directory.ready)
+    plan = _follower_plan()
+    assert harness.directory.from_cache(plan) is None
+
+    leader = fake_api.put("pods", leader_from_fixture(None))
+    wait_for(lambda: len(harness.pods.store) == 1)
+    assert harness.directory.from_cache(plan) is None  # known but not bound: not a hit
+
+    leader["spec"]["nodeName"] = "node-1"
+    fake_api.put("pods", leader)
+    wait_for(lambda: harness.directory.from_cache(plan) is not None)
+    state = asyncio.run(harness.directory.leader_state(plan))
+    assert (state.status, state.domain) == (LeaderStatus.BOUND, "pool-a")
+
+    fake_api.delete("pods", leader)
+    wait_for(lambda: len(harness.pods.store) == 0)
+    assert harness.directory.from_cache(plan) is None
+
+
+def test_only_leader_pods_are_cached(fake_api: FakeKubeApi, harness: Harness) -> None:
+    follower = leader_from_fixture("node-1")
+    follower["metadata"]["name"] = "a-follower"
+    follower["metadata"]["labels"]["exclusive-placement.io/role"] = "follower"
+    fake_api.put("pods", follower)
+    fake_api.put("pods", leader_from_fixture("node-1"))
+    harness.directory.start()
+    wait_for(harness.directory.ready)
+    assert len(harness.pods.store) == 1
+
+
+def test_cache_miss_makes_one_live_lookup(fake_api: FakeKubeApi, harness: Harness) -> None:
+    # Informers never started: every lookup misses and goes live over HTTP.
+    fake_api.put("nodes", node_obj("node-1", "pool-b"))
+    fake_api.put("pods", leader_from_fixture("node-1"))
+    before = dict(fake_api.requests)
+    state = asyncio.run(harness.directory.leader_state(_follower_plan()))
+    assert (state.status, state.domain) == (LeaderStatus.BOUND, "pool-b")
+    assert fake_api.requests["list"] - before.get("list", 0) == 1
+    assert fake_api.requests["get"] - before.get("get", 0) == 1
+    assert harness.sample("exclusive_placement_leader_cache_total", {"result": "miss"}) == 1
+    assert harness.sample("exclusive_placement_live_lookups_total", {"kind": "pod", "outcome": "found"}) == 1
+    assert harness.sample("exclusive_placement_live_lookups_total", {"kind": "node", "outcome": "found"}) == 1
+
+
+def test_live_lookup_reports_missing_leader_and_missing_node(fake_api: FakeKubeApi, harness: Harness) -> None:
+    plan = _follower_plan()
+    assert asyncio.run(harness.directory.leader_state(plan)).status is LeaderStatus.NOT_FOUND
+    fake_api.put("pods", leader_from_fixture("node-gone"))
+    state = asyncio.run(harness.directory.leader_state(plan))
+    assert (state.status, state.node_name) == (LeaderStatus.NODE_MISSING, "node-gone")
+    assert (
+        harness.sample("exclusive_placement_live_lookups_total", {"kind": "node", "outcome": "not_found"})
+        == 1
+    )
+
+
+def test_leaders_of_a_previous_job_uid_are_ignored(fake_api: FakeKubeApi, harness: Harness) -> None:
+    stale = leader_from_fixture("node-1")
+    stale["metadata"]["ownerReferences"][0]["uid"] = "uid-of-the-deleted-job"
+    fake_api.put("nodes", node_obj("node-1", "pool-a"))
+    fake_api.put("pods", stale)
+    harness.directory.start()
+    wait_for(lambda: len(harness.pods.store) == 1 and len(harness.nodes.store) == 1)
+    assert harness.directory.from_cache(_follower_plan()) is None
+    assert asyncio.run(harness.directory.leader_state(_follower_plan())).status is LeaderStatus.NOT_FOUND
+
+
+def test_watch_410_gone_relists(fake_api: FakeKubeApi) -> None:
+    harness = Harness(fake_api, watch_timeout=1)
+    try:
+        harness.directory.start()
+        wait_for(harness.directory.ready)
+        fake_api.put("nodes", node_obj("node-1", "pool-a"))
+        wait_for(lambda: len(harness.nodes.store) == 1)
+        fake_api.compact()
+        # The next watch (after the 1 s server timeout) starts from a compacted version: 410, re-list.
+        wait_for(
+            lambda: (
+                harness.sample(
+                    "exclusive_placement_informer_relists_total", {"kind": "nodes", "cause": "gone"}
+                )
+                >= 1
+            )
+        )
+        fake_api.put("nodes", node_obj("node-2", "pool-b"))
+        wait_for(lambda: len(harness.nodes.store) == 2)
+    finally:
+        harness.directory.stop()
+
+
+def test_informer_retries_while_the_api_is_down() -> None:
+    metrics = Metrics()
+    with FakeKubeApi() as api:
+        url = api.url
+    # The API is gone: the informer retries with backoff and is not synced.
+    client = api_client(Settings(insecure_dev=True, server=url))
+    informer = Informer("nodes", node_list_call(client), Store(), metrics, request_timeout=1, watch_timeout=1)
+    informer.start()
+    try:
+        wait_for(
+            lambda: (
+                (
+                    metrics.registry.get_sample_value(
+                        "exclusive_placement_informer_relists_total", {"kind": "nodes", "cause": "error"}
+                    )
+                    or 0
+                )
+                >= 1
+            )
+        )
+        assert not informer.synced.is_set()
+    finally:
+        informer.stop()
