@@ -1,0 +1,102 @@
+"""Compose runs each component with the command line `make run` uses (devstack.commands is the one source).
+
+The only differences are the values devstack chooses at run time (free ports, a temporary work directory),
+fixed here, and the one compose-only flag listed in COMPOSE_ONLY_FLAGS.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from compose_model import argv, resolved
+
+from devstack.__main__ import build_parser, options_from
+from devstack.commands import certs_command, kubesim_command, resizer_command, webhook_command
+from devstack.stack import StackOptions
+
+PYTHON = "python"
+CERT_DIR = Path("/var/lib/exclusive-placement/certs")
+KUBECONFIG = Path("/var/lib/exclusive-placement/kubesim/kubeconfig")
+KUBESIM_PORT = 6443
+WEBHOOK_PORT = 9443
+RESIZER_METRICS_PORT = 8080
+SERVER = f"http://127.0.0.1:{KUBESIM_PORT}"
+COMPOSE_ONLY_FLAGS = {"kubesim": ["--host", "0.0.0.0"]}
+"""kubesim listens on every interface of its container so the published port reaches it from the host."""
+
+
+@pytest.fixture(scope="module")
+def services() -> dict[str, Any]:
+    model: dict[str, Any] = resolved()["services"]
+    return model
+
+
+@pytest.fixture(scope="module")
+def make_run() -> StackOptions:
+    """The options `make run` (`python -m devstack run`) starts the stack with."""
+    return options_from(build_parser().parse_args(["run"]))
+
+
+def test_certs_command_matches_devstack(services: dict[str, Any]) -> None:
+    assert argv(services["certs"]) == certs_command(CERT_DIR, python=PYTHON)
+
+
+def test_kubesim_command_matches_make_run(services: dict[str, Any], make_run: StackOptions) -> None:
+    expected = kubesim_command(make_run.cluster, port=KUBESIM_PORT, kubeconfig=KUBECONFIG, python=PYTHON)
+    assert argv(services["kubesim"]) == expected + COMPOSE_ONLY_FLAGS["kubesim"]
+
+
+def test_webhook_command_matches_make_run(services: dict[str, Any], make_run: StackOptions) -> None:
+    expected = webhook_command(
+        port=WEBHOOK_PORT,
+        cert_dir=CERT_DIR,
+        server=SERVER,
+        default_strategy=make_run.default_strategy,
+        python=PYTHON,
+    )
+    assert argv(services["webhook"]) == expected
+
+
+def test_resizer_command_matches_make_run(services: dict[str, Any], make_run: StackOptions) -> None:
+    expected = resizer_command(
+        server=SERVER,
+        metrics_port=RESIZER_METRICS_PORT,
+        leader_elect=make_run.resizer_replicas > 1,
+        python=PYTHON,
+    )
+    assert argv(services["resizer"]) == expected
+
+
+def test_registration_points_the_chart_at_the_compose_webhook(
+    services: dict[str, Any], make_run: StackOptions
+) -> None:
+    assert argv(services["register-webhooks"]) == [
+        PYTHON,
+        "images/register_webhooks.py",
+        "--server",
+        SERVER,
+        "--webhook-url",
+        f"https://127.0.0.1:{WEBHOOK_PORT}",
+        "--ca-file",
+        str(CERT_DIR / "ca.crt"),
+        "--default-strategy",
+        make_run.default_strategy,
+    ]
+
+
+@pytest.mark.parametrize(
+    ("service", "port"),
+    [("kubesim", KUBESIM_PORT), ("webhook", WEBHOOK_PORT), ("resizer", RESIZER_METRICS_PORT)],
+)
+def test_healthchecks_probe_the_port_the_command_opens(
+    services: dict[str, Any], service: str, port: int
+) -> None:
+    assert str(port) in argv(services[service])
+    assert f"127.0.0.1:{port}/" in " ".join(services[service]["healthcheck"]["test"])
+
+
+def test_components_sharing_kubesims_network_use_distinct_ports(services: dict[str, Any]) -> None:
+    shared = [name for name, s in services.items() if s.get("network_mode") == "service:kubesim"]
+    assert sorted(shared) == ["register-webhooks", "resizer", "webhook"]
