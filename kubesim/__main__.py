@@ -13,6 +13,7 @@ import typing
 from pathlib import Path
 from typing import Any
 
+from kubesim.controllers import ControllerSettings
 from kubesim.runner import DEFAULT_KUBECONFIG, Running, ServeOptions, serve
 
 # ControllerSettings fields the serve command sets from its own flags.
@@ -20,10 +21,6 @@ OWN_FLAGS = frozenset({"time_scale", "seed"})
 
 
 def _controller_fields() -> list[dataclasses.Field[Any]]:
-    try:
-        from kubesim.controllers.settings import ControllerSettings
-    except ImportError:
-        return []
     return [f for f in dataclasses.fields(ControllerSettings) if f.name not in OWN_FLAGS]
 
 
@@ -95,6 +92,7 @@ def build_parser() -> argparse.ArgumentParser:
         group.add_argument(
             "--" + item.name.replace("_", "-"),
             dest=f"ctl_{item.name}",
+            metavar="VALUE",
             type=_parser_for(item.type),
             default=None,
             help=f"default {default}",

@@ -1,0 +1,24 @@
+"""Shared kubesim fixtures: one API-only server per module (fast), clients built from its kubeconfig."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from kubernetes import client, config
+
+from kubesim.testing import KubesimServer
+
+
+@pytest.fixture(scope="module")
+def api_only_sim() -> Iterator[KubesimServer]:
+    """kubesim without controllers: objects stay exactly as the test leaves them."""
+    with KubesimServer(nodes=4, pools=2, controllers=False, watch_history=200, bookmark_interval=0.2) as sim:
+        yield sim
+
+
+@pytest.fixture(scope="module")
+def kube(api_only_sim: KubesimServer) -> Iterator[client.ApiClient]:
+    api_client = config.new_client_from_config(str(api_only_sim.kubeconfig_path))
+    yield api_client
+    api_client.close()

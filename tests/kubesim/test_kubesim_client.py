@@ -1,0 +1,214 @@
+"""The official kubernetes Python client against kubesim over real HTTP."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from typing import Any
+
+import pytest
+from kubernetes import client, watch
+
+from kubesim.testing import KubesimServer
+
+_names = (f"c{i}" for i in itertools.count())
+
+
+def pod_body(name: str, **labels: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "labels": labels or {"app": "client-test"}},
+        "spec": {"containers": [{"name": "main", "image": "busybox:1.36"}]},
+    }
+
+
+def job_body(name: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name},
+        "spec": {
+            "completions": 2,
+            "parallelism": 2,
+            "completionMode": "Indexed",
+            "template": {
+                "spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox:1.36"}]}
+            },
+        },
+    }
+
+
+def test_pod_crud(kube: client.ApiClient) -> None:
+    core = client.CoreV1Api(kube)
+    name = next(_names)
+    created = core.create_namespaced_pod("default", pod_body(name))
+    assert created.metadata.uid
+    assert (
+        core.read_namespaced_pod(name, "default").metadata.resource_version
+        == created.metadata.resource_version
+    )
+    listed = core.list_namespaced_pod(
+        "default", label_selector="app=client-test", field_selector=f"metadata.name={name}"
+    )
+    assert [p.metadata.name for p in listed.items] == [name]
+    core.delete_namespaced_pod(name, "default")
+    with pytest.raises(client.ApiException) as info:
+        core.read_namespaced_pod(name, "default")
+    assert info.value.status == 404
+    assert json.loads(info.value.body)["message"] == f'pods "{name}" not found'
+
+
+PATCHES = [
+    ("application/merge-patch+json", {"metadata": {"labels": {"patched": "merge"}}}, "merge"),
+    ("application/strategic-merge-patch+json", {"metadata": {"labels": {"patched": "smp"}}}, "smp"),
+    (
+        "application/json-patch+json",
+        [{"op": "add", "path": "/metadata/labels/patched", "value": "json"}],
+        "json",
+    ),
+    ("application/apply-patch+yaml", None, "apply"),
+]
+
+
+@pytest.mark.parametrize(("content_type", "patch", "expected"), PATCHES)
+def test_pod_patch_content_types(
+    kube: client.ApiClient, content_type: str, patch: Any, expected: str
+) -> None:
+    core = client.CoreV1Api(kube)
+    name = next(_names)
+    core.create_namespaced_pod("default", pod_body(name))
+    if patch is None:
+        patch = pod_body(name, app="client-test", patched="apply")
+        patched = core.patch_namespaced_pod(
+            name, "default", patch, field_manager="test", _content_type=content_type
+        )
+    else:
+        patched = core.patch_namespaced_pod(name, "default", patch, _content_type=content_type)
+    assert patched.metadata.labels["patched"] == expected
+    assert core.read_namespaced_pod(name, "default").metadata.labels["patched"] == expected
+
+
+def test_server_side_apply_creates_when_missing(kube: client.ApiClient) -> None:
+    core = client.CoreV1Api(kube)
+    name = next(_names)
+    applied = core.patch_namespaced_pod(
+        name, "default", pod_body(name), field_manager="test", _content_type="application/apply-patch+yaml"
+    )
+    assert applied.metadata.uid
+    assert core.read_namespaced_pod(name, "default").metadata.name == name
+
+
+def test_job_crud_and_elastic_resize(kube: client.ApiClient) -> None:
+    batch = client.BatchV1Api(kube)
+    name = next(_names)
+    created = batch.create_namespaced_job("default", job_body(name))
+    assert created.spec.selector.match_labels["batch.kubernetes.io/controller-uid"] == created.metadata.uid
+    resized = batch.patch_namespaced_job(name, "default", {"spec": {"completions": 4, "parallelism": 4}})
+    assert (resized.spec.completions, resized.spec.parallelism) == (4, 4)
+    with pytest.raises(client.ApiException) as info:
+        batch.patch_namespaced_job(name, "default", {"spec": {"completions": 5}})
+    assert info.value.status == 422
+    assert "spec.completions" in json.loads(info.value.body)["message"]
+    batch.delete_namespaced_job(name, "default")
+    assert name not in [j.metadata.name for j in batch.list_namespaced_job("default").items]
+
+
+def test_nodes_list_get_patch(kube: client.ApiClient) -> None:
+    core = client.CoreV1Api(kube)
+    nodes = core.list_node().items
+    assert len(nodes) == 4
+    name = nodes[0].metadata.name
+    core.patch_node(name, {"metadata": {"labels": {"kubesim-test": "yes"}}})
+    assert core.list_node(label_selector="kubesim-test=yes").items[0].metadata.name == name
+
+
+def test_lease_update_with_stale_resource_version_conflicts(kube: client.ApiClient) -> None:
+    coord = client.CoordinationV1Api(kube)
+    name = next(_names)
+    lease = coord.create_namespaced_lease(
+        "default", {"metadata": {"name": name}, "spec": {"holderIdentity": "a", "leaseDurationSeconds": 15}}
+    )
+    lease.spec.holder_identity = "b"
+    updated = coord.replace_namespaced_lease(name, "default", lease)
+    assert updated.spec.holder_identity == "b"
+    lease.spec.holder_identity = "c"
+    with pytest.raises(client.ApiException) as info:
+        coord.replace_namespaced_lease(name, "default", lease)
+    assert info.value.status == 409
+    coord.delete_namespaced_lease(name, "default")
+
+
+def test_watch_streams_changes_from_a_list(kube: client.ApiClient) -> None:
+    core = client.CoreV1Api(kube)
+    name = next(_names)
+    rv = core.list_namespaced_pod("default").metadata.resource_version
+    core.create_namespaced_pod("default", pod_body(name, watched="yes"))
+    core.patch_namespaced_pod(name, "default", {"metadata": {"labels": {"step": "2"}}})
+    core.delete_namespaced_pod(name, "default")
+    events = []
+    for event in watch.Watch().stream(
+        core.list_namespaced_pod,
+        "default",
+        label_selector="watched=yes",
+        resource_version=rv,
+        timeout_seconds=5,
+    ):
+        events.append((event["type"], event["object"].metadata.name))
+        if len(events) == 3:
+            break
+    assert events == [("ADDED", name), ("MODIFIED", name), ("DELETED", name)]
+
+
+def test_watch_from_expired_resource_version_gets_410_and_relist_recovers(
+    api_only_sim: KubesimServer, kube: client.ApiClient
+) -> None:
+    core = client.CoreV1Api(kube)
+    old_rv = core.list_namespaced_pod("default").metadata.resource_version
+    for _ in range(210):  # more than the fixture's watch history (200 events per resource)
+        name = next(_names)
+        core.create_namespaced_pod("default", pod_body(name, churn="yes"))
+    with pytest.raises(client.ApiException) as info:
+        for _ in watch.Watch().stream(
+            core.list_namespaced_pod, "default", resource_version=old_rv, timeout_seconds=2
+        ):
+            pass
+    assert info.value.status == 410
+    fresh = core.list_namespaced_pod("default", label_selector="churn=yes")
+    assert len(fresh.items) == 210
+    stream = watch.Watch().stream(
+        core.list_namespaced_pod,
+        "default",
+        resource_version=fresh.metadata.resource_version,
+        timeout_seconds=5,
+    )
+    core.delete_namespaced_pod(name, "default")
+    first = next(iter(stream))
+    assert (first["type"], first["object"].metadata.name) == ("DELETED", name)
+    core.delete_collection_namespaced_pod("default", label_selector="churn=yes")
+    assert core.list_namespaced_pod("default", label_selector="churn=yes").items == []
+
+
+def test_bookmarks_are_sent_when_allowed(kube: client.ApiClient) -> None:
+    import urllib.request
+
+    host = kube.configuration.host
+    rv = client.CoreV1Api(kube).list_namespaced_pod("default").metadata.resource_version
+    query = f"watch=1&allowWatchBookmarks=true&timeoutSeconds=1&resourceVersion={rv}"
+    url = f"{host}/api/v1/namespaces/default/pods?{query}"
+    with urllib.request.urlopen(url, timeout=10) as reply:
+        lines = [json.loads(line) for line in reply.read().splitlines() if line.strip()]
+    assert lines
+    assert {line["type"] for line in lines} == {"BOOKMARK"}
+    assert int(lines[-1]["object"]["metadata"]["resourceVersion"]) >= int(rv)
+
+
+def test_status_body_for_bad_requests(kube: client.ApiClient) -> None:
+    core = client.CoreV1Api(kube)
+    with pytest.raises(client.ApiException) as info:
+        core.create_namespaced_pod("default", {"metadata": {"name": "Bad_Name"}, "spec": {"containers": []}})
+    body = json.loads(info.value.body)
+    assert info.value.status == 422
+    assert body["kind"] == "Status"
+    assert body["reason"] == "Invalid"
+    assert {c["field"] for c in body["details"]["causes"]} == {"metadata.name", "spec.containers"}
