@@ -2,11 +2,11 @@
 
 import asyncio
 
+import pytest
+
 from kubesim.clock import Clock
 from kubesim.controllers.scheduling_queue import SchedulingQueue
 from kubesim.controllers.workqueue import WorkQueue
-
-import pytest
 
 
 def test_clock_rejects_a_non_positive_scale() -> None:
@@ -47,7 +47,8 @@ def test_a_shorter_delay_overrides_a_pending_longer_one() -> None:
     long_at = queue.pending_at("job")
     queue.add_after("job", 1)
     short_at = queue.pending_at("job")
-    assert long_at is not None and short_at is not None
+    assert long_at is not None
+    assert short_at is not None
     assert short_at < long_at - 30
     queue.add_after("job", 10)
     assert queue.pending_at("job") == short_at
@@ -58,8 +59,7 @@ def test_delayed_keys_come_out_in_time_order(run) -> None:
         queue = WorkQueue(Clock(0.001), 1.0, 60.0)
         queue.add_after("late", 20)
         queue.add_after("early", 5)
-        got = [await queue.get(), await queue.get()]
-        return got
+        return [await queue.get(), await queue.get()]
 
     assert run(scenario()) == ["early", "late"]
 
