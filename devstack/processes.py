@@ -88,7 +88,8 @@ class ManagedProcess:
             try:
                 self._proc.wait(timeout)
             except subprocess.TimeoutExpired:
-                log.warning("%s ignored SIGTERM for %.0fs; killing it", self.name, timeout)
+                if timeout > 0:
+                    log.warning("%s ignored SIGTERM for %.0fs; killing it", self.name, timeout)
                 self.kill()
         # Children of the component that ignored SIGTERM still share the group: make sure none survive.
         with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -111,7 +112,14 @@ class ManagedProcess:
             )
 
 
-def wait_until_exited(processes: list[ManagedProcess], timeout: float) -> None:
+def stop_all(processes: list[ManagedProcess], timeout: float = 10.0) -> dict[str, int | None]:
+    """SIGTERM every group at once, give them `timeout` seconds together, then SIGKILL the rest.
+
+    All at once rather than one by one: a client blocked in a watch on the API server returns as soon as
+    the API server goes away, instead of each process spending its own grace period."""
+    for process in processes:
+        process.signal(signal.SIGTERM)
     deadline = time.monotonic() + timeout
     while any(p.running for p in processes) and time.monotonic() < deadline:
         time.sleep(0.05)
+    return {process.name: process.stop(timeout=0) for process in processes}

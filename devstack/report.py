@@ -115,7 +115,7 @@ def state_summary(statuses: Iterable[JobStatus]) -> str:
     counts = Counter(s.state for s in statuses)
     order: tuple[JobState, ...] = ("pending", "leader-bound", "resized", "running", "complete", "failed")
     parts = [f"{counts[state]} {state}" for state in order if counts[state]]
-    return f"{len(statuses)} Jobs: " + ", ".join(parts)
+    return f"{len(statuses)} Jobs: " + ", ".join(parts) if statuses else "waiting for Jobs"
 
 
 @dataclass

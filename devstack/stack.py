@@ -6,8 +6,8 @@
 
 Start order: certificates, kubesim (port chosen by itself), the webhook (TLS, ready when its caches are
 synced), the chart's webhook configurations pointed at the local webhook, then the resizer replicas.
-Stop order is the reverse. Each process has its own process group and dies with devstack if devstack is
-killed, so nothing is left behind.
+On stop every process group gets SIGTERM at once (then SIGKILL after a grace period). Each process also
+dies with devstack if devstack is killed, so nothing is left behind.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ from devstack.commands import (
 )
 from devstack.kube import KubeClient, KubeError
 from devstack.ports import free_port
-from devstack.processes import ManagedProcess, ProcessError
+from devstack.processes import ManagedProcess, ProcessError, stop_all
 from devstack.readiness import wait_for_log_line, wait_http_ok
 from devstack.webhooks import local_webhook_configurations
 from placement.constants import DEFAULT_STRATEGY, STRATEGIES
@@ -155,11 +155,8 @@ class Stack:
             self._stop()
 
     def _stop(self) -> None:
-        errors: list[str] = []
-        for process in reversed(self.processes()):
-            code = process.stop()
-            if code not in (None, 0, -15):
-                errors.append(f"{process.name} exited {code}")
+        codes = stop_all(self.processes())
+        errors = [f"{name} exited {code}" for name, code in codes.items() if code not in (None, 0, -15)]
         if self._client is not None:
             self._client.close()
             self._client = None
