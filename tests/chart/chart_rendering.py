@@ -96,3 +96,28 @@ def of_component(objects: list[Obj], kind: str, component: str) -> Obj:
         f"expected one {kind} of {component}, found {[o['metadata']['name'] for o in found]}"
     )
     return found[0]
+
+
+Grants = dict[tuple[str, str], set[str]]
+
+
+def grants_of(objects: list[Obj], service_account: str) -> dict[str, Grants]:
+    """{scope: {(apiGroup, resource): verbs}} for a ServiceAccount; scope is "cluster" or a namespace."""
+    roles = {
+        (o["kind"], o["metadata"].get("namespace"), o["metadata"]["name"]): o
+        for o in of_kind(objects, "ClusterRole") + of_kind(objects, "Role")
+    }
+    result: dict[str, Grants] = {}
+    for binding in of_kind(objects, "ClusterRoleBinding") + of_kind(objects, "RoleBinding"):
+        subjects = {(s["kind"], s["name"], s["namespace"]) for s in binding["subjects"]}
+        if ("ServiceAccount", service_account, NAMESPACE) not in subjects:
+            continue
+        ref = binding["roleRef"]
+        namespace = binding["metadata"].get("namespace")
+        role = roles[(ref["kind"], namespace if ref["kind"] == "Role" else None, ref["name"])]
+        scope = namespace or "cluster"
+        for rule in role["rules"]:
+            for group in rule["apiGroups"]:
+                for resource in rule["resources"]:
+                    result.setdefault(scope, {}).setdefault((group, resource), set()).update(rule["verbs"])
+    return result

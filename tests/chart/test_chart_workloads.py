@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from chart_rendering import NAMESPACE, Obj, merged, of_component, of_kind, render
+from chart_rendering import NAMESPACE, Obj, grants_of, merged, of_component, of_kind, render
 
 from placement.constants import HOSTNAME_LABEL
 
@@ -158,30 +158,6 @@ def test_image_tag_defaults_to_app_version(values: Obj, expected: str, mode_valu
 
 
 # --- RBAC ------------------------------------------------------------------------------------------------
-
-Grants = dict[tuple[str, str], set[str]]
-
-
-def grants_of(objects: list[Obj], service_account: str) -> dict[str, Grants]:
-    """{scope: {(apiGroup, resource): verbs}} for a ServiceAccount; scope is "cluster" or a namespace."""
-    roles = {
-        (o["kind"], o["metadata"].get("namespace"), o["metadata"]["name"]): o
-        for o in of_kind(objects, "ClusterRole") + of_kind(objects, "Role")
-    }
-    result: dict[str, Grants] = {}
-    for binding in of_kind(objects, "ClusterRoleBinding") + of_kind(objects, "RoleBinding"):
-        subjects = {(s["kind"], s["name"], s["namespace"]) for s in binding["subjects"]}
-        if ("ServiceAccount", service_account, NAMESPACE) not in subjects:
-            continue
-        ref = binding["roleRef"]
-        namespace = binding["metadata"].get("namespace")
-        role = roles[(ref["kind"], namespace if ref["kind"] == "Role" else None, ref["name"])]
-        scope = namespace or "cluster"
-        for rule in role["rules"]:
-            for group in rule["apiGroups"]:
-                for resource in rule["resources"]:
-                    result.setdefault(scope, {}).setdefault((group, resource), set()).update(rule["verbs"])
-    return result
 
 
 def test_webhook_may_only_read_pods_and_nodes(objects: list[Obj]) -> None:
