@@ -1,0 +1,236 @@
+"""Dynamic admission: kubesim calls registered webhook configurations over real TLS with their caBundle."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client, config
+from kubesim_webhook_fixture import FakeWebhook, free_port, running_webhook
+
+from kubesim.testing import KubesimServer
+
+
+@pytest.fixture(scope="module")
+def webhook(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FakeWebhook]:
+    with running_webhook(tmp_path_factory.mktemp("webhook")) as hook:
+        yield hook
+
+
+@pytest.fixture
+def sim() -> Iterator[KubesimServer]:
+    with KubesimServer(nodes=4, pools=2, controllers=False) as server:
+        yield server
+
+
+@pytest.fixture
+def kube(sim: KubesimServer) -> Iterator[client.ApiClient]:
+    api_client = config.new_client_from_config(str(sim.kubeconfig_path))
+    yield api_client
+    api_client.close()
+
+
+def webhook_entry(name: str, url: str, ca_bundle: str, **extra: Any) -> dict[str, Any]:
+    return {
+        "name": name,
+        "clientConfig": {"url": url, "caBundle": ca_bundle},
+        "rules": [
+            {"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods"]}
+        ],
+        "sideEffects": "None",
+        "admissionReviewVersions": ["v1"],
+        "timeoutSeconds": 5,
+        **extra,
+    }
+
+
+def register(kube: client.ApiClient, kind: str, name: str, *webhooks: dict[str, Any]) -> None:
+    admission = client.AdmissionregistrationV1Api(kube)
+    body = {"metadata": {"name": name}, "webhooks": list(webhooks)}
+    if kind == "mutating":
+        admission.create_mutating_webhook_configuration(body)
+    else:
+        admission.create_validating_webhook_configuration(body)
+
+
+def pod(name: str, **labels: str) -> dict[str, Any]:
+    return {
+        "metadata": {"name": name, "labels": labels},
+        "spec": {"containers": [{"name": "c", "image": "busybox:1.36"}]},
+    }
+
+
+def test_mutating_webhook_patches_pods_and_validating_webhook_denies(
+    sim: KubesimServer, kube: client.ApiClient, webhook: FakeWebhook
+) -> None:
+    register(
+        kube,
+        "mutating",
+        "mutate",
+        webhook_entry("mutate.kubesim.test", f"{webhook.url}/mutate", webhook.ca_bundle),
+    )
+    register(
+        kube,
+        "validating",
+        "deny",
+        webhook_entry("deny.kubesim.test", f"{webhook.url}/deny", webhook.ca_bundle),
+    )
+    core = client.CoreV1Api(kube)
+
+    created = core.create_namespaced_pod("default", pod("allowed"))
+    assert created.metadata.labels["mutated"] == "1"
+
+    with pytest.raises(client.ApiException) as info:
+        core.create_namespaced_pod("default", pod("refused", deny="yes"))
+    body = json.loads(info.value.body)
+    assert info.value.status == 403
+    assert body["message"] == 'admission webhook "deny.kubesim.test" denied the request: denied by test'
+    assert body["reason"] == "Forbidden"
+
+    review = webhook.reviews[-1]["request"]
+    assert review["operation"] == "CREATE"
+    assert review["resource"] == {"group": "", "version": "v1", "resource": "pods"}
+    assert review["namespace"] == "default"
+    stats = sim.stats()
+    assert stats["pods"] == stats["pods"] | {"create_accepted": 1, "create_rejected": 1}
+    assert stats["admission"] == {"calls": 4, "denied": 1, "errors": 0}
+
+
+def test_generate_name_pods_reach_webhooks_with_an_empty_name(
+    kube: client.ApiClient, webhook: FakeWebhook
+) -> None:
+    register(
+        kube,
+        "mutating",
+        "mutate",
+        webhook_entry("mutate.kubesim.test", f"{webhook.url}/mutate", webhook.ca_bundle),
+    )
+    created = client.CoreV1Api(kube).create_namespaced_pod(
+        "default",
+        {"metadata": {"generateName": "gen-"}, "spec": {"containers": [{"name": "c", "image": "i"}]}},
+    )
+    assert created.metadata.name.startswith("gen-")
+    request = webhook.reviews[-1]["request"]
+    assert request["name"] == ""
+    assert request["object"]["metadata"].get("name") in (None, "")
+
+
+@pytest.mark.parametrize(("policy", "expected_status"), [("Ignore", 201), ("Fail", 500)])
+def test_failure_policy_when_the_webhook_is_down(
+    sim: KubesimServer, kube: client.ApiClient, webhook: FakeWebhook, policy: str, expected_status: int
+) -> None:
+    down = f"https://127.0.0.1:{free_port()}/deny"
+    register(
+        kube,
+        "validating",
+        "down",
+        webhook_entry("down.kubesim.test", down, webhook.ca_bundle, failurePolicy=policy),
+    )
+    core = client.CoreV1Api(kube)
+    if expected_status == 201:
+        assert core.create_namespaced_pod("default", pod("p")).metadata.name == "p"
+        assert sim.stats()["pods"]["create_rejected"] == 0
+    else:
+        with pytest.raises(client.ApiException) as info:
+            core.create_namespaced_pod("default", pod("p"))
+        assert info.value.status == 500
+        message = json.loads(info.value.body)["message"]
+        assert message.startswith('Internal error occurred: failed calling webhook "down.kubesim.test"')
+        assert sim.stats()["pods"]["create_rejected"] == 1
+    assert sim.stats()["admission"]["errors"] == 1
+
+
+def test_selectors_scope_which_requests_are_sent(kube: client.ApiClient, webhook: FakeWebhook) -> None:
+    register(
+        kube,
+        "mutating",
+        "scoped",
+        webhook_entry(
+            "scoped.kubesim.test",
+            f"{webhook.url}/mutate",
+            webhook.ca_bundle,
+            objectSelector={"matchLabels": {"opt-in": "yes"}},
+            namespaceSelector={
+                "matchExpressions": [
+                    {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["kube-system"]}
+                ]
+            },
+        ),
+    )
+    core = client.CoreV1Api(kube)
+    assert "mutated" not in (core.create_namespaced_pod("default", pod("plain", a="b")).metadata.labels or {})
+    assert (
+        core.create_namespaced_pod("default", pod("opted", **{"opt-in": "yes"})).metadata.labels["mutated"]
+        == "1"
+    )
+    exempt = core.create_namespaced_pod("kube-system", pod("system", **{"opt-in": "yes"}))
+    assert "mutated" not in exempt.metadata.labels
+
+
+def test_reinvocation_if_needed_reruns_an_earlier_webhook_once(
+    kube: client.ApiClient, webhook: FakeWebhook
+) -> None:
+    first = webhook_entry(
+        "a.kubesim.test", f"{webhook.url}/mutate", webhook.ca_bundle, reinvocationPolicy="IfNeeded"
+    )
+    register(kube, "mutating", "a-first", first)
+    register(
+        kube,
+        "mutating",
+        "b-second",
+        webhook_entry("b.kubesim.test", f"{webhook.url}/mutate", webhook.ca_bundle),
+    )
+    created = client.CoreV1Api(kube).create_namespaced_pod("default", pod("again"))
+    assert webhook.calls["mutate:again"] == 3
+    assert created.metadata.labels["mutated"] == "3"
+
+
+def test_dry_run_is_refused_by_webhooks_with_side_effects(
+    kube: client.ApiClient, webhook: FakeWebhook
+) -> None:
+    hook = webhook_entry(
+        "effects.kubesim.test", f"{webhook.url}/mutate", webhook.ca_bundle, sideEffects="Some"
+    )
+    register(kube, "mutating", "effects", hook)
+    with pytest.raises(client.ApiException) as info:
+        client.CoreV1Api(kube).create_namespaced_pod("default", pod("dry"), dry_run="All")
+    assert info.value.status == 400
+    assert "does not support dry run" in json.loads(info.value.body)["message"]
+
+
+def test_controller_pod_creations_go_through_admission(tmp_path: Path, webhook: FakeWebhook) -> None:
+    with KubesimServer(nodes=2, pools=1, time_scale=0.01) as sim:
+        api_client = config.new_client_from_config(str(sim.kubeconfig_path))
+        register(
+            api_client,
+            "validating",
+            "deny",
+            webhook_entry("deny.kubesim.test", f"{webhook.url}/deny", webhook.ca_bundle),
+        )
+        job = {
+            "metadata": {"name": "denied"},
+            "spec": {
+                "completions": 1,
+                "parallelism": 1,
+                "template": {
+                    "metadata": {"labels": {"deny": "yes"}},
+                    "spec": {
+                        "restartPolicy": "Never",
+                        "containers": [{"name": "c", "image": "busybox:1.36"}],
+                    },
+                },
+            },
+        }
+        client.BatchV1Api(api_client).create_namespaced_job("default", job)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and sim.stats()["pods"]["create_rejected"] < 2:
+            time.sleep(0.05)
+        stats = sim.stats()
+        api_client.close()
+    assert stats["pods"]["create_rejected"] >= 2
+    assert stats["pods"]["create_accepted"] == 0
+    assert stats["admission"]["denied"] == stats["pods"]["create_rejected"]
