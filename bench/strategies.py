@@ -33,7 +33,15 @@ from bench.scenarios import (
 from devstack.commands import KubesimFlags
 from devstack.exclusivity import node_domains
 from devstack.stack import Stack, StackOptions
-from placement.constants import RESIZE_DONE, RESIZE_LABEL, STRATEGIES, STRATEGY_ELASTIC
+from placement.constants import (
+    RESIZE_DONE,
+    RESIZE_LABEL,
+    ROLE_FOLLOWER,
+    ROLE_LABEL,
+    STRATEGIES,
+    STRATEGY_AFFINITY,
+    STRATEGY_ELASTIC,
+)
 
 log = logging.getLogger("bench.strategies")
 
@@ -69,8 +77,11 @@ def result_from_stats(stats: dict[str, Any], seconds: float, violations: int) ->
     }
 
 
-def strategy_problems(strategy: str, jobs: list[dict[str, Any]], expected_jobs: int) -> list[str]:
-    """Checks that the run measured what it claims: the Jobs exist and the strategy really applied."""
+def strategy_problems(
+    strategy: str, jobs: list[dict[str, Any]], pods: list[dict[str, Any]], expected_jobs: int
+) -> list[str]:
+    """Checks that the run measured what it claims: the Jobs exist and the strategy really applied
+    (elastic Jobs were resized; affinity followers carry anti-affinity, the others a nodeSelector)."""
     problems: list[str] = []
     if len(jobs) != expected_jobs:
         problems.append(f"expected {expected_jobs} Jobs, found {len(jobs)}")
@@ -83,7 +94,17 @@ def strategy_problems(strategy: str, jobs: list[dict[str, Any]], expected_jobs: 
             problems.append(
                 f"Job {name}: strategy {strategy} but the Job was shrunk ({RESIZE_LABEL}={label})"
             )
-    return problems
+    for pod in pods:
+        if (pod["metadata"].get("labels") or {}).get(ROLE_LABEL) != ROLE_FOLLOWER:
+            continue
+        spec = pod.get("spec") or {}
+        anti = "podAntiAffinity" in (spec.get("affinity") or {})
+        pinned = TOPOLOGY_KEY in (spec.get("nodeSelector") or {})
+        if strategy == STRATEGY_AFFINITY and not anti:
+            problems.append(f"pod {pod['metadata']['name']}: affinity follower without podAntiAffinity")
+        if strategy != STRATEGY_AFFINITY and (anti or not pinned):
+            problems.append(f"pod {pod['metadata']['name']}: {strategy} follower not pinned by nodeSelector")
+    return problems[:20]
 
 
 async def _wait_pods_gone(http: httpx.AsyncClient, namespace: str, timeout: float) -> None:
@@ -154,8 +175,9 @@ async def _measure(
         raise BenchError(f"{scenario.name}/{strategy}: {ran} ({reason})")
     seconds = recorder.all_running_at - start
     jobs = (await http.get(f"/apis/batch/v1/namespaces/{namespace}/jobs")).json()["items"]
+    pods = (await http.get(f"/api/v1/namespaces/{namespace}/pods")).json()["items"]
     result = result_from_stats(stats, seconds, recorder.replay.violations)
-    problems = strategy_problems(strategy, jobs, scenario.jobs) + recorder.replay.describe()
+    problems = strategy_problems(strategy, jobs, pods, scenario.jobs) + recorder.replay.describe()
     if problems:
         result["problems"] = problems
     return result

@@ -25,10 +25,12 @@ def exclusive_jobset(
     gpus_per_pod: int = 1,
 ) -> dict[str, Any]:
     """A JobSet of `jobs` Indexed Jobs x `pods_per_job` pods with JobSet's exclusive-topology annotation,
-    and, if given, the per-Job strategy annotation on the Job template (JobSet copies it to each Job)."""
+    and, if given, the per-Job strategy annotation on the Jobs' pod template: the Job webhook reads it from
+    there too, and it is the only place the pod webhook sees it (pods inherit the template, not the Job's
+    own annotations)."""
     if jobs < 1 or pods_per_job < 1:
         raise ValueError(f"jobs and pods_per_job must be >= 1, got {jobs} and {pods_per_job}")
-    template_meta = {"annotations": {STRATEGY_ANNOTATION: strategy}} if strategy else {}
+    pod_meta = {"annotations": {STRATEGY_ANNOTATION: strategy}} if strategy else {}
     gpus = {GPU_RESOURCE: str(gpus_per_pod)}
     return {
         "apiVersion": f"{JOBSET_GROUP}/{JOBSET_VERSION}",
@@ -44,13 +46,13 @@ def exclusive_jobset(
                     "name": "w",
                     "replicas": jobs,
                     "template": {
-                        "metadata": template_meta,
                         "spec": {
                             "completionMode": "Indexed",
                             "completions": pods_per_job,
                             "parallelism": pods_per_job,
                             "backoffLimit": 0,
                             "template": {
+                                "metadata": pod_meta,
                                 "spec": {
                                     "restartPolicy": "Never",
                                     "containers": [
@@ -60,7 +62,7 @@ def exclusive_jobset(
                                             "resources": {"requests": {"cpu": "1", **gpus}, "limits": gpus},
                                         }
                                     ],
-                                }
+                                },
                             },
                         },
                     },

@@ -12,9 +12,9 @@ import pytest
 from bench.__main__ import main as bench_main
 from bench.recorder import PodRecorder
 from bench.report import markdown_table, write_outputs
-from bench.scenarios import FULL_SCENARIOS, QUICK_SCENARIOS, Scenario, jobset_manifest
+from bench.scenarios import FULL_SCENARIOS, QUICK_SCENARIOS, TOPOLOGY_KEY, Scenario, jobset_manifest
 from bench.strategies import failures, result_from_stats, strategy_problems
-from placement.constants import RESIZE_LABEL, STRATEGY_ANNOTATION
+from placement.constants import RESIZE_LABEL, ROLE_LABEL, STRATEGY_ANNOTATION
 
 STATS = {
     "requests": {"total": 100, "writes": 40},
@@ -43,7 +43,7 @@ def test_jobset_carries_the_strategy_on_the_job_template() -> None:
     manifest = jobset_manifest(QUICK_SCENARIOS[0], "gate", name="b", namespace="ns")
     rjob = manifest["spec"]["replicatedJobs"][0]
     assert rjob["replicas"] == 4
-    assert rjob["template"]["metadata"]["annotations"] == {STRATEGY_ANNOTATION: "gate"}
+    assert rjob["template"]["spec"]["template"]["metadata"]["annotations"] == {STRATEGY_ANNOTATION: "gate"}
     assert rjob["template"]["spec"]["completions"] == rjob["template"]["spec"]["parallelism"] == 8
 
 
@@ -78,8 +78,32 @@ def job(name: str, resize: str | None) -> dict[str, Any]:
         ("gate", [job("a", None)], 1),
     ],
 )
-def test_strategy_problems(strategy: str, jobs: list[dict[str, Any]], count: int) -> None:
-    assert len(strategy_problems(strategy, jobs, expected_jobs=2)) == count
+def test_strategy_problems_of_jobs(strategy: str, jobs: list[dict[str, Any]], count: int) -> None:
+    assert len(strategy_problems(strategy, jobs, [], expected_jobs=2)) == count
+
+
+def follower(spec: dict[str, Any]) -> dict[str, Any]:
+    return {"metadata": {"name": "p", "labels": {ROLE_LABEL: "follower"}}, "spec": spec}
+
+
+PINNED = {"nodeSelector": {TOPOLOGY_KEY: "pool-00"}}
+ANTI = {"affinity": {"podAntiAffinity": {}, "podAffinity": {}}}
+
+
+@pytest.mark.parametrize(
+    ("strategy", "spec", "count"),
+    [
+        ("elastic", PINNED, 0),
+        ("scheduling-gate", PINNED, 0),
+        ("gate", {}, 1),
+        ("gate", {**PINNED, **ANTI}, 1),
+        ("affinity", ANTI, 0),
+        ("affinity", PINNED, 1),
+    ],
+)
+def test_strategy_problems_of_followers(strategy: str, spec: dict[str, Any], count: int) -> None:
+    jobs = [job("a", "done" if strategy == "elastic" else None)]
+    assert len(strategy_problems(strategy, jobs, [follower(spec)], expected_jobs=1)) == count
 
 
 def pod(job_name: str, index: int, node: str, phase: str) -> dict[str, Any]:

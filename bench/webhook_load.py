@@ -1,0 +1,523 @@
+"""Webhook admission load: the real webhook vs a no-op endpoint on the same server, side by side.
+
+`python -m bench webhook [--duration S] [--rounds N] [--concurrency C] [--rate R] [--tool hey|httpx]`
+
+One webhook process (`python -m bench.webhook_load --serve ...`: the real app from `webhook.server.build`,
+TLS, httptools + uvloop, plus `POST /noop` added to the same app) is loaded in alternating rounds with:
+
+- `noop`: reads and parses the review, answers Allowed (the floor any admission endpoint pays);
+- `mutate-leader`: `/mutate-pods` for a leader pod (labels + affinity patch);
+- `mutate-follower`: `/mutate-pods` for a follower whose leader is bound (nodeSelector from the cache);
+- `validate-follower`: `/validate-pods` for that follower, already pinned (cache lookup, allowed).
+
+Each endpoint is measured closed-loop (C concurrent workers, max throughput: req/s, p50/p99) and
+open-loop at a fixed rate (R req/s: p50/p99). Leader lookups must be served from the informer cache:
+the fake API server's request counter (list + get) is read before and after, and the webhook's own
+cache miss counter must stay at zero. Results go to bench/results/webhook.json.
+
+The load generator is `hey` when installed (Go, cheap per request), else an async httpx client.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import contextlib
+import copy
+import csv
+import io
+import json
+import shutil
+import socket
+import ssl
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import uvicorn
+from fastapi import Request
+from fastapi.responses import JSONResponse
+
+from certs.files import write_dev_certs
+from placement.constants import (
+    CONTROLLER_UID_LABEL,
+    JOB_COMPLETION_INDEX_ANNOTATION,
+    JOB_COMPLETION_INDEX_LABEL,
+    JOB_NAME_LABEL,
+    JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION,
+    JOBSET_JOB_KEY_LABEL,
+    JOBSET_NAME_LABEL,
+    ROLE_LABEL,
+    ROLE_LEADER,
+)
+from placement.objects import hashed_job_key
+from webhook.server import build
+from webhook.settings import Settings
+from webhook.testing import FakeKubeApi
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_OUT = ROOT / "bench" / "results" / "webhook.json"
+POOL_KEY = "cloud.google.com/gke-nodepool"
+NAMESPACE = "bench"
+JOB = "trainer-workers-0"
+JOB_UID = "3b0e1c5e-8c1a-4a53-9f6d-0d9d3c1f0a11"
+ENDPOINTS = ("noop", "mutate-leader", "mutate-follower", "validate-follower")
+PATHS = {
+    "noop": "/noop",
+    "mutate-leader": "/mutate-pods",
+    "mutate-follower": "/mutate-pods",
+    "validate-follower": "/validate-pods",
+}
+TARGET_RATIO = 0.5
+TARGET_P99_MS = 20.0
+
+
+# --- the cluster the webhook sees, and the reviews it is sent ----------------------------------------------
+
+
+def pod(index: int, *, name: str = "", node: str | None = None, leader_label: bool = False) -> dict[str, Any]:
+    labels = {
+        JOB_NAME_LABEL: JOB,
+        CONTROLLER_UID_LABEL: JOB_UID,
+        JOB_COMPLETION_INDEX_LABEL: str(index),
+        JOBSET_NAME_LABEL: "trainer",
+        JOBSET_JOB_KEY_LABEL: hashed_job_key(NAMESPACE, JOB),
+    }
+    if leader_label:
+        labels[ROLE_LABEL] = ROLE_LEADER
+    metadata: dict[str, Any] = {
+        "generateName": f"{JOB}-{index}-",
+        "namespace": NAMESPACE,
+        "labels": labels,
+        "annotations": {
+            JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION: POOL_KEY,
+            JOB_COMPLETION_INDEX_ANNOTATION: str(index),
+        },
+        "ownerReferences": [
+            {"apiVersion": "batch/v1", "kind": "Job", "name": JOB, "uid": JOB_UID, "controller": True}
+        ],
+    }
+    if name:
+        metadata["name"] = name
+    spec: dict[str, Any] = {
+        "restartPolicy": "Never",
+        "containers": [{"name": "worker", "image": "trainer:1", "resources": {"requests": {"cpu": "1"}}}],
+    }
+    if node:
+        spec["nodeName"] = node
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
+
+
+def review(uid: str, obj: dict[str, Any]) -> dict[str, Any]:
+    gvk = {"group": "", "version": "v1", "kind": "Pod"}
+    return {
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": uid,
+            "kind": gvk,
+            "resource": {"group": "", "version": "v1", "resource": "pods"},
+            "namespace": NAMESPACE,
+            "operation": "CREATE",
+            "userInfo": {"username": "system:serviceaccount:kube-system:job-controller"},
+            "object": obj,
+            "dryRun": False,
+        },
+    }
+
+
+def seed_cluster(api: FakeKubeApi, nodes: int, pools: int) -> None:
+    for i in range(nodes):
+        labels = {POOL_KEY: f"pool-{i % pools}", "kubernetes.io/hostname": f"node-{i}"}
+        api.put(
+            "nodes", {"apiVersion": "v1", "kind": "Node", "metadata": {"name": f"node-{i}", "labels": labels}}
+        )
+    leader = pod(0, name=f"{JOB}-0-x7k2p", node="node-3", leader_label=True)
+    leader["status"] = {"phase": "Running"}
+    api.put("pods", leader)
+
+
+def bodies() -> dict[str, bytes]:
+    follower = pod(5)
+    pinned = copy.deepcopy(follower)
+    pinned["spec"]["nodeSelector"] = {POOL_KEY: "pool-3"}
+    reviews = {
+        "noop": review("00000000-0000-4000-8000-000000000000", pod(0)),
+        "mutate-leader": review("00000000-0000-4000-8000-000000000001", pod(0)),
+        "mutate-follower": review("00000000-0000-4000-8000-000000000002", follower),
+        "validate-follower": review("00000000-0000-4000-8000-000000000003", pinned),
+    }
+    return {name: json.dumps(r).encode() for name, r in reviews.items()}
+
+
+# --- the server process -----------------------------------------------------------------------------------
+
+
+def serve(port: int, cert_dir: Path, server: str) -> None:
+    """The webhook as `python -m webhook` builds it, plus the no-op endpoint on the same app and server."""
+    webhook = build(
+        Settings(host="127.0.0.1", port=port, cert_dir=cert_dir, server=server, log_level="WARNING")
+    )
+
+    @webhook.app.post("/noop")
+    async def noop(request: Request) -> JSONResponse:
+        parsed = json.loads(await request.body())
+        answer = {"uid": parsed["request"]["uid"], "allowed": True}
+        return JSONResponse(
+            {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": answer}
+        )
+
+    uvicorn.Server(webhook.uvicorn_config()).run()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+@contextlib.contextmanager
+def webhook_process(cert_dir: Path, api_url: str) -> Iterator[str]:
+    port = free_port()
+    command = [sys.executable, "-m", "bench.webhook_load", "--serve", "--port", str(port)]
+    command += ["--cert-dir", str(cert_dir), "--api", api_url]
+    process = subprocess.Popen(command, cwd=ROOT)
+    base = f"https://127.0.0.1:{port}"
+    trust = ssl.create_default_context(cafile=str(cert_dir / "ca.crt"))
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            with contextlib.suppress(httpx.HTTPError):
+                if httpx.get(f"{base}/readyz", verify=trust).status_code == 200:
+                    break
+            if process.poll() is not None:
+                raise RuntimeError(f"webhook exited with {process.returncode}")
+            if time.monotonic() > deadline:
+                raise RuntimeError("webhook did not become ready")
+            time.sleep(0.1)
+        yield base
+    finally:
+        process.terminate()
+        try:
+            process.wait(15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+# --- load generation ----------------------------------------------------------------------------------------
+
+
+@dataclass
+class Sample:
+    latencies_s: list[float] = field(default_factory=list)
+    seconds: float = 0.0
+    errors: int = 0
+
+    def add(self, other: Sample) -> None:
+        self.latencies_s.extend(other.latencies_s)
+        self.seconds += other.seconds
+        self.errors += other.errors
+
+    def summary(self) -> dict[str, float | int]:
+        lat = sorted(self.latencies_s)
+        return {
+            "requests": len(lat),
+            "errors": self.errors,
+            "rps": round(len(lat) / self.seconds, 1) if self.seconds else 0.0,
+            "p50_ms": round(percentile(lat, 50) * 1000, 2),
+            "p99_ms": round(percentile(lat, 99) * 1000, 2),
+            "mean_ms": round(statistics.fmean(lat) * 1000, 2) if lat else 0.0,
+        }
+
+
+def percentile(sorted_values: list[float], pct: float) -> float:
+    if not sorted_values:
+        return 0.0
+    rank = max(0, min(len(sorted_values) - 1, round(pct / 100 * len(sorted_values)) - 1))
+    return sorted_values[rank]
+
+
+def run_hey(
+    url: str, body_file: Path, duration: float, concurrency: int, rate_per_worker: float | None
+) -> Sample:
+    command = ["hey", "-z", f"{duration}s", "-c", str(concurrency), "-m", "POST", "-T", "application/json"]
+    command += ["-D", str(body_file), "-o", "csv"]
+    if rate_per_worker is not None:
+        command += ["-q", f"{rate_per_worker:g}"]
+    out = subprocess.run([*command, url], capture_output=True, text=True, check=True).stdout
+    sample = Sample(seconds=duration)  # hey -z sends for exactly this long
+    for row in csv.DictReader(io.StringIO(out)):
+        if row.get("status-code") == "200":
+            sample.latencies_s.append(float(row["response-time"]))
+        else:
+            sample.errors += 1
+    return sample
+
+
+async def _httpx_load(
+    url: str, body: bytes, duration: float, concurrency: int, *, rate: float | None, trust: ssl.SSLContext
+) -> Sample:
+    sample = Sample()
+    headers = {"Content-Type": "application/json"}
+    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+    async with httpx.AsyncClient(verify=trust, limits=limits, timeout=10) as client:
+
+        async def one() -> None:
+            started = time.perf_counter()
+            try:
+                response = await client.post(url, content=body, headers=headers)
+                ok = response.status_code == 200
+            except httpx.HTTPError:
+                ok = False
+            if ok:
+                sample.latencies_s.append(time.perf_counter() - started)
+            else:
+                sample.errors += 1
+
+        begin = time.perf_counter()
+        deadline = begin + duration
+        if rate is None:
+
+            async def worker() -> None:
+                while time.perf_counter() < deadline:
+                    await one()
+
+            await asyncio.gather(*(worker() for _ in range(concurrency)))
+        else:
+            tasks: list[asyncio.Task[None]] = []
+            interval = 1.0 / rate
+            next_at = begin
+            while next_at < deadline:
+                await asyncio.sleep(max(0.0, next_at - time.perf_counter()))
+                tasks.append(asyncio.create_task(one()))
+                next_at += interval
+            await asyncio.gather(*tasks)
+        sample.seconds = time.perf_counter() - begin
+    return sample
+
+
+@dataclass
+class LoadPlan:
+    duration: float
+    rounds: int
+    concurrency: int
+    rate: float
+    tool: str
+
+
+def measure(base: str, plan: LoadPlan, body_files: dict[str, Path], trust: ssl.SSLContext) -> dict[str, Any]:
+    closed = {name: Sample() for name in ENDPOINTS}
+    paced = {name: Sample() for name in ENDPOINTS}
+    rate_workers = 4
+    for _ in range(plan.rounds):
+        for name in ENDPOINTS:  # alternate endpoints every round so neighbours' noise hits all alike
+            url = base + PATHS[name]
+            if plan.tool == "hey":
+                closed[name].add(run_hey(url, body_files[name], plan.duration, plan.concurrency, None))
+                paced[name].add(
+                    run_hey(url, body_files[name], plan.duration, rate_workers, plan.rate / rate_workers)
+                )
+            else:
+                body = body_files[name].read_bytes()
+                closed[name].add(
+                    asyncio.run(
+                        _httpx_load(url, body, plan.duration, plan.concurrency, rate=None, trust=trust)
+                    )
+                )
+                paced[name].add(
+                    asyncio.run(
+                        _httpx_load(url, body, plan.duration, plan.concurrency, rate=plan.rate, trust=trust)
+                    )
+                )
+    noop_rps = closed["noop"].summary()["rps"] or 1.0
+    results: dict[str, Any] = {}
+    for name in ENDPOINTS:
+        max_summary = closed[name].summary()
+        results[name] = {
+            "max_throughput": max_summary,
+            "ratio_to_noop": round(float(max_summary["rps"]) / float(noop_rps), 3),
+            f"at_{plan.rate:g}_rps": paced[name].summary(),
+        }
+    return results
+
+
+# --- checks around the load ---------------------------------------------------------------------------
+
+
+def check_answers(base: str, payloads: dict[str, bytes], trust: ssl.SSLContext) -> None:
+    """One request per endpoint before the load: each must answer what the benchmark claims to measure."""
+    headers = {"Content-Type": "application/json"}
+    with httpx.Client(verify=trust) as client:
+        answers = {
+            n: client.post(base + PATHS[n], content=payloads[n], headers=headers).json() for n in ENDPOINTS
+        }
+    for name, answer in answers.items():
+        if answer.get("response", {}).get("allowed") is not True:
+            raise RuntimeError(f"{name}: expected allowed, got {answer}")
+    for name in ("mutate-leader", "mutate-follower"):
+        if "patch" not in answers[name]["response"]:
+            raise RuntimeError(f"{name}: expected a patch")
+    follower_patch = json.loads(base64.b64decode(answers["mutate-follower"]["response"]["patch"]))
+    if {"op": "add", "path": "/spec/nodeSelector", "value": {POOL_KEY: "pool-3"}} not in follower_patch:
+        raise RuntimeError(f"mutate-follower: leader's domain not applied: {follower_patch}")
+
+
+def metric(text: str, name: str, labels: str) -> float:
+    prefix = f"{name}{{{labels}}} "
+    for line in text.splitlines():
+        if line.startswith(prefix):
+            return float(line[len(prefix) :])
+    return 0.0
+
+
+def run(plan: LoadPlan, out: Path | None) -> dict[str, Any]:
+    payloads = bodies()
+    with tempfile.TemporaryDirectory(prefix="webhook-bench-") as tmp, FakeKubeApi() as api:
+        tmp_dir = Path(tmp)
+        write_dev_certs(
+            tmp_dir / "certs", "exclusive-placement-webhook", "bench", ["localhost"], ["127.0.0.1"]
+        )
+        seed_cluster(api, nodes=64, pools=8)
+        body_files = {}
+        for name, payload in payloads.items():
+            body_files[name] = tmp_dir / f"{name}.json"
+            body_files[name].write_bytes(payload)
+        trust = ssl.create_default_context(cafile=str(tmp_dir / "certs" / "ca.crt"))
+        with webhook_process(tmp_dir / "certs", api.url) as base:
+            check_answers(base, payloads, trust)
+            before = api.requests["list"] + api.requests["get"]
+            before_watch = api.requests["watch"]
+            results = measure(base, plan, body_files, trust)
+            api_calls = api.requests["list"] + api.requests["get"] - before
+            metrics_text = httpx.get(f"{base}/metrics", verify=trust).text
+        watch_reconnects = api.requests["watch"] - before_watch
+    rate_key = f"at_{plan.rate:g}_rps"
+
+    def served(names: tuple[str, ...]) -> int:
+        return sum(
+            int(results[n]["max_throughput"]["requests"]) + int(results[n][rate_key]["requests"])
+            for n in names
+        )
+
+    lookups = served(("mutate-follower", "validate-follower"))
+    admissions = served(("mutate-leader", "mutate-follower", "validate-follower"))
+    hits = metric(metrics_text, "exclusive_placement_leader_cache_total", 'result="hit"')
+    misses = metric(metrics_text, "exclusive_placement_leader_cache_total", 'result="miss"')
+    report: dict[str, Any] = {
+        "tool": plan.tool,
+        "settings": {
+            "duration_s": plan.duration,
+            "rounds": plan.rounds,
+            "concurrency": plan.concurrency,
+            "rate_rps": plan.rate,
+            "server": "uvicorn httptools+uvloop, TLS 1.2+, 1 process",
+            "cpus": _cpus(),
+        },
+        "endpoints": results,
+        "admissions": admissions,
+        "follower_lookups": lookups,
+        "api_calls_during_load": api_calls,
+        "api_calls_per_admission": round(api_calls / admissions, 6) if admissions else 0.0,
+        "watch_reconnects_during_load": watch_reconnects,
+        "webhook_cache": {"hits": hits, "misses": misses},
+        "targets": {
+            "ratio_to_noop_min": TARGET_RATIO,
+            f"p99_ms_max_{rate_key}": TARGET_P99_MS,
+            "api_calls_per_admission": 0,
+        },
+    }
+    report["met"] = {
+        name: {
+            "ratio": results[name]["ratio_to_noop"] >= TARGET_RATIO,
+            "p99": results[name][rate_key]["p99_ms"] < TARGET_P99_MS,
+        }
+        for name in ENDPOINTS
+        if name != "noop"
+    }
+    report["met"]["zero_api_calls"] = api_calls == 0 and misses == 0
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(report, indent=2) + "\n")
+    return report
+
+
+def _cpus() -> int:
+    import os
+
+    return len(os.sched_getaffinity(0))
+
+
+def print_report(report: dict[str, Any], rate: float) -> None:
+    rate_key = f"at_{rate:g}_rps"
+    print(f"tool={report['tool']} {report['settings']}")
+    print(
+        f"{'endpoint':<18} {'req/s':>8} {'p50 ms':>7} {'p99 ms':>7} {'ratio':>6} | "
+        f"{rate_key:>12} p50 / p99 ms"
+    )
+    for name, r in report["endpoints"].items():
+        m, p = r["max_throughput"], r[rate_key]
+        print(
+            f"{name:<18} {m['rps']:>8} {m['p50_ms']:>7} {m['p99_ms']:>7} {r['ratio_to_noop']:>6} | "
+            f"{p['rps']:>12} {p['p50_ms']} / {p['p99_ms']}"
+        )
+    print(
+        f"API calls during load: {report['api_calls_during_load']} for {report['admissions']} admissions "
+        f"({report['follower_lookups']} follower lookups); webhook cache {report['webhook_cache']}"
+    )
+    print(f"targets met: {report['met']}")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m bench webhook", description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--duration", type=float, default=5.0, help="seconds per endpoint per phase per round"
+    )
+    parser.add_argument("--rounds", type=int, default=3, help="alternating rounds over all endpoints")
+    parser.add_argument("--concurrency", type=int, default=16, help="closed-loop workers")
+    parser.add_argument("--rate", type=float, default=200.0, help="open-loop request rate (req/s)")
+    parser.add_argument("--tool", choices=("auto", "hey", "httpx"), default="auto", help="load generator")
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="JSON results file")
+    parser.add_argument("--quick", action="store_true", help="0.5 s x 1 round smoke run (tests)")
+    parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--cert-dir", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--api", help=argparse.SUPPRESS)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
+    if args.serve:
+        serve(args.port, args.cert_dir, args.api)
+        return 0
+    tool = args.tool
+    if tool == "auto":
+        tool = "hey" if shutil.which("hey") else "httpx"
+    elif tool == "hey" and not shutil.which("hey"):
+        print("error: hey is not installed (apt-get install hey), use --tool httpx", file=sys.stderr)
+        return 2
+    if args.quick:
+        plan = LoadPlan(duration=0.5, rounds=1, concurrency=4, rate=50.0, tool=tool)
+    else:
+        plan = LoadPlan(args.duration, args.rounds, args.concurrency, args.rate, tool)
+    if plan.duration <= 0 or plan.rounds < 1 or plan.concurrency < 1 or plan.rate <= 0:
+        print("error: --duration, --rate must be > 0 and --rounds, --concurrency >= 1", file=sys.stderr)
+        return 2
+    report = run(plan, args.out)
+    print_report(report, plan.rate)
+    print(f"written to {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
