@@ -274,14 +274,15 @@ def decide_gate_release(follower: Obj, leader: Obj | None, node: Obj | None) -> 
 def pick_leader(job_uid: str | None, candidates: list[Obj]) -> Obj | None:
     """The pod that is the Job's current leader among cached leader pods of the same Job name.
 
-    Prefers the one owned by this Job UID (a re-created Job with the same name leaves stale leaders),
-    then a live one over a terminating one, then a bound one. Returns the best candidate even if it is
-    not usable, so the decision can say why.
+    Prefers a completion-index-0 pod, then one owned by this Job UID (a re-created Job with the same
+    name leaves stale leaders), then a live one over a terminating one, then a bound one. Returns the
+    best candidate even if it is not usable, so the decision can say why.
     """
 
-    def rank(pod: Obj) -> tuple[bool, bool, bool]:
+    def rank(pod: Obj) -> tuple[bool, bool, bool, bool]:
         owner = job_ref_of_pod(pod)
         return (
+            is_leader(pod),
             owner is not None and owner.uid == job_uid,
             not is_terminating(pod) and not is_finished_pod(pod),
             node_name(pod) is not None,

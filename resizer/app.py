@@ -21,7 +21,7 @@ from resizer.controller import (
 )
 from resizer.election import AlwaysLeader, ElectionConfig, LeaderElector
 from resizer.health import HealthServer
-from resizer.informer import Handler, Informer
+from resizer.informer import Handler, Informer, Store
 from resizer.kube import Kube, Resource, Timeouts, build_api_client
 from resizer.metrics import Metrics
 from resizer.settings import ResizerSettings
@@ -75,21 +75,25 @@ class ResizerApp:
                 f"{RESIZE_LABEL}={RESIZE_PENDING}",
                 JobHandler(self.resizer),
                 keep=is_pending_job,
+                store=self.caches.jobs,
             ),
-            self._informer("pods", "leaders", f"{ROLE_LABEL}={ROLE_LEADER}", LeaderHandler(self.resizer)),
+            self._informer(
+                "pods",
+                "leaders",
+                f"{ROLE_LABEL}={ROLE_LEADER}",
+                LeaderHandler(self.resizer),
+                store=self.caches.leaders,
+            ),
             self._informer(
                 "pods",
                 "gated-followers",
                 f"{ROLE_LABEL}={ROLE_FOLLOWER}",
                 GatedFollowerHandler(self.resizer),
                 keep=has_gate,
+                store=self.caches.gated,
                 field_selector=UNBOUND_PODS,
             ),
         ]
-        # The informers fill the controller's caches (one Store each).
-        self.caches.jobs = self.informers[0].store
-        self.caches.leaders = self.informers[1].store
-        self.caches.gated = self.informers[2].store
         self.health = HealthServer(
             settings.metrics_host, settings.metrics_port, self.metrics.registry, self._livez, self._readyz
         )
@@ -103,6 +107,7 @@ class ResizerApp:
         handler: Handler,
         *,
         keep: Callable[[dict[str, Any]], bool] = lambda _obj: True,
+        store: Store,
         field_selector: str | None = None,
     ) -> Informer:
         return Informer(
@@ -114,6 +119,7 @@ class ResizerApp:
             field_selector=field_selector,
             handler=handler,
             keep=keep,
+            store=store,
             on_restart=self._watch_restarted,
         )
 
@@ -170,6 +176,7 @@ class ResizerApp:
             informer.join(2.0)
         self.health.stop()
         self.kube.close()
+        log.info("stopped")
 
     # --- callbacks and probes --------------------------------------------------------------------------
 

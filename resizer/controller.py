@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from placement.constants import RESIZE_LABEL, RESIZE_PENDING
-from placement.objects import job_ref_of_pod, labels_of, metadata, namespace_of, node_name
+from placement.objects import is_leader, job_ref_of_pod, labels_of, metadata, namespace_of, node_name
 from placement.resize import (
     SkipReason,
     decide_gate_release,
@@ -35,6 +35,7 @@ log = logging.getLogger(__name__)
 
 MAX_CONFLICT_ROUNDS = 5
 NODE_CACHE_LIMIT = 10_000
+BIND_TIMES_LIMIT = 50_000
 
 
 class Leadership(Protocol):
@@ -110,10 +111,19 @@ class Resizer:
         key = owner_job_key(new)
         if key is None:
             return
-        if node_name(new) and (old is None or not node_name(old)):
+        if is_leader(new) and node_name(new) and (old is None or not node_name(old)):
             with self._bound_lock:
+                if key not in self._bound_seen and len(self._bound_seen) >= BIND_TIMES_LIMIT:
+                    # Leaders of Jobs that never need us (other strategies): forget the oldest.
+                    del self._bound_seen[next(iter(self._bound_seen))]
                 self._bound_seen.setdefault(key, self._clock())
         self.enqueue(key)
+
+    def leader_gone(self, old: Obj) -> None:
+        key = owner_job_key(old)
+        if key is not None and is_leader(old):
+            with self._bound_lock:
+                self._bound_seen.pop(key, None)
 
     # --- workers ---------------------------------------------------------------------------------------
 
@@ -180,9 +190,6 @@ class Resizer:
         followers = self.caches.gated.by_index(key)
         if followers:
             self._reconcile_gates(key, followers)
-        if job is None and not followers:
-            with self._bound_lock:
-                self._bound_seen.pop(key, None)
 
     def _guard(self, call: Callable[..., Obj], *args: Any) -> Obj | None:
         """Run an API call: None if the object is gone, Retry for transient failures, else raise."""
@@ -357,7 +364,7 @@ class LeaderHandler:
         self.resizer.leader_seen(old, new)
 
     def on_delete(self, old: Obj) -> None:
-        return None
+        self.resizer.leader_gone(old)
 
     def on_relist(self, objects: list[Obj]) -> None:
         for pod in objects:

@@ -112,7 +112,7 @@ class Informer:
         field_selector: str | None = None,
         handler: Handler,
         keep: Callable[[Obj], bool] = lambda _obj: True,
-        index: Callable[[Obj], str | None] | None = None,
+        store: Store | None = None,
         on_restart: Callable[[str, str], None] = lambda _name, _reason: None,
         max_backoff: float = 5.0,
     ) -> None:
@@ -124,7 +124,7 @@ class Informer:
         self.field_selector = field_selector
         self.handler = handler
         self.keep = keep
-        self.store = Store(index)
+        self.store = store if store is not None else Store()
         self.synced = threading.Event()
         self._on_restart = on_restart
         self._max_backoff = max_backoff
@@ -139,7 +139,7 @@ class Informer:
         self._stop.set()
         stream = self._stream
         if stream is not None:
-            stream.close()
+            stream.interrupt()
 
     def join(self, timeout: float | None = None) -> None:
         self._thread.join(timeout)

@@ -7,7 +7,9 @@ a dead connection cannot hang a worker, and every failure surfaces as one `KubeE
 
 from __future__ import annotations
 
+import contextlib
 import json
+import socket
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +24,7 @@ Resource = Literal["jobs", "pods"]
 T = TypeVar("T")
 
 RETRYABLE_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
+LEASES = "/apis/coordination.k8s.io/v1"
 MERGE_PATCH = "application/merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
 
@@ -120,11 +123,19 @@ class WatchStream:
                     yield json.loads(line)
 
     def close(self) -> None:
-        try:
-            self._response.close()
+        """Return the connection to the pool after a clean end of stream."""
+        with contextlib.suppress(Exception):
             self._response.release_conn()
-        except Exception:  # noqa: S110 - closing an already broken connection is fine
-            pass
+
+    def interrupt(self) -> None:
+        """From another thread: wake a reader blocked in recv() by shutting the socket down."""
+        connection = getattr(self._response, "connection", None)
+        sock = getattr(connection, "sock", None)
+        with contextlib.suppress(OSError):
+            if sock is not None:
+                sock.shutdown(socket.SHUT_RDWR)
+        with contextlib.suppress(Exception):
+            self._response.close()
 
 
 class Kube:
@@ -241,11 +252,32 @@ class Kube:
         return self._raw(self.coordination.read_namespaced_lease, name, namespace, **self._timeout(timeout))
 
     def create_lease(self, namespace: str, lease: Obj, timeout: float | None = None) -> Obj:
-        return self._raw(
-            self.coordination.create_namespaced_lease, namespace, lease, **self._timeout(timeout)
-        )
+        return self._send("POST", f"{LEASES}/namespaces/{namespace}/leases", lease, timeout)
 
     def replace_lease(self, namespace: str, name: str, lease: Obj, timeout: float | None = None) -> Obj:
-        return self._raw(
-            self.coordination.replace_namespaced_lease, name, namespace, lease, **self._timeout(timeout)
-        )
+        return self._send("PUT", f"{LEASES}/namespaces/{namespace}/leases/{name}", lease, timeout)
+
+    def _send(self, method: str, path: str, body: Obj, timeout: float | None) -> Obj:
+        """A write with the body sent exactly as given.
+
+        The generated Lease methods coerce the body into `V1Lease`, whose datetimes then serialise with
+        `+00:00` offsets; a Lease's MicroTime must go out as written (RFC 3339, microseconds, `Z`)."""
+        request_timeout = self._timeout(timeout).get("_request_timeout", self.timeouts.request)
+
+        def call() -> Obj:
+            params = self.api_client.param_serialize(
+                method,
+                path,
+                header_params={"Content-Type": "application/json", "Accept": "application/json"},
+                body=body,
+                auth_settings=["BearerToken"],
+            )
+            response = self.api_client.call_api(*params, _request_timeout=request_timeout)
+            data: bytes = response.response.data
+            if not 200 <= response.status <= 299:
+                text = data.decode(errors="replace")
+                raise ApiException(status=response.status, reason=response.reason, body=text)
+            parsed: Obj = json.loads(data)
+            return parsed
+
+        return _call(call)

@@ -1,0 +1,175 @@
+"""The resizer process against kubesim over real HTTP: resize on bind, restart, HA, faults.
+
+kubesim runs the real Job controller, scheduler and kubelet models; the Jobs are created as the webhook
+leaves them (1/1, target recorded, `resize: pending`), so these tests exercise the resizer alone.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from resizer_cluster import kubesim, resized, resizers, wait_for
+
+from placement.constants import RESIZE_LABEL
+
+FAST = {"time_scale": 0.05, "nodes": 16, "pools": 4}
+QUICK_LEASE = (
+    "--lease-duration",
+    "3",
+    "--renew-deadline",
+    "2",
+    "--retry-period",
+    "0.4",
+    "--lease-namespace",
+    "default",
+)
+
+
+def all_resized(sim: object, names: list[str], target: int) -> bool:
+    jobs = {job["metadata"]["name"]: job for job in sim.jobs()}  # type: ignore[attr-defined]
+    return all(name in jobs and resized(jobs[name], target) for name in names)
+
+
+def test_shrunk_jobs_are_resized_once_their_leader_binds(tmp_path: Path) -> None:
+    with kubesim(**FAST) as sim, resizers(tmp_path, sim.url, 1, "--no-leader-elect") as (resizer,):
+        names = [f"train-{index}" for index in range(3)]
+        for name in names:
+            sim.create_shrunk_job(name, 4)
+        wait_for("every Job resized to 4/4", lambda: all_resized(sim, names, 4), 60)
+        wait_for(
+            "4 pods of every Job",
+            lambda: len([p for p in sim.pods() if p["metadata"]["name"].startswith("train-")]) == 12,
+            60,
+        )
+        assert resizer.metric("resizes_total") == 3
+        # kubesim counts every Job patch request, including ones refused with 409 (re-read, re-decided).
+        assert sim.stats()["jobs"]["patched"] == 3 + resizer.metric("conflicts_total")
+        assert resizer.metric("bind_to_resize_seconds_count") == 3
+        for job in sim.jobs():
+            assert job["metadata"]["generation"] == 2  # created, then exactly one spec change
+
+
+def test_dry_run_decides_but_never_patches(tmp_path: Path) -> None:
+    with (
+        kubesim(**FAST) as sim,
+        resizers(tmp_path, sim.url, 1, "--no-leader-elect", "--dry-run") as (resizer,),
+    ):
+        sim.create_shrunk_job("train-0", 4)
+        wait_for("the dry-run decision", lambda: "dry-run: would resize to 4" in resizer.process.log, 60)
+        assert sim.stats()["jobs"]["patched"] == 0
+        assert sim.jobs()[0]["spec"]["completions"] == 1
+
+
+def test_restart_after_sigkill_resizes_every_job_exactly_once(tmp_path: Path) -> None:
+    with kubesim(**FAST) as sim:
+        early = [f"early-{index}" for index in range(3)]
+        late = [f"late-{index}" for index in range(3)]
+        with resizers(tmp_path, sim.url, 1, "--no-leader-elect") as (first,):
+            for name in early:
+                sim.create_shrunk_job(name, 3)
+            wait_for("the early Jobs resized", lambda: all_resized(sim, early, 3), 60)
+            for name in late:  # created right before the kill: some may be in flight
+                sim.create_shrunk_job(name, 3)
+            first.process.kill()
+        # While no resizer runs, every late leader binds and waits.
+        wait_for(
+            "the late leaders bound",
+            lambda: (
+                sum(
+                    1
+                    for p in sim.pods()
+                    if p["metadata"]["name"].startswith("late-") and p["spec"].get("nodeName")
+                )
+                >= 3
+            ),
+            60,
+        )
+        still_pending = [
+            job for job in sim.jobs() if job["metadata"]["labels"].get(RESIZE_LABEL) == "pending"
+        ]
+        assert still_pending, "the scenario needs Jobs pending at the restart"
+        with resizers(tmp_path, sim.url, 1, "--no-leader-elect") as (second,):
+            wait_for("every Job resized", lambda: all_resized(sim, early + late, 3), 60)
+            assert second.metric("resizes_total") == len(still_pending)
+            for job in sim.jobs():
+                assert job["metadata"]["generation"] == 2  # exactly one spec change per Job
+                assert job["spec"]["completions"] == 3
+
+
+def test_two_replicas_one_acts_and_the_standby_takes_over_within_the_lease(tmp_path: Path) -> None:
+    with kubesim(**FAST) as sim, resizers(tmp_path, sim.url, 2, *QUICK_LEASE) as replicas:
+        leader = wait_for(
+            "a leader", lambda: next((r for r in replicas if r.metric("is_leader") == 1), None), 30
+        )
+        standby = next(r for r in replicas if r is not leader)
+        first = [f"before-{index}" for index in range(3)]
+        for name in first:
+            sim.create_shrunk_job(name, 2)
+        wait_for("the first Jobs resized", lambda: all_resized(sim, first, 2), 60)
+        assert leader.metric("resizes_total") == 3
+        assert standby.metric("resizes_total") == 0
+        assert standby.metric("is_leader") == 0
+
+        leader.process.kill()
+        killed_at = time.monotonic()
+        wait_for("the standby to take the lease", lambda: standby.metric("is_leader") == 1, 30, interval=0.05)
+        takeover = time.monotonic() - killed_at
+        second = [f"after-{index}" for index in range(3)]
+        for name in second:
+            sim.create_shrunk_job(name, 2)
+        wait_for("the later Jobs resized", lambda: all_resized(sim, second, 2), 60)
+        assert standby.metric("resizes_total") == 3
+        assert all(job["metadata"]["generation"] == 2 for job in sim.jobs())
+        # Reported, with a generous bound for 2 busy cores: lease 3 s + one retry period + polling.
+        print(f"takeover after SIGKILL of the leader: {takeover:.2f}s (lease duration 3s)")
+        assert takeover < 3 + 0.4 * 1.2 + 2.0
+
+
+def test_sigterm_releases_the_lease_for_an_immediate_takeover(tmp_path: Path) -> None:
+    slow_lease = (
+        "--lease-duration",
+        "30",
+        "--renew-deadline",
+        "20",
+        "--retry-period",
+        "0.3",
+        "--lease-namespace",
+        "default",
+    )
+    with kubesim(**FAST) as sim, resizers(tmp_path, sim.url, 2, *slow_lease) as replicas:
+        leader = wait_for(
+            "a leader", lambda: next((r for r in replicas if r.metric("is_leader") == 1), None), 30
+        )
+        standby = next(r for r in replicas if r is not leader)
+        assert leader.process.stop() == 0
+        assert "released lease default/exclusive-placement-resizer" in leader.process.log
+        # Far sooner than the 30 s lease could expire: the lease was released.
+        wait_for("the standby to take the released lease", lambda: standby.metric("is_leader") == 1, 10)
+        lease = sim.request(
+            "GET", "/apis/coordination.k8s.io/v1/namespaces/default/leases/exclusive-placement-resizer"
+        )
+        assert lease["spec"]["holderIdentity"] == standby.name
+        assert lease["spec"]["renewTime"].endswith("Z")
+        assert len(lease["spec"]["renewTime"].split(".")[1]) == 7  # microseconds + Z
+
+
+def test_all_jobs_reach_full_size_despite_dropped_watches_and_errors(tmp_path: Path) -> None:
+    faults = "error-rate=0.1,error-codes=429+500,drop-watch-after=0.5-2,retry-after=0"
+    with (
+        kubesim(**FAST, faults=faults, seed=7) as sim,
+        resizers(tmp_path, sim.url, 1, "--no-leader-elect") as (resizer,),
+    ):
+        first = [f"first-{index}" for index in range(4)]
+        for name in first:
+            sim.create_shrunk_job(name, 3)
+        # Let every watch of the resizer be cut at least once before the second wave.
+        wait_for("dropped watch streams", lambda: sim.stats()["faults"]["watch_streams_dropped"] >= 6, 60)
+        second = [f"second-{index}" for index in range(4)]
+        for name in second:
+            sim.create_shrunk_job(name, 3)
+        names = first + second
+        wait_for("every Job resized despite faults", lambda: all_resized(sim, names, 3), 120)
+        injected = sim.stats()["faults"]["injected"]
+        assert injected.get("429", 0) + injected.get("500", 0) > 0
+        assert resizer.metric("resizes_total") == len(names)
