@@ -135,10 +135,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     try:
         options = options_from_args(args)
-        from kubesim.apiserver.faults import parse_faults
-
-        parse_faults(options.faults)
-    except ValueError as exc:
+        options.validate()
+    except (ValueError, TypeError) as exc:
         print(f"kubesim: {exc}", file=sys.stderr)
         return 2
     # uvicorn re-raises the signal it caught after shutting down: make SIGTERM's a no-op so we exit 0.

@@ -48,6 +48,21 @@ class ServeOptions:
     """Events kept per resource for watches; a watch from an older resourceVersion gets 410 Gone."""
     bookmark_interval: float = 5.0
 
+    def validate(self) -> None:
+        """Raise ValueError naming the bad option (the CLI prints it and exits 2)."""
+        if self.nodes < 1:
+            raise ValueError(f"--nodes must be at least 1, got {self.nodes}")
+        if not 1 <= self.pools <= self.nodes:
+            raise ValueError(f"--pools must be between 1 and --nodes ({self.nodes}), got {self.pools}")
+        if self.gpus_per_node < 0:
+            raise ValueError(f"--gpus-per-node must not be negative, got {self.gpus_per_node}")
+        if not 0 <= self.port <= 65535:
+            raise ValueError(f"--port must be within 0..65535, got {self.port}")
+        if self.watch_history < 1:
+            raise ValueError(f"--watch-history must be at least 1, got {self.watch_history}")
+        parse_faults(self.faults)
+        ControllerSettings(time_scale=self.time_scale, seed=self.seed or 0, **self.controller_overrides)
+
 
 @dataclass
 class Running:
@@ -114,6 +129,7 @@ async def serve(
     on_ready: Callable[[Running], None] | None = None,
 ) -> None:
     """Run until SIGTERM/SIGINT (or `Running.server.should_exit`), then shut everything down cleanly."""
+    options.validate()
     faults = parse_faults(options.faults)
     stats = Stats()
     api = ApiServer(stats, history_size=options.watch_history, seed=options.seed)

@@ -1,0 +1,69 @@
+"""`python -m kubesim serve` as a real process: announce line, kubeconfig, TLS, clean SIGTERM exit."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from kubernetes import client, config
+
+from kubesim.testing import REPO_ROOT, KubesimProcess
+
+
+def test_serve_writes_a_kubeconfig_and_exits_zero_on_sigterm(tmp_path: Path) -> None:
+    kubeconfig = tmp_path / "kc"
+    process = KubesimProcess(nodes=3, pools=1, kubeconfig_path=kubeconfig, controllers=False).start()
+    try:
+        assert process.kubeconfig_path == kubeconfig.resolve()
+        document = yaml.safe_load(kubeconfig.read_text())
+        assert document["clusters"][0]["cluster"]["server"] == process.url
+        assert oct(kubeconfig.stat().st_mode & 0o777) == "0o600"
+        api_client = config.new_client_from_config(str(kubeconfig))
+        assert len(client.CoreV1Api(api_client).list_node().items) == 3
+        api_client.close()
+    finally:
+        code = process.stop()
+    assert code == 0
+
+
+def test_tls_serving_with_the_ca_in_the_kubeconfig() -> None:
+    with KubesimProcess(nodes=1, pools=1, tls=True, controllers=False) as process:
+        assert process.url.startswith("https://127.0.0.1:")
+        api_client = config.new_client_from_config(str(process.kubeconfig_path))
+        namespaces = {n.metadata.name for n in client.CoreV1Api(api_client).list_namespace().items}
+        api_client.close()
+        assert {"default", "kube-system"} <= namespaces
+        assert process.stats()["requests"]["by_verb_resource"]["list namespaces"] == 1
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--faults", "error-rate=7"], "error-rate"),
+        (["--pools", "9", "--nodes", "2"], "pools"),
+    ],
+)
+def test_bad_arguments_fail_with_a_clear_message(tmp_path: Path, args: list[str], message: str) -> None:
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "kubesim",
+            "serve",
+            "--port",
+            "0",
+            "--kubeconfig",
+            str(tmp_path / "kc"),
+            *args,
+        ],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 2
+    assert message in result.stderr
