@@ -15,7 +15,6 @@ output yields an empty patch (reinvocationPolicy: IfNeeded).
 
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -51,7 +50,7 @@ from placement.objects import (
     topology_key_of_job,
     topology_key_of_pod,
 )
-from placement.patch import JsonPatch, diff
+from placement.patch import JsonPatch, deep_copy, diff
 from placement.strategy import InvalidStrategy, elastic_ineligibility, select_strategy, strategy_of_job
 
 
@@ -107,7 +106,7 @@ def mutate_job(job: Obj, default_strategy: str) -> Verdict:
             (f"exclusive placement: strategy elastic is not possible ({why_not}); using {STRATEGY_GATE}",),
         )
     target = int(spec["completions"])
-    mutated = copy.deepcopy(job)
+    mutated = deep_copy(job)
     meta = mutated.setdefault("metadata", {})
     annos = _ensure_map(meta, "annotations")
     annos[TARGET_COMPLETIONS_ANNOTATION] = str(target)
@@ -250,7 +249,7 @@ def mutate_pod(pod: Obj, plan: PodPlan, state: LeaderState | None) -> Verdict:
 
     `state` is required for followers of every strategy but `affinity` (see `mutation_needs_leader`).
     """
-    mutated = copy.deepcopy(pod)
+    mutated = deep_copy(pod)
     meta = mutated.setdefault("metadata", {})
     pod_labels = _ensure_map(meta, "labels")
     pod_labels[JOB_KEY_LABEL] = plan.job_key
