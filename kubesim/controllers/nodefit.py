@@ -6,7 +6,7 @@ function of one pod and one node, evaluated before the inter-pod affinity filter
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -108,16 +108,22 @@ def tolerates(toleration: Mapping[str, Any], taint: Mapping[str, Any]) -> bool:
     return (toleration.get("value") or "") == (taint.get("value") or "")
 
 
-def untolerated_taint(pod: Obj, node: Obj) -> Mapping[str, Any] | None:
-    """The first NoSchedule/NoExecute taint of `node` that `pod` does not tolerate."""
-    tolerations = (pod.get("spec") or {}).get("tolerations") or []
-    taints: list[Mapping[str, Any]] = (node.get("spec") or {}).get("taints") or []
+def first_untolerated(
+    tolerations: Sequence[Mapping[str, Any]], taints: Sequence[Mapping[str, Any]]
+) -> Mapping[str, Any] | None:
+    """The first NoSchedule/NoExecute taint not tolerated (PreferNoSchedule never filters)."""
     for taint in taints:
         if taint.get("effect") not in ("NoSchedule", "NoExecute"):
             continue
         if not any(tolerates(t, taint) for t in tolerations):
             return taint
     return None
+
+
+def untolerated_taint(pod: Obj, node: Obj) -> Mapping[str, Any] | None:
+    """The first NoSchedule/NoExecute taint of `node` that `pod` does not tolerate."""
+    tolerations = (pod.get("spec") or {}).get("tolerations") or []
+    return first_untolerated(tolerations, (node.get("spec") or {}).get("taints") or [])
 
 
 # --- node selector and required node affinity ----------------------------------------------------------

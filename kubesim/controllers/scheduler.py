@@ -16,6 +16,7 @@ import random
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from kubesim.clock import Clock
 from kubesim.errors import ApiError
@@ -26,11 +27,11 @@ from .informer import Handlers, Informer
 from .interpod import AffinityIndex, AffinityTerm, required_terms
 from .nodefit import (
     Resources,
+    first_untolerated,
     node_allocatable,
     node_is_schedulable,
     pod_requests,
     required_node_affinity_matches,
-    untolerated_taint,
 )
 from .objects import Obj, is_deleting, is_terminal, labels_of, new_condition, object_key, with_condition
 from .scheduling_queue import SchedulingQueue
@@ -58,6 +59,27 @@ class NodeState:
     allocatable: Resources
     requested: Resources = field(default_factory=Resources)
     pods: set[str] = field(default_factory=set)
+    blocked: str | None = None
+    """Why the node takes no pods at all (cordoned, not Ready); derived from `obj` on every node event."""
+    hard_taints: list[dict[str, Any]] = field(default_factory=list)
+    """Its NoSchedule/NoExecute taints, the only ones the filter looks at."""
+
+    def refresh(self, node: Obj) -> None:
+        self.obj = node
+        self.labels = dict(labels_of(node))
+        self.allocatable = node_allocatable(node)
+        self.blocked = node_is_schedulable(node)
+        taints = (node.get("spec") or {}).get("taints") or []
+        self.hard_taints = [t for t in taints if t.get("effect") in ("NoSchedule", "NoExecute")]
+
+    def fits(self, request: Resources) -> bool:
+        used, capacity = self.requested, self.allocatable
+        return (
+            used.pods + request.pods <= capacity.pods
+            and (not request.gpu or used.gpu + request.gpu <= capacity.gpu)
+            and (not request.cpu or used.cpu + request.cpu <= capacity.cpu)
+            and (not request.memory or used.memory + request.memory <= capacity.memory)
+        )
 
 
 def num_feasible_nodes_to_find(all_nodes: int, percentage: int) -> int:
@@ -113,6 +135,7 @@ class Scheduler:
         )
         self.nodes: dict[str, NodeState] = {}
         self._node_order: list[str] = []
+        self._node_order_stale = False
         self._label_index: dict[tuple[str, str], set[str]] = {}
         self._assigned: dict[str, tuple[str, Resources]] = {}
         self._affinity = AffinityIndex()
@@ -184,18 +207,17 @@ class Scheduler:
 
     def _node_changed(self, node: Obj) -> None:
         name = str(node["metadata"]["name"])
-        labels = dict(labels_of(node))
         state = self.nodes.get(name)
         if state is None:
-            state = NodeState(name, labels, node, node_allocatable(node))
+            state = NodeState(name, {}, node, Resources())
             self.nodes[name] = state
-            self._node_order = sorted(self.nodes)
+            self._node_order_stale = True
         else:
             self._unindex_node(state)
-            state.labels, state.obj, state.allocatable = labels, node, node_allocatable(node)
-        for item in labels.items():
+        state.refresh(node)
+        for item in state.labels.items():
             self._label_index.setdefault(item, set()).add(name)
-        self._affinity.set_node(name, labels)
+        self._affinity.set_node(name, state.labels)
         self.queue.move()
 
     def _node_deleted(self, node: Obj) -> None:
@@ -204,7 +226,7 @@ class Scheduler:
         if state is None:
             return
         self._unindex_node(state)
-        self._node_order = sorted(self.nodes)
+        self._node_order_stale = True
         for key in list(state.pods):
             self._assigned.pop(key, None)
         self._affinity.remove_node(name)
@@ -334,6 +356,9 @@ class Scheduler:
         request = pod_requests(pod)
         reasons: Counter[str] = Counter()
 
+        if self._node_order_stale:
+            self._node_order = sorted(self.nodes)
+            self._node_order_stale = False
         candidates = self._node_order
         selector = spec.get("nodeSelector") or {}
         if selector:
@@ -354,6 +379,9 @@ class Scheduler:
         wanted = num_feasible_nodes_to_find(
             len(candidates), self._settings.scheduler_percentage_of_nodes_to_score
         )
+        tolerations = spec.get("tolerations") or []
+        nodes = self.nodes
+        short_of_resources: list[NodeState] = []
         feasible: list[NodeState] = []
         start = self._next_start % len(candidates) if candidates else 0
         examined = 0
@@ -361,24 +389,27 @@ class Scheduler:
         for offset in range(len(candidates)):
             if len(feasible) >= wanted:
                 break
-            state = self.nodes[candidates[(start + offset) % len(candidates)]]
+            state = nodes[candidates[(start + offset) % len(candidates)]]
             examined += 1
+            # NodeUnschedulable, NodeAffinity, TaintToleration, NodeResourcesFit, InterPodAffinity, in order
             evaluations += 1
-            reason = node_is_schedulable(state.obj)
+            reason = state.blocked
             if reason is None and has_node_affinity:
                 evaluations += 1
                 if not required_node_affinity_matches(pod, state.obj):
                     reason = REASON_SELECTOR
             if reason is None:
                 evaluations += 1
-                taint = untolerated_taint(pod, state.obj)
-                if taint is not None:
-                    reason = REASON_TAINT % f"{taint.get('key')}: {taint.get('value', '')}"
+                if state.hard_taints:
+                    taint = first_untolerated(tolerations, state.hard_taints)
+                    if taint is not None:
+                        reason = REASON_TAINT % f"{taint.get('key')}: {taint.get('value', '')}"
             if reason is None:
                 evaluations += 1
-                shortfalls = state.requested.shortfalls(request, state.allocatable)
-                if shortfalls:
-                    reason = shortfalls[0]
+                if not state.fits(request):
+                    # which resource is short only matters for the message when nothing fits
+                    short_of_resources.append(state)
+                    continue
             if reason is None and affinity_check is not None:
                 evaluations += 1
                 reason = affinity_check(state)
@@ -390,20 +421,24 @@ class Scheduler:
         if candidates:
             self._next_start = (start + examined) % len(candidates)
         if not feasible:
+            for state in short_of_resources:
+                reasons[state.requested.shortfalls(request, state.allocatable)[0]] += 1
             return None, unschedulable_message(total, reasons)
         return self._select(feasible, request), ""
 
     def _select(self, feasible: list[NodeState], request: Resources) -> str:
+        """Highest LeastAllocated score; ties broken uniformly at random (reservoir sampling, as upstream)."""
         best_score = -1
         best = ""
         ties = 0
+        draw = self._rng.random
         for state in feasible:
             score = least_allocated_score(state, request)
             if score > best_score:
                 best_score, best, ties = score, state.name, 1
             elif score == best_score:
                 ties += 1
-                if self._rng.randrange(ties) == 0:
+                if draw() * ties < 1:
                     best = state.name
         return best
 

@@ -1,0 +1,213 @@
+"""JobSet controller: child Jobs with JobSet's labels/annotations, status, restarts, completion."""
+
+from __future__ import annotations
+
+import hashlib
+
+import pytest
+from ctrl_harness import Cluster, cluster, pod_spec
+
+from kubesim.controllers.jobset_jobs import build_child_job, job_key
+from kubesim.controllers.objects import condition_true
+from placement.constants import (
+    GKE_NODEPOOL_LABEL,
+    JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION,
+    JOBSET_JOB_INDEX_LABEL,
+    JOBSET_JOB_KEY_LABEL,
+    JOBSET_NAME_LABEL,
+    JOBSET_REPLICATED_JOB_NAME_LABEL,
+    JOBSET_REPLICATED_JOB_REPLICAS_LABEL,
+    JOBSET_RESTART_ATTEMPT_LABEL,
+)
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def _jobset(name: str = "train", replicas: int = 2, size: int = 2, max_restarts: int = 0) -> dict:
+    job_template = {
+        "metadata": {"labels": {"team": "ml"}, "annotations": {"note": "kept"}},
+        "spec": {
+            "completionMode": "Indexed",
+            "completions": size,
+            "parallelism": size,
+            "backoffLimit": 0,
+            "template": {"metadata": {"labels": {"app": "trainer"}}, "spec": pod_spec(gpus=1)},
+        },
+    }
+    return {
+        "apiVersion": "jobset.x-k8s.io/v1alpha2",
+        "kind": "JobSet",
+        "metadata": {
+            "name": name,
+            "namespace": "default",
+            "annotations": {JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION: GKE_NODEPOOL_LABEL},
+        },
+        "spec": {
+            "failurePolicy": {"maxRestarts": max_restarts},
+            "replicatedJobs": [
+                {"name": "workers", "replicas": replicas, "template": job_template},
+                {"name": "driver", "replicas": 1, "template": job_template},
+            ],
+        },
+    }
+
+
+def test_job_key_is_sha1_of_namespace_and_job_name() -> None:
+    assert job_key("default", "train-workers-0") == hashlib.sha1(b"default/train-workers-0").hexdigest()
+
+
+def test_child_job_carries_jobset_labels_annotations_and_owner() -> None:
+    jobset = _jobset()
+    jobset["metadata"]["uid"] = "js-uid"
+    jobset["status"] = {"restarts": 2}
+    replicated = jobset["spec"]["replicatedJobs"][0]
+    job = build_child_job(jobset, replicated, 1)
+    expected = {
+        JOBSET_NAME_LABEL: "train",
+        JOBSET_REPLICATED_JOB_NAME_LABEL: "workers",
+        JOBSET_JOB_INDEX_LABEL: "1",
+        JOBSET_RESTART_ATTEMPT_LABEL: "2",
+        JOBSET_REPLICATED_JOB_REPLICAS_LABEL: "2",
+        JOBSET_JOB_KEY_LABEL: job_key("default", "train-workers-1"),
+    }
+    assert job["metadata"]["name"] == "train-workers-1"
+    assert job["metadata"]["labels"] == {"team": "ml", **expected}
+    assert job["metadata"]["annotations"] == {
+        "note": "kept",
+        **expected,
+        JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION: GKE_NODEPOOL_LABEL,
+    }
+    template_meta = job["spec"]["template"]["metadata"]
+    assert template_meta["labels"] == {"app": "trainer", **expected}
+    assert template_meta["annotations"] == {
+        **expected,
+        JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION: GKE_NODEPOOL_LABEL,
+    }
+    assert job["spec"]["template"]["spec"]["subdomain"] == "train"
+    assert job["spec"]["suspend"] is False
+    assert job["metadata"]["ownerReferences"] == [
+        {
+            "apiVersion": "jobset.x-k8s.io/v1alpha2",
+            "kind": "JobSet",
+            "name": "train",
+            "uid": "js-uid",
+            "controller": True,
+            "blockOwnerDeletion": True,
+        }
+    ]
+    # the JobSet's own template is untouched
+    assert "subdomain" not in replicated["template"]["spec"]["template"]["spec"]
+
+
+def test_replicated_job_level_exclusive_annotation_is_copied_too() -> None:
+    jobset = _jobset()
+    jobset["metadata"]["uid"] = "u"
+    del jobset["metadata"]["annotations"]
+    replicated = jobset["spec"]["replicatedJobs"][0]
+    replicated["template"]["metadata"]["annotations"][JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION] = "rack"
+    job = build_child_job(jobset, replicated, 0)
+    assert job["spec"]["template"]["metadata"]["annotations"][JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION] == "rack"
+
+
+async def _jobs(c: Cluster) -> list[dict]:
+    items, _ = await c.server.list("jobs", namespace="default")
+    return items
+
+
+def test_jobset_creates_its_child_jobs_and_counts_them(run) -> None:
+    async def scenario() -> None:
+        async with cluster(nodes=8, pools=4) as c:
+            await c.server.create("jobsets", _jobset(), namespace="default")
+            jobs = await c.wait_for(lambda: _at_least(_jobs(c), 3), 30, "three child Jobs")
+            assert sorted(j["metadata"]["name"] for j in jobs) == [
+                "train-driver-0",
+                "train-workers-0",
+                "train-workers-1",
+            ]
+            pods = await c.wait_for(lambda: _running_pods(c, 6), 30, "six running pods")
+            for pod in pods:
+                labels = pod["metadata"]["labels"]
+                assert labels[JOBSET_JOB_KEY_LABEL] == job_key(
+                    "default", labels["batch.kubernetes.io/job-name"]
+                )
+                assert (
+                    pod["metadata"]["annotations"][JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION] == GKE_NODEPOOL_LABEL
+                )
+                assert pod["spec"]["subdomain"] == "train"
+            jobset = await c.wait_for(lambda: _ready_workers(c, 2), 30, "replicatedJobsStatus ready")
+            statuses = {s["name"]: s for s in jobset["status"]["replicatedJobsStatus"]}
+            assert statuses["workers"]["active"] == 2
+            assert statuses["driver"]["ready"] == 1
+
+            await c.server.delete("jobsets", "train", namespace="default")
+            await c.wait_for(lambda: _none(_jobs(c)), 30, "child Jobs garbage-collected")
+
+    run(scenario())
+
+
+def test_jobset_completes_when_all_child_jobs_complete(run) -> None:
+    async def scenario() -> None:
+        async with cluster(nodes=8, pools=4, pod_run_seconds=5) as c:
+            await c.server.create("jobsets", _jobset(replicas=1), namespace="default")
+            jobset = await c.wait_for(lambda: _condition(c, "Completed"), 60, "Completed")
+            assert jobset["status"]["terminalState"] == "Completed"
+            statuses = {s["name"]: s["succeeded"] for s in jobset["status"]["replicatedJobsStatus"]}
+            assert statuses == {"workers": 1, "driver": 1}
+
+    run(scenario())
+
+
+def test_a_failed_child_job_restarts_the_jobset_then_fails_it_past_max_restarts(run) -> None:
+    async def scenario() -> None:
+        async with cluster(nodes=8, pools=4) as c:
+            await c.server.create("jobsets", _jobset(replicas=1, size=1, max_restarts=1), namespace="default")
+            await c.wait_for(lambda: _running_pods(c, 2), 30, "running pods")
+            first = {j["metadata"]["name"]: j["metadata"]["uid"] for j in await _jobs(c)}
+            await c.controllers.fail_nodes("")  # every node
+            await c.controllers.recover_nodes("")
+            jobs = await c.wait_for(lambda: _restarted(c, first), 60, "child Jobs recreated")
+            assert {j["metadata"]["labels"][JOBSET_RESTART_ATTEMPT_LABEL] for j in jobs} == {"1"}
+            assert sorted(j["metadata"]["name"] for j in jobs) == sorted(first)
+            jobset = await c.server.get("jobsets", "train", namespace="default")
+            assert jobset["status"]["restarts"] == 1
+
+            await c.wait_for(lambda: _running_pods(c, 2), 30, "running pods after the restart")
+            await c.controllers.fail_nodes("")
+            jobset = await c.wait_for(lambda: _condition(c, "Failed"), 60, "Failed")
+            failed = next(x for x in jobset["status"]["conditions"] if x["type"] == "Failed")
+            assert failed["reason"] == "ReachedMaxRestarts"
+
+    run(scenario())
+
+
+async def _at_least(items_coro, n: int) -> list[dict] | None:
+    items = await items_coro
+    return items if len(items) >= n else None
+
+
+async def _none(items_coro) -> bool:
+    return not await items_coro
+
+
+async def _running_pods(c: Cluster, n: int) -> list[dict] | None:
+    pods = [p for p in await c.pods() if p.get("status", {}).get("phase") == "Running"]
+    return pods if len(pods) >= n else None
+
+
+async def _ready_workers(c: Cluster, n: int) -> dict | None:
+    jobset = await c.server.get("jobsets", "train", namespace="default")
+    for status in (jobset.get("status") or {}).get("replicatedJobsStatus") or []:
+        if status["name"] == "workers" and status["ready"] >= n:
+            return jobset
+    return None
+
+
+async def _condition(c: Cluster, kind: str) -> dict | None:
+    jobset = await c.server.get("jobsets", "train", namespace="default")
+    return jobset if condition_true(jobset, kind) else None
+
+
+async def _restarted(c: Cluster, first: dict[str, str]) -> list[dict] | None:
+    jobs = await _jobs(c)
+    fresh = [j for j in jobs if j["metadata"]["uid"] not in first.values()]
+    return fresh if len(fresh) == len(first) and len(jobs) == len(first) else None
