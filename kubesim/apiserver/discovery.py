@@ -225,3 +225,20 @@ def openapi_v2_document() -> dict[str, Any]:
         "paths": paths,
         "definitions": definitions,
     }
+
+
+def _proto_field(number: int, payload: bytes) -> bytes:
+    """One length-delimited protobuf field (wire type 2); payloads here are far below 128 bytes."""
+    if len(payload) >= 128:
+        raise ValueError("payload too long for the one-byte length this encoder writes")
+    return bytes([number << 3 | 2, len(payload)]) + payload
+
+
+def openapi_v2_protobuf() -> bytes:
+    """A minimal gnostic `openapi_v2.Document` (swagger, info) for kubectl <= 1.28, which fetches the v2
+    document as protobuf only. With no definitions it skips client-side schema validation of every kind
+    and falls back to its compiled-in strategic-merge metadata, exactly as for a type the server omits."""
+    info = _proto_field(1, b"Kubernetes (kubesim)") + _proto_field(
+        2, KUBERNETES_VERSION["gitVersion"].encode()
+    )
+    return _proto_field(1, b"2.0") + _proto_field(2, info)

@@ -22,6 +22,7 @@ from kubesim.apiserver import discovery
 from kubesim.apiserver.faults import FaultInjector
 from kubesim.apiserver.resources import ResourceType, lookup
 from kubesim.apiserver.server import ApiServer, request_warnings
+from kubesim.apiserver.tables import table, wants_table
 from kubesim.errors import ApiError, bad_request, method_not_allowed, unsupported_media_type
 from kubesim.interface import PatchType
 
@@ -35,6 +36,8 @@ PATCH_TYPES: dict[str, PatchType] = {
     "application/apply-patch+yaml": "apply",
     "application/apply-patch+json": "apply",
 }
+# What kube-apiserver answers with ("@" is not a valid media-type character for Go clients).
+OPENAPI_V2_PROTOBUF = "application/com.github.proto-openapi.spec.v2.v1.0+protobuf"
 NAMESPACE_SUBRESOURCES = frozenset({"status", "finalize"})
 DEFAULT_WATCH_TIMEOUT = 1800.0
 
@@ -65,6 +68,10 @@ def _dry_run(request: Request) -> bool:
         if value != "All":
             raise bad_request(f'dryRun: Unsupported value: "{value}": supported values: "All"')
     return bool(values)
+
+
+def _include(request: Request) -> str:
+    return request.query_params.get("includeObject") or "Metadata"
 
 
 def _list_kind(rt: ResourceType) -> str:
@@ -108,6 +115,8 @@ class RestApi:
         return json_response(doc)
 
     async def openapi_v2(self, request: Request) -> Response:
+        if "protobuf" in request.headers.get("accept", ""):
+            return Response(discovery.openapi_v2_protobuf(), media_type=OPENAPI_V2_PROTOBUF)
         return json_response(discovery.openapi_v2_document())
 
     async def openapi_v3(self, request: Request) -> Response:
@@ -200,9 +209,11 @@ class RestApi:
                 return await self._delete_collection(request, rt, namespace)
             raise method_not_allowed()
         if method == "GET" and sub is None:
-            return json_response(
-                await self.api.get(rt.plural, name, namespace=namespace, client=CLIENT, copy=False)
-            )
+            obj = await self.api.get(rt.plural, name, namespace=namespace, client=CLIENT, copy=False)
+            if wants_table(request.headers.get("accept", "")):
+                rv = obj["metadata"]["resourceVersion"]
+                return json_response(table(rt, [obj], resource_version=rv, include_object=_include(request)))
+            return json_response(obj)
         if method == "GET" and sub == "status":
             return json_response(
                 await self.api.get(rt.plural, name, namespace=namespace, client=CLIENT, copy=False)
@@ -312,6 +323,11 @@ class RestApi:
             continue_token=query.get("continue"),
             client=CLIENT,
         )
+        if wants_table(request.headers.get("accept", "")):
+            doc = table(
+                rt, items, resource_version=rv, include_object=_include(request), continue_token=token
+            )
+            return json_response(doc)
         metadata: dict[str, Any] = {"resourceVersion": rv}
         if token:
             metadata["continue"] = token
@@ -357,11 +373,20 @@ class RestApi:
         dropped = lifetime is not None and lifetime < timeout
         bookmarks = _bool(query.get("allowWatchBookmarks"))
         api = self.api
+        as_table = wants_table(request.headers.get("accept", ""))
+        include = _include(request)
+
+        def encode(event_type: str, obj: Any, first: bool) -> bytes:
+            if as_table and event_type in ("ADDED", "MODIFIED", "DELETED"):
+                rv = obj["metadata"]["resourceVersion"]
+                obj = table(rt, [obj], resource_version=rv, include_object=include, with_columns=first)
+            return _event(event_type, obj)
 
         async def stream() -> AsyncIterator[bytes]:
             start = time.monotonic()
             end = start + (lifetime if dropped and lifetime is not None else timeout)
             next_bookmark = start + self.bookmark_interval
+            first = True
             try:
                 while True:
                     now = time.monotonic()
@@ -382,7 +407,8 @@ class RestApi:
                             }
                             yield _event("BOOKMARK", bookmark)
                         continue
-                    yield _event(event_type, obj)
+                    yield encode(event_type, obj, first)
+                    first = False
                     if event_type == "ERROR":
                         break
                 if dropped:

@@ -159,3 +159,31 @@ def test_get_pods_watch_is_bounded_and_streams_events(sim: KubesimServer) -> Non
     events = [line.split()[:2] for line in [first, *output.splitlines()] if line.strip()]
     assert ["ADDED", "watched"] in events
     assert ["MODIFIED", "watched"] in events
+
+
+def test_get_prints_server_side_table_columns(sim: KubesimServer) -> None:
+    kubectl(sim, "create", "-f", "-", stdin=POD.format(name="tabled", version="1"))
+    header = kubectl(sim, "get", "pod", "tabled").splitlines()[0].split()
+    assert header == ["NAME", "READY", "STATUS", "RESTARTS", "AGE"]
+    wide = kubectl(sim, "get", "nodes", "-o", "wide").splitlines()
+    assert wide[0].split()[:5] == ["NAME", "STATUS", "ROLES", "AGE", "VERSION"]
+    assert all(line.split()[1] == "Ready" for line in wide[1:])
+
+
+def test_older_kubectl_reading_openapi_v2_protobuf_can_create_and_apply(
+    sim: KubesimServer, tmp_path: Path
+) -> None:
+    old = Path("/usr/lib/google-cloud-sdk/bin/kubectl.1.27")
+    if not old.exists():
+        pytest.skip("kubectl 1.27 is not installed on this machine")
+    manifest = tmp_path / "pod.yaml"
+    manifest.write_text(POD.format(name="old-client", version="1"))
+    for verb in (["create"], ["apply"], ["apply", "--server-side"]):
+        result = subprocess.run(
+            [str(old), "--kubeconfig", str(sim.kubeconfig_path), *verb, "-f", str(manifest)],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
+        assert result.returncode == 0, result.stderr
