@@ -93,8 +93,28 @@ def prepare_job(job: Obj) -> None:
     job["status"] = {}
 
 
+def qos_class(spec: Obj) -> str:
+    """Guaranteed: every container has equal cpu and memory limits and requests; BestEffort: none set."""
+    containers = [
+        c for c in (spec.get("containers") or []) + (spec.get("initContainers") or []) if isinstance(c, dict)
+    ]
+    any_set = False
+    guaranteed = True
+    for container in containers:
+        resources = container.get("resources") or {}
+        requests, limits = resources.get("requests") or {}, resources.get("limits") or {}
+        if requests or limits:
+            any_set = True
+        for name in ("cpu", "memory"):
+            if name not in limits or requests.get(name, limits[name]) != limits[name]:
+                guaranteed = False
+    if not any_set:
+        return "BestEffort"
+    return "Guaranteed" if guaranteed else "Burstable"
+
+
 def prepare_pod(pod: Obj) -> None:
-    pod["status"] = {"phase": "Pending", "qosClass": "BestEffort"}
+    pod["status"] = {"phase": "Pending", "qosClass": qos_class(pod.get("spec") or {})}
 
 
 def prepare_namespace(ns: Obj) -> None:

@@ -34,6 +34,20 @@ class ResourceType:
         return self.singular or self.kind.lower()
 
 
+RBAC = "rbac.authorization.k8s.io"
+INERT_TYPES: tuple[ResourceType, ...] = (
+    ResourceType("configmaps", "ConfigMap", "", "v1", True, ("cm",)),
+    ResourceType("secrets", "Secret", "", "v1", True),
+    ResourceType("services", "Service", "", "v1", True, ("svc",), ("status",)),
+    ResourceType("serviceaccounts", "ServiceAccount", "", "v1", True, ("sa",)),
+    ResourceType("deployments", "Deployment", "apps", "v1", True, ("deploy",), ("status",)),
+    ResourceType("poddisruptionbudgets", "PodDisruptionBudget", "policy", "v1", True, ("pdb",), ("status",)),
+    ResourceType("roles", "Role", RBAC, "v1", True),
+    ResourceType("rolebindings", "RoleBinding", RBAC, "v1", True),
+    ResourceType("clusterroles", "ClusterRole", RBAC, "v1", False),
+    ResourceType("clusterrolebindings", "ClusterRoleBinding", RBAC, "v1", False),
+)
+
 RESOURCE_TYPES: tuple[ResourceType, ...] = (
     ResourceType("namespaces", "Namespace", "", "v1", False, ("ns",), ("status",)),
     ResourceType("nodes", "Node", "", "v1", False, ("no",), ("status",)),
@@ -56,6 +70,8 @@ RESOURCE_TYPES: tuple[ResourceType, ...] = (
         False,
     ),
     ResourceType("jobsets", "JobSet", JOBSET_GROUP, JOBSET_VERSION, True, (), ("status",)),
+    # Stored but inert (no controller acts on them): lets Helm install the project's chart unchanged.
+    *INERT_TYPES,
 )
 
 BY_PLURAL: dict[str, ResourceType] = {rt.plural: rt for rt in RESOURCE_TYPES}

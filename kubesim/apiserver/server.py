@@ -744,6 +744,8 @@ class ApiServer:
         try:
             while True:
                 event_type, obj = await watcher.queue.get()
+                if event_type == "ERROR":  # fell too far behind: the caller must re-list
+                    raise ApiError(410, "Expired", str(obj.get("message", "watch expired")))
                 yield {"type": event_type, "object": deep_copy(obj)}  # type: ignore[typeddict-item]
         finally:
             self.unsubscribe(resource, watcher)
