@@ -1,0 +1,64 @@
+"""The resizer benchmark: statistics helpers, and a quick run end to end (figures reported, not asserted)."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from bench.resizer_latency import histogram_quantile, main, parse_histogram, percentile
+
+
+@pytest.mark.parametrize(
+    ("values", "fraction", "expected"),
+    [
+        ([3.0], 0.99, 3.0),
+        ([1.0, 2.0, 3.0, 4.0], 0.5, 2.0),
+        ([float(v) for v in range(1, 101)], 0.99, 99.0),
+        ([5.0, 1.0, 3.0], 1.0, 5.0),
+    ],
+)
+def test_percentile_nearest_rank(values: list[float], fraction: float, expected: float) -> None:
+    assert percentile(values, fraction) == expected
+
+
+def test_percentile_rejects_nonsense() -> None:
+    with pytest.raises(ValueError, match="no values"):
+        percentile([], 0.5)
+    with pytest.raises(ValueError, match="fraction"):
+        percentile([1.0], 0.0)
+
+
+def test_histogram_quantile_interpolates_like_prometheus() -> None:
+    buckets = [(0.01, 50.0), (0.1, 90.0), (1.0, 100.0), (math.inf, 100.0)]
+    assert histogram_quantile(buckets, 0.5) == pytest.approx(0.01)
+    assert histogram_quantile(buckets, 0.7) == pytest.approx(0.055)
+    assert histogram_quantile(buckets, 0.95) == pytest.approx(0.55)
+    assert histogram_quantile([(1.0, 0.0), (math.inf, 0.0)], 0.5) is None
+
+
+def test_parse_histogram_reads_cumulative_buckets() -> None:
+    text = "\n".join(
+        [
+            "# TYPE x histogram",
+            'x_bucket{le="0.1"} 3.0',
+            'x_bucket{le="+Inf"} 4.0',
+            'x_bucket{le="0.05"} 1.0',
+            "x_count 4.0",
+        ]
+    )
+    assert parse_histogram(text, "x") == [(0.05, 1.0), (0.1, 3.0), (math.inf, 4.0)]
+
+
+def test_quick_run_resizes_every_job_and_writes_results(tmp_path: Path) -> None:
+    assert main(["--quick", "--out", str(tmp_path)]) == 0
+    result = json.loads((tmp_path / "resizer.json").read_text())
+    assert result["jobs_resized"] == result["jobs_created"] == 40
+    assert result["bind_to_resize_seconds"]["count"] == 40
+    assert result["kubesim"]["jobs_patched"] >= 40
+    assert result["resizer_rss_mb"]["max"] > 0
+    assert result["met"]["all_resized"] is True
+    for key in ("p50", "p90", "p99", "max"):
+        assert result["bind_to_resize_seconds"][key] >= 0
