@@ -184,13 +184,13 @@ class Resizer:
     def __init__(self, workdir: Path, server: str, name: str, *flags: str) -> None:
         self.port = free_port()
         self.name = name
+        target = ["--server", server] if server else []  # "": the flags name a kubeconfig instead
         self.process = Process(
             [
                 sys.executable,
                 "-m",
                 "resizer",
-                "--server",
-                server,
+                *target,
                 "--metrics-host",
                 "127.0.0.1",
                 "--metrics-port",

@@ -173,3 +173,36 @@ def test_all_jobs_reach_full_size_despite_dropped_watches_and_errors(tmp_path: P
         injected = sim.stats()["faults"]["injected"]
         assert injected.get("429", 0) + injected.get("500", 0) > 0
         assert resizer.metric("resizes_total") == len(names)
+
+
+def test_kubeconfig_and_namespace_scope(tmp_path: Path) -> None:
+    with kubesim(**FAST) as sim:
+        sim.request(
+            "POST",
+            "/api/v1/namespaces",
+            json={"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-a"}},
+        )
+        kubeconfig = str(sim.server.kubeconfig_path)
+        with resizers(
+            tmp_path, "", 1, "--kubeconfig", kubeconfig, "--namespace", "team-a", "--no-leader-elect"
+        ) as (resizer,):
+            sim.create_shrunk_job("outside", 2)
+            sim.create_shrunk_job("inside", 2, namespace="team-a")
+            wait_for(
+                "the team-a Job resized",
+                lambda: all(resized(job, 2) for job in sim.jobs("team-a")) and sim.jobs("team-a"),
+                60,
+            )
+            wait_for(
+                "the default leader bound",
+                lambda: any(
+                    pod["spec"].get("nodeName")
+                    for pod in sim.pods()
+                    if pod["metadata"]["name"].startswith("outside")
+                ),
+                60,
+            )
+            assert resizer.metric("resizes_total") == 1
+            (outside,) = sim.jobs()
+            assert outside["spec"]["completions"] == 1
+            assert outside["metadata"]["labels"][RESIZE_LABEL] == "pending"
