@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from kubernetes import client, config
 from kubesim_webhook_fixture import FakeWebhook, free_port, running_webhook
@@ -83,6 +84,9 @@ def test_mutating_webhook_patches_pods_and_validating_webhook_denies(
 
     created = core.create_namespaced_pod("default", pod("allowed"))
     assert created.metadata.labels["mutated"] == "1"
+    raw = httpx.post(f"{sim.url}/api/v1/namespaces/default/pods", json=pod("warned"))
+    assert raw.status_code == 201
+    assert raw.headers["warning"] == '299 - "mutated by test"'
 
     with pytest.raises(client.ApiException) as info:
         core.create_namespaced_pod("default", pod("refused", deny="yes"))
@@ -96,8 +100,8 @@ def test_mutating_webhook_patches_pods_and_validating_webhook_denies(
     assert review["resource"] == {"group": "", "version": "v1", "resource": "pods"}
     assert review["namespace"] == "default"
     stats = sim.stats()
-    assert stats["pods"] == stats["pods"] | {"create_accepted": 1, "create_rejected": 1}
-    assert stats["admission"] == {"calls": 4, "denied": 1, "errors": 0}
+    assert stats["pods"] == stats["pods"] | {"create_accepted": 2, "create_rejected": 1}
+    assert stats["admission"] == {"calls": 6, "denied": 1, "errors": 0}
 
 
 def test_generate_name_pods_reach_webhooks_with_an_empty_name(

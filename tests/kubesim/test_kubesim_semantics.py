@@ -293,3 +293,36 @@ def test_every_call_is_counted() -> None:
 
     counts = run(body)
     assert counts == {"create pods": 1, "get pods": 1, "patch pods": 1, "patched": 1}
+
+
+def test_finalizers_hold_deletion_until_removed() -> None:
+    async def body(api: ApiServer) -> None:
+        held = pod()
+        held["metadata"]["finalizers"] = ["example.com/hold"]
+        await api.create("pods", held, namespace="default")
+        marked = await api.delete("pods", "p", namespace="default")
+        assert marked["metadata"]["deletionTimestamp"]
+        await api.patch("pods", "p", {"metadata": {"finalizers": None}}, namespace="default")
+        assert (await status_of(api.get("pods", "p", namespace="default")))[0] == 404
+
+    run(body)
+
+
+def test_deleting_a_namespace_deletes_its_contents() -> None:
+    async def body(api: ApiServer) -> None:
+        await api.create("namespaces", {"metadata": {"name": "team"}})
+        await api.create("pods", pod(), namespace="team")
+        await api.create("jobs", job(), namespace="team")
+        await api.delete("namespaces", "team")
+        for _ in range(100):
+            await asyncio.sleep(0.01)
+            if (
+                not (await api.list("pods", namespace="team"))[0]
+                and not (await api.list("jobs", namespace="team"))[0]
+            ):
+                break
+        assert (await api.list("pods", namespace="team"))[0] == []
+        assert (await api.list("jobs", namespace="team"))[0] == []
+        assert (await status_of(api.create("pods", pod(), namespace="team")))[0] == 404
+
+    run(body)
