@@ -20,7 +20,6 @@ from placement.resize import (
     SkipReason,
     decide_gate_release,
     decide_resize,
-    has_gate,
     object_key,
     owner_job_key,
     pick_leader,
@@ -90,6 +89,7 @@ class Resizer:
         self._bound_seen: dict[str, float] = {}
         self._bound_lock = threading.Lock()
         self._node_labels: dict[str, Obj] = {}
+        self._node_lock = threading.Lock()
         self._dry_run_logged: set[str] = set()
         self._workers: list[threading.Thread] = []
 
@@ -319,7 +319,8 @@ class Resizer:
     def _node(self, name: str | None) -> Obj | None:
         if name is None:
             return None
-        cached = self._node_labels.get(name)
+        with self._node_lock:
+            cached = self._node_labels.get(name)
         if cached is not None:
             return cached
         node = self._guard(self.kube.get_node, name)
@@ -327,9 +328,10 @@ class Resizer:
             return None
         # Topology labels of a node do not change while it exists: keep only the labels.
         slim = {"metadata": {"name": name, "labels": labels_of(node)}}
-        if len(self._node_labels) >= NODE_CACHE_LIMIT:
-            self._node_labels.clear()
-        self._node_labels[name] = slim
+        with self._node_lock:
+            if len(self._node_labels) >= NODE_CACHE_LIMIT:
+                self._node_labels.clear()
+            self._node_labels[name] = slim
         return slim
 
     def _observe_latency(self, key: str) -> None:
@@ -386,7 +388,3 @@ class GatedFollowerHandler:
     def on_relist(self, objects: list[Obj]) -> None:
         for pod in objects:
             self.resizer.enqueue(owner_job_key(pod))
-
-
-def is_gated(pod: Obj) -> bool:
-    return has_gate(pod)

@@ -156,6 +156,8 @@ class Informer:
                     resource_version = self._relist()
                 resource_version = self._watch(resource_version)
                 failures = 0
+                if not self._stop.is_set():
+                    self._on_restart(self.name, "ended")  # server timeout or a dropped stream: resume
             except Gone:
                 log.info("informer %s: resourceVersion %s expired, re-listing", self.name, resource_version)
                 self._on_restart(self.name, "gone")

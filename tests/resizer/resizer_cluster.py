@@ -213,10 +213,13 @@ class Resizer:
 
     def metric(self, name: str) -> float:
         text = httpx.get(f"http://127.0.0.1:{self.port}/metrics", timeout=5).text
-        for line in text.splitlines():
-            if line.startswith(f"exclusive_placement_resizer_{name} "):
-                return float(line.split()[-1])
-        return 0.0
+        full = f"exclusive_placement_resizer_{name}"
+        # Summed over every label combination of the series.
+        return sum(
+            float(line.split()[-1])
+            for line in text.splitlines()
+            if line.startswith((f"{full} ", f"{full}{{"))
+        )
 
 
 @contextlib.contextmanager

@@ -173,6 +173,8 @@ def test_all_jobs_reach_full_size_despite_dropped_watches_and_errors(tmp_path: P
         injected = sim.stats()["faults"]["injected"]
         assert injected.get("429", 0) + injected.get("500", 0) > 0
         assert resizer.metric("resizes_total") == len(names)
+        assert resizer.metric("watch_restarts_total") >= 3  # every informer resumed at least once
+        assert resizer.metric("retries_total") + resizer.metric("errors_total") > 0
 
 
 def test_kubeconfig_and_namespace_scope(tmp_path: Path) -> None:
