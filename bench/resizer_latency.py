@@ -294,7 +294,7 @@ def create_jobs(url: str, names: list[str], target: int, rate: float) -> None:
             time.sleep(0.05)
         raise RuntimeError(f"could not create Job {name}")
 
-    with httpx.Client(base_url=url, timeout=30) as client, ThreadPoolExecutor(8) as pool:
+    with httpx.Client(base_url=url, timeout=30) as client, ThreadPoolExecutor(2) as pool:
         list(pool.map(create, enumerate(names)))
 
 

@@ -107,10 +107,25 @@ def strategy_problems(
     return problems[:20]
 
 
+async def _request(http: httpx.AsyncClient, method: str, path: str, **kwargs: Any) -> Any:
+    """One API call with a few retries on transport errors (a kept-alive connection the busy API server
+    dropped must not cost a whole benchmark run)."""
+    for attempt in range(4):
+        try:
+            response = await http.request(method, path, **kwargs)
+            response.raise_for_status()
+            return response.json()
+        except httpx.TransportError as err:
+            if attempt == 3:
+                raise BenchError(f"{method} {path} failed 4 times: {err!r}") from err
+            await asyncio.sleep(0.5 * (attempt + 1))
+    raise AssertionError("unreachable")
+
+
 async def _wait_pods_gone(http: httpx.AsyncClient, namespace: str, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        pods = (await http.get(f"/api/v1/namespaces/{namespace}/pods")).json()["items"]
+        pods = (await _request(http, "GET", f"/api/v1/namespaces/{namespace}/pods"))["items"]
         if not pods:
             return
         await asyncio.sleep(0.2)
@@ -137,7 +152,9 @@ async def run_strategy(
             )
         finally:
             # Also after a failed run: the next strategy needs every pool free again.
-            await http.delete(f"/apis/jobset.x-k8s.io/v1alpha2/namespaces/{namespace}/jobsets/{JOBSET_NAME}")
+            await _request(
+                http, "DELETE", f"/apis/jobset.x-k8s.io/v1alpha2/namespaces/{namespace}/jobsets/{JOBSET_NAME}"
+            )
             await _wait_pods_gone(http, namespace, timeout=120)
 
 
@@ -154,7 +171,7 @@ async def _measure(
     watch = asyncio.create_task(recorder.follow(http, namespace))
     try:
         await asyncio.wait_for(recorder.connected.wait(), 30)
-        (await http.post("/debug/reset-stats")).raise_for_status()
+        await _request(http, "POST", "/debug/reset-stats")
         start = time.monotonic()
         manifest = jobset_manifest(scenario, strategy, name=JOBSET_NAME, namespace=namespace)
         (
@@ -164,7 +181,7 @@ async def _measure(
         finished, _ = await asyncio.wait(
             {done, watch}, timeout=settings.run_timeout, return_when=asyncio.FIRST_COMPLETED
         )
-        stats = (await http.get("/debug/stats")).json()
+        stats = await _request(http, "GET", "/debug/stats")
         if done not in finished:
             done.cancel()
     finally:
@@ -174,8 +191,8 @@ async def _measure(
         ran = f"{len(recorder.started)}/{scenario.total_pods} pods ran"
         raise BenchError(f"{scenario.name}/{strategy}: {ran} ({reason})")
     seconds = recorder.all_running_at - start
-    jobs = (await http.get(f"/apis/batch/v1/namespaces/{namespace}/jobs")).json()["items"]
-    pods = (await http.get(f"/api/v1/namespaces/{namespace}/pods")).json()["items"]
+    jobs = (await _request(http, "GET", f"/apis/batch/v1/namespaces/{namespace}/jobs"))["items"]
+    pods = (await _request(http, "GET", f"/api/v1/namespaces/{namespace}/pods"))["items"]
     result = result_from_stats(stats, seconds, recorder.replay.violations)
     problems = strategy_problems(strategy, jobs, pods, scenario.jobs) + recorder.replay.describe()
     if problems:
@@ -208,9 +225,9 @@ def run_scenario(scenario: Scenario, strategies: tuple[str, ...], settings: RunS
                         settings=settings,
                     )
                 )
-            except BenchError as err:
-                log.error("%s", err)
-                results[strategy] = {"error": str(err)}
+            except (BenchError, httpx.HTTPError) as err:
+                log.error("%s/%s failed: %s", scenario.name, strategy, err)
+                results[strategy] = {"error": f"{type(err).__name__}: {err}"}
             stack.check_alive()
             log.info("  %s", json.dumps(results[strategy]))
     return {
@@ -284,6 +301,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("httpx").setLevel(logging.WARNING)
     strategies = tuple(s.strip() for s in args.strategies.split(",") if s.strip())
     unknown = [s for s in strategies if s not in STRATEGIES]
     if unknown or not strategies:

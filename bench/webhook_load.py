@@ -237,6 +237,7 @@ class Sample:
             "p50_ms": round(percentile(lat, 50) * 1000, 2),
             "p99_ms": round(percentile(lat, 99) * 1000, 2),
             "mean_ms": round(statistics.fmean(lat) * 1000, 2) if lat else 0.0,
+            "max_ms": round(lat[-1] * 1000, 2) if lat else 0.0,
         }
 
 
