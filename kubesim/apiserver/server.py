@@ -50,6 +50,13 @@ _UNCHANGED_ON_UPDATE = (
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 
 
+MAX_RACE_RETRIES = 5
+
+
+class _Raced(Exception):
+    """The object changed while this unconditional update awaited admission: re-apply to the fresh one."""
+
+
 def now_rfc3339() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -395,9 +402,17 @@ class ApiServer:
         self._type_meta(rt, obj)
         ns = self._namespace(rt, namespace, obj)
         name = str((obj.get("metadata") or {}).get("name") or "")
-        old = self._existing(rt, ns, name)
-        result = await self._commit_update(rt, ns, old, obj, subresource, dry_run=dry_run, client=client)
-        return deep_copy(result) if copy else result
+        unconditional = not (obj.get("metadata") or {}).get("resourceVersion")
+        for _ in range(MAX_RACE_RETRIES):
+            old = self._existing(rt, ns, name)
+            try:
+                result = await self._commit_update(
+                    rt, ns, old, obj, subresource, dry_run=dry_run, client=client, unconditional=unconditional
+                )
+            except _Raced:
+                continue
+            return deep_copy(result) if copy else result
+        raise conflict(rt.plural, name, rt.group)
 
     async def patch(
         self,
@@ -427,21 +442,30 @@ class ApiServer:
             return deep_copy(created) if copy else created
         if patch_type == "apply" and isinstance(patch, dict):
             self._type_meta(rt, dict(patch))
-        new = apply_patch(old, patch, patch_type)
-        if not isinstance(new, dict) or not isinstance(new.get("metadata"), dict):
-            raise bad_request("the patch produced an invalid object")
-        meta = new["metadata"]
-        if meta.get("name") != name or (rt.namespaced and meta.get("namespace") != ns):
-            raise bad_request("the patch may not change metadata.name or metadata.namespace")
-        if patch_type != "json" and not self._patch_sets_rv(patch):
-            meta["resourceVersion"] = old["metadata"]["resourceVersion"]
-        if not subresource:
-            if resource == "pods":
-                self.stats.pods_patched += 1
-            elif resource == "jobs":
-                self.stats.jobs_patched += 1
-        result = await self._commit_update(rt, ns, old, new, subresource, dry_run=dry_run, client=client)
-        return deep_copy(result) if copy else result
+        unconditional = not self._patch_sets_rv(patch)
+        for _ in range(MAX_RACE_RETRIES):
+            new = apply_patch(old, patch, patch_type)
+            if not isinstance(new, dict) or not isinstance(new.get("metadata"), dict):
+                raise bad_request("the patch produced an invalid object")
+            meta = new["metadata"]
+            if meta.get("name") != name or (rt.namespaced and meta.get("namespace") != ns):
+                raise bad_request("the patch may not change metadata.name or metadata.namespace")
+            if patch_type != "json" and unconditional:
+                meta["resourceVersion"] = old["metadata"]["resourceVersion"]
+            try:
+                result = await self._commit_update(
+                    rt, ns, old, new, subresource, dry_run=dry_run, client=client, unconditional=unconditional
+                )
+            except _Raced:
+                old = self._existing(rt, ns, name)
+                continue
+            if not subresource and not dry_run:
+                if resource == "pods":
+                    self.stats.pods_patched += 1
+                elif resource == "jobs":
+                    self.stats.jobs_patched += 1
+            return deep_copy(result) if copy else result
+        raise conflict(rt.plural, name, rt.group)
 
     @staticmethod
     def _patch_sets_rv(patch: Any) -> bool:
@@ -457,7 +481,11 @@ class ApiServer:
         *,
         dry_run: bool,
         client: str,
+        unconditional: bool = False,
     ) -> Obj:
+        """Admission, validation and the write. `unconditional` (no resourceVersion in the request): when
+        another write lands while admission is awaited, raise _Raced so the caller re-applies to the fresh
+        object, as kube-apiserver's GuaranteedUpdate does; otherwise that is a 409 Conflict."""
         name = old["metadata"]["name"]
         if subresource and subresource != "status":
             raise ApiError(405, "MethodNotAllowed", f"update is not supported on {rt.plural}/{subresource}")
@@ -503,6 +531,8 @@ class ApiServer:
         if current is None:
             raise not_found(rt.plural, name, rt.group)
         if current is not old:
+            if unconditional:
+                raise _Raced
             raise conflict(rt.plural, name, rt.group)
         new["metadata"]["resourceVersion"] = old["metadata"]["resourceVersion"]
         if new == old:

@@ -326,3 +326,32 @@ def test_deleting_a_namespace_deletes_its_contents() -> None:
         assert (await status_of(api.create("pods", pod(), namespace="team")))[0] == 404
 
     run(body)
+
+
+@pytest.mark.parametrize(("precondition", "expected_status"), [(False, 0), (True, 409)])
+def test_write_racing_with_admission(precondition: bool, expected_status: int) -> None:
+    """Another write lands while a patch awaits admission: re-applied if unconditional, else 409."""
+
+    async def body(api: ApiServer) -> tuple[int, dict[str, str]]:
+        created = await api.create("pods", pod(), namespace="default")
+        original = api.admission.mutate
+        raced = False
+
+        async def racing_mutate(req: Any, warnings: list[str]) -> Any:
+            nonlocal raced
+            if req.operation == "UPDATE" and not raced:
+                raced = True
+                await api.patch("pods", "p", {"metadata": {"labels": {"other": "1"}}}, namespace="default")
+            return await original(req, warnings)
+
+        api.admission.mutate = racing_mutate  # type: ignore[method-assign]
+        patch: dict[str, Any] = {"metadata": {"labels": {"mine": "1"}}}
+        if precondition:
+            patch["metadata"]["resourceVersion"] = created["metadata"]["resourceVersion"]
+        code, _ = await status_of(api.patch("pods", "p", patch, namespace="default"))
+        return code, (await api.get("pods", "p", namespace="default"))["metadata"]["labels"]
+
+    code, labels = run(body)
+    assert code == expected_status
+    assert labels["other"] == "1"
+    assert ("mine" in labels) is (not precondition)
