@@ -120,12 +120,6 @@ def first_untolerated(
     return None
 
 
-def untolerated_taint(pod: Obj, node: Obj) -> Mapping[str, Any] | None:
-    """The first NoSchedule/NoExecute taint of `node` that `pod` does not tolerate."""
-    tolerations = (pod.get("spec") or {}).get("tolerations") or []
-    return first_untolerated(tolerations, (node.get("spec") or {}).get("taints") or [])
-
-
 # --- node selector and required node affinity ----------------------------------------------------------
 
 

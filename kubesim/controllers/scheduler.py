@@ -11,12 +11,11 @@ PodScheduled=False/Unschedulable and wait for a cluster event or the periodic fl
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import random
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any
 
 from kubesim.clock import Clock
 from kubesim.errors import ApiError
@@ -24,15 +23,14 @@ from kubesim.interface import KubeApi
 from kubesim.stats import Stats
 
 from .informer import Handlers, Informer
-from .interpod import AffinityIndex, AffinityTerm, required_terms
+from .interpod import AffinityIndex, required_terms
 from .nodefit import (
     Resources,
     first_untolerated,
-    node_allocatable,
-    node_is_schedulable,
     pod_requests,
     required_node_affinity_matches,
 )
+from .nodestate import NodeState, least_allocated_score, num_feasible_nodes_to_find, unschedulable_message
 from .objects import Obj, is_deleting, is_terminal, labels_of, new_condition, object_key, with_condition
 from .scheduling_queue import SchedulingQueue
 from .settings import ControllerSettings
@@ -42,70 +40,11 @@ NodeCheck = Callable[["NodeState"], str | None]
 log = logging.getLogger(__name__)
 
 SCHEDULER_NAME = "default-scheduler"
-MIN_FEASIBLE_NODES_TO_FIND = 100
-MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND = 5
 REASON_SELECTOR = "node(s) didn't match Pod's node affinity/selector"
 REASON_TAINT = "node(s) had untolerated taint {%s}"
 REASON_AFFINITY = "node(s) didn't match pod affinity rules"
 REASON_ANTI_AFFINITY = "node(s) didn't match pod anti-affinity rules"
 REASON_EXISTING_ANTI_AFFINITY = "node(s) didn't satisfy existing pods anti-affinity rules"
-
-
-@dataclass
-class NodeState:
-    name: str
-    labels: dict[str, str]
-    obj: Obj
-    allocatable: Resources
-    requested: Resources = field(default_factory=Resources)
-    pods: set[str] = field(default_factory=set)
-    blocked: str | None = None
-    """Why the node takes no pods at all (cordoned, not Ready); derived from `obj` on every node event."""
-    hard_taints: list[dict[str, Any]] = field(default_factory=list)
-    """Its NoSchedule/NoExecute taints, the only ones the filter looks at."""
-
-    def refresh(self, node: Obj) -> None:
-        self.obj = node
-        self.labels = dict(labels_of(node))
-        self.allocatable = node_allocatable(node)
-        self.blocked = node_is_schedulable(node)
-        taints = (node.get("spec") or {}).get("taints") or []
-        self.hard_taints = [t for t in taints if t.get("effect") in ("NoSchedule", "NoExecute")]
-
-    def fits(self, request: Resources) -> bool:
-        used, capacity = self.requested, self.allocatable
-        return (
-            used.pods + request.pods <= capacity.pods
-            and (not request.gpu or used.gpu + request.gpu <= capacity.gpu)
-            and (not request.cpu or used.cpu + request.cpu <= capacity.cpu)
-            and (not request.memory or used.memory + request.memory <= capacity.memory)
-        )
-
-
-def num_feasible_nodes_to_find(all_nodes: int, percentage: int) -> int:
-    """kube-scheduler's numFeasibleNodesToFind: adaptive 50% - nodes/125, floors of 5% and 100 nodes."""
-    if all_nodes < MIN_FEASIBLE_NODES_TO_FIND:
-        return all_nodes
-    if percentage <= 0:
-        percentage = max(50 - all_nodes // 125, MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND)
-    found = all_nodes * percentage // 100
-    return max(found, MIN_FEASIBLE_NODES_TO_FIND)
-
-
-def least_allocated_score(node: NodeState, request: Resources) -> int:
-    """NodeResourcesFit LeastAllocated over cpu and memory (weights 1), 0..100."""
-    scores = []
-    for capacity, used in (
-        (node.allocatable.cpu, node.requested.cpu + request.cpu),
-        (node.allocatable.memory, node.requested.memory + request.memory),
-    ):
-        scores.append(0 if capacity <= 0 or used > capacity else (capacity - used) * 100 // capacity)
-    return sum(scores) // len(scores)
-
-
-def unschedulable_message(total: int, reasons: Counter[str]) -> str:
-    detail = ", ".join(f"{count} {reason}" for reason, count in sorted(reasons.items()))
-    return f"0/{total} nodes are available: {detail}." if detail else f"0/{total} nodes are available."
 
 
 class Scheduler:
@@ -262,6 +201,7 @@ class Scheduler:
         state = self.nodes.get(node_name)
         if state is not None:
             state.requested = state.requested + request
+            state.account()
             state.pods.add(key)
         namespace = str(pod["metadata"].get("namespace") or "default")
         self._affinity.add_pod(key, node_name, namespace, labels_of(pod), anti_terms)
@@ -275,6 +215,7 @@ class Scheduler:
         state = self.nodes.get(node_name)
         if state is not None:
             state.requested = state.requested - request
+            state.account()
             state.pods.discard(key)
         self._affinity.remove_pod(key)
 
@@ -386,10 +327,11 @@ class Scheduler:
         start = self._next_start % len(candidates) if candidates else 0
         examined = 0
         evaluations = 0
-        for offset in range(len(candidates)):
+        want_cpu, want_memory, want_gpu, want_pods = request.cpu, request.memory, request.gpu, request.pods
+        for name in itertools.chain(candidates[start:], candidates[:start]):
             if len(feasible) >= wanted:
                 break
-            state = nodes[candidates[(start + offset) % len(candidates)]]
+            state = nodes[name]
             examined += 1
             # NodeUnschedulable, NodeAffinity, TaintToleration, NodeResourcesFit, InterPodAffinity, in order
             evaluations += 1
@@ -406,7 +348,12 @@ class Scheduler:
                         reason = REASON_TAINT % f"{taint.get('key')}: {taint.get('value', '')}"
             if reason is None:
                 evaluations += 1
-                if not state.fits(request):
+                if (
+                    want_gpu > state.free_gpu
+                    or want_cpu > state.free_cpu
+                    or want_memory > state.free_memory
+                    or want_pods > state.free_pods
+                ):
                     # which resource is short only matters for the message when nothing fits
                     short_of_resources.append(state)
                     continue
@@ -456,35 +403,39 @@ class Scheduler:
             and not any(index.any_match(t) for t in affinity_terms)
             and all(t.matches_pod(namespace, labels, index.namespace_labels) for t in affinity_terms)
         )
-        cache: dict[tuple[int, str], bool] = {}
         stats = self._stats
+        # A node's answer depends only on its values of these keys: answer once per distinct combination
+        # (upstream evaluates every term on every node; the counter reports that work).
+        keys = tuple(sorted({*forbidden, *(t.topology_key for t in anti_terms + affinity_terms)}))
+        terms_per_node = len(anti_terms) + len(affinity_terms) + (1 if forbidden else 0)
+        answers: dict[tuple[str | None, ...], str | None] = {}
 
-        def has_match(position: int, term: AffinityTerm, value: str) -> bool:
-            stats.scheduler_affinity_evaluations += 1
-            key = (position, value)
-            if key not in cache:
-                cache[key] = index.domain_has_match(term, value)
-            return cache[key]
-
-        def check(state: NodeState) -> str | None:
-            node_labels = state.labels
+        def evaluate(node_labels: dict[str, str]) -> str | None:
             for topology_key, domains in forbidden.items():
                 if node_labels.get(topology_key) in domains:
                     return REASON_EXISTING_ANTI_AFFINITY
-            for position, term in enumerate(anti_terms):
+            for term in anti_terms:
                 value = node_labels.get(term.topology_key)
-                if value is not None and has_match(-1 - position, term, value):
+                if value is not None and index.domain_has_match(term, value):
                     return REASON_ANTI_AFFINITY
             pods_exist = True
-            for position, term in enumerate(affinity_terms):
+            for term in affinity_terms:
                 value = node_labels.get(term.topology_key)
                 if value is None:
                     return REASON_AFFINITY
-                if not has_match(position, term, value):
+                if not index.domain_has_match(term, value):
                     pods_exist = False
             if not pods_exist and not first_of_group:
                 return REASON_AFFINITY
             return None
+
+        def check(state: NodeState) -> str | None:
+            stats.scheduler_affinity_evaluations += terms_per_node
+            node_labels = state.labels
+            signature = tuple(node_labels.get(k) for k in keys)
+            if signature not in answers:
+                answers[signature] = evaluate(node_labels)
+            return answers[signature]
 
         return check
 

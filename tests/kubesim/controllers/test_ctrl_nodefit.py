@@ -6,12 +6,12 @@ import pytest
 
 from kubesim.controllers.nodefit import (
     Resources,
+    first_untolerated,
     node_allocatable,
     node_selector_matches,
     pod_requests,
     required_node_affinity_matches,
     tolerates,
-    untolerated_taint,
 )
 from kubesim.controllers.quantity import int_value, milli_value
 
@@ -98,9 +98,9 @@ def test_prefer_no_schedule_taints_never_filter() -> None:
             "taints": [{"key": "soft", "effect": "PreferNoSchedule"}, {"key": "hard", "effect": "NoSchedule"}]
         }
     }
-    assert untolerated_taint({"spec": {}}, node) == {"key": "hard", "effect": "NoSchedule"}
-    tolerated = {"spec": {"tolerations": [{"key": "hard", "operator": "Exists"}]}}
-    assert untolerated_taint(tolerated, node) is None
+    taints = node["spec"]["taints"]
+    assert first_untolerated([], taints) == {"key": "hard", "effect": "NoSchedule"}
+    assert first_untolerated([{"key": "hard", "operator": "Exists"}], taints) is None
 
 
 NODE = {"metadata": {"name": "n1", "labels": {"pool": "a", "gen": "5", "zone": "z1"}}}
