@@ -9,6 +9,7 @@
   `<namespace>/<job name>`; every affinity term selects on it.
 - `completion_index(pod)` / `is_leader(pod)`: the leader is completion index "0".
 - `is_terminating(obj)`, `is_finished_pod(pod)`: leaders in these states are ignored.
+- `labels_of(obj)`, `annotations_of(obj)`, `node_name(pod)`, `namespace_of(obj)`: null-safe accessors.
 """
 
 from __future__ import annotations
