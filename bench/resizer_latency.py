@@ -56,7 +56,7 @@ class Options:
     jobs: int = 1000
     target: int = 2
     """Size each Job is restored to (followers add scheduler/kubelet load, not resizer load)."""
-    rate: float = 50.0
+    rate: float = 20.0
     """Jobs created per second."""
     time_scale: float = 1.0
     nodes: int = 64
@@ -294,7 +294,7 @@ def create_jobs(url: str, names: list[str], target: int, rate: float) -> None:
             time.sleep(0.05)
         raise RuntimeError(f"could not create Job {name}")
 
-    with httpx.Client(base_url=url, timeout=30) as client, ThreadPoolExecutor(2) as pool:
+    with httpx.Client(base_url=url, timeout=30) as client, ThreadPoolExecutor(4) as pool:
         list(pool.map(create, enumerate(names)))
 
 
@@ -468,7 +468,7 @@ def options_from(argv: list[str] | None) -> Options:
     if args.quick:
         jobs, rate, time_scale = args.jobs or 40, args.rate or 40.0, args.time_scale or 0.1
     else:
-        jobs, rate, time_scale = args.jobs or 1000, args.rate or 50.0, args.time_scale or 1.0
+        jobs, rate, time_scale = args.jobs or 1000, args.rate or 20.0, args.time_scale or 1.0
     if jobs < 1 or rate <= 0 or time_scale <= 0 or args.target < 1:
         raise SystemExit("--jobs, --rate, --time-scale and --target must be positive")
     return Options(
