@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 
 import pytest
+from resizer_fakes import FakeClock
 
 from resizer.workqueue import ShutDown, WorkQueue
 
@@ -43,10 +44,14 @@ def test_retry_delay_doubles_per_key_up_to_cap(base: float, cap: float, expected
 
 
 def test_retried_key_comes_back_after_its_delay() -> None:
-    queue = WorkQueue(base_delay=0.02)
+    clock = FakeClock()
+    queue = WorkQueue(base_delay=0.5, clock=clock)
     queue.retry("job")
-    assert queue.get(timeout=0.005) is None
-    assert queue.get(timeout=2) == "job"
+    assert queue.get(timeout=0) is None
+    clock.advance(0.49)
+    assert queue.get(timeout=0) is None
+    clock.advance(0.01)
+    assert queue.get(timeout=0) == "job"
 
 
 def test_add_after_orders_by_due_time() -> None:
