@@ -178,22 +178,24 @@ class JobController:
         if failed > backoff_limit:
             clean = await self._delete_pods(job, active)
             active_after = 0
-            conditions.append(
-                job_condition(
-                    "Failed", "BackoffLimitExceeded", "Job has reached the specified backoff limit", now
-                )
-            )
+            # 1.31+: the interim FailureTarget condition precedes Failed
+            message = "Job has reached the specified backoff limit"
+            conditions += [
+                job_condition(kind, "BackoffLimitExceeded", message, now)
+                for kind in ("FailureTarget", "Failed")
+            ]
             self._recorder.record(
                 job, "Warning", "BackoffLimitExceeded", "Job has reached the specified backoff limit"
             )
         elif self._complete(indexed, completions, succeeded, active):
             clean = await self._delete_pods(job, active)
             active_after = 0
-            conditions.append(
-                job_condition(
-                    "Complete", "CompletionsReached", "Reached expected number of succeeded pods", now
-                )
-            )
+            # 1.31+: the interim SuccessCriteriaMet condition precedes Complete
+            message = "Reached expected number of succeeded pods"
+            conditions += [
+                job_condition(kind, "CompletionsReached", message, now)
+                for kind in ("SuccessCriteriaMet", "Complete")
+            ]
             status["completionTime"] = now
             self._recorder.record(job, "Normal", "Completed", "Job completed")
         elif is_suspended(job):

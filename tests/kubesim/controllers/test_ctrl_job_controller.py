@@ -139,6 +139,7 @@ def test_pods_that_succeed_complete_the_job(run) -> None:
             await c.server.create("jobs", indexed_job("done", 3), namespace="default")
             job = await c.wait_for(lambda: _finished(c, "done"), 60, "Complete")
             assert condition_true(job, "Complete")
+            assert [x["type"] for x in job["status"]["conditions"]] == ["SuccessCriteriaMet", "Complete"]
             status = job["status"]
             assert status["succeeded"] == 3
             assert status["completedIndexes"] == "0-2"
