@@ -36,6 +36,7 @@ class ReloadingTLS:
         self.loaded = False
         self._metrics = metrics
         self._digest: bytes | None = None
+        self._failed_digest: bytes | None = None
 
     def _current_digest(self) -> bytes:
         digest = hashlib.sha256()
@@ -44,24 +45,30 @@ class ReloadingTLS:
         return digest.digest()
 
     def reload_if_changed(self) -> bool:
-        """Loads the files when their content changed; True when a new certificate is now served."""
+        """Loads the files when their content changed; True when a new certificate is now served.
+
+        A pair is first loaded into a scratch context, so a broken one (e.g. the key replaced before
+        the certificate) never touches the live context; it is retried only once the files change again.
+        """
         try:
             digest = self._current_digest()
         except OSError as err:
             log.warning("cannot read certificate files: %s", err)
             return False
-        if digest == self._digest:
+        if digest in (self._digest, self._failed_digest):
             return False
         try:
+            server_context().load_cert_chain(self.cert_file, self.key_file)
             self.context.load_cert_chain(self.cert_file, self.key_file)
         except (ssl.SSLError, OSError) as err:
-            # Leave _digest alone so the next poll retries (files may be mid-update).
+            self._failed_digest = digest
             self._metrics.cert_reloads.labels("error").inc()
             log.warning(
                 "certificate files %s did not load, keeping the previous ones: %s", self.cert_file, err
             )
             return False
         self._digest = digest
+        self._failed_digest = None
         self.loaded = True
         self._metrics.cert_reloads.labels("ok").inc()
         log.info("serving certificate loaded from %s", self.cert_file)
