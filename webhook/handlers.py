@@ -71,8 +71,10 @@ class Admission:
         self.default_strategy = default_strategy
         self.leaders = leaders
 
-    def _done(self, request: AdmissionRequest, verdict: Verdict, *, mutating: bool) -> Handled:
+    def _done(self, request: AdmissionRequest, verdict: Verdict, *, mutating: bool, job: str = "") -> Handled:
         context = {**_context(request), "reason": verdict.reason}
+        if job:
+            context["job"] = job
         if not verdict.allowed:
             log.info("denied: %s", verdict.message, extra=context)
         elif verdict.patch:
@@ -101,8 +103,15 @@ class Admission:
                 state = await self.leaders.leader_state(plan)
             except Exception as err:
                 log.warning("leader lookup failed: %s", err, extra=_context(request))
-                return self._done(request, _lookup_failed(plan, err), mutating=mutating)
-        return self._done(request, decide(pod, plan, state), mutating=mutating)
+                return self._done(
+                    request,
+                    _lookup_failed(plan, err),
+                    mutating=mutating,
+                    job=f"{plan.namespace}/{plan.job.name}",
+                )
+        return self._done(
+            request, decide(pod, plan, state), mutating=mutating, job=f"{plan.namespace}/{plan.job.name}"
+        )
 
     async def mutate_pods(self, request: AdmissionRequest) -> Handled:
         return await self._pod(
@@ -116,4 +125,5 @@ class Admission:
         job = _in_scope(request, "Job")
         if job is None:
             return self._done(request, Verdict(allowed=True, reason="out-of-scope"), mutating=True)
-        return self._done(request, mutate_job(job, self.default_strategy), mutating=True)
+        job_name = f"{request.get('namespace', '')}/{(job.get('metadata') or {}).get('name', '')}"
+        return self._done(request, mutate_job(job, self.default_strategy), mutating=True, job=job_name)

@@ -210,3 +210,16 @@ def test_not_ready_until_caches_sync() -> None:
         ready = client.get("/readyz")
         assert ready.status_code == 503
         assert ready.json()["caches"] is False
+
+
+def test_admission_log_lines_carry_uid_and_job(running: Running, caplog: pytest.LogCaptureFixture) -> None:
+    _seed_bound_leader(running)
+    review = fixture_review("follower-pod.json")
+    with caplog.at_level("INFO", logger="webhook.handlers"):
+        running.post("/mutate-pods", review)
+    record = next(r for r in caplog.records if r.name == "webhook.handlers")
+    assert record.getMessage() == "patched with 3 operations"
+    assert record.__dict__["uid"] == review["request"]["uid"]
+    assert record.__dict__["job"] == "team-a/trainer-workers-0"
+    assert record.__dict__["object"] == "trainer-workers-0-1-"
+    assert record.__dict__["reason"] == "follower-pinned"

@@ -13,6 +13,7 @@ from pydantic import ValidationError
 
 from placement.admission import Verdict
 from webhook.__main__ import main
+from webhook.logs import JsonFormatter, TextFormatter
 from webhook.review import (
     BadReview,
     allowed,
@@ -126,3 +127,15 @@ def test_validating_verdicts_never_patch() -> None:
     verdict = Verdict(allowed=True, reason="x", patch=[{"op": "remove", "path": "/a"}])
     with pytest.raises(ValueError, match="must not patch"):
         from_verdict("u", verdict, mutating=False)
+
+
+def test_json_log_lines_carry_context() -> None:
+    record = logging.LogRecord(
+        "webhook.handlers", logging.INFO, __file__, 1, "patched with %d operations", (3,), None
+    )
+    record.uid = "u1"
+    record.job = "ns/j"
+    line = json.loads(JsonFormatter().format(record))
+    assert line["msg"] == "patched with 3 operations"
+    assert (line["uid"], line["job"], line["level"]) == ("u1", "ns/j", "INFO")
+    assert TextFormatter().format(record).endswith("uid=u1 job=ns/j")
