@@ -6,7 +6,7 @@ import asyncio
 from collections.abc import Iterator
 
 import pytest
-from conftest import leader_from_fixture, node_obj, wait_for
+from webhook_support import leader_from_fixture, node_obj, wait_for
 
 from placement.admission import LeaderStatus, PodPlan, plan_pod
 from webhook.cache import Informer, LeaderDirectory, Store, leader_index_of
@@ -19,7 +19,7 @@ POOL = "cloud.google.com/gke-nodepool"
 
 
 def _follower_plan() -> PodPlan:
-    from conftest import fixture_review
+    from webhook_support import fixture_review
 
     review = fixture_review("follower-pod.json")
     plan = plan_pod(review["request"]["object"], review["request"]["namespace"], "elastic")

@@ -7,7 +7,7 @@ from typing import Any
 
 import httpx
 import pytest
-from conftest import POOL, Running, fixture_review, leader_from_fixture, node_obj, wait_for
+from webhook_support import POOL, Running, fixture_review, leader_from_fixture, node_obj, wait_for
 
 from placement.constants import (
     JOB_KEY_LABEL,
@@ -153,7 +153,7 @@ def test_non_create_operations_are_out_of_scope(running: Running) -> None:
     [("malformed-no-request.json", "no request"), ("malformed-not-json.json", "not JSON")],
 )
 def test_malformed_reviews_are_http_400(running: Running, fixture: str, needle: str) -> None:
-    from conftest import FIXTURES
+    from webhook_support import FIXTURES
 
     response = running.client.post(
         "/mutate-pods",

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
-from conftest import fixture_review, leader_from_fixture, wait_for
+from webhook_support import fixture_review, leader_from_fixture, wait_for
 
 from kubesim.testing import KubesimServer
 from placement.admission import LeaderStatus, PodPlan, plan_pod

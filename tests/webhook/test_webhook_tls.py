@@ -12,7 +12,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from conftest import fixture_review
+from webhook_support import fixture_review
 
 from certs.files import write_dev_certs
 from webhook.testing import FakeKubeApi

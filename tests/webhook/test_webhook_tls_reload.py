@@ -7,7 +7,7 @@ from pathlib import Path
 
 import httpx
 import uvicorn
-from conftest import wait_for
+from webhook_support import wait_for
 
 from certs.files import write_dev_certs
 from webhook.app import create_app

@@ -1,0 +1,98 @@
+"""Helpers for the webhook tests: fixture reviews, object builders, the fake API and the real app wired to it.
+
+A uniquely named module (not conftest) so `from webhook_support import ...` is unambiguous in a full run;
+`conftest.py` re-exports the pytest fixtures.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from placement.constants import JOB_NAME_LABEL, ROLE_LABEL, ROLE_LEADER
+from webhook.server import Webhook, build
+from webhook.settings import Settings
+from webhook.testing import FakeKubeApi, ServerThread
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "admission"
+POOL = "cloud.google.com/gke-nodepool"
+
+
+def fixture_review(name: str) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((FIXTURES / name).read_text())
+    return data
+
+
+def wait_for(predicate: Callable[[], object], timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not met in time")
+        time.sleep(0.02)
+
+
+def leader_from_fixture(node_name: str | None) -> dict[str, Any]:
+    """The fixture's leader pod as the API server stores it after our webhook labelled it."""
+    pod: dict[str, Any] = fixture_review("leader-pod.json")["request"]["object"]
+    pod["metadata"]["name"] = pod["metadata"]["generateName"] + "x7k2p"
+    pod["metadata"]["labels"][ROLE_LABEL] = ROLE_LEADER
+    assert pod["metadata"]["labels"][JOB_NAME_LABEL]
+    if node_name is not None:
+        pod["spec"]["nodeName"] = node_name
+    pod["status"] = {"phase": "Running" if node_name else "Pending"}
+    return pod
+
+
+def node_obj(name: str, pool: str | None) -> dict[str, Any]:
+    labels = {"kubernetes.io/hostname": name}
+    if pool is not None:
+        labels[POOL] = pool
+    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": labels}}
+
+
+@dataclass
+class Running:
+    client: httpx.Client
+    webhook: Webhook
+    api: FakeKubeApi
+
+    def post(self, endpoint: str, review: dict[str, Any]) -> dict[str, Any]:
+        response = self.client.post(endpoint, json=review)
+        assert response.status_code == 200, response.text
+        body: dict[str, Any] = response.json()
+        return body
+
+
+@pytest.fixture
+def fake_api() -> Iterator[FakeKubeApi]:
+    with FakeKubeApi() as api:
+        yield api
+
+
+def settings_for(server: str, **overrides: Any) -> Settings:
+    options: dict[str, Any] = {
+        "insecure_dev": True,
+        "server": server,
+        "watch_timeout_seconds": 5,
+        "request_timeout_seconds": 5,
+        **overrides,
+    }
+    return Settings(**options)
+
+
+@pytest.fixture
+def running(fake_api: FakeKubeApi) -> Iterator[Running]:
+    webhook = build(settings_for(fake_api.url))
+    with (
+        ServerThread(webhook.uvicorn_config(host="127.0.0.1", port=0)) as server,
+        httpx.Client(base_url=f"http://127.0.0.1:{server.port}", timeout=10) as client,
+    ):
+        wait_for(lambda: client.get("/readyz").status_code == 200)
+        yield Running(client, webhook, fake_api)
