@@ -26,6 +26,8 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, Self, TypeVar
 
+import uvloop
+
 from kubesim.apiserver.server import ApiServer
 from kubesim.runner import Running, ServeOptions, serve
 
@@ -110,7 +112,7 @@ class KubesimServer(_Endpoint):
         self._thread: threading.Thread | None = None
 
     def _run(self) -> None:
-        loop = asyncio.new_event_loop()
+        loop = uvloop.new_event_loop()  # the same loop implementation as `python -m kubesim serve`
         self._loop = loop
 
         def ready(running: Running) -> None:

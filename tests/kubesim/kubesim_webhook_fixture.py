@@ -88,6 +88,7 @@ def running_webhook(tmp_path: Path) -> Iterator[FakeWebhook]:
     cert.write_bytes(serving.cert_pem)
     key.write_bytes(serving.key_pem)
     sock = socket.socket()
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # else ~40 ms per call (delayed ACK)
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
     hook = FakeWebhook(f"https://127.0.0.1:{port}", base64.b64encode(ca.cert_pem).decode())
