@@ -20,32 +20,40 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="forbid", frozen=True)
 
     # --- serving -------------------------------------------------------------------------------------
-    host: str = Field("0.0.0.0", description="address to listen on")
-    port: int = Field(9443, ge=0, le=65535, description="TLS port for admission, health and metrics")
+    host: str = Field(default="0.0.0.0", description="address to listen on")
+    port: int = Field(default=9443, ge=0, le=65535, description="TLS port for admission, health and metrics")
     cert_dir: Path | None = Field(
-        None, description="directory with tls.crt and tls.key (a mounted kubernetes.io/tls Secret)"
+        default=None, description="directory with tls.crt and tls.key (a mounted kubernetes.io/tls Secret)"
     )
-    insecure_dev: bool = Field(False, description="serve plain HTTP (development only, never in a cluster)")
+    insecure_dev: bool = Field(
+        default=False, description="serve plain HTTP (development only, never in a cluster)"
+    )
     cert_reload_seconds: float = Field(
-        5.0, gt=0, description="how often (s) the cert files are checked for changes and reloaded"
+        default=5.0, gt=0, description="how often (s) the cert files are checked for changes and reloaded"
     )
 
     # --- cluster access --------------------------------------------------------------------------------
-    kubeconfig: Path | None = Field(None, description="kubeconfig file (default: in-cluster config)")
-    server: str | None = Field(None, description="API server URL without auth, e.g. kubesim's http://...")
+    kubeconfig: Path | None = Field(default=None, description="kubeconfig file (default: in-cluster config)")
+    server: str | None = Field(
+        default=None, description="API server URL without auth, e.g. kubesim's http://..."
+    )
     request_timeout_seconds: float = Field(
-        10.0, gt=0, description="client-side timeout (s) of list/get calls, so a dead connection can't hang"
+        default=10.0,
+        gt=0,
+        description="client-side timeout (s) of list/get calls, so a dead connection can't hang",
     )
     watch_timeout_seconds: int = Field(
-        300, gt=0, description="server-side watch duration (s); the watch restarts from its resourceVersion"
+        default=300,
+        gt=0,
+        description="server-side watch duration (s); the watch restarts from its resourceVersion",
     )
 
     # --- behaviour ---------------------------------------------------------------------------------------
     default_strategy: str = Field(
-        DEFAULT_STRATEGY, description=f"strategy when a Job names none: {STRATEGIES}"
+        default=DEFAULT_STRATEGY, description=f"strategy when a Job names none: {STRATEGIES}"
     )
-    log_format: Literal["text", "json"] = Field("text", description="log line format")
-    log_level: str = Field("INFO", description="Python logging level")
+    log_format: Literal["text", "json"] = Field(default="text", description="log line format")
+    log_level: str = Field(default="INFO", description="Python logging level")
 
     @model_validator(mode="after")
     def _check(self) -> Settings:
