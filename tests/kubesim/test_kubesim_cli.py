@@ -67,3 +67,26 @@ def test_bad_arguments_fail_with_a_clear_message(tmp_path: Path, args: list[str]
     )
     assert result.returncode == 2
     assert message in result.stderr
+
+
+def test_sigint_also_exits_zero(tmp_path: Path) -> None:
+    import signal
+
+    process = subprocess.Popen(
+        [sys.executable, "-m", "kubesim", "serve", "--port", "0", "--nodes", "1", "--pools", "1",
+         "--kubeconfig", str(tmp_path / "kc"), "--no-controllers"],
+        cwd=REPO_ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+    try:
+        assert process.stdout is not None
+        assert process.stdout.readline().startswith("kubesim listening on http://127.0.0.1:")
+        process.send_signal(signal.SIGINT)
+        assert process.wait(15) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        process.communicate()

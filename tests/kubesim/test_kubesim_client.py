@@ -212,3 +212,24 @@ def test_status_body_for_bad_requests(kube: client.ApiClient) -> None:
     assert body["kind"] == "Status"
     assert body["reason"] == "Invalid"
     assert {c["field"] for c in body["details"]["causes"]} == {"metadata.name", "spec.containers"}
+
+
+def test_a_client_closing_its_watch_releases_the_watcher(api_only_sim: KubesimServer) -> None:
+    import time
+
+    import httpx
+
+    async def count(api: Any) -> int:
+        return sum(len(rs.watchers) for rs in api.store.resources.values())
+
+    before = api_only_sim.call(count)
+    with (
+        httpx.Client(base_url=api_only_sim.url, timeout=5) as http,
+        http.stream("GET", "/api/v1/namespaces/default/pods?watch=true") as response,
+    ):
+        assert response.status_code == 200
+        assert api_only_sim.call(count) == before + 1
+    deadline = time.monotonic() + 5
+    while api_only_sim.call(count) != before and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert api_only_sim.call(count) == before
