@@ -43,8 +43,7 @@ def test_shrunk_jobs_are_resized_once_their_leader_binds(tmp_path: Path) -> None
             60,
         )
         assert resizer.metric("resizes_total") == 3
-        # kubesim counts every Job patch request, including ones refused with 409 (re-read, re-decided).
-        assert sim.stats()["jobs"]["patched"] == 3 + resizer.metric("conflicts_total")
+        assert sim.stats()["jobs"]["patched"] == 3  # successful patches; 409s were re-read and re-decided
         assert resizer.metric("bind_to_resize_seconds_count") == 3
         for job in sim.jobs():
             assert job["metadata"]["generation"] == 2  # created, then exactly one spec change
@@ -92,6 +91,7 @@ def test_restart_after_sigkill_resizes_every_job_exactly_once(tmp_path: Path) ->
         with resizers(tmp_path, sim.url, 1, "--no-leader-elect") as (second,):
             wait_for("every Job resized", lambda: all_resized(sim, early + late, 3), 60)
             assert second.metric("resizes_total") == len(still_pending)
+            assert sim.stats()["jobs"]["patched"] == len(early + late)
             for job in sim.jobs():
                 assert job["metadata"]["generation"] == 2  # exactly one spec change per Job
                 assert job["spec"]["completions"] == 3
@@ -121,9 +121,10 @@ def test_two_replicas_one_acts_and_the_standby_takes_over_within_the_lease(tmp_p
         wait_for("the later Jobs resized", lambda: all_resized(sim, second, 2), 60)
         assert standby.metric("resizes_total") == 3
         assert all(job["metadata"]["generation"] == 2 for job in sim.jobs())
-        # Reported, with a generous bound for 2 busy cores: lease 3 s + one retry period + polling.
+        assert sim.stats()["jobs"]["patched"] == 6
+        # Reported; bounded by one more lease period so a starved 2-core machine does not flake it.
         print(f"takeover after SIGKILL of the leader: {takeover:.2f}s (lease duration 3s)")
-        assert takeover < 3 + 0.4 * 1.2 + 2.0
+        assert takeover < 2 * 3
 
 
 def test_sigterm_releases_the_lease_for_an_immediate_takeover(tmp_path: Path) -> None:
@@ -173,8 +174,8 @@ def test_all_jobs_reach_full_size_despite_dropped_watches_and_errors(tmp_path: P
         injected = sim.stats()["faults"]["injected"]
         assert injected.get("429", 0) + injected.get("500", 0) > 0
         assert resizer.metric("resizes_total") == len(names)
-        assert resizer.metric("watch_restarts_total") >= 3  # every informer resumed at least once
-        assert resizer.metric("retries_total") + resizer.metric("errors_total") > 0
+        # Only the resizer watches: every dropped stream was one of its informers resuming.
+        assert resizer.metric("watch_restarts_total") >= 6
 
 
 def test_kubeconfig_and_namespace_scope(tmp_path: Path) -> None:
