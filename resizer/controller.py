@@ -241,7 +241,7 @@ class Resizer:
             self.metrics.resizes.inc()
             self._observe_latency(key)
             log.info(
-                "resized %s/%s from %s to %s",
+                "resized from %s/%s to %s/%s (completions/parallelism)",
                 decision.current_completions,
                 decision.current_parallelism,
                 decision.target,
