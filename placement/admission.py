@@ -28,11 +28,13 @@ from placement.constants import (
     ROLE_LABEL,
     ROLE_LEADER,
     STRATEGY_AFFINITY,
+    STRATEGY_ANNOTATION,
     STRATEGY_ELASTIC,
     STRATEGY_GATE,
     STRATEGY_SCHEDULING_GATE,
     TARGET_COMPLETIONS_ANNOTATION,
     TARGET_PARALLELISM_ANNOTATION,
+    TOPOLOGY_ANNOTATION,
 )
 from placement.objects import (
     JobRef,
@@ -47,6 +49,7 @@ from placement.objects import (
     labels_of,
     metadata,
     node_name,
+    topology_key_from_annotations,
     topology_key_of_job,
     topology_key_of_pod,
 )
@@ -85,36 +88,70 @@ def _ensure_map(parent: Obj, key: str) -> dict[str, str]:
 
 
 def mutate_job(job: Obj, default_strategy: str) -> Verdict:
-    """CREATE of a Job. Untouched unless it asks for exclusive placement with the `elastic` strategy."""
-    if topology_key_of_job(job) is None:
+    """CREATE of a Job that asks for exclusive placement (others: allowed untouched, no patch).
+
+    `elastic`: shrink to completions = parallelism = 1 and record the target (or fall back to `gate` with a
+    warning saying why). Every strategy: the pod template must tell the pod webhook the same topology key
+    and strategy the Job resolved to, so they are copied into it when it would resolve differently (a Job
+    annotated only on its metadata, or a fallback to `gate`). A JobSet child Job, which carries the
+    annotation on both, needs no template change.
+    """
+    topology_key = topology_key_of_job(job)
+    if topology_key is None:
         return _allow("not-exclusive")
     try:
         strategy = strategy_of_job(job, default_strategy)
     except InvalidStrategy as err:
         return _deny("invalid-strategy", str(err))
-    if strategy != STRATEGY_ELASTIC:
-        return _allow(f"strategy-{strategy}")
+    mutated = deep_copy(job)
+    reason, warnings = f"strategy-{strategy}", tuple[str, ...]()
+    if strategy == STRATEGY_ELASTIC:
+        reason, warnings, strategy = _shrink_for_elastic(mutated)
+    _align_pod_template(mutated, topology_key, strategy, default_strategy)
+    return Verdict(allowed=True, reason=reason, patch=diff(job, mutated), warnings=warnings)
+
+
+def _shrink_for_elastic(job: Obj) -> tuple[str, tuple[str, ...], str]:
+    """Shrinks `job` in place; returns (reason, warnings, effective strategy)."""
     if TARGET_COMPLETIONS_ANNOTATION in annotations_of(job):
-        return _allow("already-shrunk")
+        return "already-shrunk", (), STRATEGY_ELASTIC
     spec = job.get("spec") or {}
     if spec.get("completions") == 1 and spec.get("parallelism", 1) == 1:
-        return _allow("single-pod")
+        return "single-pod", (), STRATEGY_ELASTIC
     why_not = elastic_ineligibility(job)
     if why_not is not None:
-        return _allow(
-            "elastic-ineligible",
-            (f"exclusive placement: strategy elastic is not possible ({why_not}); using {STRATEGY_GATE}",),
-        )
+        warning = f"exclusive placement: strategy elastic is not possible ({why_not}); using {STRATEGY_GATE}"
+        return "elastic-ineligible", (warning,), STRATEGY_GATE
     target = int(spec["completions"])
-    mutated = deep_copy(job)
-    meta = mutated.setdefault("metadata", {})
+    meta = job.setdefault("metadata", {})
     annos = _ensure_map(meta, "annotations")
     annos[TARGET_COMPLETIONS_ANNOTATION] = str(target)
     annos[TARGET_PARALLELISM_ANNOTATION] = str(target)
     _ensure_map(meta, "labels")[RESIZE_LABEL] = RESIZE_PENDING
-    mutated["spec"]["completions"] = 1
-    mutated["spec"]["parallelism"] = 1
-    return Verdict(allowed=True, reason="shrunk", patch=diff(job, mutated))
+    job["spec"]["completions"] = 1
+    job["spec"]["parallelism"] = 1
+    return "shrunk", (), STRATEGY_ELASTIC
+
+
+def _align_pod_template(job: Obj, topology_key: str, strategy: str, default_strategy: str) -> None:
+    template = (job.get("spec") or {}).get("template")
+    if not isinstance(template, dict):
+        return  # the API server rejects a Job without a pod template
+    current = annotations_of(template)
+    missing: dict[str, str] = {}
+    if topology_key_from_annotations(current) != topology_key:
+        missing[TOPOLOGY_ANNOTATION] = topology_key
+    try:
+        template_strategy: str | None = select_strategy(current, default_strategy)
+    except InvalidStrategy:
+        template_strategy = None
+    if template_strategy != strategy:
+        missing[STRATEGY_ANNOTATION] = strategy
+    if missing:
+        template_meta = template.get("metadata")
+        if not isinstance(template_meta, dict):
+            template_meta = template["metadata"] = {}
+        _ensure_map(template_meta, "annotations").update(missing)
 
 
 # --- Pods: scope ------------------------------------------------------------------------------------

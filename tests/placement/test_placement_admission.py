@@ -32,6 +32,7 @@ from placement.constants import (
     STRATEGY_ANNOTATION,
     TARGET_COMPLETIONS_ANNOTATION,
     TARGET_PARALLELISM_ANNOTATION,
+    TOPOLOGY_ANNOTATION,
 )
 from placement.objects import JobRef, hashed_job_key
 from placement.patch import apply
@@ -51,10 +52,46 @@ def _plan(p: dict[str, Any], default: str = "elastic") -> PodPlan:
 
 @pytest.mark.parametrize("strategy", ["gate", "scheduling-gate", "affinity"])
 def test_non_elastic_jobs_are_untouched(strategy: str) -> None:
-    verdict = mutate_job(job(annotations={"exclusive-placement.io/topology": ZONE}), strategy)
+    annotations = {"alpha.jobset.sigs.k8s.io/exclusive-topology": ZONE}
+    verdict = mutate_job(job(annotations=annotations, template_annotations=annotations), strategy)
     assert verdict.allowed
     assert verdict.patch == []
     assert verdict.warnings == ()
+
+
+@pytest.mark.parametrize(
+    ("job_annotations", "template_annotations", "default", "expected_template"),
+    [
+        # annotated on the Job only: the pods must learn the topology key
+        ({TOPOLOGY_ANNOTATION: ZONE}, None, "gate", {TOPOLOGY_ANNOTATION: ZONE}),
+        # the Job's per-Job strategy differs from what the template resolves to with the default
+        (
+            {TOPOLOGY_ANNOTATION: ZONE, STRATEGY_ANNOTATION: "affinity"},
+            {TOPOLOGY_ANNOTATION: ZONE},
+            "gate",
+            {TOPOLOGY_ANNOTATION: ZONE, STRATEGY_ANNOTATION: "affinity"},
+        ),
+        # ours wins over JobSet's: the template had JobSet's key for another label
+        (
+            {TOPOLOGY_ANNOTATION: ZONE},
+            {"alpha.jobset.sigs.k8s.io/exclusive-topology": "rack"},
+            "affinity",
+            {"alpha.jobset.sigs.k8s.io/exclusive-topology": "rack", TOPOLOGY_ANNOTATION: ZONE},
+        ),
+    ],
+)
+def test_job_resolution_is_copied_into_the_pod_template(
+    job_annotations: dict[str, str],
+    template_annotations: dict[str, str] | None,
+    default: str,
+    expected_template: dict[str, str],
+) -> None:
+    original = job(annotations=job_annotations, template_annotations=template_annotations)
+    verdict = mutate_job(original, default)
+    mutated = apply(original, verdict.patch)
+    assert mutated["spec"]["template"]["metadata"]["annotations"] == expected_template
+    assert mutated["metadata"] == original["metadata"]
+    assert mutate_job(mutated, default).patch == []
 
 
 def test_job_without_topology_is_untouched_whatever_the_strategy() -> None:
@@ -86,17 +123,26 @@ def test_elastic_job_is_shrunk_and_target_recorded_idempotently() -> None:
     ],
 )
 def test_ineligible_elastic_job_falls_back_to_gate_with_warning(spec: dict[str, Any], why: str) -> None:
-    verdict = mutate_job(job(annotations={"exclusive-placement.io/topology": ZONE}, **spec), "elastic")
+    original = job(annotations={"exclusive-placement.io/topology": ZONE}, **spec)
+    verdict = mutate_job(original, "elastic")
     assert verdict.allowed
-    assert verdict.patch == []
+    fallen_back = apply(original, verdict.patch)
+    assert fallen_back["spec"]["template"]["metadata"]["annotations"] == {
+        TOPOLOGY_ANNOTATION: ZONE,
+        STRATEGY_ANNOTATION: "gate",
+    }
+    assert fallen_back["spec"].get("completions") == original["spec"].get("completions")
+    assert mutate_job(fallen_back, "elastic").patch == []
     assert len(verdict.warnings) == 1
     assert why in verdict.warnings[0]
     assert "using gate" in verdict.warnings[0]
 
 
 def test_single_pod_job_needs_no_shrink_and_no_warning() -> None:
+    annotations = {"exclusive-placement.io/topology": ZONE}
     verdict = mutate_job(
-        job(annotations={"exclusive-placement.io/topology": ZONE}, completions=1, parallelism=1), "elastic"
+        job(annotations=annotations, template_annotations=annotations, completions=1, parallelism=1),
+        "elastic",
     )
     assert (verdict.patch, verdict.warnings) == ([], ())
 

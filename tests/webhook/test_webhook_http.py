@@ -71,12 +71,18 @@ def test_elastic_jobs_are_shrunk(running: Running, fixture: str) -> None:
     assert "patch" not in running.post("/mutate-jobs", again)["response"]
 
 
-def test_nonindexed_job_is_allowed_unchanged_with_a_warning(running: Running) -> None:
+def test_nonindexed_job_falls_back_to_gate_with_a_warning(running: Running) -> None:
     review = fixture_review("nonindexed-job.json")
     response = _check_echo(review, running.post("/mutate-jobs", review))
     assert response["allowed"] is True
-    assert "patch" not in response
     assert "completionMode is NonIndexed" in response["warnings"][0]
+    job = _patched(review, running.post("/mutate-jobs", review))
+    # the size is untouched; the pods are told the topology key and the fallback strategy
+    assert job["spec"] == {**_object(review)["spec"], "template": job["spec"]["template"]}
+    assert job["spec"]["template"]["metadata"]["annotations"] == {
+        "exclusive-placement.io/topology": "topology.kubernetes.io/zone",
+        "exclusive-placement.io/strategy": "gate",
+    }
 
 
 def test_leader_pod_gets_labels_and_affinity(running: Running) -> None:
