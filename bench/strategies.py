@@ -61,7 +61,8 @@ class RunSettings:
 
 
 def result_from_stats(stats: dict[str, Any], seconds: float, violations: int) -> dict[str, Any]:
-    """The per-strategy record of strategies.json, from a `/debug/stats` snapshot."""
+    """The per-strategy record of strategies.json, from a `/debug/stats` snapshot: the issue's fields,
+    plus the request breakdown by verb and resource (where the differences come from)."""
     return {
         "pod_creates_rejected": stats["pods"]["create_rejected"],
         "pod_creates_accepted": stats["pods"]["create_accepted"],
@@ -74,6 +75,7 @@ def result_from_stats(stats: dict[str, Any], seconds: float, violations: int) ->
         "scheduler_affinity_evaluations": stats["scheduler"]["affinity_evaluations"],
         "seconds_to_all_running": round(seconds, 3),
         "exclusive_violations": violations,
+        "api_requests_by_verb_resource": dict(sorted(stats["requests"].get("by_verb_resource", {}).items())),
     }
 
 

@@ -96,7 +96,7 @@ def wait_until_placed(
     *,
     timeout: float,
     on_progress: ProgressCallback | None = None,
-    poll_seconds: float = 0.25,
+    poll_seconds: float = 0.1,
     start: float | None = None,
 ) -> Observation:
     """Poll until `jobs` exclusive Jobs exist in `namespace` and every one is running or complete."""

@@ -17,7 +17,7 @@ from bench.strategies import failures, result_from_stats, strategy_problems
 from placement.constants import RESIZE_LABEL, ROLE_LABEL, STRATEGY_ANNOTATION
 
 STATS = {
-    "requests": {"total": 100, "writes": 40},
+    "requests": {"total": 100, "writes": 40, "by_verb_resource": {"patch jobs": 4, "create pods": 39}},
     "pods": {"create_accepted": 32, "create_rejected": 7, "patched": 3},
     "jobs": {"patched": 4},
     "admission": {"calls": 80},
@@ -61,6 +61,7 @@ def test_result_has_exactly_the_issue_fields() -> None:
         "scheduler_affinity_evaluations": 60,
         "seconds_to_all_running": 1.235,
         "exclusive_violations": 0,
+        "api_requests_by_verb_resource": {"create pods": 39, "patch jobs": 4},
     }
 
 
