@@ -1,0 +1,87 @@
+"""The real admission app (routes, handlers, placement core) over ASGI, with a settable fake leader source."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+from fastapi import FastAPI
+
+from placement.admission import LeaderState, LeaderStatus, PodPlan
+from placement.constants import DEFAULT_STRATEGY
+from webhook.app import create_app
+from webhook.handlers import Admission
+from webhook.metrics import Metrics
+
+BOUND = LeaderState(LeaderStatus.BOUND, leader_name="lead-0", node_name="node-1", domain="pool-a")
+LEADER_STATES: tuple[LeaderState | None, ...] = (
+    BOUND,
+    LeaderState(LeaderStatus.NOT_FOUND),
+    LeaderState(LeaderStatus.NOT_SCHEDULED, leader_name="lead-0"),
+    LeaderState(LeaderStatus.NODE_MISSING, leader_name="lead-0", node_name="node-1"),
+    LeaderState(LeaderStatus.NODE_WITHOUT_DOMAIN, leader_name="lead-0", node_name="node-1"),
+    None,  # the lookup raises (API server unreachable)
+)
+
+
+class LookupFailed(RuntimeError):
+    pass
+
+
+@dataclass
+class SettableLeaders:
+    """A LeaderSource whose answer the test sets; None makes the lookup raise."""
+
+    state: LeaderState | None = BOUND
+    lookups: list[PodPlan] = field(default_factory=list)
+
+    def ready(self) -> bool:
+        return True
+
+    async def leader_state(self, plan: PodPlan) -> LeaderState:
+        self.lookups.append(plan)
+        if self.state is None:
+            raise LookupFailed("injected: API server unreachable")
+        return self.state
+
+
+def admission_app(leaders: SettableLeaders, strategy: str = DEFAULT_STRATEGY) -> FastAPI:
+    return create_app(Admission(strategy, leaders), leaders, Metrics(), tls_loaded=lambda: True)
+
+
+def response_patch(review: dict[str, Any]) -> list[dict[str, Any]] | None:
+    """The decoded JSONPatch of a response, or None when it carries none."""
+    response = review["response"]
+    if "patch" not in response:
+        return None
+    ops: list[dict[str, Any]] = json.loads(base64.b64decode(response["patch"], validate=True))
+    return ops
+
+
+class AsgiClient:
+    """Synchronous calls into an ASGI app through httpx's ASGITransport on one private event loop
+    (hypothesis drives plain functions; starlette's TestClient needs a package this project doesn't pin)."""
+
+    def __init__(self, app: FastAPI) -> None:
+        self._loop = asyncio.new_event_loop()
+        self._client = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://webhook")
+
+    def post(self, path: str, **kwargs: Any) -> httpx.Response:
+        return self._loop.run_until_complete(self._client.post(path, **kwargs))
+
+    def get(self, path: str) -> httpx.Response:
+        return self._loop.run_until_complete(self._client.get(path))
+
+    def close(self) -> None:
+        self._loop.run_until_complete(self._client.aclose())
+        self._loop.close()
+
+    def __enter__(self) -> AsgiClient:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()

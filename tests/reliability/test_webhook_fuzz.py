@@ -1,0 +1,160 @@
+"""Property-based fuzzing of the real admission app (ASGI): generated and mutated AdmissionReview bodies.
+
+Properties, for every input: no 5xx and no crash; a 4xx is a JSON error for a broken call only; a 200 is an
+AdmissionReview echoing the request uid; a patch only from a mutating endpoint, base64 JSONPatch that
+applies cleanly to the very object it was computed from, and a second admission of the patched object (API
+server reinvocation) changes nothing more. The number of inputs tried is printed and asserted.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections import Counter
+from collections.abc import Iterator
+from typing import Any
+
+import jsonpatch
+import pytest
+from fuzz_inputs import mutated_reviews, raw_bodies
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from reliability_app import LEADER_STATES, AsgiClient, SettableLeaders, admission_app, response_patch
+
+from placement.constants import STRATEGIES
+
+ENDPOINTS = ("/mutate-pods", "/validate-pods", "/mutate-jobs")
+MUTATING = frozenset({"/mutate-pods", "/mutate-jobs"})
+BROKEN_CALL_CODES = frozenset({400, 413, 415})
+QUICK_EXAMPLES = {"mutated": 1500, "raw": 400}
+
+
+def fuzz_settings(max_examples: int, *, derandomize: bool = True) -> settings:
+    return settings(
+        max_examples=max_examples,
+        deadline=None,
+        derandomize=derandomize,
+        database=None,
+        suppress_health_check=[
+            HealthCheck.too_slow,
+            HealthCheck.data_too_large,
+            HealthCheck.large_base_example,
+        ],
+    )
+
+
+@pytest.fixture
+def leaders() -> SettableLeaders:
+    return SettableLeaders()
+
+
+@pytest.fixture(params=STRATEGIES[:2])
+def client(request: pytest.FixtureRequest, leaders: SettableLeaders) -> Iterator[AsgiClient]:
+    with AsgiClient(admission_app(leaders, request.param)) as test_client:
+        yield test_client
+
+
+def _request_uid(body: Any) -> str | None:
+    request = body.get("request") if isinstance(body, dict) else None
+    uid = request.get("uid") if isinstance(request, dict) else None
+    return uid if isinstance(uid, str) and uid else None
+
+
+def check_admission(client: AsgiClient, endpoint: str, review: Any, tally: Counter[str]) -> None:
+    """Send one body and assert every property; `tally` counts the outcomes."""
+    sent = json.dumps(review).encode()
+    response = client.post(endpoint, content=sent, headers={"Content-Type": "application/json"})
+    tally["tried"] += 1
+    assert response.status_code < 500, response.text
+    if response.status_code != 200:
+        assert response.status_code in BROKEN_CALL_CODES, response.status_code
+        assert response.json()["error"]
+        tally[f"http-{response.status_code}"] += 1
+        return
+    answer = response.json()
+    assert answer["apiVersion"] == "admission.k8s.io/v1"
+    assert answer["kind"] == "AdmissionReview"
+    assert answer["response"]["uid"] == _request_uid(review)
+    allowed = answer["response"]["allowed"]
+    assert isinstance(allowed, bool)
+    if not allowed:
+        assert answer["response"]["status"]["message"]
+        tally["denied" if answer["response"]["status"]["code"] != 500 else "errored"] += 1
+    patch = response_patch(answer)
+    if patch is None:
+        tally["allowed" if allowed else "not-allowed"] += 1
+        return
+    assert endpoint in MUTATING, "a validating endpoint returned a patch"
+    assert allowed
+    assert answer["response"]["patchType"] == "JSONPatch"
+    original = review["request"]["object"]
+    patched = jsonpatch.apply_patch(original, patch)  # raises JsonPatchConflict if it does not apply
+    assert patched != original, "an empty-effect patch must be omitted"
+    tally["patched"] += 1
+    again = copy.deepcopy(review)
+    again["request"]["object"] = patched
+    second = client.post(endpoint, json=again).json()
+    second_patch = response_patch(second) or []
+    assert jsonpatch.apply_patch(patched, second_patch) == patched, "mutation is not idempotent"
+
+
+def test_mutated_reviews_keep_every_admission_property(client: AsgiClient, leaders: SettableLeaders) -> None:
+    tally: Counter[str] = Counter()
+
+    @fuzz_settings(QUICK_EXAMPLES["mutated"])
+    @given(
+        review=mutated_reviews(),
+        endpoint=st.sampled_from(ENDPOINTS),
+        state=st.sampled_from(LEADER_STATES),
+    )
+    def run(review: dict[str, Any], endpoint: str, state: Any) -> None:
+        leaders.state = state
+        check_admission(client, endpoint, review, tally)
+
+    run()
+    print(f"fuzz mutated reviews: {dict(tally)}")
+    assert tally["tried"] >= QUICK_EXAMPLES["mutated"]
+    # The generator really reaches every outcome, or the properties above prove little.
+    assert tally["patched"] > 50
+    assert tally["http-400"] > 50
+    assert tally["denied"] > 10
+
+
+def test_arbitrary_bodies_are_broken_calls_or_reviews(leaders: SettableLeaders) -> None:
+    tally: Counter[str] = Counter()
+    client = AsgiClient(admission_app(leaders))
+
+    @fuzz_settings(QUICK_EXAMPLES["raw"])
+    @given(body=raw_bodies, endpoint=st.sampled_from(ENDPOINTS))
+    def run(body: bytes, endpoint: str) -> None:
+        response = client.post(endpoint, content=body, headers={"Content-Type": "application/json"})
+        tally["tried"] += 1
+        assert response.status_code == 400, (response.status_code, body[:80])
+        assert response.json()["error"]
+
+    try:
+        run()
+    finally:
+        client.close()
+    print(f"fuzz raw bodies: {dict(tally)}")
+    assert tally["tried"] >= QUICK_EXAMPLES["raw"]
+
+
+@pytest.mark.slow
+def test_mutated_reviews_long_run(leaders: SettableLeaders) -> None:
+    tally: Counter[str] = Counter()
+    with AsgiClient(admission_app(leaders)) as client:
+
+        @fuzz_settings(20_000, derandomize=False)
+        @given(
+            review=mutated_reviews(),
+            endpoint=st.sampled_from(ENDPOINTS),
+            state=st.sampled_from(LEADER_STATES),
+        )
+        def run(review: dict[str, Any], endpoint: str, state: Any) -> None:
+            leaders.state = state
+            check_admission(client, endpoint, review, tally)
+
+        run()
+    print(f"fuzz long run: {dict(tally)}")
+    assert tally["tried"] >= 20_000
