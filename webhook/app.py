@@ -1,12 +1,14 @@
 """Routes only: read the body, check it, call a handler, serialise the review; health and metrics.
 
-Two error channels: a broken call (not JSON, no request, wrong content type, body over 7 MiB) is an HTTP
-error (400/415/413) with a JSON body; anything the handlers decide is 200 with an AdmissionReview, and an
-unexpected exception becomes an Errored review that keeps the uid (and is logged and counted).
+Two error channels: a broken call (not JSON, no request, wrong content type, body over 7 MiB, body too
+slow) is an HTTP error (400/415/413/408) with a JSON body, and so is load shed in a flood (429 with
+Retry-After); anything the handlers decide is 200 with an AdmissionReview, and an unexpected exception
+becomes an Errored review that keeps the uid (and is logged and counted).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -19,6 +21,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from webhook.cache import LeaderSource
 from webhook.handlers import Admission, Handled
+from webhook.limits import AdmissionLimits, InflightGate
 from webhook.metrics import Metrics
 from webhook.review import AdmissionRequest, BadReview, errored, parse_review
 from webhook.settings import MAX_BODY_BYTES
@@ -67,6 +70,8 @@ def create_app(
     metrics: Metrics,
     tls_loaded: Callable[[], bool],
     lifespan: Lifespan | None = None,
+    *,
+    limits: AdmissionLimits | None = None,
 ) -> FastAPI:
     app = FastAPI(
         title="exclusive-placement webhook",
@@ -76,17 +81,40 @@ def create_app(
         lifespan=lifespan,
     )
 
+    limits = limits or AdmissionLimits()
+    gate = InflightGate(limits.max_inflight)
+
     async def admit(request: Request, endpoint: str, handler: Handler, mutating: bool) -> Response:
+        if not gate.try_enter():
+            metrics.admissions.labels(endpoint, "shed").inc()
+            return JSONResponse(
+                {"error": f"webhook overloaded: {gate.limit} admissions in flight, retry shortly"},
+                status_code=429,
+                headers={"Retry-After": str(limits.retry_after_seconds)},
+            )
+        try:
+            return await _admit(request, endpoint, handler, mutating)
+        finally:
+            gate.leave()
+
+    async def _admit(request: Request, endpoint: str, handler: Handler, mutating: bool) -> Response:
         started = time.perf_counter()
         try:
             if not _is_json(request.headers.get("content-type", "")):
                 metrics.admissions.labels(endpoint, "bad_request").inc()
                 return _error(415, "Content-Type must be application/json")
             try:
-                review = parse_review(await read_limited(request, MAX_BODY_BYTES))
+                async with asyncio.timeout(limits.body_timeout):
+                    body = await read_limited(request, MAX_BODY_BYTES)
+                review = parse_review(body)
             except BodyTooLarge:
                 metrics.admissions.labels(endpoint, "bad_request").inc()
                 return _error(413, f"body larger than {MAX_BODY_BYTES} bytes")
+            except TimeoutError:
+                metrics.admissions.labels(endpoint, "bad_request").inc()
+                response = _error(408, f"request body not received within {limits.body_timeout:g}s")
+                response.headers["Connection"] = "close"
+                return response
             except BadReview as err:
                 metrics.admissions.labels(endpoint, "bad_request").inc()
                 return _error(400, str(err))

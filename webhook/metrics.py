@@ -19,7 +19,8 @@ class Metrics:
         r = self.registry
         self.admissions = Counter(
             "exclusive_placement_admissions_total",
-            "Admission requests by endpoint and result (allowed, patched, denied, errored, bad_request)",
+            "Admission requests by endpoint and result "
+            "(allowed, patched, denied, errored, bad_request, shed)",
             ["endpoint", "result"],
             registry=r,
         )

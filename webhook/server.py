@@ -16,7 +16,9 @@ from webhook.app import create_app
 from webhook.cache import Informer, LeaderDirectory, Store, leader_index_of
 from webhook.handlers import Admission
 from webhook.kube import LEADER_SELECTOR, KubeLiveApi, api_client, node_list_call, pod_list_call
+from webhook.limits import AdmissionLimits
 from webhook.metrics import Metrics
+from webhook.protocol import header_timeout_protocol
 from webhook.settings import Settings
 from webhook.tls import ReloadingTLS
 
@@ -38,7 +40,7 @@ class Webhook:
             "port": self.settings.port,
             "log_config": None,
             "access_log": False,
-            "http": "httptools",
+            "http": header_timeout_protocol(self.settings.header_timeout_seconds),
             "loop": "uvloop",
             "lifespan": "on",
             "timeout_graceful_shutdown": 10,
@@ -98,6 +100,7 @@ def build(settings: Settings, api: Any | None = None) -> Webhook:
         metrics,
         tls_loaded=(lambda: tls.loaded) if tls is not None else (lambda: True),
         lifespan=lifespan,
+        limits=AdmissionLimits(settings.max_inflight_admissions, settings.body_timeout_seconds),
     )
     return Webhook(settings, app, directory, tls, metrics)
 

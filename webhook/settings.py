@@ -10,6 +10,8 @@ from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from placement.constants import DEFAULT_STRATEGY, STRATEGIES
+from webhook.limits import DEFAULT_BODY_TIMEOUT_SECONDS, DEFAULT_MAX_INFLIGHT
+from webhook.protocol import DEFAULT_HEADER_TIMEOUT_SECONDS
 
 ENV_PREFIX = "EXCLUSIVE_PLACEMENT_"
 MAX_BODY_BYTES = 7 * 1024 * 1024
@@ -30,6 +32,20 @@ class Settings(BaseSettings):
     )
     cert_reload_seconds: float = Field(
         default=5.0, gt=0, description="how often (s) the cert files are checked for changes and reloaded"
+    )
+
+    max_inflight_admissions: int = Field(
+        default=DEFAULT_MAX_INFLIGHT,
+        ge=1,
+        description="admissions in progress beyond which new ones get 429 (health checks never do)",
+    )
+    body_timeout_seconds: float = Field(
+        default=DEFAULT_BODY_TIMEOUT_SECONDS, gt=0, description="a request body slower than this (s) gets 408"
+    )
+    header_timeout_seconds: float = Field(
+        default=DEFAULT_HEADER_TIMEOUT_SECONDS,
+        gt=0,
+        description="a connection that sends no complete request headers within this (s) is closed (408)",
     )
 
     # --- cluster access --------------------------------------------------------------------------------
@@ -80,6 +96,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--insecure-dev", action="store_true", help="plain HTTP, development only")
     parser.add_argument("--cert-reload-seconds", type=float, help="cert file check interval (default 5)")
+    parser.add_argument(
+        "--max-inflight-admissions", type=int, help="shed admissions beyond this many with 429 (default 256)"
+    )
+    parser.add_argument("--body-timeout-seconds", type=float, help="408 for a slower body (default 10)")
+    parser.add_argument(
+        "--header-timeout-seconds", type=float, help="close connections with slower headers (default 10)"
+    )
     parser.add_argument("--kubeconfig", type=Path, help="kubeconfig file (default: in-cluster config)")
     parser.add_argument("--server", help="API server URL, no auth (kubesim), e.g. http://127.0.0.1:6443")
     parser.add_argument("--request-timeout-seconds", type=float, help="client-side API timeout (default 10)")

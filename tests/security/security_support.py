@@ -1,0 +1,130 @@
+"""A real `python -m webhook` process over TLS against the fake API, with its log captured to a file."""
+
+from __future__ import annotations
+
+import copy
+import socket
+import ssl
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from certs.files import write_dev_certs
+from devstack.ports import free_port
+from devstack.processes import ManagedProcess
+from devstack.readiness import wait_http_ok
+from webhook.testing import FakeKubeApi
+
+ROOT = Path(__file__).resolve().parents[2]
+FIXTURES = ROOT / "tests" / "fixtures" / "admission"
+SECRET_MARKER = "s3cr3t-7f41c9d2-do-not-log"
+"""Planted in env values, labels and annotations of admitted objects: must never reach a log line."""
+
+# Tight limits so the tests reach them quickly; production defaults are in webhook/limits.py.
+MAX_INFLIGHT = 8
+BODY_TIMEOUT = 1.0
+HEADER_TIMEOUT = 1.0
+
+
+@dataclass
+class WebhookProcess:
+    process: ManagedProcess
+    port: int
+    cert_dir: Path
+    api: FakeKubeApi
+
+    @property
+    def base(self) -> str:
+        return f"https://127.0.0.1:{self.port}"
+
+    @property
+    def ca_file(self) -> Path:
+        return self.cert_dir / "ca.crt"
+
+    def trust(self) -> ssl.SSLContext:
+        return ssl.create_default_context(cafile=str(self.ca_file))
+
+    def client(self, **kwargs: Any) -> httpx.Client:
+        options: dict[str, Any] = {"timeout": 10.0, **kwargs}
+        return httpx.Client(base_url=self.base, verify=self.trust(), **options)
+
+    def tls_socket(self) -> ssl.SSLSocket:
+        """A raw TLS connection (for byte-level slow clients)."""
+        raw = socket.create_connection(("127.0.0.1", self.port), timeout=10)
+        return self.trust().wrap_socket(raw, server_hostname="localhost")
+
+    def log_text(self) -> str:
+        return self.process.log_path.read_text(errors="replace")
+
+
+def start_webhook(tmp_path: Path, api: FakeKubeApi, *extra: str) -> WebhookProcess:
+    cert_dir = tmp_path / "certs"
+    write_dev_certs(
+        cert_dir, "exclusive-placement-webhook", "exclusive-placement", ["localhost"], ["127.0.0.1"]
+    )
+    port = free_port()
+    argv = [sys.executable, "-m", "webhook", "--host", "127.0.0.1", "--port", str(port)]
+    argv += ["--cert-dir", str(cert_dir), "--server", api.url, *extra]
+    process = ManagedProcess("webhook", argv, tmp_path / "webhook.log")
+    process.start()
+    webhook = WebhookProcess(process, port, cert_dir, api)
+    try:
+        wait_http_ok(process, f"{webhook.base}/readyz", 60, ca_file=webhook.ca_file)
+    except BaseException:
+        process.stop()
+        raise
+    return webhook
+
+
+@pytest.fixture(scope="module")
+def limited_webhook(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WebhookProcess]:
+    """One webhook for the module, with tight flood/slow-client limits."""
+    with FakeKubeApi() as api:
+        webhook = start_webhook(
+            tmp_path_factory.mktemp("webhook"),
+            api,
+            "--max-inflight-admissions",
+            str(MAX_INFLIGHT),
+            "--body-timeout-seconds",
+            str(BODY_TIMEOUT),
+            "--header-timeout-seconds",
+            str(HEADER_TIMEOUT),
+        )
+        try:
+            yield webhook
+        finally:
+            webhook.process.stop()
+
+
+def fixture_review(name: str) -> dict[str, Any]:
+    import json
+
+    data: dict[str, Any] = json.loads((FIXTURES / name).read_text())
+    return data
+
+
+def with_secrets(review: dict[str, Any]) -> dict[str, Any]:
+    """The review with the marker in a container env value, a label value and an annotation."""
+    review = copy.deepcopy(review)
+    obj = review["request"]["object"]
+    meta = obj["metadata"]
+    meta.setdefault("labels", {})["leak-check"] = SECRET_MARKER
+    meta.setdefault("annotations", {})["leak-check/token"] = SECRET_MARKER
+    spec = obj["spec"]["template"]["spec"] if obj["kind"] == "Job" else obj["spec"]
+    for container in spec["containers"]:
+        container.setdefault("env", []).append({"name": "API_TOKEN", "value": SECRET_MARKER})
+    return review
+
+
+def wait_until(predicate: Any, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not met in time")
+        time.sleep(0.05)
