@@ -87,8 +87,8 @@ def follower(spec: dict[str, Any]) -> dict[str, Any]:
     return {"metadata": {"name": "p", "labels": {ROLE_LABEL: "follower"}}, "spec": spec}
 
 
-PINNED = {"nodeSelector": {TOPOLOGY_KEY: "pool-00"}}
-ANTI = {"affinity": {"podAntiAffinity": {}, "podAffinity": {}}}
+PINNED: dict[str, Any] = {"nodeSelector": {TOPOLOGY_KEY: "pool-00"}}
+ANTI: dict[str, Any] = {"affinity": {"podAntiAffinity": {}, "podAffinity": {}}}
 
 
 @pytest.mark.parametrize(

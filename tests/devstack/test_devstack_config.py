@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -83,7 +84,7 @@ def test_bad_manifests_are_rejected(tmp_path: Path, text: str, message: str) -> 
 
 
 def test_point_at_url_replaces_the_service() -> None:
-    config = {
+    config: dict[str, Any] = {
         "kind": "MutatingWebhookConfiguration",
         "webhooks": [
             {"name": "w", "clientConfig": {"service": {"name": "s", "path": "/mutate-pods"}, "caBundle": "X"}}
