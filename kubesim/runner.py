@@ -7,7 +7,7 @@ import contextlib
 import logging
 import socket
 import tempfile
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -15,9 +15,9 @@ from typing import Any
 import uvicorn
 
 from kubesim.apiserver.faults import FaultInjector, parse_faults
-from kubesim.apiserver.http import create_app
+from kubesim.apiserver.http import NodeFaults, create_app
 from kubesim.apiserver.server import ApiServer
-from kubesim.controllers import ControllerSettings, run_controllers
+from kubesim.controllers import Controllers, ControllerSettings
 from kubesim.kubeconfig import write_kubeconfig
 from kubesim.stats import Stats
 
@@ -114,13 +114,22 @@ async def _bootstrap_nodes(api: ApiServer, options: ServeOptions) -> None:
         await api.create("nodes", node, client="bootstrap", copy=False)
 
 
-def _controllers(api: ApiServer, options: ServeOptions, stats: Stats) -> Coroutine[Any, Any, None] | None:
+def _controllers(api: ApiServer, options: ServeOptions, stats: Stats) -> Controllers | None:
     if not options.controllers:
         return None
     settings = ControllerSettings(
         time_scale=options.time_scale, seed=options.seed or 0, **options.controller_overrides
     )
-    return run_controllers(api, settings, stats)
+    return Controllers(api, settings, stats)
+
+
+def _node_faults(controllers: Controllers) -> NodeFaults:
+    async def act(action: str, selector: str) -> dict[str, int]:
+        if action == "fail":
+            return await controllers.fail_nodes(selector)
+        return await controllers.recover_nodes(selector)
+
+    return act
 
 
 async def serve(
@@ -144,11 +153,14 @@ async def serve(
             tls_settings, ca_pem = _tls_files(options.host, Path(workdir))
         scheme = "https" if options.tls else "http"
         url = f"{scheme}://{host_for_url}:{port}"
+        controllers = _controllers(api, options, stats)
         app = create_app(
             api,
             faults=FaultInjector(faults, stats, options.seed) if faults.active else None,
             bookmark_interval=options.bookmark_interval,
             server_address=f"{host_for_url}:{port}",
+            node_faults=_node_faults(controllers) if controllers is not None else None,
+            seed=options.seed,
         )
         config = uvicorn.Config(
             app,
@@ -163,8 +175,9 @@ async def serve(
         server = uvicorn.Server(config)
         kubeconfig = write_kubeconfig(options.kubeconfig, url, ca_pem)
         stats.reset()
-        controllers = _controllers(api, options, stats)
-        controller_task = asyncio.get_running_loop().create_task(controllers) if controllers else None
+        controller_task = (
+            asyncio.get_running_loop().create_task(controllers.run()) if controllers is not None else None
+        )
         running = Running(url, port, kubeconfig, api, stats, server, ca_pem)
         started = asyncio.Event()
 

@@ -9,7 +9,7 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import yaml
@@ -19,7 +19,7 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
 from kubesim.apiserver import discovery
-from kubesim.apiserver.faults import FaultInjector
+from kubesim.apiserver.faults import FaultInjector, parse_faults
 from kubesim.apiserver.resources import ResourceType, lookup
 from kubesim.apiserver.server import ApiServer, request_warnings
 from kubesim.apiserver.tables import table, wants_table
@@ -78,6 +78,10 @@ def _list_kind(rt: ResourceType) -> str:
     return f"{rt.kind}List"
 
 
+NodeFaults = Callable[[str, str], Awaitable[dict[str, int]]]
+"""(action "fail" | "recover", label selector) -> {"nodes": n, "pods": m}: the controllers' node faults."""
+
+
 class RestApi:
     def __init__(
         self,
@@ -86,11 +90,15 @@ class RestApi:
         faults: FaultInjector | None = None,
         bookmark_interval: float = 5.0,
         server_address: str = "127.0.0.1:6443",
+        node_faults: NodeFaults | None = None,
+        seed: int | None = None,
     ) -> None:
         self.api = api
         self.faults = faults
         self.bookmark_interval = bookmark_interval
         self.server_address = server_address
+        self.node_faults = node_faults
+        self.seed = seed
 
     # --- discovery and debug -------------------------------------------------------------------------
 
@@ -137,6 +145,29 @@ class RestApi:
     async def debug_reset(self, request: Request) -> Response:
         self.api.stats.reset()
         return json_response(self.api.stats.snapshot())
+
+    async def debug_faults(self, request: Request) -> Response:
+        """Replace the `--faults` spec at runtime: body `{"faults": "error-rate=0.1,..."}` ("" turns them
+        off), so a test can set a cluster up cleanly and then inject faults."""
+        try:
+            body = json.loads(await request.body() or b"{}")
+            spec = parse_faults(body.get("faults") if isinstance(body, dict) else None)
+        except ValueError as err:
+            return error_response(bad_request(str(err)))
+        self.faults = FaultInjector(spec, self.api.stats, self.seed) if spec.active else None
+        return json_response({"faults": body.get("faults") or ""})
+
+    async def debug_node_faults(self, request: Request) -> Response:
+        """`POST /debug/fail-nodes?labelSelector=...` (or `/debug/recover-nodes`): a node pool going away."""
+        selector = request.query_params.get("labelSelector", "")
+        if not selector:
+            return error_response(bad_request("labelSelector is required"))
+        if self.node_faults is None:
+            return error_response(
+                bad_request("node faults need the controllers (started with --no-controllers)")
+            )
+        action = "fail" if request.url.path.endswith("fail-nodes") else "recover"
+        return json_response(await self.node_faults(action, selector))
 
     # --- resources -----------------------------------------------------------------------------------
 
@@ -429,8 +460,17 @@ def create_app(
     faults: FaultInjector | None = None,
     bookmark_interval: float = 5.0,
     server_address: str = "127.0.0.1:6443",
+    node_faults: NodeFaults | None = None,
+    seed: int | None = None,
 ) -> Starlette:
-    rest = RestApi(api, faults=faults, bookmark_interval=bookmark_interval, server_address=server_address)
+    rest = RestApi(
+        api,
+        faults=faults,
+        bookmark_interval=bookmark_interval,
+        server_address=server_address,
+        node_faults=node_faults,
+        seed=seed,
+    )
     all_methods = ["GET", "POST", "PUT", "PATCH", "DELETE"]
     routes = [
         Route("/version", rest.version),
@@ -447,6 +487,9 @@ def create_app(
         Route("/openapi/v3/{path:path}", rest.openapi_v3),
         Route("/debug/stats", rest.debug_stats),
         Route("/debug/reset-stats", rest.debug_reset, methods=["POST"]),
+        Route("/debug/faults", rest.debug_faults, methods=["POST"]),
+        Route("/debug/fail-nodes", rest.debug_node_faults, methods=["POST"]),
+        Route("/debug/recover-nodes", rest.debug_node_faults, methods=["POST"]),
         Route("/api/v1", rest.core, methods=all_methods),
         Route("/api/v1/{rest:path}", rest.core, methods=all_methods),
         Route("/apis/{group}", rest.api_group),
