@@ -1,0 +1,143 @@
+"""`python -m bench soak --quick` end to end (invariants, never timings), and the soak's pure checks."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bench.soak import (
+    QUICK,
+    SimultaneousExclusivity,
+    job_names,
+    job_outcomes,
+    main,
+    pending_pods,
+    soak_job,
+)
+from devstack.exclusivity import PodState
+from placement.constants import RESIZE_DONE, RESIZE_LABEL, STRATEGY_ELASTIC, STRATEGY_SCHEDULING_GATE
+
+REQUIRED_FIELDS = (
+    "jobs",
+    "faults_injected",
+    "jobs_at_target",
+    "jobs_resized_twice",
+    "jobs_pending",
+    "exclusive_violations",
+    "seconds_to_converge",
+)
+
+
+@pytest.mark.e2e
+def test_quick_soak_converges_through_every_fault(tmp_path: Path) -> None:
+    code = main(["--quick", "--out", str(tmp_path)])
+    result: dict[str, Any] = json.loads((tmp_path / "soak.json").read_text())
+    print(json.dumps({k: v for k, v in result.items() if k != "plan"}))
+    assert code == 0, result.get("problems")
+    assert all(field in result for field in REQUIRED_FIELDS)
+    assert result["jobs"] == QUICK.jobs
+    assert result["jobs_by_strategy"] == {STRATEGY_ELASTIC: 6, STRATEGY_SCHEDULING_GATE: 6}
+    faults = result["faults_injected"]
+    assert faults["resizer_sigkill"] == 2
+    assert faults["webhook_restart"] == 1
+    assert faults["node_pool_failed"] == 1
+    assert faults["api_429"] + faults["api_500"] > 0
+    assert faults["watch_streams_dropped"] > 0
+    assert result["jobs_at_target"] == result["jobs"]
+    assert result["jobs_resized_twice"] == 0
+    assert result["jobs_pending"] == 0
+    assert result["pods_pending"] == 0
+    assert result["exclusive_violations"] == 0
+    assert result["job_patches"] == result["expected_job_patches"] == 6
+    assert result["seconds_to_converge"] > 0
+
+
+# --- the pure checks: each must be able to fail ----------------------------------------------------------
+
+DOMAINS = {"n1": "pool-a", "n2": "pool-b"}
+
+
+def state(pod: str, job: str, node: str, *, active: bool = True) -> PodState:
+    return PodState(f"soak/{pod}", f"soak/{job}" if job else "", node, active)
+
+
+@pytest.mark.parametrize(
+    ("events", "violations"),
+    [
+        ([state("a-0", "a", "n1"), state("a-1", "a", "n1")], 0),
+        ([state("a-0", "a", "n1"), state("b-0", "b", "n1")], 1),  # two Jobs in one domain
+        ([state("a-0", "a", "n1"), state("a-1", "a", "n2")], 1),  # one Job in two domains
+        # the pool failed: a's pods there ended, then a restarted in another pool: fine
+        ([state("a-0", "a", "n1"), state("a-0", "a", "n1", active=False), state("a-0b", "a", "n2")], 0),
+        # the domain reused after a finished: fine
+        ([state("a-0", "a", "n1"), state("a-0", "a", "n1", active=False), state("b-0", "b", "n1")], 0),
+        ([state("x", "", "n1"), state("b-0", "b", "n1")], 0),  # pods of no Job are ignored
+    ],
+)
+def test_simultaneous_exclusivity(events: list[PodState], violations: int) -> None:
+    replay = SimultaneousExclusivity(DOMAINS)
+    for event in events:
+        replay.observe(event)
+    assert replay.violations == violations, replay.problems
+
+
+def finished_job(
+    name: str, *, generation: int, completions: int, succeeded: int, resized: bool
+) -> dict[str, Any]:
+    return {
+        "metadata": {
+            "name": name,
+            "generation": generation,
+            "labels": {RESIZE_LABEL: RESIZE_DONE} if resized else {},
+        },
+        "spec": {"completions": completions},
+        "status": {"succeeded": succeeded, "conditions": [{"type": "Complete", "status": "True"}]},
+    }
+
+
+def test_job_outcomes_classify_every_failure_mode() -> None:
+    strategies = {
+        "ok-el": STRATEGY_ELASTIC,
+        "ok-sg": STRATEGY_SCHEDULING_GATE,
+        "twice": STRATEGY_ELASTIC,
+        "size-one": STRATEGY_ELASTIC,
+        "sg-changed": STRATEGY_SCHEDULING_GATE,
+        "running": STRATEGY_ELASTIC,
+        "never-created": STRATEGY_ELASTIC,
+    }
+    jobs = [
+        finished_job("ok-el", generation=2, completions=3, succeeded=3, resized=True),
+        finished_job("ok-sg", generation=1, completions=3, succeeded=3, resized=False),
+        finished_job("twice", generation=3, completions=3, succeeded=3, resized=True),
+        finished_job("size-one", generation=1, completions=1, succeeded=1, resized=False),
+        finished_job("sg-changed", generation=2, completions=3, succeeded=3, resized=False),
+        {"metadata": {"name": "running", "generation": 2}, "spec": {"completions": 3}, "status": {}},
+    ]
+    outcomes = job_outcomes(jobs, strategies, target=3)
+    assert outcomes["at_target"] == ["ok-el", "ok-sg", "sg-changed", "twice"]
+    assert outcomes["resized_twice"] == ["sg-changed", "twice"]
+    assert outcomes["pending"] == ["running"]
+    assert outcomes["missing"] == ["never-created"]
+    assert "size-one" not in outcomes["at_target"]
+
+
+def test_pending_pods_are_the_non_terminal_ones() -> None:
+    pods = [
+        {"metadata": {"name": name}, "status": {"phase": phase}}
+        for name, phase in (("a", "Succeeded"), ("b", "Failed"), ("c", "Pending"), ("d", "Running"))
+    ]
+    assert pending_pods(pods) == ["c", "d"]
+
+
+def test_jobs_interleave_strategies_and_carry_the_annotations() -> None:
+    names = job_names(QUICK)
+    assert len(names) == QUICK.jobs
+    assert list(names.values())[:2] == [STRATEGY_ELASTIC, STRATEGY_SCHEDULING_GATE]
+    job = soak_job("el-0000", STRATEGY_ELASTIC, 4)
+    template_notes = job["spec"]["template"]["metadata"]["annotations"]
+    assert template_notes == job["metadata"]["annotations"]
+    assert job["spec"]["completions"] == job["spec"]["parallelism"] == 4
+    assert job["spec"]["backoffLimit"] >= 4  # a whole pool failing must not fail the Job
