@@ -2,7 +2,7 @@
 
 For each scenario one stack (kubesim + the real webhook + the real resizer, as `make run` starts them) is
 brought up; then each strategy runs in turn in a fresh namespace, selected per Job by the
-`exclusive-placement.io/strategy` annotation on the JobSet's Job template (one webhook process serves all
+`exclusive-placement.io/strategy` annotation on the JobSet's pod template (one webhook process serves all
 four, so nothing but the strategy differs between runs). Between runs the previous JobSet is deleted and
 its pods are gone before kubesim's counters are reset.
 """
