@@ -81,4 +81,7 @@ class ReloadingTLS:
     async def poll(self, interval: float) -> None:
         while True:
             await asyncio.sleep(interval)
-            await asyncio.to_thread(self.reload_if_changed)
+            # On the event loop thread, never in a worker thread: handshakes run on this thread, and
+            # `load_cert_chain` sets the certificate and then the key, so a handshake started in between
+            # (from another thread) would be served the new certificate with the old key and fail.
+            self.reload_if_changed()
