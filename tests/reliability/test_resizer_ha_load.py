@@ -1,0 +1,95 @@
+"""Resizer HA under load: the leader replica is SIGKILLed while elastic Jobs keep arriving; the standby
+takes over within the lease duration and no Job is patched twice."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from bench.soak import soak_job
+from devstack.commands import KubesimFlags
+from devstack.kube import KubeError
+from devstack.stack import Stack, StackOptions
+from placement.constants import RESIZE_DONE, RESIZE_LABEL, STRATEGY_ELASTIC
+
+pytestmark = pytest.mark.e2e
+
+LEASE_DURATION, RENEW_DEADLINE, RETRY_PERIOD = 4, 3.0, 0.5
+JOBS, PODS = 20, 2
+NAMESPACE = "soak"  # soak_job's namespace
+
+
+@pytest.fixture
+def ha_stack(monkeypatch: pytest.MonkeyPatch) -> Iterator[Stack]:
+    # The replicas read these from the environment (flags are not exposed by Stack).
+    monkeypatch.setenv("EXCLUSIVE_PLACEMENT_LEASE_DURATION", str(LEASE_DURATION))
+    monkeypatch.setenv("EXCLUSIVE_PLACEMENT_RENEW_DEADLINE", str(RENEW_DEADLINE))
+    monkeypatch.setenv("EXCLUSIVE_PLACEMENT_RETRY_PERIOD", str(RETRY_PERIOD))
+    cluster = KubesimFlags(nodes=JOBS, pools=JOBS, time_scale=0.05)
+    with Stack(StackOptions(cluster=cluster, resizer_replicas=2, startup_timeout=120)) as stack:
+        stack.client.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
+        yield stack
+
+
+def wait_roles(stack: Stack, expected: list[str], timeout: float = 60) -> float:
+    started = time.monotonic()
+    while sorted(stack.resizer_roles()) != sorted(expected):
+        assert time.monotonic() - started < timeout, stack.resizer_roles()
+        time.sleep(0.05)
+    return time.monotonic() - started
+
+
+def submit(stack: Stack, errors: list[str]) -> None:
+    for index in range(JOBS):
+        try:
+            stack.client.create(soak_job(f"ha-{index:02d}", STRATEGY_ELASTIC, PODS))
+        except KubeError as err:
+            errors.append(str(err))
+        time.sleep(0.4)
+
+
+def all_resized(stack: Stack) -> list[dict[str, Any]] | None:
+    jobs = stack.client.list("Job", namespace=NAMESPACE)
+    running = [
+        p for p in stack.client.list("Pod", namespace=NAMESPACE) if p["status"].get("phase") == "Running"
+    ]
+    done = [j for j in jobs if (j["metadata"].get("labels") or {}).get(RESIZE_LABEL) == RESIZE_DONE]
+    return jobs if len(done) == JOBS and len(running) == JOBS * PODS else None
+
+
+def test_leader_sigkilled_under_load_standby_takes_over_without_double_patch(ha_stack: Stack) -> None:
+    stack = ha_stack
+    wait_roles(stack, ["leader", "standby"])
+    stack.client.reset_stats()
+    errors: list[str] = []
+    submitter = threading.Thread(target=submit, args=(stack, errors))
+    submitter.start()
+    try:
+        time.sleep(JOBS * 0.4 / 3)  # a third of the Jobs are in
+        leader = stack.resizer_roles().index("leader")
+        stack.resizers[leader].kill()
+        takeover = wait_roles(stack, ["down", "leader"], timeout=LEASE_DURATION * 5)
+    finally:
+        submitter.join(60)
+    print(f"resizer takeover after SIGKILL of the leader: {takeover:.2f}s (lease {LEASE_DURATION}s)")
+    # client-go semantics: the standby may take the Lease once it has not changed for the lease duration,
+    # and checks every retry period; the margin covers a busy 2-core machine.
+    assert takeover <= LEASE_DURATION + 2 * RETRY_PERIOD + 2.0
+    assert errors == []
+
+    deadline = time.monotonic() + 120
+    while (jobs := all_resized(stack)) is None:
+        assert time.monotonic() < deadline, "not every Job was resized and running"
+        time.sleep(0.5)
+    assert [j["spec"]["completions"] for j in jobs] == [PODS] * JOBS
+    assert [j["metadata"]["generation"] for j in jobs] == [2] * JOBS  # one spec change each
+    stats = stack.client.stats()
+    assert stats["jobs"]["patched"] == JOBS  # one successful patch per Job, across both replicas
+    assert stats["pods"]["create_rejected"] == 0
+
+    stack.restart_resizer(leader)  # the killed replica comes back as the standby
+    wait_roles(stack, ["leader", "standby"])
