@@ -20,6 +20,7 @@ from types import FrameType
 from devstack.commands import KubesimFlags
 from devstack.demo import apply_and_follow
 from devstack.processes import ProcessError
+from devstack.report import resizer_summary
 from devstack.scenario import PlacementError, load_manifests
 from devstack.stack import Stack, StackOptions
 from placement.constants import DEFAULT_STRATEGY, STRATEGIES
@@ -160,6 +161,7 @@ def main(argv: list[str] | None = None) -> int:
                 echo(observation.table)
                 echo("")
                 echo(f"every Job placed, each in its own node pool ({len(observation.statuses)} Jobs)")
+                echo(resizer_summary(stack.resizer_metrics()) or "resizer: nothing resized")
                 if args.command == "demo":
                     return 0
                 echo(f"\nserving. kubeconfig: {stack.kubeconfig}")

@@ -37,6 +37,7 @@ class ManagedProcess:
         self.log_path = log_path
         self._env = env
         self._proc: subprocess.Popen[bytes] | None = None
+        self._log_offset = 0
 
     def start(self) -> None:
         if self.running:
@@ -44,6 +45,7 @@ class ManagedProcess:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         env = {**os.environ, "PYTHONUNBUFFERED": "1", **(self._env or {})}
         with self.log_path.open("ab") as out:
+            self._log_offset = out.tell()  # the log is appended to: earlier runs' lines are not this run's
             self._proc = subprocess.Popen(
                 self.argv,
                 stdin=subprocess.DEVNULL,
@@ -96,12 +98,18 @@ class ManagedProcess:
             os.killpg(self._proc.pid, signal.SIGKILL)
         return self._proc.returncode
 
-    def log_tail(self, lines: int = 30) -> str:
+    def log_since_start(self) -> str:
+        """What this run of the process wrote (the log file may hold earlier runs before it)."""
         try:
-            text = self.log_path.read_text(errors="replace")
+            with self.log_path.open("rb") as log_file:
+                log_file.seek(self._log_offset)
+                return log_file.read().decode(errors="replace")
         except FileNotFoundError:
-            return "(no log written)"
-        return "\n".join(text.splitlines()[-lines:])
+            return ""
+
+    def log_tail(self, lines: int = 30) -> str:
+        text = self.log_since_start()
+        return "\n".join(text.splitlines()[-lines:]) if text else "(nothing logged)"
 
     def check_alive(self) -> None:
         """Raise `ProcessError` with the log tail if the component has exited."""

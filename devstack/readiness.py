@@ -20,11 +20,7 @@ def wait_for_log_line(process: ManagedProcess, pattern: re.Pattern[str], timeout
     """Poll the component's log until a line matches `pattern`; fail fast if the process exits."""
     deadline = time.monotonic() + timeout
     while True:
-        try:
-            text = process.log_path.read_text(errors="replace")
-        except FileNotFoundError:
-            text = ""
-        match = pattern.search(text)
+        match = pattern.search(process.log_since_start())
         if match:
             return match
         process.check_alive()

@@ -262,6 +262,18 @@ class Stack:
                 roles.append("down")
         return roles
 
+    def resizer_metrics(self) -> list[str]:
+        """The Prometheus /metrics page of every running resizer replica."""
+        pages: list[str] = []
+        for index, resizer in enumerate(self.resizers):
+            if resizer.running:
+                url = f"http://{LOCAL_HOST}:{self.resizer_metrics_ports[index]}/metrics"
+                try:
+                    pages.append(httpx.get(url, timeout=2.0).text)
+                except httpx.HTTPError:
+                    log.warning("resizer-%s /metrics unreachable", index)
+        return pages
+
     def restart_resizer(self, index: int = 0, *, kill: bool = False) -> None:
         """Stop (SIGTERM, or SIGKILL with `kill`) resizer `index` and start it again on the same port."""
         resizer = self.resizers[index]

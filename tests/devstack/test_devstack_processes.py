@@ -93,3 +93,19 @@ def test_a_started_process_cannot_be_started_twice(tmp_path: Path) -> None:
 
 def test_free_port_is_free() -> None:
     assert port_is_free(free_port())
+
+
+def test_a_reused_log_file_does_not_satisfy_the_wait_with_an_earlier_runs_line(tmp_path: Path) -> None:
+    (tmp_path / "again.log").write_text("listening on port 1111\n")
+    proc = python(
+        tmp_path, "again", "import time; time.sleep(0.3); print('listening on port 2222', flush=True)"
+    )
+    proc.start()
+    match = wait_for_log_line(proc, re.compile(r"listening on port (\d+)"), timeout=30)
+    assert match[1] == "2222"
+    proc.stop()
+    assert "1111" not in proc.log_tail()
+    assert (tmp_path / "again.log").read_text().splitlines() == [
+        "listening on port 1111",
+        "listening on port 2222",
+    ]

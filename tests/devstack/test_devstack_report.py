@@ -6,7 +6,15 @@ from typing import Any
 
 import pytest
 
-from devstack.report import Timeline, format_table, job_status, state_summary, target_size, topology_key
+from devstack.report import (
+    Timeline,
+    format_table,
+    job_status,
+    resizer_summary,
+    state_summary,
+    target_size,
+    topology_key,
+)
 from placement.constants import (
     JOB_COMPLETION_INDEX_ANNOTATION,
     JOB_NAME_LABEL,
@@ -167,3 +175,20 @@ def test_table_and_summary() -> None:
     assert lines[2].split() == ["ns/train", "pool-1", "0/4", "1.50s", "-", "leader-bound"]
     assert lines[3].split() == ["ns/train", "pool-2", "4/4", "1.50s", "n/a", "running"]
     assert state_summary(statuses) == "2 Jobs: 1 leader-bound, 1 running"
+
+
+METRICS = """# HELP exclusive_placement_resizer_resizes_total Jobs restored to their target size.
+# TYPE exclusive_placement_resizer_resizes_total counter
+exclusive_placement_resizer_resizes_total {resizes}
+# TYPE exclusive_placement_resizer_bind_to_resize_seconds histogram
+exclusive_placement_resizer_bind_to_resize_seconds_bucket{{le="+Inf"}} {count}
+exclusive_placement_resizer_bind_to_resize_seconds_count {count}
+exclusive_placement_resizer_bind_to_resize_seconds_sum {total}
+"""
+
+
+def test_resizer_summary_adds_up_the_replicas() -> None:
+    pages = [METRICS.format(resizes=3, count=3, total=0.009), METRICS.format(resizes=1, count=1, total=0.003)]
+    assert resizer_summary(pages) == "resizer: 4 resizes, 0 gate releases, mean bind→resize 3.0 ms (/metrics)"
+    assert resizer_summary([METRICS.format(resizes=0, count=0, total=0)]) is None
+    assert resizer_summary([]) is None
