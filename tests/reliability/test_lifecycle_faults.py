@@ -1,0 +1,209 @@
+"""Lifecycle faults end to end (kubesim + real webhook + real resizer): a leader deleted or failed before it
+binds, a Job deleted mid-resize (and recreated under the same name), a JobSet restart that recreates its
+Jobs, and namespaces the webhook configuration exempts."""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
+
+import httpx
+import pytest
+
+from bench.soak import soak_job
+from devstack.commands import RELEASE_NAMESPACE, KubesimFlags
+from devstack.exclusivity import node_domains
+from devstack.manifests import exclusive_jobset
+from devstack.stack import Stack, StackOptions
+from placement.constants import (
+    GKE_NODEPOOL_LABEL,
+    JOB_COMPLETION_INDEX_ANNOTATION,
+    JOB_KEY_LABEL,
+    JOBSET_RESTART_ATTEMPT_LABEL,
+    RESIZE_DONE,
+    RESIZE_LABEL,
+    STRATEGY_ELASTIC,
+    TOPOLOGY_ANNOTATION,
+)
+
+pytestmark = pytest.mark.e2e
+
+NS = "soak"  # soak_job's namespace
+POOLS = 4
+T = TypeVar("T")
+Obj = dict[str, Any]
+
+
+@pytest.fixture
+def stack() -> Iterator[Stack]:
+    cluster = KubesimFlags(nodes=POOLS, pools=POOLS, time_scale=0.05)
+    with Stack(StackOptions(cluster=cluster, startup_timeout=120)) as running:
+        running.client.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
+        yield running
+
+
+def eventually(probe: Callable[[], T | None], what: str, timeout: float = 60) -> T:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = probe()
+        if value is not None and value is not False:
+            return value
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.1)
+
+
+def pods_of(stack: Stack, job: str, namespace: str = NS) -> list[Obj]:
+    return stack.client.list("Pod", namespace=namespace, label_selector=f"batch.kubernetes.io/job-name={job}")
+
+
+def leaders_of(stack: Stack, job: str) -> list[Obj]:
+    return [
+        p
+        for p in pods_of(stack, job)
+        if (p["metadata"].get("annotations") or {}).get(JOB_COMPLETION_INDEX_ANNOTATION) == "0"
+    ]
+
+
+def running_whole(stack: Stack, job: str, pods: int, namespace: str = NS) -> set[str] | None:
+    """The domains of `job`'s running pods once all `pods` run (None before)."""
+    domains = node_domains(stack.client.list("Node"), GKE_NODEPOOL_LABEL)
+    running = [p for p in pods_of(stack, job, namespace) if p["status"].get("phase") == "Running"]
+    if len(running) < pods:
+        return None
+    return {domains[p["spec"]["nodeName"]] for p in running}
+
+
+def patch_status(stack: Stack, pod: Obj, status: Obj) -> None:
+    meta = pod["metadata"]
+    response = httpx.patch(
+        f"{stack.server}/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}/status",
+        json={"status": status},
+        headers={"Content-Type": "application/merge-patch+json"},
+        timeout=10,
+    )
+    response.raise_for_status()
+
+
+def fill_every_pool(stack: Stack) -> list[str]:
+    blockers = [f"blocker-{i}" for i in range(POOLS)]
+    for name in blockers:
+        stack.client.create(soak_job(name, STRATEGY_ELASTIC, 2))
+    for name in blockers:
+        eventually(functools.partial(running_whole, stack, name, 2), f"{name} running")
+    return blockers
+
+
+def test_leader_deleted_then_failed_before_binding(stack: Stack) -> None:
+    blockers = fill_every_pool(stack)
+    stack.client.create(soak_job("late", STRATEGY_ELASTIC, 3))
+    first = eventually(lambda: leaders_of(stack, "late") or None, "the first leader")[0]
+    assert not first["spec"].get("nodeName")  # every pool is taken: it cannot bind
+
+    stack.client.delete("Pod", first["metadata"]["name"], namespace=NS)
+    second = eventually(
+        lambda: (
+            [p for p in leaders_of(stack, "late") if p["metadata"]["uid"] != first["metadata"]["uid"]] or None
+        ),
+        "a replacement leader",
+    )[0]
+    assert not second["spec"].get("nodeName")
+    patch_status(stack, second, {"phase": "Failed", "reason": "Evicted"})
+    uids = {first["metadata"]["uid"], second["metadata"]["uid"]}
+    third = eventually(
+        lambda: [p for p in leaders_of(stack, "late") if p["metadata"]["uid"] not in uids] or None,
+        "a second replacement leader",
+    )[0]
+    job = stack.client.get("Job", "late", namespace=NS)
+    assert job["spec"]["completions"] == 1  # still shrunk: nothing resized for an unbound leader
+    assert (job["metadata"].get("labels") or {}).get(RESIZE_LABEL) != RESIZE_DONE
+
+    stack.client.delete("Job", blockers[0], namespace=NS)  # a pool frees up
+    domains = eventually(lambda: running_whole(stack, "late", 3), "late running whole", timeout=90)
+    assert len(domains) == 1
+    job = stack.client.get("Job", "late", namespace=NS)
+    assert job["metadata"]["generation"] == 2  # resized exactly once
+    assert job["metadata"]["labels"][RESIZE_LABEL] == RESIZE_DONE
+    leader_now = [p for p in leaders_of(stack, "late") if p["status"].get("phase") == "Running"]
+    assert [p["metadata"]["uid"] for p in leader_now] == [third["metadata"]["uid"]]
+    stack.check_alive()
+
+
+def test_job_deleted_mid_resize_then_recreated(stack: Stack) -> None:
+    rounds = 3
+    for attempt in range(rounds):
+        stack.client.create(soak_job("churn", STRATEGY_ELASTIC, 3))
+        eventually(
+            lambda: [p for p in leaders_of(stack, "churn") if p["spec"].get("nodeName")] or None,
+            "the leader bound",
+        )
+        # The resizer is reacting to this bind right now: delete the Job under it.
+        stack.client.delete("Job", "churn", namespace=NS)
+        eventually(
+            lambda: (
+                not stack.client.list("Job", namespace=NS, label_selector=None)
+                and not pods_of(stack, "churn")
+            ),
+            f"round {attempt}: the Job and its pods gone",
+        )
+    stack.client.create(soak_job("churn", STRATEGY_ELASTIC, 3))
+    domains = eventually(lambda: running_whole(stack, "churn", 3), "the recreated Job running whole")
+    assert len(domains) == 1
+    job = stack.client.get("Job", "churn", namespace=NS)
+    assert job["metadata"]["generation"] == 2
+    stack.check_alive()  # the resizer survived every 404 / 409
+    resizer_log = stack.resizers[0].log_path.read_text()
+    assert "Traceback" not in resizer_log
+
+
+def test_jobset_restart_recreates_jobs_that_are_placed_again(stack: Stack) -> None:
+    jobset = exclusive_jobset("restarts", jobs=2, pods_per_job=2, strategy=STRATEGY_ELASTIC, namespace=NS)
+    jobset["spec"]["failurePolicy"] = {"maxRestarts": 1}
+    stack.client.create(jobset)
+    names = ["restarts-w-0", "restarts-w-1"]
+    for name in names:
+        eventually(functools.partial(running_whole, stack, name, 2), f"{name} running")
+    old_uids = {stack.client.get("Job", n, namespace=NS)["metadata"]["uid"] for n in names}
+
+    # A worker of the first Job fails (backoffLimit 0): the Job fails, the JobSet restarts all its Jobs.
+    victim = next(p for p in pods_of(stack, names[0]) if p["status"].get("phase") == "Running")
+    patch_status(stack, victim, {"phase": "Failed", "reason": "Error"})
+
+    def restarted() -> list[Obj] | None:
+        jobs = [j for j in stack.client.list("Job", namespace=NS) if j["metadata"]["name"] in names]
+        fresh = [j for j in jobs if j["metadata"]["uid"] not in old_uids]
+        return fresh if len(fresh) == len(names) else None
+
+    fresh = eventually(restarted, "the Jobs recreated", timeout=90)
+    assert {j["metadata"]["labels"][JOBSET_RESTART_ATTEMPT_LABEL] for j in fresh} == {"1"}
+    placed = [
+        eventually(functools.partial(running_whole, stack, name, 2), f"{name} placed again", 90)
+        for name in names
+    ]
+    assert all(len(d) == 1 for d in placed)
+    assert placed[0] != placed[1]  # still exclusive
+    for job in (stack.client.get("Job", n, namespace=NS) for n in names):
+        assert job["metadata"]["uid"] not in old_uids
+        assert job["metadata"]["generation"] == 2
+        assert job["metadata"]["labels"][RESIZE_LABEL] == RESIZE_DONE
+    stack.check_alive()
+
+
+@pytest.mark.parametrize("namespace", [RELEASE_NAMESPACE, "kube-system"])
+def test_exempt_namespaces_never_reach_the_webhook(stack: Stack, namespace: str) -> None:
+    before = stack.client.stats()["admission"]["calls"]
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": "annotated",
+            "namespace": namespace,
+            "annotations": {TOPOLOGY_ANNOTATION: GKE_NODEPOOL_LABEL, JOB_COMPLETION_INDEX_ANNOTATION: "0"},
+        },
+        "spec": {"containers": [{"name": "c", "image": "registry.example/c:1"}]},
+    }
+    created = stack.client.create(pod)
+    assert JOB_KEY_LABEL not in (created["metadata"].get("labels") or {})
+    assert "affinity" not in created["spec"]
+    assert stack.client.stats()["admission"]["calls"] == before
