@@ -95,7 +95,7 @@ FULL = SoakPlan(
         "kill-resizer",
         "kill-resizer",
     ),
-    fault_interval=9.0,
+    fault_interval=6.0,
     timeout=900.0,
 )
 QUICK = SoakPlan(
