@@ -70,6 +70,8 @@ def parse_review(body: bytes) -> AdmissionReview:
         data = json.loads(body)
     except (ValueError, UnicodeDecodeError) as err:
         raise BadReview(f"body is not JSON: {err}") from err
+    except RecursionError as err:
+        raise BadReview("body nests JSON too deeply") from err
     if not isinstance(data, dict):
         raise BadReview("body must be a JSON object (an AdmissionReview)")
     if data.get("kind") != ADMISSION_KIND:
@@ -89,6 +91,11 @@ def parse_review(body: bytes) -> AdmissionReview:
     obj = request.get("object")
     if obj is not None and not isinstance(obj, dict):
         raise BadReview("request.object must be an object")
+    if obj is not None and not isinstance(obj.get("metadata", {}), dict):
+        raise BadReview("request.object.metadata must be an object")
+    for field in ("namespace", "name"):
+        if not isinstance(request.get(field, ""), str):
+            raise BadReview(f"request.{field} must be a string")
     return {
         "apiVersion": ADMISSION_API_VERSION,
         "kind": ADMISSION_KIND,
