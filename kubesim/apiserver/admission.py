@@ -3,9 +3,11 @@
 Honoured: rules (operations, apiGroups, apiVersions, resources incl. subresources, scope), objectSelector,
 namespaceSelector, matchPolicy (one version per group is served, so Exact and Equivalent agree),
 failurePolicy, timeoutSeconds, sideEffects (dry-run requests to webhooks with side effects are rejected),
-reinvocationPolicy IfNeeded. Mutating webhooks run in configuration-name order with their JSONPatch applied,
-then validating webhooks run concurrently. Only `clientConfig.url` can be resolved here (no cluster DNS):
-a `clientConfig.service` reference fails like an unreachable webhook (devstack rewrites service to url).
+reinvocationPolicy IfNeeded, matchConditions (CEL, see kubesim.apiserver.cel; compiled once per configuration
+resourceVersion). Mutating webhooks run in configuration-name order with their JSONPatch applied, each one's
+matchConditions evaluated on the object as earlier webhooks left it; then validating webhooks run
+concurrently. Only `clientConfig.url` can be resolved here (no cluster DNS): a `clientConfig.service`
+reference fails like an unreachable webhook (devstack rewrites service to url).
 """
 
 from __future__ import annotations
@@ -22,10 +24,11 @@ from typing import Any
 import httpx
 import jsonpatch
 
+from kubesim.apiserver.cel import MatchCondition, compile_conditions, evaluate
 from kubesim.apiserver.resources import ResourceType
 from kubesim.apiserver.selectors import LabelSelector, selector_from_dict
 from kubesim.apiserver.store import Store
-from kubesim.errors import ApiError, internal
+from kubesim.errors import ApiError, internal, qualified
 from kubesim.stats import Stats
 
 log = logging.getLogger(__name__)
@@ -76,6 +79,7 @@ class Webhook:
     reinvoke: bool
     namespace_selector: LabelSelector
     object_selector: LabelSelector
+    match_conditions: tuple[MatchCondition, ...] = ()
 
 
 def _parse_rule(raw: Obj) -> Rule:
@@ -112,6 +116,7 @@ def parse_configuration(config: Obj, *, mutating: bool) -> list[Webhook]:
                 reinvoke=mutating and raw.get("reinvocationPolicy") == "IfNeeded",
                 namespace_selector=selector_from_dict(raw.get("namespaceSelector") or {}),
                 object_selector=selector_from_dict(raw.get("objectSelector") or {}),
+                match_conditions=compile_conditions(raw.get("matchConditions") or []),
             )
         )
     return hooks
@@ -165,6 +170,8 @@ class Admission:
         self.stats = stats
         self.pool = ClientPool()
         self._cache: dict[str, tuple[int, list[Webhook]]] = {}
+        # (resource, configuration name) -> (its resourceVersion, its parsed webhooks, CEL compiled)
+        self._parsed: dict[tuple[str, str], tuple[str, list[Webhook]]] = {}
 
     def webhooks(self, resource: str) -> list[Webhook]:
         rs = self.store.resources[resource]
@@ -173,8 +180,18 @@ class Admission:
         if cached is not None and cached[0] == version:
             return cached[1]
         hooks: list[Webhook] = []
+        current: set[tuple[str, str]] = set()
         for config in sorted(rs.objects.values(), key=lambda c: str(c["metadata"]["name"])):
-            hooks += parse_configuration(config, mutating=resource == MUTATING)
+            key = (resource, str(config["metadata"]["name"]))
+            rv = str(config["metadata"].get("resourceVersion", ""))
+            parsed = self._parsed.get(key)
+            if parsed is None or parsed[0] != rv:
+                parsed = (rv, parse_configuration(config, mutating=resource == MUTATING))
+                self._parsed[key] = parsed
+            current.add(key)
+            hooks += parsed[1]
+        for key in [k for k in self._parsed if k[0] == resource and k not in current]:
+            del self._parsed[key]
         self._cache[resource] = (version, hooks)
         return hooks
 
@@ -196,34 +213,51 @@ class Admission:
             return hook.namespace_selector.matches(ns_labels)
         return True
 
+    def _should_call(self, hook: Webhook, req: AdmissionRequest) -> bool:
+        """matchConditions on the request as it is now, then the dry-run check (kube-apiserver's order)."""
+        if hook.match_conditions:
+            variables = {"object": req.obj, "oldObject": req.old, "request": _request_fields("", req)}
+            result = evaluate(hook.match_conditions, variables)
+            if result.skipped_by is not None:
+                log.debug("webhook %s skipped: matchCondition %s is false", hook.name, result.skipped_by)
+                return False
+            if result.errors:
+                if hook.failure_policy == "Ignore":
+                    log.warning("webhook %s skipped, matchConditions failed: %s", hook.name, result.errors)
+                    return False
+                log.warning(
+                    "webhook %s: matchConditions failed, failing closed: %s", hook.name, result.errors
+                )
+                raise match_conditions_failed(req, result.errors)
+        if req.dry_run and hook.side_effects not in SIDE_EFFECT_FREE:
+            raise ApiError(400, "BadRequest", f'admission webhook "{hook.name}" does not support dry run')
+        return True
+
     def _matching(self, resource: str, req: AdmissionRequest) -> list[Webhook]:
-        hooks = [h for h in self.webhooks(resource) if self._applies(h, req)]
-        if req.dry_run:
-            for hook in hooks:
-                if hook.side_effects not in SIDE_EFFECT_FREE:
-                    raise ApiError(
-                        400, "BadRequest", f'admission webhook "{hook.name}" does not support dry run'
-                    )
-        return hooks
+        return [h for h in self.webhooks(resource) if self._applies(h, req)]
 
     async def mutate(self, req: AdmissionRequest, warnings: list[str]) -> Obj | None:
         """Mutating webhooks in name order, JSONPatch applied; IfNeeded ones re-run once after a change."""
         mutating = self._matching(MUTATING, req)
         last_change: dict[str, int] = {}
+        called: list[Webhook] = []
         changes = 0
         for hook in mutating:
+            if not self._should_call(hook, req):
+                continue
+            called.append(hook)
             if await self._mutate(hook, req, warnings):
                 changes += 1
             last_change[hook.name] = changes
         if changes:
-            for hook in mutating:
-                if hook.reinvoke and changes > last_change[hook.name]:
+            for hook in called:
+                if hook.reinvoke and changes > last_change[hook.name] and self._should_call(hook, req):
                     await self._mutate(hook, req, warnings)
         return req.obj
 
     async def validate(self, req: AdmissionRequest, warnings: list[str]) -> None:
         """Validating webhooks, concurrently (as kube-apiserver does); the first denial wins."""
-        validating = self._matching(VALIDATING, req)
+        validating = [h for h in self._matching(VALIDATING, req) if self._should_call(h, req)]
         if len(validating) == 1:
             await self._call(validating[0], req, warnings)
         elif validating:
@@ -289,36 +323,50 @@ class Admission:
 
     @staticmethod
     def _review(uid: str, req: AdmissionRequest) -> Obj:
-        resource = {"group": req.rt.group, "version": req.rt.version, "resource": req.rt.plural}
-        request: Obj = {
-            "uid": uid,
-            "kind": req.kind,
-            "resource": resource,
-            "requestKind": req.kind,
-            "requestResource": resource,
-            "name": req.name,
-            "namespace": req.namespace,
-            "operation": req.operation,
-            "userInfo": {"username": req.username, "groups": ["system:authenticated"]},
-            "object": req.obj,
-            "oldObject": req.old,
-            "dryRun": req.dry_run,
-            "options": {
-                "apiVersion": "meta.k8s.io/v1",
-                "kind": {"CREATE": "CreateOptions", "UPDATE": "UpdateOptions", "DELETE": "DeleteOptions"}.get(
-                    req.operation, "CreateOptions"
-                ),
-            },
-        }
-        if req.subresource:
-            request["subResource"] = req.subresource
-            request["requestSubResource"] = req.subresource
-        if not req.rt.namespaced:
-            request.pop("namespace")
+        request = _request_fields(uid, req) | {"object": req.obj, "oldObject": req.old}
         return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request}
 
     async def aclose(self) -> None:
         await self.pool.aclose()
+
+
+def _request_fields(uid: str, req: AdmissionRequest) -> Obj:
+    """The AdmissionRequest without its objects: the review's `request`, and CEL's `request` variable."""
+    resource = {"group": req.rt.group, "version": req.rt.version, "resource": req.rt.plural}
+    request: Obj = {
+        "uid": uid,
+        "kind": req.kind,
+        "resource": resource,
+        "requestKind": req.kind,
+        "requestResource": resource,
+        "name": req.name,
+        "namespace": req.namespace,
+        "operation": req.operation,
+        "userInfo": {"username": req.username, "groups": ["system:authenticated"]},
+        "dryRun": req.dry_run,
+        "options": {
+            "apiVersion": "meta.k8s.io/v1",
+            "kind": {"CREATE": "CreateOptions", "UPDATE": "UpdateOptions", "DELETE": "DeleteOptions"}.get(
+                req.operation, "CreateOptions"
+            ),
+        },
+    }
+    if req.subresource:
+        request["subResource"] = req.subresource
+        request["requestSubResource"] = req.subresource
+    if not req.rt.namespaced:
+        request.pop("namespace")
+    return request
+
+
+def match_conditions_failed(req: AdmissionRequest, errors: tuple[str, ...]) -> ApiError:
+    """kube-apiserver fails closed with 403 Forbidden: `<resource> "<name>" is forbidden: <errors>`."""
+    cause = errors[0] if len(errors) == 1 else "[" + ", ".join(errors) + "]"
+    details: Obj = {"name": req.name, "kind": req.rt.plural}
+    if req.rt.group:
+        details["group"] = req.rt.group
+    resource = qualified(req.rt.plural, req.rt.group)
+    return ApiError(403, "Forbidden", f'{resource} "{req.name}" is forbidden: {cause}', details)
 
 
 def denial(webhook: str, status: Obj) -> ApiError:

@@ -8,6 +8,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from kubesim.apiserver.cel import validate_webhook_configuration, validate_webhook_configuration_update
+
 Obj = dict[str, Any]
 Causes = list[tuple[str, str]]
 
@@ -96,6 +98,8 @@ def validate_job(job: Obj) -> Causes:
 CREATE_VALIDATORS = {
     "pods": lambda o: validate_pod_spec(o.get("spec"), "spec"),
     "jobs": validate_job,
+    "mutatingwebhookconfigurations": validate_webhook_configuration,
+    "validatingwebhookconfigurations": validate_webhook_configuration,
 }
 
 
@@ -189,7 +193,12 @@ def validate_job_update(old: Obj, new: Obj) -> Causes:
     return causes
 
 
-UPDATE_VALIDATORS = {"pods": validate_pod_update, "jobs": validate_job_update}
+UPDATE_VALIDATORS = {
+    "pods": validate_pod_update,
+    "jobs": validate_job_update,
+    "mutatingwebhookconfigurations": validate_webhook_configuration_update,
+    "validatingwebhookconfigurations": validate_webhook_configuration_update,
+}
 
 
 def validate_update(resource: str, old: Obj, new: Obj) -> Causes:
