@@ -31,12 +31,22 @@ class PodRecorder:
         self.all_running = asyncio.Event()
         self.connected = asyncio.Event()
         self.events = 0
+        self._leader_seen: dict[str, float] = {}
+        self.leader_waits: dict[str, float] = {}
+        """Leader pod (index 0) key → wall seconds from its creation being seen to its bind being seen:
+        how long leaders queued in the scheduler (what `gate` rejects followers during)."""
 
     def observe(self, event_type: str, pod: dict[str, Any]) -> None:
         self.events += 1
-        self.replay.observe(pod_state(pod, deleted=event_type == "DELETED"))
+        state = pod_state(pod, deleted=event_type == "DELETED")
+        self.replay.observe(state)
+        annotations = pod["metadata"].get("annotations") or {}
+        if annotations.get(JOB_COMPLETION_INDEX_ANNOTATION) == "0" and state.key not in self.leader_waits:
+            seen = self._leader_seen.setdefault(state.key, time.monotonic())
+            if state.node:
+                self.leader_waits[state.key] = time.monotonic() - seen
         if event_type != "DELETED" and (pod.get("status") or {}).get("phase") in STARTED_PHASES:
-            index = (pod["metadata"].get("annotations") or {}).get(JOB_COMPLETION_INDEX_ANNOTATION, "")
+            index = annotations.get(JOB_COMPLETION_INDEX_ANNOTATION, "")
             self.started.add((job_of(pod), index))
             if len(self.started) >= self.expected_pods and self.all_running_at is None:
                 self.all_running_at = time.monotonic()

@@ -16,14 +16,22 @@ COLUMNS: tuple[tuple[str, str], ...] = (
     ("pod_patches", "pod patches"),
     ("scheduler_filter_evaluations", "filter evals"),
     ("scheduler_affinity_evaluations", "affinity evals"),
+    ("leader_wait_max_seconds", "max s leader waited"),
     ("seconds_to_all_running", "s to all running"),
     ("exclusive_violations", "violations"),
 )
 
 
-def scenario_label(scenario: dict[str, Any]) -> str:
-    shape = f"{scenario['jobs']}x{scenario['pods_per_job']} on {scenario['pools']} pools"
-    return f"{shape}, contended" if scenario["contended"] else shape
+def scenario_label(scenario: dict[str, Any], default_time_scale: float | None = None) -> str:
+    label = f"{scenario['jobs']}x{scenario['pods_per_job']} on {scenario['pools']} pools"
+    if scenario["contended"]:
+        label += ", contended"
+    if scenario.get("scheduler_pods_per_second"):
+        label += f", scheduler {scenario['scheduler_pods_per_second']:g} pods/s"
+    scale = scenario.get("time_scale")
+    if scale is not None and scale != default_time_scale:
+        label += f", time scale {scale:g}"
+    return label
 
 
 def markdown_table(report: dict[str, Any]) -> str:
@@ -35,17 +43,21 @@ def markdown_table(report: dict[str, Any]) -> str:
                 cells = [f"FAILED: {result['error']}"] + [""] * (len(COLUMNS) - 1)
             else:
                 cells = [_cell(result[key]) for key, _ in COLUMNS]
-            lines.append("| " + " | ".join([scenario_label(scenario), f"`{strategy}`", *cells]) + " |")
+            label = scenario_label(scenario, report["time_scale"])
+            lines.append("| " + " | ".join([label, f"`{strategy}`", *cells]) + " |")
     lines.append("")
     lines.append(
-        f"Time scale {report['time_scale']} (real seconds per simulated second): times are wall seconds on "
-        "this machine at that scale. Counters are kubesim's `/debug/stats` from JobSet creation to "
-        "the moment every pod had run."
+        f"Time scale {report['time_scale']} (real seconds per simulated second) unless the scenario says "
+        "otherwise: times are wall seconds on this machine at that scale. Counters are kubesim's "
+        '`/debug/stats` from JobSet creation to the moment every pod had run. "max s leader waited": '
+        "the longest any leader pod took from creation to bind (wall seconds, seen on the pod watch)."
     )
     return "\n".join(lines) + "\n"
 
 
 def _cell(value: Any) -> str:
+    if value is None:
+        return "n/a"
     if isinstance(value, float):
         return f"{value:.2f}"
     if isinstance(value, int):
@@ -71,7 +83,8 @@ def plot(report: dict[str, Any], key: str, title: str, path: Path) -> None:
                 xs.append(x + (i - (len(strategies) - 1) / 2) * width)
                 ys.append(value)
         ax.bar(xs, ys, width=width, label=strategy)
-    ax.set_xticks(range(len(scenarios)), [scenario_label(s).replace(", ", "\n") for s in scenarios])
+    labels = [scenario_label(s, report["time_scale"]).replace(", ", "\n") for s in scenarios]
+    ax.set_xticks(range(len(scenarios)), labels)
     ax.set_yscale("symlog", linthresh=1)  # log scale that still shows the zeros
     ax.set_ylabel(title + " (log scale)")
     ax.set_title(f"{title} per strategy (time scale {report['time_scale']})")

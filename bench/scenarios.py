@@ -26,14 +26,31 @@ class Scenario:
     pods_per_job: int
     pools: int
     pod_run_seconds: float | None = None
+    scheduler_pods_per_second: float | None = None
+    """Scheduling cycles per simulated second; None: kubesim's default (300, upstream's basic figure)."""
+    time_scale: float | None = None
+    """Real seconds per simulated second for this scenario; None: the bench's `--time-scale`.
+
+    A throttled scenario needs 1.0: kubesim throttles in simulated time, but the API server, the webhook
+    and the controllers process requests in real time (a few hundred pods per real second here). At 0.1,
+    60 simulated pods/s is 600 real pods/s, faster than pods can be created, so the scheduler never has
+    a backlog; at 1.0 it binds 60 pods per real second and pods queue behind each other."""
 
     def __post_init__(self) -> None:
         if min(self.jobs, self.pods_per_job, self.pools) < 1:
             raise ValueError(f"scenario {self.name}: jobs, pods_per_job and pools must be >= 1")
+        if self.scheduler_pods_per_second is not None and self.scheduler_pods_per_second <= 0:
+            raise ValueError(f"scenario {self.name}: scheduler_pods_per_second must be > 0")
+        if self.time_scale is not None and self.time_scale <= 0:
+            raise ValueError(f"scenario {self.name}: time_scale must be > 0")
         if self.pools < self.jobs and self.pod_run_seconds is None:
             raise ValueError(
                 f"scenario {self.name}: fewer pools than Jobs needs pod_run_seconds to free pools"
             )
+
+    @property
+    def throttled(self) -> bool:
+        return self.scheduler_pods_per_second is not None
 
     @property
     def contended(self) -> bool:
@@ -52,15 +69,35 @@ class Scenario:
         return self.jobs * self.pods_per_job
 
 
+ANTI_AFFINITY_PODS_PER_SECOND = 60.0
+"""Upstream's scheduler CI threshold at 5,000 nodes for pods with required anti-affinity (basic: 270)."""
+
 FULL_SCENARIOS: tuple[Scenario, ...] = (
     Scenario("4x8", jobs=4, pods_per_job=8, pools=4),
     Scenario("16x32", jobs=16, pods_per_job=32, pools=16),
     Scenario("64x64", jobs=64, pods_per_job=64, pools=64),
     Scenario("contended-16x8-on-4", jobs=16, pods_per_job=8, pools=4, pod_run_seconds=30.0),
+    Scenario(
+        "throttled-32x32",
+        jobs=32,
+        pods_per_job=32,
+        pools=32,
+        scheduler_pods_per_second=ANTI_AFFINITY_PODS_PER_SECOND,
+        time_scale=1.0,
+    ),
 )
 QUICK_SCENARIOS: tuple[Scenario, ...] = (
     Scenario("4x8", jobs=4, pods_per_job=8, pools=4),
     Scenario("contended-6x4-on-2", jobs=6, pods_per_job=4, pools=2, pod_run_seconds=20.0),
+    # Exercises the throttle end to end (kubesim flag, time scale 1); too small for leaders to queue.
+    Scenario(
+        "throttled-4x8",
+        jobs=4,
+        pods_per_job=8,
+        pools=4,
+        scheduler_pods_per_second=ANTI_AFFINITY_PODS_PER_SECOND,
+        time_scale=1.0,
+    ),
 )
 
 

@@ -54,6 +54,8 @@ class KubesimFlags:
     """Simulated run time after which pods Succeed; None: pods run until deleted."""
     faults: str | None = None
     seed: int | None = None
+    scheduler_pods_per_second: float | None = None
+    """Scheduling cycles per simulated second (kubesim's default 300 when None; 0 = unlimited)."""
 
     def __post_init__(self) -> None:
         if self.nodes < 1 or self.pools < 1:
@@ -64,6 +66,8 @@ class KubesimFlags:
             raise ValueError(f"time scale must be > 0, got {self.time_scale}")
         if self.pod_run_seconds is not None and self.pod_run_seconds <= 0:
             raise ValueError(f"pod run time must be > 0 seconds, got {self.pod_run_seconds}")
+        if self.scheduler_pods_per_second is not None and self.scheduler_pods_per_second < 0:
+            raise ValueError(f"scheduler pods per second must be >= 0, got {self.scheduler_pods_per_second}")
 
 
 def kubesim_command(
@@ -95,6 +99,8 @@ def kubesim_command(
         argv += ["--faults", flags.faults]
     if flags.seed is not None:
         argv += ["--seed", str(flags.seed)]
+    if flags.scheduler_pods_per_second is not None:
+        argv += ["--scheduler-pods-per-second", str(flags.scheduler_pods_per_second)]
     return argv
 
 

@@ -11,9 +11,10 @@ import pytest
 
 from bench.__main__ import main as bench_main
 from bench.recorder import PodRecorder
-from bench.report import markdown_table, write_outputs
+from bench.report import markdown_table, scenario_label, write_outputs
 from bench.scenarios import FULL_SCENARIOS, QUICK_SCENARIOS, TOPOLOGY_KEY, Scenario, jobset_manifest
-from bench.strategies import failures, result_from_stats, strategy_problems
+from bench.strategies import RunSettings, cluster_flags, failures, result_from_stats, strategy_problems
+from devstack.commands import kubesim_command
 from placement.constants import RESIZE_LABEL, ROLE_LABEL, STRATEGY_ANNOTATION
 
 STATS = {
@@ -21,7 +22,7 @@ STATS = {
     "pods": {"create_accepted": 32, "create_rejected": 7, "patched": 3},
     "jobs": {"patched": 4},
     "admission": {"calls": 80},
-    "scheduler": {"filter_evaluations": 500, "affinity_evaluations": 60},
+    "scheduler": {"attempts": 45, "filter_evaluations": 500, "affinity_evaluations": 60},
 }
 
 
@@ -32,6 +33,56 @@ def test_issue_scenarios_are_covered() -> None:
     assert any(s.contended for s in QUICK_SCENARIOS)
     for scenario in FULL_SCENARIOS + QUICK_SCENARIOS:
         assert scenario.nodes * 8 >= scenario.pools * scenario.pods_per_job  # a pool holds a whole Job
+
+
+@pytest.mark.parametrize("scenarios", [FULL_SCENARIOS, QUICK_SCENARIOS])
+def test_a_throttled_scheduler_scenario_runs_in_real_time(scenarios: tuple[Scenario, ...]) -> None:
+    throttled = [s for s in scenarios if s.throttled]
+    assert throttled
+    for scenario in throttled:
+        assert not scenario.contended  # leaders wait for the scheduler, not for capacity
+        flags = cluster_flags(scenario, RunSettings(time_scale=0.1, run_timeout=60))
+        assert flags.time_scale == 1.0
+        argv = kubesim_command(flags, port=0, kubeconfig=Path("kc"))
+        assert argv[argv.index("--scheduler-pods-per-second") + 1] == "60.0"
+    plain = cluster_flags(FULL_SCENARIOS[0], RunSettings(time_scale=0.1, run_timeout=60))
+    assert plain.time_scale == 0.1
+    assert "--scheduler-pods-per-second" not in kubesim_command(plain, port=0, kubeconfig=Path("kc"))
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [({"scheduler_pods_per_second": 0}, "scheduler_pods_per_second"), ({"time_scale": -1}, "time_scale")],
+)
+def test_scenario_rejects_bad_scheduler_settings(kwargs: dict[str, float], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        Scenario("x", jobs=2, pods_per_job=2, pools=2, **kwargs)
+
+
+@pytest.mark.parametrize(
+    ("scenario", "label"),
+    [
+        ({"jobs": 4, "pods_per_job": 8, "pools": 4, "contended": False}, "4x8 on 4 pools"),
+        ({"jobs": 6, "pods_per_job": 4, "pools": 2, "contended": True}, "6x4 on 2 pools, contended"),
+        (
+            {"jobs": 8, "pods_per_job": 16, "pools": 8, "contended": False, "time_scale": 0.1},
+            "8x16 on 8 pools",
+        ),
+        (
+            {
+                "jobs": 8,
+                "pods_per_job": 16,
+                "pools": 8,
+                "contended": False,
+                "scheduler_pods_per_second": 60.0,
+                "time_scale": 1.0,
+            },
+            "8x16 on 8 pools, scheduler 60 pods/s, time scale 1",
+        ),
+    ],
+)
+def test_scenario_label(scenario: dict[str, Any], label: str) -> None:
+    assert scenario_label(scenario, 0.1) == label
 
 
 def test_contended_scenario_needs_pods_that_finish() -> None:
@@ -47,8 +98,8 @@ def test_jobset_carries_the_strategy_on_the_job_template() -> None:
     assert rjob["template"]["spec"]["completions"] == rjob["template"]["spec"]["parallelism"] == 8
 
 
-def test_result_has_exactly_the_issue_fields() -> None:
-    result = result_from_stats(STATS, 1.23456, 0)
+def test_result_has_the_issue_fields_and_leader_waits() -> None:
+    result = result_from_stats(STATS, 1.23456, 0, [0.5, 1.0, 2.0])
     assert result == {
         "pod_creates_rejected": 7,
         "pod_creates_accepted": 32,
@@ -61,8 +112,12 @@ def test_result_has_exactly_the_issue_fields() -> None:
         "scheduler_affinity_evaluations": 60,
         "seconds_to_all_running": 1.235,
         "exclusive_violations": 0,
+        "scheduler_attempts": 45,
+        "leader_wait_mean_seconds": 1.167,
+        "leader_wait_max_seconds": 2.0,
         "api_requests_by_verb_resource": {"create pods": 39, "patch jobs": 4},
     }
+    assert result_from_stats(STATS, 1.0, 0)["leader_wait_max_seconds"] is None
 
 
 def job(name: str, resize: str | None) -> dict[str, Any]:
@@ -135,6 +190,18 @@ def test_recorder_counts_each_pod_once_and_replays_exclusivity() -> None:
     assert recorder.replay.violations == 1  # j2 ran in pool a while j1's index 1 was still running
 
 
+def test_recorder_times_each_leader_from_creation_to_bind() -> None:
+    recorder = PodRecorder({"n1": "a"}, expected_pods=4)
+    recorder.observe("ADDED", pod("j1", 0, "", "Pending"))
+    recorder.observe("ADDED", pod("j2", 0, "", "Pending"))
+    recorder.observe("ADDED", pod("j1", 1, "", "Pending"))
+    assert recorder.leader_waits == {}
+    recorder.observe("MODIFIED", pod("j1", 0, "n1", "Pending"))
+    recorder.observe("MODIFIED", pod("j1", 0, "n1", "Running"))  # a later event does not move the bind
+    assert list(recorder.leader_waits) == ["ns/j1-0"]  # followers and unbound leaders are not timed
+    assert recorder.leader_waits["ns/j1-0"] >= 0
+
+
 REPORT = {
     "time_scale": 0.1,
     "scenarios": [
@@ -154,7 +221,7 @@ def test_markdown_table_and_failures() -> None:
     table = markdown_table(REPORT)
     rows = [line for line in table.splitlines() if line.startswith("| 4x8")]
     assert len(rows) == 2
-    assert "| `elastic` | 7 | 32 | 100 | 40 | 80 | 4 | 3 | 500 | 60 | 2.00 | 0 |" in rows[0]
+    assert "| `elastic` | 7 | 32 | 100 | 40 | 80 | 4 | 3 | 500 | 60 | n/a | 2.00 | 0 |" in rows[0]
     assert "FAILED: timeout" in rows[1]
     assert failures(REPORT) == ["4x8/gate: timeout"]
 
