@@ -10,7 +10,9 @@ undeclared variables/functions; a non-bool result is an evaluation error.
 from __future__ import annotations
 
 import functools
+import json
 import re
+from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -43,11 +45,20 @@ class CompileError(ValueError):
     """The expression does not compile (the configuration is Invalid, 422)."""
 
 
+Path = tuple[str, ...]
+
+
 @dataclass(frozen=True)
 class Program:
     expression: str
     runner: celpy.Runner
-    variables: frozenset[str]  # the request variables it reads: only those are converted per admission
+    # The request variables it reads, each with the field paths it reads (None: the whole value): only
+    # those parts are converted to CEL values, and they key the memo of results (CEL is pure).
+    reads: Mapping[str, frozenset[Path] | None]
+
+    @property
+    def variables(self) -> frozenset[str]:
+        return frozenset(self.reads)
 
 
 @dataclass(frozen=True)
@@ -79,7 +90,9 @@ def compile_expression(expression: str) -> Program:
     variables, undeclared = _references(tree)
     if undeclared:
         raise CompileError(f"compilation failed: undeclared reference to '{sorted(undeclared)[0]}'")
-    return Program(expression, _ENVIRONMENT.program(tree), frozenset(variables))
+    return Program(
+        expression, _ENVIRONMENT.program(tree), {name: _paths_read(tree, name) for name in variables}
+    )
 
 
 def _syntax_error(expression: str, error: CELParseError) -> str:
@@ -88,6 +101,31 @@ def _syntax_error(expression: str, error: CELParseError) -> str:
     source = expression.splitlines()[line - 1] if expression else ""
     what = "unexpected character" if "Characters" in type(error.__context__).__name__ else "unexpected token"
     return f"ERROR: <input>:{line}:{column}: Syntax error: {what}\n | {source}\n | {'.' * (column - 1)}^"
+
+
+def _paths_read(tree: lark.Tree[Any], variable: str) -> frozenset[Path] | None:
+    """The field paths of `variable` read (`object.metadata.annotations`), None if it is used whole."""
+    parents: dict[int, lark.Tree[Any]] = {}
+    for node in tree.iter_subtrees():
+        for child in node.children:
+            parents[id(child)] = node
+    paths: set[Path] = set()
+    for node in tree.iter_subtrees():
+        if node.data != "ident" or str(node.children[0]) != variable:
+            continue
+        primary = parents.get(id(node))
+        member = parents.get(id(primary)) if primary is not None else None
+        path: list[str] = []
+        while member is not None and member.data == "member":
+            selection = parents.get(id(member))
+            if selection is None or selection.data != "member_dot" or selection.children[0] is not member:
+                break
+            path.append(str(selection.children[1]))
+            member = parents.get(id(selection))
+        if not path:
+            return None
+        paths.add(tuple(path))
+    return frozenset(paths)
 
 
 def _references(tree: lark.Tree[Any]) -> tuple[set[str], set[str]]:
@@ -138,38 +176,67 @@ def compile_conditions(raw: Iterable[Obj]) -> tuple[MatchCondition, ...]:
 
 def evaluate(conditions: tuple[MatchCondition, ...], variables: Mapping[str, Obj | None]) -> MatchResult:
     """kube-apiserver's rule: a false condition skips the webhook whatever else errs."""
-    converted: dict[str, Any] = {}
     errors: list[str] = []
     for condition in conditions:
-        program = condition.program
-        if program is None:
-            errors.append(condition.compile_error)
-            continue
-        unsupported = program.variables & UNSUPPORTED_VARIABLES
-        if unsupported:
-            errors.append(
-                f"expression '{program.expression}' resulted in error: "
-                f"{', '.join(sorted(unsupported))} is not supported by kubesim"
-            )
-            continue
-        for name in program.variables - converted.keys():
-            converted[name] = json_to_cel(variables.get(name))
-        result: Any
-        try:
-            result = program.runner.evaluate(converted)
-        except CELEvalError as exc:
-            result = exc
-        if isinstance(result, CELEvalError):
-            errors.append(f"expression '{program.expression}' resulted in error: {_eval_message(result)}")
-        elif isinstance(result, (bool, celpy.celtypes.BoolType)):
-            if not result:
-                return MatchResult(skipped_by=condition.name)
-        else:
-            errors.append(
-                f"expression '{program.expression}' resulted in error: "
-                f"must evaluate to bool, got {type(result).__name__}"
-            )
+        outcome = _outcome(condition, variables)
+        if outcome is False:
+            return MatchResult(skipped_by=condition.name)
+        if isinstance(outcome, str):
+            errors.append(outcome)
     return MatchResult(errors=tuple(errors))
+
+
+_MEMO: OrderedDict[tuple[str, str], bool | str] = OrderedDict()
+MEMO_SIZE = 4096
+
+
+def _outcome(condition: MatchCondition, variables: Mapping[str, Obj | None]) -> bool | str:
+    """True, False, or the error message of one condition."""
+    program = condition.program
+    if program is None:
+        return condition.compile_error
+    unsupported = program.variables & UNSUPPORTED_VARIABLES
+    if unsupported:
+        return (
+            f"expression '{program.expression}' resulted in error: "
+            f"{', '.join(sorted(unsupported))} is not supported by kubesim"
+        )
+    inputs = {name: _prune(variables.get(name), paths) for name, paths in program.reads.items()}
+    key = (program.expression, json.dumps(inputs, sort_keys=True, separators=(",", ":"), default=str))
+    outcome = _MEMO.get(key)
+    if outcome is not None:
+        _MEMO.move_to_end(key)
+        return outcome
+    outcome = _run(program, {name: json_to_cel(value) for name, value in inputs.items()})
+    _MEMO[key] = outcome
+    if len(_MEMO) > MEMO_SIZE:
+        _MEMO.popitem(last=False)
+    return outcome
+
+
+def _run(program: Program, activation: dict[str, Any]) -> bool | str:
+    result: Any
+    try:
+        result = program.runner.evaluate(activation)
+    except CELEvalError as exc:
+        result = exc
+    if isinstance(result, CELEvalError):
+        return f"expression '{program.expression}' resulted in error: {_eval_message(result)}"
+    if isinstance(result, (bool, celpy.celtypes.BoolType)):
+        return bool(result)
+    got = type(result).__name__
+    return f"expression '{program.expression}' resulted in error: must evaluate to bool, got {got}"
+
+
+def _prune(value: Any, paths: frozenset[Path] | None) -> Any:
+    """The parts of `value` on `paths` (exactly what an expression reading only them can observe)."""
+    if paths is None or () in paths or not isinstance(value, dict):
+        return value
+    pruned: Obj = {}
+    for head in {path[0] for path in paths}:
+        if head in value:
+            pruned[head] = _prune(value[head], frozenset(p[1:] for p in paths if p[0] == head))
+    return pruned
 
 
 def _eval_message(error: CELEvalError) -> str:
