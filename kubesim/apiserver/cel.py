@@ -1,7 +1,7 @@
 """Webhook `matchConditions`: CEL expressions compiled once (cel-python), evaluated per admission.
 
-Semantics are kube-apiserver's (admissionregistration.k8s.io/v1, GA in 1.30): variables `object`, `oldObject`
-(null for CREATE / DELETE respectively), `request` (the AdmissionRequest fields) and `authorizer`; any
+Semantics are kube-apiserver's (admissionregistration.k8s.io/v1, GA in 1.30): variables `object` (null for
+DELETE), `oldObject` (null for CREATE), `request` (the AdmissionRequest fields) and `authorizer`; any
 condition false skips the webhook, else any evaluation error is the failurePolicy's to decide, else the
 webhook is called. cel-python has no type checker, so the create-time validation catches syntax errors and
 undeclared variables/functions; a non-bool result is an evaluation error.
