@@ -26,6 +26,11 @@ RESOURCE_TYPES: dict[str, ResourceType] = {
     "Job": ResourceType("apis/batch/v1", "jobs", True),
     "JobSet": ResourceType("apis/jobset.x-k8s.io/v1alpha2", "jobsets", True),
     "Lease": ResourceType("apis/coordination.k8s.io/v1", "leases", True),
+    "ServiceAccount": ResourceType("api/v1", "serviceaccounts", True),
+    "ClusterRole": ResourceType("apis/rbac.authorization.k8s.io/v1", "clusterroles", False),
+    "ClusterRoleBinding": ResourceType("apis/rbac.authorization.k8s.io/v1", "clusterrolebindings", False),
+    "Role": ResourceType("apis/rbac.authorization.k8s.io/v1", "roles", True),
+    "RoleBinding": ResourceType("apis/rbac.authorization.k8s.io/v1", "rolebindings", True),
     "MutatingWebhookConfiguration": ResourceType(
         "apis/admissionregistration.k8s.io/v1", "mutatingwebhookconfigurations", False
     ),

@@ -1,9 +1,9 @@
 """End to end on kubesim with real processes: the chart's webhook configurations route every admission.
 
 devstack's Stack registers the chart's own MutatingWebhookConfiguration / ValidatingWebhookConfiguration,
-only their clientConfig pointed at the local webhook. The chart's RBAC objects cannot be installed: kubesim
-serves no rbac.authorization.k8s.io API (test_chart_rbac_coverage checks the grants instead), and it does not
-evaluate matchConditions (test_chart_matchconditions does).
+only their clientConfig pointed at the local webhook. kubesim evaluates their CEL matchConditions too. The
+chart's ServiceAccounts and RBAC objects are installed into kubesim as rendered (kubesim stores them but does
+not enforce RBAC, so test_chart_rbac_coverage checks that the grants cover every API call instead).
 """
 
 from __future__ import annotations
@@ -106,6 +106,34 @@ def test_the_registered_configurations_are_the_charts(stack: Stack) -> None:
             webhook["clientConfig"]["url"]
             == stack.webhook_url + chart_webhook["clientConfig"]["service"]["path"]
         )
+
+
+RBAC_KINDS = ("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")
+
+
+def test_the_charts_rbac_objects_install_as_rendered(stack: Stack) -> None:
+    ensure_namespace(stack.client, NAMESPACE)
+    chart = render(chart_values(ca_bundle_b64(stack.ca_file), stack.options.default_strategy))
+    rbac = [o for o in chart if o["kind"] in RBAC_KINDS]
+    assert {o["kind"] for o in rbac} >= {"ServiceAccount", "ClusterRole", "ClusterRoleBinding"}
+    for obj in rbac:
+        namespace = obj["metadata"].get("namespace")
+        stack.client.create_or_replace(obj, namespace=namespace)
+        stored = stack.client.get(obj["kind"], obj["metadata"]["name"], namespace=namespace)
+        for field in ("rules", "roleRef", "subjects"):
+            assert stored.get(field) == obj.get(field), (obj["kind"], obj["metadata"]["name"], field)
+
+
+def test_pods_without_the_annotation_never_reach_the_webhooks(stack: Stack) -> None:
+    ensure_namespace(stack.client, "team-c")
+    before = admission_calls(stack)
+    plain = indexed_job("plain", 2)
+    del plain["spec"]["template"]["metadata"]
+    created = stack.client.create(plain, namespace="team-c")
+    assert created["spec"]["completions"] == 2
+    pods = pods_of(stack, "team-c", "plain", 2)
+    assert all(ROLE_LABEL not in p["metadata"].get("labels", {}) for p in pods)
+    assert admission_calls(stack) == before, "the chart's matchConditions keep them away from the webhook"
 
 
 def test_an_exclusive_jobset_is_shrunk_resized_and_placed(stack: Stack) -> None:

@@ -1,6 +1,6 @@
 """The webhooks' CEL matchConditions, evaluated by a CEL interpreter: only annotated objects get through.
 
-kubesim does not evaluate matchConditions, so this is where their meaning is checked.
+Their meaning is checked here, case by case; kubesim also evaluates them end to end (test_chart_e2e).
 """
 
 from __future__ import annotations
