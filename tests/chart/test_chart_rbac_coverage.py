@@ -1,6 +1,6 @@
 """The chart's RBAC grants every Kubernetes API call the webhook and resizer sources make.
 
-kubesim serves no rbac.authorization.k8s.io API and authorizes nothing, so an end-to-end run cannot catch a
+kubesim stores RBAC objects but authorizes nothing, so an end-to-end run cannot catch a
 missing grant; this reads the calls off the `kubernetes` client methods the components use instead.
 """
 
