@@ -49,6 +49,7 @@ from placement.objects import (
     labels_of,
     metadata,
     node_name,
+    section,
     topology_key_from_annotations,
     topology_key_of_job,
     topology_key_of_pod,
@@ -115,7 +116,7 @@ def _shrink_for_elastic(job: Obj) -> tuple[str, tuple[str, ...], str]:
     """Shrinks `job` in place; returns (reason, warnings, effective strategy)."""
     if TARGET_COMPLETIONS_ANNOTATION in annotations_of(job):
         return "already-shrunk", (), STRATEGY_ELASTIC
-    spec = job.get("spec") or {}
+    spec = section(job, "spec")
     if spec.get("completions") == 1 and spec.get("parallelism", 1) == 1:
         return "single-pod", (), STRATEGY_ELASTIC
     why_not = elastic_ineligibility(job)
@@ -134,7 +135,7 @@ def _shrink_for_elastic(job: Obj) -> tuple[str, tuple[str, ...], str]:
 
 
 def _align_pod_template(job: Obj, topology_key: str, strategy: str, default_strategy: str) -> None:
-    template = (job.get("spec") or {}).get("template")
+    template = section(job, "spec").get("template")
     if not isinstance(template, dict):
         return  # the API server rejects a Job without a pod template
     current = annotations_of(template)
@@ -218,7 +219,7 @@ def mutation_needs_leader(plan: PodPlan) -> bool:
 
 
 def has_leader_gate(pod: Obj) -> bool:
-    gates = (pod.get("spec") or {}).get("schedulingGates") or []
+    gates = section(pod, "spec").get("schedulingGates") or []
     return any(isinstance(g, dict) and g.get("name") == LEADER_SCHEDULED_GATE for g in gates)
 
 
@@ -356,7 +357,7 @@ def validate_pod(pod: Obj, plan: PodPlan, state: LeaderState | None) -> Verdict:
         raise ValueError("validating a follower needs the leader's state")
     if state.status is not LeaderStatus.BOUND:
         return _deny(f"leader-{state.status}", denial_message(plan, state))
-    selector = (pod.get("spec") or {}).get("nodeSelector") or {}
+    selector = section(section(pod, "spec"), "nodeSelector")
     value = selector.get(plan.topology_key)
     if value != state.domain:
         shown = f"is {value!r}" if value is not None else "is not set"

@@ -9,7 +9,8 @@
   `<namespace>/<job name>`; every affinity term selects on it.
 - `completion_index(pod)` / `is_leader(pod)`: the leader is completion index "0".
 - `is_terminating(obj)`, `is_finished_pod(pod)`: leaders in these states are ignored.
-- `labels_of(obj)`, `annotations_of(obj)`, `node_name(pod)`, `namespace_of(obj)`: null-safe accessors.
+- `section(obj, field)`, `labels_of(obj)`, `annotations_of(obj)`, `node_name(pod)`, `namespace_of(obj)`:
+  null-safe accessors.
 """
 
 from __future__ import annotations
@@ -43,9 +44,15 @@ class JobRef:
     uid: str
 
 
+def section(obj: Obj, field: str) -> Obj:
+    """`obj[field]` when it is a map (spec, status, template, …), else an empty map: never raises on
+    objects that are not shaped as the API server would send them."""
+    value = obj.get(field)
+    return value if isinstance(value, dict) else {}
+
+
 def metadata(obj: Obj) -> Obj:
-    meta = obj.get("metadata")
-    return meta if isinstance(meta, dict) else {}
+    return section(obj, "metadata")
 
 
 def string_map(obj: Obj, field: str) -> dict[str, str]:
@@ -73,8 +80,7 @@ def topology_key_from_annotations(annos: dict[str, str]) -> str | None:
 
 
 def pod_template(job: Obj) -> Obj:
-    template = (job.get("spec") or {}).get("template")
-    return template if isinstance(template, dict) else {}
+    return section(section(job, "spec"), "template")
 
 
 def topology_key_of_pod(pod: Obj) -> str | None:
@@ -125,11 +131,11 @@ def is_terminating(obj: Obj) -> bool:
 
 
 def is_finished_pod(pod: Obj) -> bool:
-    return (pod.get("status") or {}).get("phase") in FINISHED_POD_PHASES
+    return section(pod, "status").get("phase") in FINISHED_POD_PHASES
 
 
 def node_name(pod: Obj) -> str | None:
-    name = (pod.get("spec") or {}).get("nodeName")
+    name = section(pod, "spec").get("nodeName")
     return str(name) if name else None
 
 

@@ -34,6 +34,7 @@ from placement.objects import (
     metadata,
     namespace_of,
     node_name,
+    section,
     topology_key_of_job,
     topology_key_of_pod,
 )
@@ -121,7 +122,7 @@ def has_gate(pod: Obj, gate: str = LEADER_SCHEDULED_GATE) -> bool:
 
 
 def _gate_index(pod: Obj, gate: str) -> int | None:
-    gates = (pod.get("spec") or {}).get("schedulingGates") or []
+    gates = section(pod, "spec").get("schedulingGates") or []
     for index, entry in enumerate(gates):
         if isinstance(entry, dict) and entry.get("name") == gate:
             return index
@@ -134,7 +135,7 @@ def escape_json_pointer(token: str) -> str:
 
 
 def _job_finished(job: Obj) -> bool:
-    for condition in (job.get("status") or {}).get("conditions") or []:
+    for condition in section(job, "status").get("conditions") or []:
         if (
             isinstance(condition, dict)
             and condition.get("type") in FINISHED_CONDITIONS
@@ -183,7 +184,7 @@ def decide_resize(job: Obj, leader: Obj | None) -> ResizeDecision:
     the resourceVersion the decision was made on, so a concurrent change makes the API server answer 409).
     """
     meta = metadata(job)
-    spec = job.get("spec") or {}
+    spec = section(job, "spec")
     state = labels_of(job).get(RESIZE_LABEL)
     current_completions = spec.get("completions")
     current_parallelism = spec.get("parallelism")
@@ -253,7 +254,7 @@ def decide_gate_release(follower: Obj, leader: Obj | None, node: Obj | None) -> 
     if not domain:
         return GateRelease(SkipReason.NODE_WITHOUT_DOMAIN)
 
-    spec = follower.get("spec") or {}
+    spec = section(follower, "spec")
     selector = spec.get("nodeSelector")
     gate_path = f"/spec/schedulingGates/{gate_index}"
     patch: JsonPatch = [{"op": "test", "path": gate_path, "value": {"name": LEADER_SCHEDULED_GATE}}]

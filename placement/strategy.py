@@ -10,7 +10,7 @@
 from __future__ import annotations
 
 from placement.constants import MAX_HOSTNAME_LENGTH, STRATEGIES, STRATEGY_ANNOTATION
-from placement.objects import Obj, annotations_of, metadata, pod_template
+from placement.objects import Obj, annotations_of, metadata, pod_template, section
 
 GENERATED_NAME_SUFFIX_LENGTH = 5
 """The API server appends 5 random characters to generateName."""
@@ -57,7 +57,7 @@ def longest_hostname(job: Obj, completions: int) -> str:
 
 
 def elastic_ineligibility(job: Obj) -> str | None:
-    spec = job.get("spec") or {}
+    spec = section(job, "spec")
     mode = spec.get("completionMode") or "NonIndexed"
     if mode != "Indexed":
         return f"completionMode is {mode}, elastic resize needs Indexed"

@@ -366,3 +366,13 @@ def test_mutation_never_changes_its_input() -> None:
     before = copy.deepcopy(the_pod)
     mutate_pod(the_pod, _plan(the_pod), BOUND)
     assert the_pod == before
+
+
+@pytest.mark.parametrize("bad_spec", ["a string", 7, ["a", "list"], None])
+def test_job_whose_spec_is_not_a_map_gets_an_answer_not_an_exception(bad_spec: object) -> None:
+    malformed = job(annotations={"exclusive-placement.io/topology": ZONE})
+    malformed["spec"] = bad_spec
+    verdict = mutate_job(malformed, "elastic")
+    assert verdict.allowed
+    assert verdict.patch == []
+    assert "elastic is not possible" in verdict.warnings[0]
