@@ -87,7 +87,7 @@ def plot(report: dict[str, Any], key: str, title: str, path: Path) -> None:
     ax.set_xticks(range(len(scenarios)), labels)
     ax.set_yscale("symlog", linthresh=1)  # log scale that still shows the zeros
     ax.set_ylabel(title + " (log scale)")
-    ax.set_title(f"{title} per strategy (time scale {report['time_scale']})")
+    ax.set_title(f"{title} per strategy (time scale {report['time_scale']} unless noted)")
     ax.legend()
     ax.grid(axis="y", alpha=0.3)
     fig.tight_layout()
