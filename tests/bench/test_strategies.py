@@ -71,3 +71,12 @@ def test_gate_rejects_followers_when_leaders_wait_for_capacity(quick_report: dic
 def test_elastic_pays_one_job_patch_per_job(quick_report: dict[str, Any]) -> None:
     for scenario in quick_report["scenarios"]:
         assert scenario["results"]["elastic"]["job_patches"] >= scenario["jobs"]
+
+
+def test_throttled_scenario_ran_at_time_scale_one(quick_report: dict[str, Any]) -> None:
+    throttled = [sc for sc in quick_report["scenarios"] if sc["scheduler_pods_per_second"]]
+    assert [(sc["scheduler_pods_per_second"], sc["time_scale"]) for sc in throttled] == [(60.0, 1.0)]
+    for strategy, result in throttled[0]["results"].items():
+        pods = throttled[0]["jobs"] * throttled[0]["pods_per_job"]
+        assert result["scheduler_attempts"] >= pods, strategy
+        assert result["leader_wait_max_seconds"] is not None, strategy
