@@ -65,7 +65,10 @@ def _cell(value: Any) -> str:
     return str(value)
 
 
-def plot(report: dict[str, Any], key: str, title: str, path: Path) -> None:
+def plot(report: dict[str, Any], key: str, title: str, path: Path, *, relative_to: str | None = None) -> None:
+    """Grouped bars per scenario and strategy. With `relative_to`, each value is divided by that strategy's
+    value in the same scenario (side-by-side ratios; a linear axis with the reference at 1.0), else the raw
+    values on a log axis that still shows zeros."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -75,20 +78,34 @@ def plot(report: dict[str, Any], key: str, title: str, path: Path) -> None:
     strategies = list(dict.fromkeys(s for sc in scenarios for s in sc["results"]))
     width = 0.8 / max(1, len(strategies))
     fig, ax = plt.subplots(figsize=(9, 4.5), dpi=100)
+    highest = 0.0
     for i, strategy in enumerate(strategies):
         xs, ys = [], []
         for x, scenario in enumerate(scenarios):
             value = scenario["results"].get(strategy, {}).get(key)
+            if relative_to is not None and value is not None:
+                reference = scenario["results"].get(relative_to, {}).get(key)
+                value = value / reference if reference else None
             if value is not None:
                 xs.append(x + (i - (len(strategies) - 1) / 2) * width)
                 ys.append(value)
+                highest = max(highest, float(value))
         ax.bar(xs, ys, width=width, label=strategy)
     labels = [scenario_label(s, report["time_scale"]).replace(", ", "\n") for s in scenarios]
     ax.set_xticks(range(len(scenarios)), labels)
-    ax.set_yscale("symlog", linthresh=1)  # log scale that still shows the zeros
-    ax.set_ylabel(title + " (log scale)")
-    ax.set_title(f"{title} per strategy (time scale {report['time_scale']} unless noted)")
-    ax.legend()
+    if relative_to is not None:
+        ax.axhline(1.0, color="black", linewidth=0.8)
+        ax.set_ylim(0, max(1.1, highest * 1.15))
+        ax.set_ylabel(f"{title} / {relative_to}'s")
+        ax.set_title(
+            f"{title} relative to {relative_to}, same run (time scale {report['time_scale']} unless noted)"
+        )
+    else:
+        ax.set_yscale("symlog", linthresh=1)  # log scale that still shows the zeros
+        ax.set_ylim(0, max(10.0, highest * 3))
+        ax.set_ylabel(title + " (log scale)")
+        ax.set_title(f"{title} per strategy (time scale {report['time_scale']} unless noted)")
+    ax.legend(fontsize="small")
     ax.grid(axis="y", alpha=0.3)
     fig.tight_layout()
     fig.savefig(path)
@@ -108,4 +125,7 @@ def write_outputs(report: dict[str, Any], out: Path, *, plots: bool = True) -> l
         ):
             plot(report, key, title, out / name)
             paths.append(out / name)
+        if any("gate" in scenario["results"] for scenario in report["scenarios"]):
+            plot(report, "api_requests", "API requests", out / "api_requests_vs_gate.png", relative_to="gate")
+            paths.append(out / "api_requests_vs_gate.png")
     return paths
