@@ -230,7 +230,12 @@ def test_outputs_written(tmp_path: Path) -> None:
     paths = write_outputs(REPORT, tmp_path)
     assert json.loads((tmp_path / "strategies.json").read_text()) == REPORT
     pngs = [p for p in paths if p.suffix == ".png"]
-    assert len(pngs) == 3
+    assert sorted(p.name for p in pngs) == [
+        "api_requests_vs_gate.png",
+        "api_writes.png",
+        "rejected_creates.png",
+        "time_to_running.png",
+    ]
     assert all(p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for p in pngs)
 
 
