@@ -32,6 +32,7 @@ def results(report: dict[str, Any]) -> list[tuple[dict[str, Any], str, dict[str,
 def test_every_strategy_ran_in_every_scenario(quick_report: dict[str, Any]) -> None:
     assert quick_report["exit_code"] == 0
     assert quick_report["outputs"] == [
+        "api_requests_vs_gate.png",
         "api_writes.png",
         "rejected_creates.png",
         "strategies.json",
