@@ -103,7 +103,11 @@ def parse_histogram(metrics_text: str, name: str) -> list[tuple[float, float]]:
     return sorted(buckets)
 
 
-def shrunk_job(name: str, target: int) -> dict[str, Any]:
+def shrunk_job(name: str, target: int, cpu: str = "10m") -> dict[str, Any]:
+    """A Job as the webhook leaves it (elastic): 1/1, target recorded, `resize: pending`.
+
+    Without the webhook in the loop, the template labels every pod `role: leader`; the resizer only uses
+    completion index 0 as the leader."""
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
@@ -121,11 +125,14 @@ def shrunk_job(name: str, target: int) -> dict[str, Any]:
             "completions": 1,
             "parallelism": 1,
             "template": {
-                "metadata": {"labels": {ROLE_LABEL: ROLE_LEADER}},
+                "metadata": {
+                    "labels": {ROLE_LABEL: ROLE_LEADER},
+                    "annotations": {JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION: POOL_LABEL},
+                },
                 "spec": {
                     "restartPolicy": "Never",
                     "containers": [
-                        {"name": "main", "image": "busybox", "resources": {"requests": {"cpu": "10m"}}}
+                        {"name": "main", "image": "busybox", "resources": {"requests": {"cpu": cpu}}}
                     ],
                 },
             },

@@ -19,18 +19,10 @@ from typing import Any, TypeVar
 
 import httpx
 
+from bench.resizer_latency import shrunk_job
 from kubesim.testing import KubesimServer
-from placement.constants import (
-    JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION,
-    RESIZE_LABEL,
-    RESIZE_PENDING,
-    ROLE_LABEL,
-    ROLE_LEADER,
-    TARGET_COMPLETIONS_ANNOTATION,
-    TARGET_PARALLELISM_ANNOTATION,
-)
+from placement.constants import RESIZE_LABEL
 
-POOL_LABEL = "cloud.google.com/gke-nodepool"
 T = TypeVar("T")
 
 
@@ -131,42 +123,8 @@ class Kubesim:
         return items
 
     def create_shrunk_job(self, name: str, target: int, namespace: str = "default") -> dict[str, Any]:
-        """A Job as the webhook leaves it (elastic): 1/1, target recorded, `resize: pending`.
-
-        Without the webhook in the loop, the template labels every pod `role: leader`; the resizer only
-        uses completion index 0 as the leader, which is what these tests exercise."""
-        job = {
-            "apiVersion": "batch/v1",
-            "kind": "Job",
-            "metadata": {
-                "name": name,
-                "labels": {RESIZE_LABEL: RESIZE_PENDING},
-                "annotations": {
-                    TARGET_COMPLETIONS_ANNOTATION: str(target),
-                    TARGET_PARALLELISM_ANNOTATION: str(target),
-                    JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION: POOL_LABEL,
-                },
-            },
-            "spec": {
-                "completionMode": "Indexed",
-                "completions": 1,
-                "parallelism": 1,
-                "template": {
-                    "metadata": {
-                        "labels": {ROLE_LABEL: ROLE_LEADER},
-                        "annotations": {JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION: POOL_LABEL},
-                    },
-                    "spec": {
-                        "restartPolicy": "Never",
-                        "containers": [
-                            {"name": "main", "image": "busybox", "resources": {"requests": {"cpu": "100m"}}}
-                        ],
-                    },
-                },
-            },
-        }
         created: dict[str, Any] = self.request(
-            "POST", f"/apis/batch/v1/namespaces/{namespace}/jobs", json=job
+            "POST", f"/apis/batch/v1/namespaces/{namespace}/jobs", json=shrunk_job(name, target, cpu="100m")
         )
         return created
 
