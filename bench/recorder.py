@@ -10,7 +10,7 @@ import asyncio
 import contextlib
 import json
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import httpx
@@ -54,18 +54,27 @@ class PodRecorder:
 
     async def follow(self, http: httpx.AsyncClient, namespace: str) -> None:
         """Watch pods in `namespace` until cancelled."""
-        params = {"watch": "true", "timeoutSeconds": "86400"}
-        async with http.stream("GET", f"/api/v1/namespaces/{namespace}/pods", params=params) as response:
-            response.raise_for_status()
-            self.connected.set()
-            async for line in response.aiter_lines():
-                if not line.strip():
-                    continue
-                event = json.loads(line)
-                if event.get("type") in {"ADDED", "MODIFIED", "DELETED"}:
-                    self.observe(event["type"], event["object"])
-                elif event.get("type") == "ERROR":
-                    raise RuntimeError(f"pod watch failed: {event.get('object')}")
+        await _watch_pods(http, namespace, self.connected, self.observe)
+
+
+async def _watch_pods(
+    http: httpx.AsyncClient,
+    namespace: str,
+    connected: asyncio.Event,
+    observe: Callable[[str, dict[str, Any]], None],
+) -> None:
+    params = {"watch": "true", "timeoutSeconds": "86400"}
+    async with http.stream("GET", f"/api/v1/namespaces/{namespace}/pods", params=params) as response:
+        response.raise_for_status()
+        connected.set()
+        async for line in response.aiter_lines():
+            if not line.strip():
+                continue
+            event = json.loads(line)
+            if event.get("type") in {"ADDED", "MODIFIED", "DELETED"}:
+                observe(event["type"], event["object"])
+            elif event.get("type") == "ERROR":
+                raise RuntimeError(f"pod watch failed: {event.get('object')}")
 
 
 async def stop(task: asyncio.Task[None]) -> str:
@@ -77,3 +86,34 @@ async def stop(task: asyncio.Task[None]) -> str:
     with contextlib.suppress(asyncio.CancelledError):
         await task
     return ""
+
+
+class BacklogTracker:
+    """Counts a backlog namespace's pods as they are created and bound (on its own watch, opened before
+    the counters are reset): when all exist, and how many the scheduler had not bound yet."""
+
+    def __init__(self, expected_pods: int):
+        self.expected_pods = expected_pods
+        self.created: set[str] = set()
+        self.bound: set[str] = set()
+        self.connected = asyncio.Event()
+        self.all_created = asyncio.Event()
+
+    @property
+    def pending(self) -> int:
+        """Backlog pods created but not bound yet: the scheduler work queued ahead of a new pod."""
+        return len(self.created - self.bound)
+
+    def observe(self, event_type: str, pod: dict[str, Any]) -> None:
+        if event_type == "DELETED":
+            return
+        key = pod["metadata"]["name"]
+        self.created.add(key)
+        if (pod.get("spec") or {}).get("nodeName"):
+            self.bound.add(key)
+        if len(self.created) >= self.expected_pods:
+            self.all_created.set()
+
+    async def follow(self, http: httpx.AsyncClient, namespace: str) -> None:
+        """Watch pods in `namespace` until cancelled."""
+        await _watch_pods(http, namespace, self.connected, self.observe)

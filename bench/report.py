@@ -28,6 +28,8 @@ def scenario_label(scenario: dict[str, Any], default_time_scale: float | None = 
         label += ", contended"
     if scenario.get("scheduler_pods_per_second"):
         label += f", scheduler {scenario['scheduler_pods_per_second']:g} pods/s"
+    if scenario.get("backlog_pods"):
+        label += f", behind a backlog of {scenario['backlog_pods']:,} pods"
     scale = scenario.get("time_scale")
     if scale is not None and scale != default_time_scale:
         label += f", time scale {scale:g}"

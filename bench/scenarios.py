@@ -11,6 +11,31 @@ from placement.constants import GKE_NODEPOOL_LABEL
 
 GPUS_PER_NODE = 8
 TOPOLOGY_KEY = GKE_NODEPOOL_LABEL
+PODS_PER_NODE = 110
+"""kubesim's (and the kubelet's default) pod limit per node."""
+BACKLOG_POD_CPU = "100m"
+
+
+@dataclass(frozen=True)
+class Backlog:
+    """Plain batch Jobs (no exclusive placement, no GPU) submitted before the measured JobSet.
+
+    Their pods fill the scheduler's queue, and the measured JobSet is submitted once all of them exist, so
+    its leaders queue behind whatever the scheduler has not bound yet. Non-exclusive on purpose: the
+    backlog is the same for every strategy (an exclusive backlog would itself be rejected, resized or
+    gated differently per strategy, so its size would depend on the strategy being measured), and CPU-only
+    so it takes no GPU from the pools — leaders wait for the scheduler, not for capacity."""
+
+    jobs: int
+    pods_per_job: int
+
+    def __post_init__(self) -> None:
+        if min(self.jobs, self.pods_per_job) < 1:
+            raise ValueError("backlog jobs and pods_per_job must be >= 1")
+
+    @property
+    def pods(self) -> int:
+        return self.jobs * self.pods_per_job
 
 
 @dataclass(frozen=True)
@@ -35,6 +60,8 @@ class Scenario:
     and the controllers process requests in real time (a few hundred pods per real second here). At 0.1,
     60 simulated pods/s is 600 real pods/s, faster than pods can be created, so the scheduler never has
     a backlog; at 1.0 it binds 60 pods per real second and pods queue behind each other."""
+    backlog: Backlog | None = None
+    """Non-exclusive pods submitted first, so the measured leaders arrive behind a scheduler backlog."""
 
     def __post_init__(self) -> None:
         if min(self.jobs, self.pods_per_job, self.pools) < 1:
@@ -47,6 +74,15 @@ class Scenario:
             raise ValueError(
                 f"scenario {self.name}: fewer pools than Jobs needs pod_run_seconds to free pools"
             )
+        if self.backlog is not None:
+            if not self.throttled:
+                raise ValueError(f"scenario {self.name}: a backlog needs a throttled scheduler to queue in")
+            free_slots = self.nodes * (PODS_PER_NODE - GPUS_PER_NODE)
+            if self.backlog.pods > free_slots:
+                raise ValueError(
+                    f"scenario {self.name}: {self.backlog.pods} backlog pods exceed the {free_slots} pod "
+                    "slots the nodes have besides the measured Jobs"
+                )
 
     @property
     def throttled(self) -> bool:
@@ -85,6 +121,17 @@ FULL_SCENARIOS: tuple[Scenario, ...] = (
         scheduler_pods_per_second=ANTI_AFFINITY_PODS_PER_SECOND,
         time_scale=1.0,
     ),
+    # Leaders arriving behind an existing backlog (upstream's case): 800 queued pods at 60 pods/s are
+    # ~13 s of scheduler work ahead of the first leader, minus what drains while they are being created.
+    Scenario(
+        "backlog-16x16",
+        jobs=16,
+        pods_per_job=16,
+        pools=16,
+        scheduler_pods_per_second=ANTI_AFFINITY_PODS_PER_SECOND,
+        time_scale=1.0,
+        backlog=Backlog(jobs=8, pods_per_job=100),
+    ),
 )
 QUICK_SCENARIOS: tuple[Scenario, ...] = (
     Scenario("4x8", jobs=4, pods_per_job=8, pools=4),
@@ -111,3 +158,32 @@ def jobset_manifest(scenario: Scenario, strategy: str, *, name: str, namespace: 
         namespace=namespace,
         topology_key=TOPOLOGY_KEY,
     )
+
+
+def backlog_jobs(backlog: Backlog, *, namespace: str) -> list[dict[str, Any]]:
+    """The backlog's plain batch Jobs: NonIndexed, all pods at once, CPU only, no strategy annotation."""
+    return [
+        {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "metadata": {"name": f"backlog-{i}", "namespace": namespace},
+            "spec": {
+                "completions": backlog.pods_per_job,
+                "parallelism": backlog.pods_per_job,
+                "backoffLimit": 0,
+                "template": {
+                    "spec": {
+                        "restartPolicy": "Never",
+                        "containers": [
+                            {
+                                "name": "batch",
+                                "image": "registry.example/batch:1",
+                                "resources": {"requests": {"cpu": BACKLOG_POD_CPU}},
+                            }
+                        ],
+                    }
+                },
+            },
+        }
+        for i in range(backlog.jobs)
+    ]

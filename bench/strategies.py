@@ -5,6 +5,10 @@ brought up; then each strategy runs in turn in a fresh namespace, selected per J
 `exclusive-placement.io/strategy` annotation on the JobSet's pod template (one webhook process serves all
 four, so nothing but the strategy differs between runs). Between runs the previous JobSet is deleted and
 its pods are gone before kubesim's counters are reset.
+
+A scenario with a backlog first submits plain, non-exclusive batch Jobs in a second namespace and creates
+the measured JobSet once all of their pods exist, so its leaders queue behind what the (throttled)
+scheduler has not bound yet; the counters are reset just before the JobSet is created.
 """
 
 from __future__ import annotations
@@ -23,13 +27,15 @@ from typing import Any
 
 import httpx
 
-from bench.recorder import PodRecorder, stop
+from bench.recorder import BacklogTracker, PodRecorder, stop
 from bench.scenarios import (
     FULL_SCENARIOS,
     GPUS_PER_NODE,
     QUICK_SCENARIOS,
     TOPOLOGY_KEY,
+    Backlog,
     Scenario,
+    backlog_jobs,
     jobset_manifest,
 )
 from devstack.commands import KubesimFlags
@@ -49,6 +55,8 @@ log = logging.getLogger("bench.strategies")
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "results"
 JOBSET_NAME = "bench"
+BACKLOG_CREATION_TIMEOUT = 120.0
+"""Wall seconds for the Job controller to create every backlog pod before the run counts as failed."""
 
 
 class BenchError(RuntimeError):
@@ -117,6 +125,10 @@ def strategy_problems(
     return problems[:20]
 
 
+def backlog_namespace(namespace: str) -> str:
+    return f"{namespace[:55]}-backlog"
+
+
 async def _request(http: httpx.AsyncClient, method: str, path: str, **kwargs: Any) -> Any:
     """One API call with a few retries on transport errors (a kept-alive connection the busy API server
     dropped must not cost a whole benchmark run)."""
@@ -154,18 +166,59 @@ async def run_strategy(
     """One measured run: create the JobSet, wait until every pod has run, snapshot the counters, clean up."""
     timeout = httpx.Timeout(30.0, read=None)
     async with httpx.AsyncClient(base_url=server, timeout=timeout, headers={"User-Agent": "bench"}) as http:
-        ns = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
-        (await http.post("/api/v1/namespaces", json=ns)).raise_for_status()
+        namespaces = [namespace] + ([backlog_namespace(namespace)] if scenario.backlog else [])
+        for name in namespaces:
+            ns = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
+            (await http.post("/api/v1/namespaces", json=ns)).raise_for_status()
         try:
             return await _measure(
                 http, scenario, strategy, namespace=namespace, nodes=nodes, settings=settings
             )
         finally:
-            # Also after a failed run: the next strategy needs every pool free again.
+            # Also after a failed run: the next strategy needs every pool free and an empty queue again.
             await _request(
                 http, "DELETE", f"/apis/jobset.x-k8s.io/v1alpha2/namespaces/{namespace}/jobsets/{JOBSET_NAME}"
             )
-            await _wait_pods_gone(http, namespace, timeout=120)
+            if scenario.backlog:
+                await _delete_backlog(http, scenario.backlog, backlog_namespace(namespace))
+            for name in namespaces:
+                await _wait_pods_gone(http, name, timeout=120)
+
+
+async def _submit_backlog(http: httpx.AsyncClient, backlog: Backlog, namespace: str) -> None:
+    for job in backlog_jobs(backlog, namespace=namespace):
+        await _request(http, "POST", f"/apis/batch/v1/namespaces/{namespace}/jobs", json=job)
+
+
+async def _delete_backlog(http: httpx.AsyncClient, backlog: Backlog, namespace: str) -> None:
+    for job in backlog_jobs(backlog, namespace=namespace):
+        path = f"/apis/batch/v1/namespaces/{namespace}/jobs/{job['metadata']['name']}"
+        try:
+            await _request(http, "DELETE", path, params={"propagationPolicy": "Background"})
+        except httpx.HTTPStatusError as err:
+            if err.response.status_code != 404:  # a run that failed before submitting it
+                raise
+
+
+async def _fill_queue(
+    http: httpx.AsyncClient,
+    backlog: Backlog,
+    namespace: str,
+    tracker: BacklogTracker,
+    watch: asyncio.Task[None],
+) -> None:
+    """Submit the backlog and return once all of its pods exist (the measured JobSet goes in behind them)."""
+    await asyncio.wait_for(tracker.connected.wait(), 30)
+    await _submit_backlog(http, backlog, namespace)
+    created = asyncio.create_task(tracker.all_created.wait())
+    finished, _ = await asyncio.wait(
+        {created, watch}, timeout=BACKLOG_CREATION_TIMEOUT, return_when=asyncio.FIRST_COMPLETED
+    )
+    if created not in finished:
+        created.cancel()
+        timed_out = f"timeout after {BACKLOG_CREATION_TIMEOUT:.0f}s"
+        reason = "its pod watch ended" if watch in finished else timed_out
+        raise BenchError(f"{len(tracker.created)}/{backlog.pods} backlog pods created ({reason})")
 
 
 async def _measure(
@@ -179,8 +232,16 @@ async def _measure(
 ) -> dict[str, Any]:
     recorder = PodRecorder(nodes, scenario.total_pods)
     watch = asyncio.create_task(recorder.follow(http, namespace))
+    backlog = BacklogTracker(scenario.backlog.pods) if scenario.backlog else None
+    backlog_watch = (
+        asyncio.create_task(backlog.follow(http, backlog_namespace(namespace))) if backlog else None
+    )
+    backlog_pending = backlog_bound_at_submit = backlog_bound_at_end = 0
     try:
         await asyncio.wait_for(recorder.connected.wait(), 30)
+        if scenario.backlog and backlog and backlog_watch:
+            await _fill_queue(http, scenario.backlog, backlog_namespace(namespace), backlog, backlog_watch)
+            backlog_pending, backlog_bound_at_submit = backlog.pending, len(backlog.bound)
         await _request(http, "POST", "/debug/reset-stats")
         start = time.monotonic()
         manifest = jobset_manifest(scenario, strategy, name=JOBSET_NAME, namespace=namespace)
@@ -192,10 +253,13 @@ async def _measure(
             {done, watch}, timeout=settings.run_timeout, return_when=asyncio.FIRST_COMPLETED
         )
         stats = await _request(http, "GET", "/debug/stats")
+        backlog_bound_at_end = len(backlog.bound) if backlog else 0
         if done not in finished:
             done.cancel()
     finally:
         watch_ended = await stop(watch)
+        if backlog_watch:
+            await stop(backlog_watch)
     if recorder.all_running_at is None:
         reason = watch_ended or f"timeout after {settings.run_timeout:.0f}s"
         ran = f"{len(recorder.started)}/{scenario.total_pods} pods ran"
@@ -206,6 +270,10 @@ async def _measure(
     result = result_from_stats(
         stats, seconds, recorder.replay.violations, list(recorder.leader_waits.values())
     )
+    if backlog:
+        # The window's counters include these backlog pods' binds and kubelet updates (alike per strategy).
+        result["backlog_pods_pending_at_submit"] = backlog_pending
+        result["backlog_pods_bound_in_window"] = backlog_bound_at_end - backlog_bound_at_submit
     problems = strategy_problems(strategy, jobs, pods, scenario.jobs) + recorder.replay.describe()
     if problems:
         result["problems"] = problems
@@ -259,6 +327,7 @@ def run_scenario(scenario: Scenario, strategies: tuple[str, ...], settings: RunS
         "pod_run_seconds": scenario.pod_run_seconds,
         "scheduler_pods_per_second": scenario.scheduler_pods_per_second,
         "time_scale": cluster.time_scale,
+        "backlog_pods": scenario.backlog.pods if scenario.backlog else None,
         "results": results,
     }
 

@@ -10,10 +10,25 @@ from typing import Any
 import pytest
 
 from bench.__main__ import main as bench_main
-from bench.recorder import PodRecorder
+from bench.recorder import BacklogTracker, PodRecorder
 from bench.report import markdown_table, scenario_label, write_outputs
-from bench.scenarios import FULL_SCENARIOS, QUICK_SCENARIOS, TOPOLOGY_KEY, Scenario, jobset_manifest
-from bench.strategies import RunSettings, cluster_flags, failures, result_from_stats, strategy_problems
+from bench.scenarios import (
+    FULL_SCENARIOS,
+    QUICK_SCENARIOS,
+    TOPOLOGY_KEY,
+    Backlog,
+    Scenario,
+    backlog_jobs,
+    jobset_manifest,
+)
+from bench.strategies import (
+    RunSettings,
+    backlog_namespace,
+    cluster_flags,
+    failures,
+    result_from_stats,
+    strategy_problems,
+)
 from devstack.commands import kubesim_command
 from placement.constants import RESIZE_LABEL, ROLE_LABEL, STRATEGY_ANNOTATION
 
@@ -54,7 +69,7 @@ def test_a_throttled_scheduler_scenario_runs_in_real_time(scenarios: tuple[Scena
     ("kwargs", "message"),
     [({"scheduler_pods_per_second": 0}, "scheduler_pods_per_second"), ({"time_scale": -1}, "time_scale")],
 )
-def test_scenario_rejects_bad_scheduler_settings(kwargs: dict[str, float], message: str) -> None:
+def test_scenario_rejects_bad_scheduler_settings(kwargs: dict[str, Any], message: str) -> None:
     with pytest.raises(ValueError, match=message):
         Scenario("x", jobs=2, pods_per_job=2, pools=2, **kwargs)
 
@@ -79,10 +94,88 @@ def test_scenario_rejects_bad_scheduler_settings(kwargs: dict[str, float], messa
             },
             "8x16 on 8 pools, scheduler 60 pods/s, time scale 1",
         ),
+        (
+            {
+                "jobs": 16,
+                "pods_per_job": 16,
+                "pools": 16,
+                "contended": False,
+                "scheduler_pods_per_second": 60.0,
+                "backlog_pods": 1200,
+                "time_scale": 1.0,
+            },
+            "16x16 on 16 pools, scheduler 60 pods/s, behind a backlog of 1,200 pods, time scale 1",
+        ),
     ],
 )
 def test_scenario_label(scenario: dict[str, Any], label: str) -> None:
     assert scenario_label(scenario, 0.1) == label
+
+
+def test_the_backlog_scenario_is_in_the_full_bench_only() -> None:
+    # Only a throttled scheduler keeps a backlog; the scenario costs ~2 minutes, so it is not in --quick.
+    backlogged = [s for s in FULL_SCENARIOS if s.backlog]
+    assert backlogged
+    assert all(s.throttled and not s.contended and s.time_scale == 1.0 for s in backlogged)
+    assert not any(s.backlog for s in QUICK_SCENARIOS)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"backlog": Backlog(jobs=2, pods_per_job=10)}, "throttled scheduler"),
+        (
+            {"backlog": Backlog(jobs=3, pods_per_job=100), "scheduler_pods_per_second": 60.0},
+            "exceed the 204 pod slots",
+        ),
+    ],
+)
+def test_scenario_rejects_a_backlog_that_cannot_queue_or_fit(kwargs: dict[str, Any], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        Scenario("x", jobs=2, pods_per_job=8, pools=2, **kwargs)
+
+
+@pytest.mark.parametrize(("jobs", "pods"), [(0, 5), (2, 0)])
+def test_backlog_rejects_empty_shapes(jobs: int, pods: int) -> None:
+    with pytest.raises(ValueError, match="backlog"):
+        Backlog(jobs=jobs, pods_per_job=pods)
+
+
+def test_backlog_jobs_are_plain_cpu_only_batch_jobs() -> None:
+    jobs = backlog_jobs(Backlog(jobs=3, pods_per_job=50), namespace="bl")
+    assert [j["metadata"]["name"] for j in jobs] == ["backlog-0", "backlog-1", "backlog-2"]
+    for job in jobs:
+        assert job["metadata"]["namespace"] == "bl"
+        assert (job["spec"]["parallelism"], job["spec"]["completions"]) == (50, 50)
+        assert "completionMode" not in job["spec"]  # NonIndexed: not an exclusive-placement workload
+        template = job["spec"]["template"]
+        assert "metadata" not in template  # no strategy annotation, nothing for the webhook to place
+        (container,) = template["spec"]["containers"]
+        assert set(container["resources"]["requests"]) == {"cpu"}  # no GPU: the pools stay free
+
+
+def test_backlog_namespace_stays_a_valid_name() -> None:
+    assert backlog_namespace("bench-x-gate") == "bench-x-gate-backlog"
+    assert len(backlog_namespace("n" * 63)) == 63
+
+
+def test_backlog_tracker_counts_queued_pods() -> None:
+    def bare(name: str, node: str = "") -> dict[str, Any]:
+        return {"metadata": {"name": name}, "spec": {"nodeName": node} if node else {}}
+
+    async def scenario() -> BacklogTracker:
+        tracker = BacklogTracker(expected_pods=3)
+        tracker.observe("ADDED", bare("a"))
+        tracker.observe("ADDED", bare("b"))
+        tracker.observe("MODIFIED", bare("a", "n1"))
+        assert not tracker.all_created.is_set()
+        tracker.observe("ADDED", bare("c"))
+        tracker.observe("DELETED", bare("d"))  # a deletion is not a created pod
+        return tracker
+
+    tracker = asyncio.run(scenario())
+    assert tracker.all_created.is_set()
+    assert (len(tracker.created), len(tracker.bound), tracker.pending) == (3, 1, 2)
 
 
 def test_contended_scenario_needs_pods_that_finish() -> None:
