@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import signal
 import threading
+import time
 from collections.abc import Callable
 from types import FrameType
 from typing import Any
@@ -28,6 +29,9 @@ from resizer.settings import ResizerSettings
 from resizer.workqueue import WorkQueue
 
 log = logging.getLogger(__name__)
+
+SHUTDOWN_GRACE = 5.0
+"""SIGTERM to exit at most, s: well inside a supervisor's 10 s grace period."""
 
 UNBOUND_PODS = "spec.nodeName="
 """Gated pods are never bound: watching only unbound followers skips most follower traffic."""
@@ -163,20 +167,36 @@ class ResizerApp:
             self.shutdown()
 
     def shutdown(self) -> None:
+        """Stop everything, giving up after SHUTDOWN_GRACE s: a slow API server must not hold the exit."""
         if self._stopped.is_set():
             return
         self._stopped.set()
         log.info("shutting down")
-        self.resizer.stop_workers()
-        self.elector.stop(release=True)
+        steps = threading.Thread(target=self._stop_parts, name="shutdown", daemon=True)
+        steps.start()
+        steps.join(SHUTDOWN_GRACE)
+        if steps.is_alive():
+            log.warning("shutdown unfinished after %.0fs (slow API server?); exiting anyway", SHUTDOWN_GRACE)
+        else:
+            log.info("stopped")
+
+    def _stop_parts(self) -> None:
+        deadline = time.monotonic() + SHUTDOWN_GRACE
+
+        def remaining() -> float:
+            return max(0.0, deadline - time.monotonic())
+
+        # Shares of one budget: per-step timeouts in sequence added up past a supervisor's grace period,
+        # and the client's own retries of a timed-out read multiply each call's timeout.
+        self.resizer.stop_workers(timeout=remaining() / 4)
+        self.elector.stop(release=True, timeout=remaining() / 2)
         self.metrics.is_leader.set(0)
         for informer in self.informers:
             informer.stop()
         for informer in self.informers:
-            informer.join(2.0)
+            informer.join(remaining())
         self.health.stop()
         self.kube.close()
-        log.info("stopped")
 
     # --- callbacks and probes --------------------------------------------------------------------------
 

@@ -141,9 +141,11 @@ class Resizer:
         return bool(self._workers) and all(worker.is_alive() for worker in self._workers)
 
     def stop_workers(self, timeout: float = 5.0) -> None:
+        """Let running reconciles finish, waiting `timeout` seconds in total (not per worker)."""
         self.queue.shut_down()
+        deadline = time.monotonic() + timeout
         for worker in self._workers:
-            worker.join(timeout)
+            worker.join(max(0.0, deadline - time.monotonic()))
 
     def _work(self) -> None:
         while True:

@@ -27,6 +27,8 @@ Obj = dict[str, Any]
 log = logging.getLogger(__name__)
 
 MICRO_TIME_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"
+RELEASE_MIN_TIMEOUT = 1.0
+"""Each call of a release on shutdown gets at least this long, s, even when the stop budget is spent."""
 
 
 def format_micro_time(moment: datetime) -> str:
@@ -137,26 +139,33 @@ class LeaderElector:
     def is_alive(self) -> bool:
         return self._thread.is_alive()
 
-    def stop(self, release: bool = True) -> None:
-        self._stop.set()
-        self._thread.join(timeout=self.config.retry_period + 10)
-        if release:
-            self.release()
+    def stop(self, release: bool = True, timeout: float = 5.0) -> None:
+        """Stop renewing and (optionally) hand the Lease back, within about `timeout` seconds in total.
 
-    def release(self) -> None:
+        A renewal still in flight after that is abandoned: at worst it renews the Lease once more and a
+        standby waits for it to expire instead of taking it at once."""
+        deadline = time.monotonic() + timeout
+        self._stop.set()
+        self._thread.join(timeout)
+        if release:
+            self.release(timeout=max(RELEASE_MIN_TIMEOUT, deadline - time.monotonic()))
+
+    def release(self, timeout: float | None = None) -> None:
         with self._lock:
             was_leading, self._leading = self._leading, False
         if not was_leading:
             return
         self._on_stopped()
         try:
-            lease = self.kube.get_lease(self.config.namespace, self.config.name)
+            lease = self.kube.get_lease(self.config.namespace, self.config.name, timeout=timeout)
             record = LeaseRecord.from_lease(lease)
             if record.holder != self.config.identity:
                 return
             now = format_micro_time(self._wall())
             released = LeaseRecord("", 1, now, now, record.transitions)
-            self.kube.replace_lease(self.config.namespace, self.config.name, self._lease(lease, released))
+            self.kube.replace_lease(
+                self.config.namespace, self.config.name, self._lease(lease, released), timeout=timeout
+            )
             log.info("released lease %s/%s", self.config.namespace, self.config.name)
         except KubeError as error:
             log.warning("could not release lease %s/%s: %s", self.config.namespace, self.config.name, error)
@@ -271,5 +280,5 @@ class AlwaysLeader:
     def is_alive(self) -> bool:
         return True
 
-    def stop(self, release: bool = True) -> None:
+    def stop(self, release: bool = True, timeout: float = 5.0) -> None:
         return None

@@ -212,6 +212,9 @@ class Informer:
                 raise Gone from error
             raise
         self._stream = stream
+        if self._stop.is_set():
+            # stop() ran while this watch was being opened and could not interrupt it yet.
+            stream.interrupt()
         try:
             for event in stream:
                 if self._stop.is_set():
