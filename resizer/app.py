@@ -186,8 +186,7 @@ class ResizerApp:
         def remaining() -> float:
             return max(0.0, deadline - time.monotonic())
 
-        # Shares of one budget: per-step timeouts in sequence added up past a supervisor's grace period,
-        # and the client's own retries of a timed-out read multiply each call's timeout.
+        # Shares of one budget: per-step timeouts in sequence added up past a supervisor's grace period.
         self.resizer.stop_workers(timeout=remaining() / 4)
         self.elector.stop(release=True, timeout=remaining() / 2)
         self.metrics.is_leader.set(0)

@@ -102,6 +102,9 @@ def build_api_client(
         except config.ConfigException:
             config.load_kube_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
     configuration.connection_pool_maxsize = pool_size
+    # No hidden urllib3 retries (its default retries a timed-out read 3 times, so a call could take 4x its
+    # timeout and a Lease renewal outlive the renew deadline): the work queue and the elector retry.
+    configuration.retries = urllib3.Retry(total=0, redirect=False, raise_on_status=False)
     api_client = client.ApiClient(configuration)
     api_client.user_agent = user_agent
     return api_client
