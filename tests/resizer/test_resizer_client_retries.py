@@ -45,7 +45,7 @@ def test_a_timed_out_read_is_not_retried_behind_the_callers_back(
 ) -> None:
     url, accepted = silent_server
     api = client.CoreV1Api(build_api_client(None, url, 4, "test"))
-    with pytest.raises(Exception, match="timed out|Read timed out|MaxRetryError"):
+    with pytest.raises(Exception, match=r"timed out|MaxRetryError"):
         api.list_namespace(_request_timeout=(1.0, 0.3))
     time.sleep(0.3)  # a retry, if any, would have connected by now
     assert len(accepted) == 1
