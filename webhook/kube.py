@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import urllib3
 from kubernetes import client, config
 
 from placement.constants import JOB_NAME_LABEL, ROLE_LABEL, ROLE_LEADER
@@ -23,20 +24,28 @@ class ClusterConfigError(RuntimeError):
 
 
 def api_client(settings: Settings) -> Any:
-    """--server (no auth, for kubesim) > --kubeconfig > in-cluster service account."""
+    """--server (no auth, for kubesim) > --kubeconfig > in-cluster service account.
+
+    One attempt per call: urllib3's default retries a timed-out read 3 times, which would stretch a live
+    lookup to 4x its timeout, past the API server's admission timeout. The informers retry by re-listing.
+    """
+    configuration = client.Configuration()
     if settings.server is not None:
-        configuration = client.Configuration()
         configuration.host = settings.server.rstrip("/")
-        return client.ApiClient(configuration)
-    if settings.kubeconfig is not None:
+    elif settings.kubeconfig is not None:
         if not settings.kubeconfig.exists():
             raise ClusterConfigError(f"kubeconfig {settings.kubeconfig} does not exist")
-        return config.new_client_from_config(config_file=str(settings.kubeconfig))  # type: ignore[no-untyped-call]
-    configuration = client.Configuration()
-    try:
-        config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
-    except config.ConfigException as err:
-        raise ClusterConfigError(f"not running in a cluster ({err}); pass --kubeconfig or --server") from err
+        config.load_kube_config(  # type: ignore[no-untyped-call]
+            config_file=str(settings.kubeconfig), client_configuration=configuration
+        )
+    else:
+        try:
+            config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+        except config.ConfigException as err:
+            raise ClusterConfigError(
+                f"not running in a cluster ({err}); pass --kubeconfig or --server"
+            ) from err
+    configuration.retries = urllib3.Retry(total=0, redirect=False, raise_on_status=False)
     return client.ApiClient(configuration)
 
 
