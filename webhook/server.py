@@ -64,7 +64,7 @@ def build_directory(settings: Settings, metrics: Metrics, api: Any) -> LeaderDir
         watch_timeout=wt,
     )
     nodes = Informer("nodes", node_list_call(api), Store(), metrics, request_timeout=rt, watch_timeout=wt)
-    live = KubeLiveApi(api, settings.request_timeout_seconds)
+    live = KubeLiveApi(api, settings.live_lookup_timeout_seconds)
     return LeaderDirectory(pods, nodes, live, metrics)
 
 

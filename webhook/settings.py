@@ -58,6 +58,12 @@ class Settings(BaseSettings):
         gt=0,
         description="client-side timeout (s) of list/get calls, so a dead connection can't hang",
     )
+    live_lookup_timeout_seconds: float = Field(
+        default=2.0,
+        gt=0,
+        description="timeout (s) of each live API call after a cache miss (at most 2 per admission): "
+        "keep 2x this under the webhook configuration's timeoutSeconds",
+    )
     watch_timeout_seconds: int = Field(
         default=300,
         gt=0,
@@ -106,6 +112,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--kubeconfig", type=Path, help="kubeconfig file (default: in-cluster config)")
     parser.add_argument("--server", help="API server URL, no auth (kubesim), e.g. http://127.0.0.1:6443")
     parser.add_argument("--request-timeout-seconds", type=float, help="client-side API timeout (default 10)")
+    parser.add_argument(
+        "--live-lookup-timeout-seconds",
+        type=float,
+        help="timeout of each live API call after a cache miss (default 2)",
+    )
     parser.add_argument(
         "--watch-timeout-seconds", type=int, help="watch duration before restart (default 300)"
     )

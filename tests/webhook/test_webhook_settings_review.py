@@ -139,3 +139,11 @@ def test_json_log_lines_carry_context() -> None:
     assert line["msg"] == "patched with 3 operations"
     assert (line["uid"], line["job"], line["level"]) == ("u1", "ns/j", "INFO")
     assert TextFormatter().format(record).endswith("uid=u1 job=ns/j")
+
+
+def test_live_lookup_timeout_is_short_by_default_and_configurable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("EXCLUSIVE_PLACEMENT_INSECURE_DEV", "true")
+    assert load_settings([]).live_lookup_timeout_seconds == 2.0
+    monkeypatch.setenv("EXCLUSIVE_PLACEMENT_LIVE_LOOKUP_TIMEOUT_SECONDS", "1.5")
+    assert load_settings([]).live_lookup_timeout_seconds == 1.5
+    assert load_settings(["--live-lookup-timeout-seconds", "0.5"]).live_lookup_timeout_seconds == 0.5
