@@ -54,6 +54,12 @@ def markdown_table(report: dict[str, Any]) -> str:
         '`/debug/stats` from JobSet creation to the moment every pod had run. "max s leader waited": '
         "the longest any leader pod took from creation to bind (wall seconds, seen on the pod watch)."
     )
+    if any(scenario.get("backlog_pods") for scenario in report["scenarios"]):
+        lines.append(
+            "\nBehind a backlog: the JobSet is created once every backlog pod exists; its counters also "
+            "count the backlog pods bound and started in that window (the same for every strategy; "
+            "`backlog_pods_bound_in_window` in the JSON)."
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -79,7 +85,8 @@ def plot(report: dict[str, Any], key: str, title: str, path: Path, *, relative_t
     scenarios = report["scenarios"]
     strategies = list(dict.fromkeys(s for sc in scenarios for s in sc["results"]))
     width = 0.8 / max(1, len(strategies))
-    fig, ax = plt.subplots(figsize=(9, 4.5), dpi=100)
+    # Room for each scenario's multi-line label: the throttled and backlog ones are four lines.
+    fig, ax = plt.subplots(figsize=(max(9.0, 1.9 * len(scenarios)), 5), dpi=100)
     highest = 0.0
     for i, strategy in enumerate(strategies):
         xs, ys = [], []
@@ -94,7 +101,7 @@ def plot(report: dict[str, Any], key: str, title: str, path: Path, *, relative_t
                 highest = max(highest, float(value))
         ax.bar(xs, ys, width=width, label=strategy)
     labels = [scenario_label(s, report["time_scale"]).replace(", ", "\n") for s in scenarios]
-    ax.set_xticks(range(len(scenarios)), labels)
+    ax.set_xticks(range(len(scenarios)), labels, fontsize="small")
     if relative_to is not None:
         ax.axhline(1.0, color="black", linewidth=0.8)
         ax.set_ylim(0, max(1.1, highest * 1.15))

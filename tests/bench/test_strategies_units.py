@@ -317,6 +317,10 @@ def test_markdown_table_and_failures() -> None:
     assert "| `elastic` | 7 | 32 | 100 | 40 | 80 | 4 | 3 | 500 | 60 | n/a | 2.00 | 0 |" in rows[0]
     assert "FAILED: timeout" in rows[1]
     assert failures(REPORT) == ["4x8/gate: timeout"]
+    assert "Behind a backlog" not in table
+    scenario = {"jobs": 2, "pods_per_job": 2, "pools": 2, "contended": False, "backlog_pods": 800}
+    footer = markdown_table({"time_scale": 1.0, "scenarios": [{**scenario, "results": {}}]})
+    assert "Behind a backlog: the JobSet is created once every backlog pod exists" in footer
 
 
 def test_outputs_written(tmp_path: Path) -> None:
