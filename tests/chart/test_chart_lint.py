@@ -17,6 +17,7 @@ EXTRA_VARIANTS: dict[str, Obj] = {
         "webhook": {"antiAffinity": "hard", "replicas": 3},
         "resizer": {"antiAffinity": "hard"},
     },
+    "job-key-policy": {"webhook": {"jobKeyPolicy": {"enabled": True}}},
 }
 
 

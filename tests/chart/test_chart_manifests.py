@@ -46,10 +46,14 @@ VARIANTS: dict[str, Obj] = {
                     "matchExpressions": [{"key": "jobset.sigs.k8s.io/jobset-name", "operator": "Exists"}]
                 },
             },
+            "jobKeyPolicy": {"enabled": True},
         },
         "resizer": {"extraEnv": [{"name": "EXCLUSIVE_PLACEMENT_RETRY_MAX_DELAY", "value": "60"}]},
     },
     "pdb-off": {"webhook": {"podDisruptionBudget": {"enabled": False}}},
+    "job-key-policy-dry-run": {
+        "webhook": {"jobKeyPolicy": {"enabled": True, "validationActions": ["Warn", "Audit"]}}
+    },
 }
 
 
@@ -101,7 +105,8 @@ def test_schema_check_catches_an_invalid_manifest() -> None:
 
 def test_names_fit_in_63_characters_with_a_long_release_name(mode_values: dict[str, Obj]) -> None:
     long_release = "a-really-long-release-name-for-exclusive-placement-testing-x"
-    objects = render(mode_values["cert-manager"], name=long_release)
+    everything = merged(mode_values["cert-manager"], VARIANTS["everything-on"])
+    objects = render(everything, name=long_release)
     too_long = [o["metadata"]["name"] for o in objects if len(o["metadata"]["name"]) > 63]
     assert too_long == []
     assert len({(o["kind"], o["metadata"]["name"]) for o in objects}) == len(objects)

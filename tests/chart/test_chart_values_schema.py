@@ -41,6 +41,26 @@ BAD_VALUES = [
     ({"certs": {"mode": "provided"}}, "/certs/provided/caBundle", "minLength: got 0, want 1"),
     ({"logFormat": "xml"}, "/logFormat", "must be one of 'json', 'text'"),
     ({"webhook": {"antiAffinity": "always"}}, "/webhook/antiAffinity", "must be one of 'soft', 'hard'"),
+    (
+        {"webhook": {"jobKeyPolicy": {"validationActions": ["Block"]}}},
+        "/webhook/jobKeyPolicy/validationActions/0",
+        "must be one of 'Deny', 'Warn', 'Audit'",
+    ),
+    (
+        {"webhook": {"jobKeyPolicy": {"validationActions": ["Deny", "Warn"]}}},
+        "/webhook/jobKeyPolicy/validationActions/1",
+        "must be one of 'Deny', 'Audit'",
+    ),
+    (
+        {"webhook": {"jobKeyPolicy": {"validationActions": []}}},
+        "/webhook/jobKeyPolicy/validationActions",
+        "minItems: got 0, want 1",
+    ),
+    (
+        {"webhook": {"jobKeyPolicy": {"enabled": "yes"}}},
+        "/webhook/jobKeyPolicy/enabled",
+        "got string, want boolean",
+    ),
 ]
 
 

@@ -59,6 +59,11 @@
 {{- include "ep.fullname" . -}}
 {{- end -}}
 
+{{/* The job-key ValidatingAdmissionPolicy and its binding (cluster-scoped, one name for both kinds). */}}
+{{- define "ep.jobKeyPolicyName" -}}
+{{- printf "%s-job-key" (include "ep.fullname" . | trunc 55 | trimSuffix "-") -}}
+{{- end -}}
+
 {{- define "ep.chart" -}}
 {{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" -}}
 {{- end -}}
@@ -112,8 +117,8 @@ app.kubernetes.io/component: {{ .component }}
 {{- toJson (uniq $exempt) -}}
 {{- end -}}
 
-{{/* Shared namespaceSelector + objectSelector of every webhook. */}}
-{{- define "ep.webhook.selectors" -}}
+{{/* The namespaceSelector of every webhook and of the job-key policy binding: exemptions ANDed with the user's expressions. */}}
+{{- define "ep.webhook.namespaceSelector" -}}
 namespaceSelector:
   matchExpressions:
     - key: kubernetes.io/metadata.name
@@ -122,6 +127,11 @@ namespaceSelector:
     {{- with .Values.webhook.admission.namespaceSelectorExpressions }}
     {{- toYaml . | nindent 4 }}
     {{- end }}
+{{- end -}}
+
+{{/* Shared namespaceSelector + objectSelector of every webhook. */}}
+{{- define "ep.webhook.selectors" -}}
+{{ include "ep.webhook.namespaceSelector" . }}
 objectSelector: {{ toJson .Values.webhook.admission.objectSelector }}
 {{- end -}}
 
@@ -131,6 +141,11 @@ webhook acts on (placement/objects.py). Call with the CEL path of the metadata, 
 */}}
 {{- define "ep.cel.hasTopologyAnnotation" -}}
 (has({{ . }}.annotations) && ('exclusive-placement.io/topology' in {{ . }}.annotations || 'alpha.jobset.sigs.k8s.io/exclusive-topology' in {{ . }}.annotations))
+{{- end -}}
+
+{{/* CEL: true when the metadata at the given CEL path carries the exclusive-placement.io/job-key label. */}}
+{{- define "ep.cel.hasJobKeyLabel" -}}
+(has({{ . }}.labels) && 'exclusive-placement.io/job-key' in {{ . }}.labels)
 {{- end -}}
 
 {{/*
