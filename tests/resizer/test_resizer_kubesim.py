@@ -63,14 +63,18 @@ def test_dry_run_decides_but_never_patches(tmp_path: Path) -> None:
 def test_restart_after_sigkill_resizes_every_job_exactly_once(tmp_path: Path) -> None:
     with kubesim(**FAST) as sim:
         early = [f"early-{index}" for index in range(3)]
-        late = [f"late-{index}" for index in range(3)]
+        in_flight = [f"late-{index}" for index in range(3)]
+        while_down = [f"late-down-{index}" for index in range(2)]
+        late = in_flight + while_down
         with resizers(tmp_path, sim.url, 1, "--no-leader-elect") as (first,):
             for name in early:
                 sim.create_shrunk_job(name, 3)
             wait_for("the early Jobs resized", lambda: all_resized(sim, early, 3), 60)
-            for name in late:  # created right before the kill: some may be in flight
+            for name in in_flight:  # created right before the kill: some may be in flight
                 sim.create_shrunk_job(name, 3)
             first.process.kill()
+        for name in while_down:  # created while no resizer runs: surely pending at the restart
+            sim.create_shrunk_job(name, 3)
         # While no resizer runs, every late leader binds and waits.
         wait_for(
             "the late leaders bound",
@@ -80,7 +84,7 @@ def test_restart_after_sigkill_resizes_every_job_exactly_once(tmp_path: Path) ->
                     for p in sim.pods()
                     if p["metadata"]["name"].startswith("late-") and p["spec"].get("nodeName")
                 )
-                >= 3
+                >= len(late)
             ),
             60,
         )
