@@ -1,4 +1,5 @@
-"""Shared kubesim fixtures: one API-only server per module (fast), clients built from its kubeconfig."""
+"""Shared kubesim fixtures: one API-only server per module (fast), clients built from its kubeconfig, and a
+small admission webhook over real TLS for the admission tests."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 from kubernetes import client, config
+from kubesim_webhook_fixture import FakeWebhook, running_webhook
 
 from kubesim.testing import KubesimServer
 
@@ -22,3 +24,10 @@ def kube(api_only_sim: KubesimServer) -> Iterator[client.ApiClient]:
     api_client = config.new_client_from_config(str(api_only_sim.kubeconfig_path))
     yield api_client
     api_client.close()
+
+
+@pytest.fixture(scope="module")
+def webhook(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FakeWebhook]:
+    """A test admission webhook over real TLS (its behaviour set per test)."""
+    with running_webhook(tmp_path_factory.mktemp("webhook")) as hook:
+        yield hook

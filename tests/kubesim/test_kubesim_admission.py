@@ -11,15 +11,9 @@ from typing import Any
 import httpx
 import pytest
 from kubernetes import client, config
-from kubesim_webhook_fixture import FakeWebhook, free_port, running_webhook
+from kubesim_webhook_fixture import FakeWebhook, free_port
 
 from kubesim.testing import KubesimServer
-
-
-@pytest.fixture(scope="module")
-def webhook(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FakeWebhook]:
-    with running_webhook(tmp_path_factory.mktemp("webhook")) as hook:
-        yield hook
 
 
 @pytest.fixture

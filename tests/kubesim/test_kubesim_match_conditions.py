@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 from kubernetes import client, config
-from kubesim_webhook_fixture import FakeWebhook, running_webhook
+from kubesim_webhook_fixture import FakeWebhook
 
 from devstack.webhooks import local_webhook_configurations
 from kubesim.apiserver.cel import compile_conditions, evaluate
@@ -21,12 +21,6 @@ from placement.constants import (
 )
 
 MISSING_KEY = "object.metadata.annotations['team'] == 'ml'"  # errors when the pod has no annotations
-
-
-@pytest.fixture(scope="module")
-def webhook(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FakeWebhook]:
-    with running_webhook(tmp_path_factory.mktemp("webhook")) as hook:
-        yield hook
 
 
 @pytest.fixture
