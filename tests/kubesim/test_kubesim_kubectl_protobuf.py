@@ -10,11 +10,13 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 from kubectl_fixture import KUBECTL, kubectl, run_kubectl, versioned_kubectl
 
+from certs.generate import create_ca
 from kubesim.apiserver.protobuf.decode import decode_object
 from kubesim.testing import KubesimServer
 
@@ -135,12 +137,7 @@ def comparable(obj: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
-@pytest.mark.parametrize(
-    ("args", "printed"), CREATE_COMMANDS, ids=["-".join(args[:2]) for args, _ in CREATE_COMMANDS]
-)
-def test_create_subcommand_sends_protobuf_that_decodes_to_its_json(
-    sim: KubesimServer, args: list[str], printed: str
-) -> None:
+def assert_protobuf_create_is_the_json_create(sim: KubesimServer, args: list[str], printed: str) -> None:
     sent_as_json = json.loads(kubectl(sim, "create", *with_flags(args, "--dry-run=client", "-o", "json")))
 
     via_protobuf = run_kubectl(sim, "create", *with_flags(args, "--dry-run=server", "-o", "json", "-v=9"))
@@ -161,6 +158,25 @@ def test_create_subcommand_sends_protobuf_that_decodes_to_its_json(
     )
     stored.pop("status", None), answered.pop("status", None)  # a Job's controller starts at once
     assert comparable(stored) == comparable(answered)
+
+
+@pytest.mark.parametrize(
+    ("args", "printed"), CREATE_COMMANDS, ids=["-".join(args[:2]) for args, _ in CREATE_COMMANDS]
+)
+def test_create_subcommand_sends_protobuf_that_decodes_to_its_json(
+    sim: KubesimServer, args: list[str], printed: str
+) -> None:
+    assert_protobuf_create_is_the_json_create(sim, args, printed)
+
+
+def test_create_secret_tls_sends_protobuf_that_decodes_to_its_json(
+    sim: KubesimServer, tmp_path: Path
+) -> None:
+    pair = create_ca("kubesim-test")
+    (tmp_path / "tls.crt").write_bytes(pair.cert_pem)
+    (tmp_path / "tls.key").write_bytes(pair.key_pem)
+    args = ["secret", "tls", "serving", f"--cert={tmp_path / 'tls.crt'}", f"--key={tmp_path / 'tls.key'}"]
+    assert_protobuf_create_is_the_json_create(sim, args, "secret/serving created")
 
 
 def test_create_job_from_cronjob_sends_the_template_as_protobuf(sim: KubesimServer) -> None:
