@@ -49,6 +49,12 @@ ROOTS: dict[tuple[str, str], str] = {
 }
 DECODED_KINDS = tuple(kind for _, kind in ROOTS)
 
+_INLINE, _ALWAYS, _NULLABLE, _OMITEMPTY = (
+    Presence.INLINE,
+    Presence.ALWAYS,
+    Presence.NULLABLE,
+    Presence.OMITEMPTY,
+)
 _EPOCH = datetime(1970, 1, 1)  # naive on purpose: times are formatted in UTC with an explicit "Z"
 
 
@@ -116,35 +122,44 @@ def _reject_unknown_fields(message: ProtoMessage, full_name: str, path: str) -> 
 
 
 def _object(message: ProtoMessage, declared: Message, path: str) -> dict[str, Any]:
+    """The fields on the wire (`ListFields`: present singles, non-empty lists and maps), then the ones Go
+    writes although they are not on the wire."""
     _reject_unknown_fields(message, declared.full_name, path)
     out: dict[str, Any] = {}
-    for f in declared.fields:
-        if f.presence is Presence.INLINE:
-            out.update(_object(getattr(message, f.name), schema().messages[f.type], path))
+    by_number = _fields_by_number(declared.full_name)
+    for descriptor, raw in message.ListFields():
+        f = by_number[descriptor.number]
+        if f.presence is _INLINE:
+            out.update(_object(raw, schema().messages[f.type], path))
             continue
-        written, value = _field(message, f, f"{path}.{f.name}" if path else f.name)
-        if written:
-            out[f.name] = value
+        child = f"{path}.{f.name}" if path else f.name
+        if f.label == "list":
+            out[f.name] = [_value(v, f.type, f"{child}[{i}]") for i, v in enumerate(raw)]
+        elif f.label == "map":
+            out[f.name] = {key: _value(v, f.type, f"{child}[{key}]") for key, v in raw.items()}
+        elif f.presence is not _OMITEMPTY or raw != _ZEROS[f.type]:
+            out[f.name] = _value(raw, f.type, child)
+    for f in _written_when_absent(declared.full_name):
+        if f.presence is _INLINE and not message.HasField(f.name):
+            out.update(_object(_zero_message(f.type), schema().messages[f.type], path))
+        elif f.presence is _NULLABLE:
+            out.setdefault(f.name, None)
+        elif f.name not in out and f.presence is _ALWAYS:
+            zero = _zero_message(f.type) if f.is_message else _ZEROS[f.type]
+            out[f.name] = _value(zero, f.type, f"{path}.{f.name}" if path else f.name)
     return out
 
 
-def _field(message: ProtoMessage, f: Field, path: str) -> tuple[bool, Any]:
-    """(whether Go's encoding/json writes the field, its JSON value)."""
-    if f.label != "single":
-        values = getattr(message, f.name)
-        if not values:
-            return f.presence is Presence.NULLABLE, None
-        if f.label == "list":
-            return True, [_value(v, f.type, f"{path}[{i}]") for i, v in enumerate(values)]
-        return True, {key: _value(v, f.type, f"{path}[{key}]") for key, v in values.items()}
-    if not message.HasField(f.name):
-        if f.presence is Presence.ALWAYS:
-            return True, _value(_zero_message(f.type) if f.is_message else _ZEROS[f.type], f.type, path)
-        return f.presence is Presence.NULLABLE, None
-    raw = getattr(message, f.name)
-    if f.presence is Presence.OMITEMPTY and raw == _ZEROS[f.type]:
-        return False, None
-    return True, _value(raw, f.type, path)
+@cache
+def _fields_by_number(full_name: str) -> dict[int, Field]:
+    return {f.number: f for f in schema().messages[full_name].fields}
+
+
+@cache
+def _written_when_absent(full_name: str) -> tuple[Field, ...]:
+    """Structs and values without `omitempty` (their zero), nil pointers and slices without it (`null`)."""
+    written = (_ALWAYS, _NULLABLE, _INLINE)
+    return tuple(f for f in schema().messages[full_name].fields if f.presence in written)
 
 
 _ZEROS: dict[str, Any] = {"string": "", "int32": 0, "int64": 0, "bool": False, "bytes": b""}

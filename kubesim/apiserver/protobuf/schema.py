@@ -13,6 +13,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Iterable
 from dataclasses import dataclass
+from dataclasses import field as dataclass_field
 from functools import cache
 from typing import Literal
 
@@ -64,9 +65,10 @@ class Field:
     presence: Presence
     label: Label = "single"
 
-    @property
-    def is_message(self) -> bool:
-        return self.type not in SCALARS
+    is_message: bool = dataclass_field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "is_message", self.type not in SCALARS)
 
 
 @dataclass(frozen=True)
@@ -76,10 +78,10 @@ class Message:
     fields: tuple[Field, ...]
     not_decoded: tuple[tuple[int, str], ...] = ()
     """Upstream fields left out on purpose, (number, name): named in the error when a body carries one."""
+    full_name: str = dataclass_field(init=False)
 
-    @property
-    def full_name(self) -> str:
-        return f"{self.package}.{self.name}"
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "full_name", f"{self.package}.{self.name}")
 
 
 def message(package: str, name: str, *fields: Field, not_decoded: dict[int, str] | None = None) -> Message:
