@@ -14,7 +14,6 @@ import enum
 from collections.abc import Iterable
 from dataclasses import dataclass
 from dataclasses import field as dataclass_field
-from functools import cache
 from typing import Literal
 
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
@@ -184,7 +183,11 @@ class Schema:
     def __init__(self, messages: Iterable[Message]) -> None:
         self.messages = {m.full_name: m for m in messages}
         self._pool = build_pool(self.messages.values())
+        self._classes: dict[str, type[ProtoMessage]] = {}
 
-    @cache  # noqa: B019 - one Schema lives for the process
     def message_class(self, full_name: str) -> type[ProtoMessage]:
-        return message_factory.GetMessageClass(self._pool.FindMessageTypeByName(full_name))
+        found = self._classes.get(full_name)
+        if found is None:
+            found = message_factory.GetMessageClass(self._pool.FindMessageTypeByName(full_name))
+            self._classes[full_name] = found
+        return found
