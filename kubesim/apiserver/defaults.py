@@ -77,6 +77,26 @@ def default_job(job: Obj) -> None:
     default_pod_spec(template.setdefault("spec", {}), restart_policy="Never")
 
 
+def default_cron_job(cron_job: Obj) -> None:
+    """SetDefaults_CronJob (k/k pkg/apis/batch/v1/defaults.go), and the pod defaults of its Job template
+    (the template's JobSpec keeps what was sent: SetDefaults_Job applies to Jobs only)."""
+    spec = cron_job.setdefault("spec", {})
+    if not spec.get("concurrencyPolicy"):
+        spec["concurrencyPolicy"] = "Allow"
+    for key, value in (("suspend", False), ("successfulJobsHistoryLimit", 3), ("failedJobsHistoryLimit", 1)):
+        if spec.get(key) is None:
+            spec[key] = value
+    job_spec = spec.setdefault("jobTemplate", {}).setdefault("spec", {})
+    template = job_spec.setdefault("template", {})
+    default_pod_spec(template.setdefault("spec", {}), restart_policy="Never")
+
+
+def default_priority_class(priority_class: Obj) -> None:
+    """SetDefaults_PriorityClass (k/k pkg/apis/scheduling/v1/defaults.go)."""
+    if priority_class.get("preemptionPolicy") is None:
+        priority_class["preemptionPolicy"] = "PreemptLowerPriority"
+
+
 def prepare_job(job: Obj) -> None:
     """Selector and template labels keyed by the Job's uid (PrepareForCreate: after mutating admission)."""
     meta = job["metadata"]
@@ -128,7 +148,12 @@ def prepare_jobset(jobset: Obj) -> None:
     jobset["status"] = {}
 
 
-DEFAULTERS = {"pods": default_pod, "jobs": default_job}
+DEFAULTERS = {
+    "pods": default_pod,
+    "jobs": default_job,
+    "cronjobs": default_cron_job,
+    "priorityclasses": default_priority_class,
+}
 PREPARERS = {
     "pods": prepare_pod,
     "jobs": prepare_job,

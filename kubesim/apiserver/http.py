@@ -12,7 +12,6 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
-import yaml
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
@@ -20,6 +19,8 @@ from starlette.routing import Route
 
 from kubesim.apiserver import discovery
 from kubesim.apiserver.faults import FaultInjector, parse_faults
+from kubesim.apiserver.media import decode_body, decode_patch
+from kubesim.apiserver.protobuf.decode import decodes
 from kubesim.apiserver.resources import ResourceType, lookup
 from kubesim.apiserver.server import ApiServer, request_warnings
 from kubesim.apiserver.tables import table, wants_table
@@ -231,7 +232,7 @@ class RestApi:
                     return self._watch(request, rt, namespace)
                 return self._list(request, rt, namespace)
             if method == "POST":
-                body = await self._body(request)
+                body = await self._body(request, protobuf=decodes(rt.api_version, rt.kind))
                 created = await self.api.create(
                     rt.plural, body, namespace=namespace, dry_run=_dry_run(request), client=CLIENT, copy=False
                 )
@@ -262,7 +263,7 @@ class RestApi:
             )
             return json_response(result, 201)
         if method == "PUT":
-            body = await self._body(request)
+            body = await self._body(request, protobuf=decodes(rt.api_version, rt.kind))
             body_name = (body.get("metadata") or {}).get("name")
             if body_name and body_name != name:
                 raise bad_request(
@@ -282,7 +283,7 @@ class RestApi:
         if method == "PATCH":
             return await self._patch(request, rt, namespace, name, sub)
         if method == "DELETE" and sub is None:
-            options = await self._body(request, optional=True)
+            options = await self._body(request, optional=True, protobuf=True)
             query = request.query_params
             grace = query.get("gracePeriodSeconds", options.get("gracePeriodSeconds"))
             preconditions = options.get("preconditions") or {}
@@ -301,19 +302,22 @@ class RestApi:
             return json_response(deleted)
         raise method_not_allowed()
 
-    async def _body(self, request: Request, *, optional: bool = False) -> dict[str, Any]:
+    async def _body(
+        self, request: Request, *, optional: bool = False, protobuf: bool = False, patch: bool = False
+    ) -> dict[str, Any]:
+        """The decoded body: an object (a JSON patch may be a list). `protobuf`: the target kind (or
+        DeleteOptions) may come as `application/vnd.kubernetes.protobuf`; `patch`: a patch body, whose
+        media type `_patch` has already checked."""
         raw = await request.body()
         if not raw.strip():
             if optional:
                 return {}
             raise bad_request("the request body is empty")
-        content_type = request.headers.get("content-type", "application/json")
-        try:
-            body = yaml.safe_load(raw) if "yaml" in content_type else json.loads(raw)
-        except (ValueError, yaml.YAMLError) as exc:
-            raise bad_request(
-                f"the request body is not valid {'YAML' if 'yaml' in content_type else 'JSON'}: {exc}"
-            ) from exc
+        content_type = request.headers.get("content-type")
+        if patch:
+            body = decode_patch(raw, content_type)
+        else:
+            body = decode_body(raw, content_type, accepts_protobuf=protobuf)
         if not isinstance(body, dict | list):
             raise bad_request("the request body must be an object")
         return body  # type: ignore[return-value]
@@ -328,7 +332,7 @@ class RestApi:
         existed = self.api.store.get(rt.plural, namespace or "" if rt.namespaced else "", name) is not None
         if rt.namespaced and namespace is None:
             raise ApiError(404, "NotFound", "the server could not find the requested resource")
-        body = await self._body(request)
+        body = await self._body(request, patch=True)
         result = await self.api.patch(
             rt.plural,
             name,
@@ -368,7 +372,7 @@ class RestApi:
 
     async def _delete_collection(self, request: Request, rt: ResourceType, namespace: str | None) -> Response:
         query = request.query_params
-        options = await self._body(request, optional=True)
+        options = await self._body(request, optional=True, protobuf=True)
         deleted = await self.api.delete_collection(
             rt.plural,
             namespace=namespace,

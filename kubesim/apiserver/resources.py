@@ -41,6 +41,8 @@ INERT_TYPES: tuple[ResourceType, ...] = (
     ResourceType("services", "Service", "", "v1", True, ("svc",), ("status",)),
     ResourceType("serviceaccounts", "ServiceAccount", "", "v1", True, ("sa",)),
     ResourceType("deployments", "Deployment", "apps", "v1", True, ("deploy",), ("status",)),
+    ResourceType("cronjobs", "CronJob", "batch", "v1", True, ("cj",), ("status",)),
+    ResourceType("priorityclasses", "PriorityClass", "scheduling.k8s.io", "v1", False, ("pc",)),
     ResourceType("poddisruptionbudgets", "PodDisruptionBudget", "policy", "v1", True, ("pdb",), ("status",)),
     ResourceType("roles", "Role", RBAC, "v1", True),
     ResourceType("rolebindings", "RoleBinding", RBAC, "v1", True),

@@ -3,18 +3,15 @@
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from kubectl_fixture import KUBECTL, kubectl
 
 from kubesim.testing import KubesimServer
 
-KUBECTL = shutil.which("kubectl.1.33") or next(
-    (str(p) for p in [Path("/usr/lib/google-cloud-sdk/bin/kubectl.1.33")] if p.exists()), None
-)
 pytestmark = [
     pytest.mark.kubectl,
     pytest.mark.skipif(KUBECTL is None, reason="kubectl 1.33 is not installed on this machine"),
@@ -57,20 +54,6 @@ spec:
 def sim() -> Iterator[KubesimServer]:
     with KubesimServer(nodes=3, pools=3, time_scale=0.01) as server:
         yield server
-
-
-def kubectl(sim: KubesimServer, *args: str, stdin: str | None = None, timeout: float = 30) -> str:
-    assert KUBECTL is not None
-    result = subprocess.run(
-        [KUBECTL, "--kubeconfig", str(sim.kubeconfig_path), *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
-    assert result.returncode == 0, result.stderr
-    return result.stdout
 
 
 def test_get_nodes(sim: KubesimServer) -> None:

@@ -1,0 +1,1 @@
+"""Decoding of `application/vnd.kubernetes.protobuf` request bodies."""
