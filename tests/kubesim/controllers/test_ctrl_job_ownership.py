@@ -7,14 +7,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from ctrl_harness import Cluster, cluster, pod_spec
+from ctrl_harness import Cluster, cluster, pod_spec, standalone_job_controller
 
 from kubesim.apiserver.server import ApiServer
-from kubesim.clock import Clock
-from kubesim.controllers.events import EventRecorder
-from kubesim.controllers.informer import Informer
-from kubesim.controllers.job import JobController
-from kubesim.controllers.settings import ControllerSettings
 from kubesim.stats import Stats
 
 JOB_ONLY = ("job-controller",)
@@ -97,16 +92,8 @@ def test_a_job_being_deleted_adopts_nothing_even_when_its_cache_is_stale(run) ->
     async def scenario() -> None:
         stats = Stats()
         server = ApiServer(stats, seed=0)
-        settings = ControllerSettings(time_scale=0.01)
-        jobs, pods = Informer(server, "jobs"), Informer(server, "pods")
-        controller = JobController(
-            api=server,
-            settings=settings,
-            clock=Clock(settings.time_scale),
-            jobs=jobs,
-            pods=pods,
-            recorder=EventRecorder(server, "job-controller", enabled=False),
-        )
+        standalone = standalone_job_controller(server)
+        controller, jobs, pods = standalone.controller, standalone.jobs, standalone.pods
         try:
             job = await server.create(
                 "jobs", selected_job("doomed", "doom", finalizers=["example.com/hold"]), namespace="default"
@@ -133,16 +120,8 @@ def test_a_job_with_a_stale_cache_that_is_not_being_deleted_adopts(run) -> None:
 
     async def scenario() -> None:
         server = ApiServer(Stats(), seed=0)
-        settings = ControllerSettings(time_scale=0.01)
-        jobs, pods = Informer(server, "jobs"), Informer(server, "pods")
-        controller = JobController(
-            api=server,
-            settings=settings,
-            clock=Clock(settings.time_scale),
-            jobs=jobs,
-            pods=pods,
-            recorder=EventRecorder(server, "job-controller", enabled=False),
-        )
+        standalone = standalone_job_controller(server)
+        controller, jobs, pods = standalone.controller, standalone.jobs, standalone.pods
         try:
             job = await server.create("jobs", selected_job("keeper", "keep", size=1), namespace="default")
             stray = await server.create("pods", bare_pod("stray", "keep"), namespace="default")
