@@ -285,6 +285,26 @@ def test_deletions_take_precedence_over_creations_within_a_sync(run) -> None:
     run(scenario())
 
 
+def test_a_suspended_job_runs_no_pods_until_resumed(run) -> None:
+    """manageJob with spec.suspend: every active pod is deleted (finalizer first), none is counted failed."""
+
+    async def scenario() -> None:
+        async with cluster(components=JOB_ONLY) as c:
+            await c.server.create("jobs", indexed_job("paused", 2), namespace="default")
+            await c.wait_for(lambda: _n_pods(c, 2), 30, "two pods")
+            await c.server.patch("jobs", "paused", {"spec": {"suspend": True}}, namespace="default")
+            await c.wait_for(lambda: _no_pods(c), 30, "pods deleted")
+            await c.wait_for(lambda: _status(c, "paused", "terminating", 0), 30, "nothing terminating")
+            status = (await _job(c, "paused"))["status"]
+            assert "active" not in status
+            assert "failed" not in status
+            await c.server.patch("jobs", "paused", {"spec": {"suspend": False}}, namespace="default")
+            pods = await c.wait_for(lambda: _n_pods(c, 2), 30, "two pods again")
+            assert sorted(index_of(p) for p in pods) == [0, 1]
+
+    run(scenario())
+
+
 def _index(pod: dict) -> str | None:
     return ((pod.get("metadata") or {}).get("annotations") or {}).get(
         "batch.kubernetes.io/job-completion-index"
@@ -299,6 +319,10 @@ async def _n_pods(c: Cluster, n: int, exact: bool = False) -> list[dict] | None:
 async def _running(c: Cluster, n: int) -> list[dict] | None:
     pods = [p for p in await c.pods() if (p.get("status") or {}).get("phase") == "Running"]
     return pods if len(pods) >= n else None
+
+
+async def _no_pods(c: Cluster) -> bool:
+    return not await c.pods()
 
 
 async def _no_active(c: Cluster) -> bool:
