@@ -93,6 +93,8 @@ class PodControl:
             return False
         if (result.get("metadata") or {}).get("deletionTimestamp") and result.get("kind") == "Pod":
             self._pods.assume(result)
+        else:
+            self._pods.forget(object_key(pod))
         self._recorder.record(job, "Normal", "SuccessfulDelete", f"Deleted pod: {meta['name']}")
         return True
 
