@@ -67,15 +67,39 @@ def conflict(resource: str, name: str, group: str = "", why: str | None = None) 
     )
 
 
+_CAUSE_TYPES = (
+    ("Invalid value", "FieldValueInvalid"),
+    ("Required value", "FieldValueRequired"),
+    ("Unsupported value", "FieldValueNotSupported"),
+    ("Duplicate value", "FieldValueDuplicate"),
+    ("Forbidden", "FieldValueForbidden"),
+    ("Too long", "FieldValueTooLong"),
+    ("Too many", "FieldValueTooMany"),
+    ("Not found", "FieldValueNotFound"),
+)
+
+
+def cause_type(message: str) -> str:
+    """A cause's `reason`: the field.ErrorType its message starts with (FieldValueInvalid by default)."""
+    for prefix, kind in _CAUSE_TYPES:
+        if message.startswith(prefix):
+            return kind
+    return "FieldValueInvalid"
+
+
 def invalid(kind: str, group: str, name: str, causes: list[tuple[str, str]]) -> ApiError:
-    """422 Invalid; `causes` are (field, message) pairs, e.g. ("spec.completions", "Invalid value: 3")."""
+    """422 Invalid as apierrors.NewInvalid writes it. `causes` are (field, message) pairs, e.g.
+    ("spec.completions", "Invalid value: 3: field is immutable"); each becomes a `details.causes` entry (all
+    of them, repeats included), while the message lists each distinct text once, in brackets when there
+    are several (field.ErrorList.ToAggregate)."""
     qualified_kind = f"{kind}.{group}" if group else kind
-    text = "; ".join(f"{field}: {message}" for field, message in causes)
+    texts = list(dict.fromkeys(f"{field}: {message}" for field, message in causes))
+    text = texts[0] if len(texts) == 1 else "[" + ", ".join(texts) + "]"
     details: dict[str, Any] = {
         "name": name,
         "kind": kind,
         "causes": [
-            {"reason": "FieldValueInvalid", "message": message, "field": field} for field, message in causes
+            {"reason": cause_type(message), "message": message, "field": field} for field, message in causes
         ],
     }
     if group:

@@ -543,11 +543,7 @@ class ApiServer:
             new["metadata"]["generation"] = int(old["metadata"].get("generation") or 1) + 1
         if dry_run:
             return new
-        if (
-            new["metadata"].get("deletionTimestamp")
-            and not new["metadata"].get("finalizers")
-            and not self._graceful(rt, new)
-        ):
+        if self._delete_during_update(old, new):
             self._commit(rt, "DELETED", new, old)
             self._after_delete(rt, new, "Background")
             return new
@@ -556,13 +552,28 @@ class ApiServer:
     # --- delete --------------------------------------------------------------------------------------
 
     @staticmethod
-    def _graceful(rt: ResourceType, obj: Obj) -> bool:
-        """A bound, non-terminal pod waits for its kubelet to finish it."""
+    def _delete_during_update(old: Obj, new: Obj) -> bool:
+        """registry.ShouldDeleteDuringUpdate: the update removed the last finalizer of an object whose
+        deletion was requested with no (or an expired, 0 s) grace period."""
+        old_meta = old["metadata"]
         return (
-            rt.plural == "pods"
-            and bool(obj["spec"].get("nodeName"))
-            and (obj.get("status") or {}).get("phase") not in TERMINAL_PHASES
+            not new["metadata"].get("finalizers")
+            and bool(old_meta.get("deletionTimestamp"))
+            and not old_meta.get("deletionGracePeriodSeconds")
         )
+
+    @staticmethod
+    def _grace_period(rt: ResourceType, obj: Obj, requested: int | None) -> int:
+        """The deletion grace period (rest.BeforeDelete with the pod strategy's CheckGracefulDelete): a pod's
+        requested or spec period (default 30 s), 0 for an unbound or terminal pod; 0 for everything else."""
+        if rt.plural != "pods":
+            return 0
+        if not obj["spec"].get("nodeName") or (obj.get("status") or {}).get("phase") in TERMINAL_PHASES:
+            return 0
+        if requested is not None:
+            return max(0, requested)
+        period = obj["spec"].get("terminationGracePeriodSeconds")
+        return 30 if period is None else int(period)
 
     async def delete(
         self,
@@ -615,28 +626,37 @@ class ApiServer:
             )
         if precondition_rv and precondition_rv != meta.get("resourceVersion"):
             raise conflict(rt.plural, meta["name"], rt.group)
-        graceful = self._graceful(rt, old) and grace_period_seconds != 0
         if dry_run:
             return old
-        if graceful or meta.get("finalizers"):
-            if meta.get("deletionTimestamp") and not meta.get("finalizers"):
-                return old
+        if meta.get("deletionTimestamp"):
+            return self._delete_again(rt, old, grace_period_seconds, propagation_policy or "Background")
+        grace = self._grace_period(rt, old, grace_period_seconds)
+        if grace > 0 or meta.get("finalizers"):
             new = deep_copy(old)
-            if not meta.get("deletionTimestamp"):
-                grace = grace_period_seconds
-                if grace is None:
-                    grace = (
-                        int(old.get("spec", {}).get("terminationGracePeriodSeconds") or 30)
-                        if rt.plural == "pods"
-                        else 0
-                    )
-                new["metadata"]["deletionTimestamp"] = now_rfc3339()
-                new["metadata"]["deletionGracePeriodSeconds"] = grace
-                return self._commit(rt, "MODIFIED", new, old)
+            new["metadata"]["deletionTimestamp"] = now_rfc3339()
+            new["metadata"]["deletionGracePeriodSeconds"] = grace
+            return self._commit(rt, "MODIFIED", new, old)
+        return self._remove(rt, old, propagation_policy or "Background")
+
+    def _delete_again(self, rt: ResourceType, old: Obj, requested: int | None, policy: str) -> Obj:
+        """A delete of an object already being deleted (rest.BeforeDelete): only a shorter grace period
+        changes anything; reaching 0 s removes the object unless finalizers are pending, which then hold it
+        with a 0 s period (so removing the last one deletes it)."""
+        meta = old["metadata"]
+        current = int(meta.get("deletionGracePeriodSeconds") or 0)
+        if current == 0 or requested is None or requested >= current:
             return old
+        shorter = max(0, requested)
+        if shorter == 0 and not meta.get("finalizers"):
+            return self._remove(rt, old, policy)
+        new = deep_copy(old)
+        new["metadata"]["deletionGracePeriodSeconds"] = shorter
+        return self._commit(rt, "MODIFIED", new, old)
+
+    def _remove(self, rt: ResourceType, old: Obj, policy: str) -> Obj:
         gone_obj = deep_copy(old)
         self._commit(rt, "DELETED", gone_obj, old)
-        self._after_delete(rt, gone_obj, propagation_policy or "Background")
+        self._after_delete(rt, gone_obj, policy)
         return gone_obj
 
     def _after_delete(self, rt: ResourceType, obj: Obj, policy: str) -> None:

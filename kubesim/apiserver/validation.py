@@ -1,4 +1,5 @@
-"""The validation that matters for fidelity: names, pod/Job shape, and the update rules of pods and Jobs.
+"""The validation that matters for fidelity: names here; pods in `pod_validation`, Jobs in `job_validation`,
+webhook configurations in `cel`.
 
 Each check returns (field, message) causes; the server turns a non-empty list into a 422 `Invalid`.
 """
@@ -9,24 +10,14 @@ import re
 from typing import Any
 
 from kubesim.apiserver.cel import validate_webhook_configuration, validate_webhook_configuration_update
+from kubesim.apiserver.job_validation import validate_job, validate_job_template_spec, validate_job_update
+from kubesim.apiserver.pod_validation import validate_pod_spec, validate_pod_update
 
 Obj = dict[str, Any]
 Causes = list[tuple[str, str]]
 
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-
-# Pod spec fields an update may change (everything else is immutable, as in the real API server).
-MUTABLE_POD_SPEC_FIELDS = frozenset(
-    {
-        "activeDeadlineSeconds",
-        "tolerations",
-        "schedulingGates",
-        "nodeSelector",
-        "containers",
-        "initContainers",
-    }
-)
 
 
 def validate_name(name: str, *, label: bool = False) -> Causes:
@@ -44,55 +35,6 @@ def validate_name(name: str, *, label: bool = False) -> Causes:
             )
         ]
     return []
-
-
-def validate_pod_spec(spec: Any, path: str) -> Causes:
-    if not isinstance(spec, dict):
-        return [(path, "Required value")]
-    containers = spec.get("containers")
-    if not isinstance(containers, list) or not containers:
-        return [(f"{path}.containers", "Required value")]
-    causes: Causes = []
-    seen: set[str] = set()
-    for i, container in enumerate(containers):
-        if not isinstance(container, dict):
-            causes.append((f"{path}.containers[{i}]", "Invalid value: must be an object"))
-            continue
-        name = str(container.get("name") or "")
-        if not name:
-            causes.append((f"{path}.containers[{i}].name", "Required value"))
-        elif name in seen:
-            causes.append((f"{path}.containers[{i}].name", f'Duplicate value: "{name}"'))
-        seen.add(name)
-        if not container.get("image"):
-            causes.append((f"{path}.containers[{i}].image", "Required value"))
-    for i, gate in enumerate(spec.get("schedulingGates") or []):
-        if not isinstance(gate, dict) or not gate.get("name"):
-            causes.append((f"{path}.schedulingGates[{i}].name", "Required value"))
-    return causes
-
-
-def validate_job(job: Obj) -> Causes:
-    spec = job.get("spec") or {}
-    causes = validate_pod_spec((spec.get("template") or {}).get("spec"), "spec.template.spec")
-    restart = ((spec.get("template") or {}).get("spec") or {}).get("restartPolicy")
-    if restart not in ("Never", "OnFailure"):
-        causes.append(
-            (
-                "spec.template.spec.restartPolicy",
-                f'Unsupported value: "{restart}": supported values: "OnFailure", "Never"',
-            )
-        )
-    mode = spec.get("completionMode", "NonIndexed")
-    if mode not in ("NonIndexed", "Indexed"):
-        causes.append(("spec.completionMode", f'Unsupported value: "{mode}"'))
-    if mode == "Indexed" and spec.get("completions") is None:
-        causes.append(("spec.completions", "Required value: when completion mode is Indexed"))
-    for field in ("completions", "parallelism"):
-        value = spec.get(field)
-        if value is not None and (not isinstance(value, int) or value < 0):
-            causes.append((f"spec.{field}", f"Invalid value: {value}: must be greater than or equal to 0"))
-    return causes
 
 
 # CronJob names leave room for the 11-character suffix of the Jobs they create (ValidateCronJobCreate).
@@ -122,7 +64,9 @@ def validate_cron_job(cron_job: Obj) -> Causes:
             ("spec.concurrencyPolicy", f'Unsupported value: "{policy}": supported values: {supported}')
         )
     job_spec = (spec.get("jobTemplate") or {}).get("spec") or {}
-    causes += [(f"spec.jobTemplate.{path}", message) for path, message in validate_job({"spec": job_spec})]
+    causes += [
+        (f"spec.jobTemplate.{path}", message) for path, message in validate_job_template_spec(job_spec)
+    ]
     return causes
 
 
@@ -207,87 +151,6 @@ def validate_create(resource: str, obj: Obj) -> Causes:
     validator = CREATE_VALIDATORS.get(resource)
     if validator is not None:
         causes += validator(obj)
-    return causes
-
-
-def validate_pod_update(old: Obj, new: Obj) -> Causes:
-    old_spec, new_spec = old.get("spec") or {}, new.get("spec") or {}
-    causes: Causes = []
-    changed = {k for k in set(old_spec) | set(new_spec) if old_spec.get(k) != new_spec.get(k)}
-    if changed - MUTABLE_POD_SPEC_FIELDS:
-        causes.append(
-            (
-                "spec",
-                "Forbidden: pod updates may not change fields other than `spec.containers[*].image`, "
-                "`spec.initContainers[*].image`, `spec.activeDeadlineSeconds`, `spec.tolerations` "
-                "(only additions to existing tolerations), `spec.schedulingGates` (only deletions), "
-                "`spec.nodeSelector` (only additions while gated) "
-                f"(changed: {', '.join(sorted(changed - MUTABLE_POD_SPEC_FIELDS))})",
-            )
-        )
-    for key in ("containers", "initContainers"):
-        if key in changed and _strip_images(old_spec.get(key)) != _strip_images(new_spec.get(key)):
-            causes.append((f"spec.{key}", "Forbidden: pod updates may only change the container image"))
-    old_gates = [g.get("name") for g in old_spec.get("schedulingGates") or []]
-    new_gates = [g.get("name") for g in new_spec.get("schedulingGates") or []]
-    added_gates = [g for g in new_gates if g not in old_gates]
-    if added_gates:
-        causes.append(
-            (
-                "spec.schedulingGates",
-                f'Forbidden: only deletion is allowed, but found new scheduling gate "{added_gates[0]}"',
-            )
-        )
-    if "nodeSelector" in changed:
-        old_sel, new_sel = old_spec.get("nodeSelector") or {}, new_spec.get("nodeSelector") or {}
-        only_additions = all(new_sel.get(k) == v for k, v in old_sel.items())
-        if not old_gates or not only_additions:
-            causes.append(
-                (
-                    "spec.nodeSelector",
-                    "Invalid value: only additions to spec.nodeSelector are allowed, and only while the pod "
-                    "has scheduling gates",
-                )
-            )
-    if "tolerations" in changed:
-        new_tolerations = new_spec.get("tolerations") or []
-        if not all(t in new_tolerations for t in old_spec.get("tolerations") or []):
-            causes.append(
-                (
-                    "spec.tolerations",
-                    "Forbidden: existing toleration can not be modified except its tolerationSeconds",
-                )
-            )
-    return causes
-
-
-def _strip_images(containers: Any) -> Any:
-    if not isinstance(containers, list):
-        return containers
-    return [{k: v for k, v in c.items() if k != "image"} if isinstance(c, dict) else c for c in containers]
-
-
-def validate_job_update(old: Obj, new: Obj) -> Causes:
-    old_spec, new_spec = old.get("spec") or {}, new.get("spec") or {}
-    causes = validate_job(new)
-    never_started = bool(old_spec.get("suspend")) and not (old.get("status") or {}).get("startTime")
-    if old_spec.get("template") != new_spec.get("template") and not never_started:
-        causes.append(("spec.template", "Invalid value: field is immutable"))
-    for field in ("selector", "completionMode", "manualSelector"):
-        if old_spec.get(field) != new_spec.get(field):
-            causes.append((f"spec.{field}", "Invalid value: field is immutable"))
-    if old_spec.get("completions") != new_spec.get("completions"):
-        elastic = new_spec.get("completionMode") == "Indexed" and new_spec.get("completions") == new_spec.get(
-            "parallelism"
-        )
-        if not elastic:
-            causes.append(
-                (
-                    "spec.completions",
-                    f"Invalid value: {new_spec.get('completions')}: field is immutable "
-                    "(Indexed Jobs may change it only when completions equals parallelism)",
-                )
-            )
     return causes
 
 

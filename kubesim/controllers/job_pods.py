@@ -1,13 +1,14 @@
 """Pure parts of the Job controller: pod construction, index bookkeeping, the create/delete plan, status.
 
 Modelled on kube-controller-manager's pkg/controller/job (Kubernetes 1.31+): Indexed pods get the
-completion-index annotation and label, hostname `<job>-<index>` and the generateName `<job>-<index>-`.
+completion-index annotation and label, hostname `<job>-<index>` and the generateName `<job>-<index>-`; every
+pod gets the tracking finalizer (appendJobCompletionFinalizerIfNotFound).
 """
 
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,6 +26,8 @@ from .objects import Obj, annotations_of, condition_true, is_deleting, is_termin
 MAX_GENERATED_NAME_LENGTH = 58
 """names.MaxGeneratedNameLength: 63 minus the 5-character random suffix."""
 DEFAULT_BACKOFF_LIMIT = 6
+JOB_TRACKING_FINALIZER = "batch.kubernetes.io/job-tracking"
+"""batch.JobTrackingFinalizer: on every pod the controller creates or adopts until it has counted the pod."""
 
 
 def is_indexed(job: Obj) -> bool:
@@ -147,8 +150,10 @@ def build_pod(job: Obj, index: int | None) -> Obj:
     }
     if annotations:
         pod_meta["annotations"] = annotations
-    if template_meta.get("finalizers"):
-        pod_meta["finalizers"] = list(template_meta["finalizers"])
+    finalizers = list(template_meta.get("finalizers") or [])
+    if JOB_TRACKING_FINALIZER not in finalizers:
+        finalizers.append(JOB_TRACKING_FINALIZER)
+    pod_meta["finalizers"] = finalizers
     return {"apiVersion": "v1", "kind": "Pod", "metadata": pod_meta, "spec": spec}
 
 
@@ -170,9 +175,17 @@ def _removal_order(pod: Obj) -> tuple[int, int, int]:
 
 
 def plan_indexed(
-    completions: int, parallelism: int, completed: set[int], active: list[Obj], max_changes: int
+    completions: int,
+    parallelism: int,
+    completed: set[int],
+    active: list[Obj],
+    max_changes: int,
+    *,
+    terminating: Sequence[int | None] = (),
 ) -> PodPlan:
-    """Indexed Job: keep one active pod per wanted index, delete out-of-range and duplicate pods."""
+    """Indexed Job: keep one active pod per wanted index, delete out-of-range and duplicate pods.
+    `terminating`: indexes of terminating pods when only failed pods are replaced (they block their index
+    and count against parallelism until they are gone)."""
     plan = PodPlan()
     by_index: dict[int, list[Obj]] = {}
     for pod in active:
@@ -191,7 +204,9 @@ def plan_indexed(
     if len(kept) > want_active:
         surplus = sorted(kept, reverse=True)[: len(kept) - want_active]
         plan.delete.extend(kept.pop(i) for i in surplus)
-    missing = [i for i in pending if i not in kept][: max(0, want_active - len(kept))]
+    blocked = {i for i in terminating if i is not None}
+    budget = max(0, want_active - len(kept) - len(terminating))
+    missing = [i for i in pending if i not in kept and i not in blocked][:budget]
     plan.create_indexes = missing[:max_changes]
     plan.delete = plan.delete[:max_changes]
     plan.active_after = len(kept) + len(plan.create_indexes)
@@ -199,8 +214,16 @@ def plan_indexed(
 
 
 def plan_non_indexed(
-    completions: int | None, parallelism: int, succeeded: int, active: list[Obj], max_changes: int
+    completions: int | None,
+    parallelism: int,
+    succeeded: int,
+    active: list[Obj],
+    max_changes: int,
+    *,
+    terminating: int = 0,
 ) -> PodPlan:
+    """NonIndexed Job; `terminating`: terminating pods that count against parallelism (only when only failed
+    pods are replaced)."""
     plan = PodPlan()
     want_active = parallelism if completions is None else max(0, min(parallelism, completions - succeeded))
     if completions is None and succeeded > 0:
@@ -210,7 +233,7 @@ def plan_non_indexed(
         ordered = sorted(active, key=_removal_order)
         plan.delete = ordered[: len(active) - want_active][:max_changes]
     else:
-        plan.create_count = min(want_active - len(active), max_changes)
+        plan.create_count = min(max(0, want_active - len(active) - terminating), max_changes)
     plan.active_after = len(active) - len(plan.delete) + plan.create_count
     return plan
 

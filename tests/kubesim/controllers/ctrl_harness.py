@@ -13,8 +13,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kubesim.apiserver.server import ApiServer
+from kubesim.clock import Clock
 from kubesim.cluster import make_nodes
 from kubesim.controllers import COMPONENTS, Controllers
+from kubesim.controllers.events import EventRecorder
+from kubesim.controllers.informer import Informer
+from kubesim.controllers.job import JobController
 from kubesim.controllers.settings import ControllerSettings
 from kubesim.errors import ApiError
 from kubesim.interface import WatchEvent
@@ -240,3 +244,27 @@ def indexed_job(
 
 def index_of(pod: Obj) -> int:
     return int(pod["metadata"]["annotations"][JOB_COMPLETION_INDEX_ANNOTATION])
+
+
+@dataclass
+class Standalone:
+    """A JobController on informers that do not run: the test fills their caches (`assume`) and calls
+    `controller.sync` itself, so a sync sees exactly the state the test sets up (a stale cache included)."""
+
+    controller: JobController
+    jobs: Informer
+    pods: Informer
+
+
+def standalone_job_controller(server: ApiServer, **settings: Any) -> Standalone:
+    config = ControllerSettings(**{"time_scale": 0.01, **settings})
+    jobs, pods = Informer(server, "jobs"), Informer(server, "pods")
+    controller = JobController(
+        api=server,
+        settings=config,
+        clock=Clock(config.time_scale),
+        jobs=jobs,
+        pods=pods,
+        recorder=EventRecorder(server, "job-controller", enabled=False),
+    )
+    return Standalone(controller, jobs, pods)

@@ -6,8 +6,10 @@ import itertools
 import time
 
 import pytest
-from ctrl_harness import Cluster, cluster, index_of, indexed_job
+from ctrl_harness import Cluster, cluster, index_of, indexed_job, standalone_job_controller
 
+from kubesim.apiserver.server import ApiServer
+from kubesim.controllers.job_pods import build_pod
 from kubesim.controllers.objects import condition_true
 
 JOB_ONLY = ("job-controller",)
@@ -196,6 +198,113 @@ def test_non_indexed_job_runs_parallel_pods_to_completion(run) -> None:
     run(scenario())
 
 
+def test_a_spec_change_syncs_at_once_and_a_pod_change_after_the_batch_period(run) -> None:
+    """updateJob: a new generation is enqueued immediately; addPod/updatePod wait syncJobBatchPeriod (1 s)."""
+
+    async def scenario() -> None:
+        async with cluster(components=JOB_ONLY, time_scale=0.5) as c:
+            await c.server.create("jobs", indexed_job("prompt", 1), namespace="default")
+            await c.wait_for(lambda: len(c.api.attempts) >= 1, 30, "the first pod")
+            patched_at = time.monotonic()
+            await c.server.patch(
+                "jobs", "prompt", {"spec": {"completions": 2, "parallelism": 2}}, namespace="default"
+            )
+            await c.wait_for(lambda: len(c.api.attempts) >= 2, 30, "the second pod")
+            assert c.simulated(c.api.attempts[1].at - patched_at) < 0.5
+            await c.wait_for(lambda: _status(c, "prompt", "active", 2), 30, "status.active == 2")
+            syncs_before = c.stats.by_verb_resource["update jobs/status"]
+            (first, _) = sorted(await c.pods(), key=index_of)
+            touched_at = time.monotonic()
+            await c.server.patch(
+                "pods",
+                first["metadata"]["name"],
+                {"status": {"phase": "Failed"}},
+                namespace="default",
+                subresource="status",
+            )
+            await c.wait_for(
+                lambda: c.stats.by_verb_resource["update jobs/status"] > syncs_before, 30, "the pod's sync"
+            )
+            assert c.simulated(time.monotonic() - touched_at) >= 0.9
+
+    run(scenario())
+
+
+def test_scaling_down_unfinalizes_then_deletes_and_counts_no_failure(run) -> None:
+    """deleteJobPods: the tracking finalizer comes off before the DELETE: a removed pod is never counted."""
+
+    async def scenario() -> None:
+        async with cluster(components=JOB_ONLY) as c:
+            await c.server.create("jobs", indexed_job("shrinking", 3), namespace="default")
+            await c.wait_for(lambda: _n_pods(c, 3), 30, "three pods")
+            watcher = c.server.subscribe("pods", namespace="default")
+            await c.server.patch(
+                "jobs", "shrinking", {"spec": {"completions": 1, "parallelism": 1}}, namespace="default"
+            )
+            await c.wait_for(lambda: _n_pods(c, 1, exact=True), 30, "one pod left")
+            await c.wait_for(lambda: _status(c, "shrinking", "active", 1), 30, "status.active == 1")
+            events: dict[str, list[tuple[str, list[str]]]] = {}
+            while not watcher.queue.empty():
+                kind, pod = watcher.queue.get_nowait()
+                events.setdefault(pod["metadata"]["name"], []).append(
+                    (kind, list(pod["metadata"].get("finalizers") or []))
+                )
+            removed = {name: seen for name, seen in events.items() if seen[-1][0] == "DELETED"}
+            assert len(removed) == 2
+            for seen in removed.values():
+                assert [kind for kind, _ in seen] == ["MODIFIED", "DELETED"]
+                assert seen[0][1] == [], "the finalizer was removed before the delete"
+            status = (await _job(c, "shrinking"))["status"]
+            assert "failed" not in status
+            assert status["uncountedTerminatedPods"] == {}
+
+    run(scenario())
+
+
+def test_deletions_take_precedence_over_creations_within_a_sync(run) -> None:
+    """manageJob: a sync that deletes pods (an out-of-range index) creates none; the next one creates."""
+
+    async def scenario() -> None:
+        server = ApiServer(seed=0)
+        standalone = standalone_job_controller(server)
+        try:
+            job = await server.create("jobs", indexed_job("mixed", 2), namespace="default")
+            standalone.jobs.assume(job)
+            stray = build_pod(job, 5)
+            stray["metadata"]["name"] = "mixed-5-stray"
+            standalone.pods.assume(await server.create("pods", stray, namespace="default"))
+            assert await standalone.controller.sync("default/mixed") is True
+            assert (await server.list("pods", namespace="default"))[0] == []
+            standalone.pods.forget("default/mixed-5-stray")
+            assert await standalone.controller.sync("default/mixed") is True
+            created, _ = await server.list("pods", namespace="default")
+            assert sorted(index_of(p) for p in created) == [0, 1]
+        finally:
+            await server.aclose()
+
+    run(scenario())
+
+
+def test_a_suspended_job_runs_no_pods_until_resumed(run) -> None:
+    """manageJob with spec.suspend: every active pod is deleted (finalizer first), none is counted failed."""
+
+    async def scenario() -> None:
+        async with cluster(components=JOB_ONLY) as c:
+            await c.server.create("jobs", indexed_job("paused", 2), namespace="default")
+            await c.wait_for(lambda: _n_pods(c, 2), 30, "two pods")
+            await c.server.patch("jobs", "paused", {"spec": {"suspend": True}}, namespace="default")
+            await c.wait_for(lambda: _no_pods(c), 30, "pods deleted")
+            await c.wait_for(lambda: _status(c, "paused", "terminating", 0), 30, "nothing terminating")
+            status = (await _job(c, "paused"))["status"]
+            assert "active" not in status
+            assert "failed" not in status
+            await c.server.patch("jobs", "paused", {"spec": {"suspend": False}}, namespace="default")
+            pods = await c.wait_for(lambda: _n_pods(c, 2), 30, "two pods again")
+            assert sorted(index_of(p) for p in pods) == [0, 1]
+
+    run(scenario())
+
+
 def _index(pod: dict) -> str | None:
     return ((pod.get("metadata") or {}).get("annotations") or {}).get(
         "batch.kubernetes.io/job-completion-index"
@@ -210,6 +319,10 @@ async def _n_pods(c: Cluster, n: int, exact: bool = False) -> list[dict] | None:
 async def _running(c: Cluster, n: int) -> list[dict] | None:
     pods = [p for p in await c.pods() if (p.get("status") or {}).get("phase") == "Running"]
     return pods if len(pods) >= n else None
+
+
+async def _no_pods(c: Cluster) -> bool:
+    return not await c.pods()
 
 
 async def _no_active(c: Cluster) -> bool:

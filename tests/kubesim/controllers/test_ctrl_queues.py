@@ -93,3 +93,20 @@ def test_scheduling_backoff_doubles_per_attempt_to_the_cap() -> None:
     queue.forget("p")
     assert queue.backoff_seconds("p") == 0
     assert "p" not in queue
+
+
+def test_a_worker_cancelled_as_a_key_arrives_stops(run) -> None:
+    """Shutdown cancels the workers; one whose key arrives in the same loop turn must still stop (Python
+    3.11's asyncio.wait_for swallowed that cancellation and the worker then waited forever)."""
+
+    async def scenario() -> bool:
+        queue = WorkQueue(Clock(1.0), 1.0, 60.0)
+        queue.add_after("later", 100.0)  # the worker waits with a timeout
+        worker = asyncio.create_task(queue.get())
+        await asyncio.sleep(0)
+        queue.add("k")
+        worker.cancel()
+        await asyncio.wait({worker}, timeout=5)
+        return worker.cancelled()
+
+    assert run(scenario()) is True
