@@ -256,6 +256,11 @@ def reconciles(pod: Obj) -> bool:
     )
 
 
+def leader_pod_topology(node: Obj | None, topology_key: str) -> str:
+    """leaderPodTopology: "" when the leader's node is not in the cache (NotFound is ignored upstream)."""
+    return "" if node is None else node_topology(node, topology_key)
+
+
 def follower_topology(pod: Obj, topology_key: str) -> str | None:
     """followerPodTopology: the follower's nodeSelector value for the key (None when it has none)."""
     selector = (pod.get("spec") or {}).get("nodeSelector")

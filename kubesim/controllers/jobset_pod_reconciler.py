@@ -37,7 +37,7 @@ from .jobset_placement import (
     in_namespace,
     index_pod_job,
     is_leader_pod,
-    node_topology,
+    leader_pod_topology,
     placements_valid,
     reconciles,
     with_violation_condition,
@@ -100,23 +100,20 @@ class JobSetPodReconciler:
         owner = controller_uid(leader)
         if owner is None:
             raise PlacementError(f'leader pod "{name}" has no controller owner')
-        namespace = leader["metadata"].get("namespace") or ""
-        pods = [
-            pod
-            for pod in self._pods.by_index(POD_JOB_INDEX, f"{namespace}/{job_key}")
-            if controller_uid(pod) == owner
-        ]
+        pods = self.pods_for_job(str(leader["metadata"].get("namespace") or ""), str(job_key), owner)
         topology_key = exclusive_topology(leader) or ""
-        if not placements_valid(self._leader_topology(leader, topology_key), pods, topology_key):
-            log.info("jobset pod reconciler: deleting follower pods of leader %s", key)
-            await self._delete_followers(pods)
-
-    def _leader_topology(self, leader: Obj, topology_key: str) -> str:
-        """leaderPodTopology: "" when the node is not in the cache (NotFound is ignored upstream)."""
         node = self._nodes.get(str(leader["spec"]["nodeName"]))
-        return "" if node is None else node_topology(node, topology_key)
+        if not placements_valid(leader_pod_topology(node, topology_key), pods, topology_key):
+            log.info("jobset pod reconciler: deleting follower pods of leader %s", key)
+            await self.delete_followers(pods)
 
-    async def _delete_followers(self, pods: list[Obj]) -> None:
+    def pods_for_job(self, namespace: str, job_key: str, owner_uid: str) -> list[Obj]:
+        """listPodsForJob: the cache's pods with this job-key whose controller is the leader's Job."""
+        candidates = self._pods.by_index(POD_JOB_INDEX, f"{namespace}/{job_key}")
+        return [pod for pod in candidates if controller_uid(pod) == owner_uid]
+
+    async def delete_followers(self, pods: list[Obj]) -> None:
+        """deleteFollowerPods: mark then delete every non-leader pod of `pods`; the first error raised."""
         slots = asyncio.Semaphore(MAX_PARALLELISM)
 
         async def delete(pod: Obj) -> None:
