@@ -176,6 +176,59 @@ def test_followers_disagreeing_with_a_rescheduled_leader_are_marked_and_deleted(
     run(scenario())
 
 
+def test_the_webhooks_read_the_jobset_managers_cache_not_the_api_server(run) -> None:
+    """A follower created right after its leader's binding, before the JobSet manager's watch delivered
+    the binding, is denied as if the leader were unbound; once the cache has it, the follower is pinned."""
+
+    async def scenario() -> None:
+        async with cluster(nodes=4, pools=2, components=("jobset-controller",)) as c:
+            cache = c.controllers.jobset_placement.pods
+            leader = _child_job_pod("train-w-0-0-aaaaa", index="0")
+            leader = await c.server.create("pods", leader, namespace="default")
+            key = f"default/{leader['metadata']['name']}"
+            await c.wait_for(lambda: cache.get(key), 10, "the leader in the JobSet manager's cache")
+
+            await _bind(c, leader, "pool-01")
+            # No await suspends between the binding and this create, so the watch event is still queued.
+            assert (await c.server.get("pods", leader["metadata"]["name"], namespace="default"))["spec"][
+                "nodeName"
+            ]
+            assert not cache.get(key)["spec"].get("nodeName")
+            with pytest.raises(ApiError) as denied:
+                await c.server.create("pods", _child_job_pod("train-w-0-1-bbbbb"), namespace="default")
+            assert denied.value.message == NOT_SET
+
+            await c.wait_for(lambda: cache.get(key)["spec"].get("nodeName"), 10, "the binding in the cache")
+            follower = await c.server.create("pods", _child_job_pod("train-w-0-1-ccccc"), namespace="default")
+            assert follower["spec"]["nodeSelector"] == {GKE_NODEPOOL_LABEL: "pool-01"}
+
+    run(scenario())
+
+
+def _child_job_pod(name: str, index: str = "1") -> Obj:
+    """A pod of child Job train-w-0 as the Job controller would create it (owner: a fixed Job uid)."""
+    labels = {
+        "jobset.sigs.k8s.io/jobset-name": "train",
+        "jobset.sigs.k8s.io/replicatedjob-name": "w",
+        "jobset.sigs.k8s.io/job-index": "0",
+        JOBSET_JOB_KEY_LABEL: job_key("default", "train-w-0"),
+    }
+    annotations = {
+        "jobset.sigs.k8s.io/jobset-name": "train",
+        JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION: GKE_NODEPOOL_LABEL,
+        "batch.kubernetes.io/job-completion-index": index,
+    }
+    owner = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "name": "train-w-0",
+        "uid": "job-uid",
+        "controller": True,
+    }
+    meta = {"name": name, "labels": labels, "annotations": annotations, "ownerReferences": [owner]}
+    return {"metadata": meta, "spec": pod_spec(gpus=1)}
+
+
 def test_the_setting_turns_jobsets_webhooks_and_reconciler_off(run) -> None:
     async def scenario() -> None:
         async with cluster(nodes=4, pools=2, components=WITHOUT_SCHEDULER, jobset_webhooks=False) as c:
