@@ -124,7 +124,8 @@ class WebhookReply:
 
 
 WebhookHandler = Callable[[dict[str, Any]], Awaitable[WebhookReply]]
-"""Called with a copy of the object under admission (what a webhook would decode from its review)."""
+"""Called with the object under admission: a mutating webhook's handler gets a copy it may change and
+return in `WebhookReply.obj`; a validating webhook's handler gets the object itself and must not change it."""
 
 
 class WebhookServing(Protocol):

@@ -343,7 +343,8 @@ class Admission:
         under failurePolicy Fail when the handler itself fails."""
         assert hook.handler is not None
         try:
-            reply = await hook.handler(deep_copy(req.obj) if req.obj is not None else {})
+            obj = req.obj if req.obj is not None else {}
+            reply = await hook.handler(deep_copy(obj) if hook.mutating else obj)
         except Exception as exc:
             if hook.failure_policy == "Ignore":
                 log.warning(

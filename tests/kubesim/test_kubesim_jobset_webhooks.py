@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from kubernetes import client, config
@@ -16,7 +17,9 @@ from test_kubesim_admission import register, webhook_entry
 
 from kubesim.__main__ import build_parser, options_from_args
 from kubesim.apiserver.server import ApiServer
-from kubesim.interface import WebhookReply
+from kubesim.controllers.informer import Informer
+from kubesim.controllers.jobset_webhooks import JobSetPodWebhooks, pod_webhook_configurations
+from kubesim.interface import KubeApi, WebhookReply
 from kubesim.testing import KubesimProcess, KubesimServer
 
 JOBSET_NAME = "jobset.sigs.k8s.io/jobset-name"
@@ -172,3 +175,74 @@ def test_in_process_configurations_are_ordered_by_name_and_can_be_removed() -> N
         await server.aclose()
 
     asyncio.run(scenario())
+
+
+# --- cost (printed with -s, never asserted) ------------------------------------------------------------
+
+CREATES = 300
+
+
+def _child_pod(job: int, index: int) -> dict[str, Any]:
+    labels = {
+        JOBSET_NAME: "js",
+        "jobset.sigs.k8s.io/replicatedjob-name": "w",
+        "jobset.sigs.k8s.io/job-index": str(job),
+    }
+    annotations = {
+        JOBSET_NAME: "js",
+        "alpha.jobset.sigs.k8s.io/exclusive-topology": "pool",
+        "batch.kubernetes.io/job-completion-index": str(index),
+    }
+    owner = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "name": f"js-w-{job}",
+        "uid": f"uid-{job}",
+        "controller": True,
+    }
+    meta = {
+        "name": f"js-w-{job}-{index}-abcde",
+        "namespace": "default",
+        "labels": labels,
+        "annotations": annotations,
+    }
+    return {
+        "metadata": {**meta, "ownerReferences": [owner]},
+        "spec": {"containers": [{"name": "c", "image": "i"}]},
+    }
+
+
+async def _creates_ms(served: bool, index: int) -> tuple[float, int]:
+    """ms per create of `CREATES` child-Job pods of completion `index` (1: each leader is in the cache)."""
+    server = ApiServer(seed=0)
+    pods, nodes = Informer(cast(KubeApi, None), "pods"), Informer(cast(KubeApi, None), "nodes")
+    nodes.assume({"metadata": {"name": "n", "labels": {"pool": "p"}}})
+    for job in range(CREATES):
+        pods.assume({**_child_pod(job, 0), "spec": {"nodeName": "n"}})
+    pods.synced.set()
+    nodes.synced.set()
+    hooks = JobSetPodWebhooks(pods=pods, nodes=nodes, stats=server.stats)
+    if served:
+        for configuration, mutating in pod_webhook_configurations():
+            server.admission.serve_in_process(configuration, hooks.handlers(), mutating=mutating)
+    start = time.perf_counter()
+    for job in range(CREATES):
+        await server.create("pods", _child_pod(job, index), namespace="default", copy=False)
+    elapsed = (time.perf_counter() - start) / CREATES * 1000
+    await server.aclose()
+    return elapsed, server.stats.jobset_webhook_calls
+
+
+def test_jobset_webhooks_cost_per_pod_create() -> None:
+    figures = {}
+    for what, index in (("leader", 0), ("follower", 1)):
+        bare, bare_calls = asyncio.run(_creates_ms(False, index))
+        served, calls = asyncio.run(_creates_ms(True, index))
+        assert (bare_calls, calls) == (0, 2 * CREATES)
+        figures[what] = (bare, served)
+    print(
+        "JobSet's in-process pod webhooks: "
+        + ", ".join(
+            f"{what} {bare:.3f} -> {served:.3f} ms/create" for what, (bare, served) in figures.items()
+        )
+    )
