@@ -14,9 +14,12 @@ from typing import Any
 import pytest
 from ctrl_harness import Cluster, cluster, index_of, pod_spec
 
+from kubesim.apiserver.server import ApiServer
+from kubesim.controllers import Controllers, ControllerSettings
 from kubesim.controllers.jobset_constants import PRIORITY_LABEL
 from kubesim.controllers.jobset_jobs import job_key
 from kubesim.errors import ApiError
+from kubesim.stats import Stats
 from placement.constants import (
     GKE_NODEPOOL_LABEL,
     JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION,
@@ -288,3 +291,10 @@ async def _followers_in(c: Cluster, pool: str, replaced: set[str]) -> dict[int, 
     if any((p["spec"].get("nodeSelector") or {}).get(GKE_NODEPOOL_LABEL) != pool for p in followers):
         return None
     return pods
+
+
+def test_jobsets_webhooks_need_the_api_servers_admission_chain() -> None:
+    server = ApiServer(seed=0)
+    with pytest.raises(ValueError, match="jobset_webhooks needs the API server's admission chain"):
+        Controllers(server, ControllerSettings(), Stats())
+    assert Controllers(server, ControllerSettings(jobset_webhooks=False), Stats()).jobset_placement is None
