@@ -71,6 +71,12 @@ def build_parser() -> argparse.ArgumentParser:
         )
         cmd.add_argument("--seed", type=int, default=None, help="seed for kubesim's fault injection")
         cmd.add_argument(
+            "--no-jobset-webhooks",
+            dest="jobset_webhooks",
+            action="store_false",
+            help="turn off JobSet's own pod webhooks and pod reconciler in kubesim's JobSet",
+        )
+        cmd.add_argument(
             "--resizer-replicas",
             type=int,
             default=1,
@@ -100,6 +106,7 @@ def options_from(args: argparse.Namespace) -> StackOptions:
         time_scale=args.time_scale,
         faults=args.faults,
         seed=args.seed,
+        jobset_webhooks=args.jobset_webhooks,
     )
     return StackOptions(
         cluster=cluster,

@@ -56,6 +56,8 @@ class KubesimFlags:
     seed: int | None = None
     scheduler_pods_per_second: float | None = None
     """Scheduling cycles per simulated second (kubesim's default 300 when None; 0 = unlimited)."""
+    jobset_webhooks: bool = True
+    """JobSet's own pod webhooks and pod reconciler in kubesim's JobSet (on, as in a JobSet install)."""
 
     def __post_init__(self) -> None:
         if self.nodes < 1 or self.pools < 1:
@@ -101,6 +103,8 @@ def kubesim_command(
         argv += ["--seed", str(flags.seed)]
     if flags.scheduler_pods_per_second is not None:
         argv += ["--scheduler-pods-per-second", str(flags.scheduler_pods_per_second)]
+    if not flags.jobset_webhooks:
+        argv += ["--jobset-webhooks", "false"]
     return argv
 
 

@@ -11,7 +11,8 @@ Kubernetes JSON shape. Errors are raised as `kubesim.errors.ApiError` (status, r
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from dataclasses import dataclass
 from typing import Any, Literal, Protocol, TypedDict
 
 PatchType = Literal["merge", "strategic", "json", "apply"]
@@ -105,4 +106,36 @@ class KubeApi(Protocol):
         field_selector: str | None = None,
     ) -> AsyncIterator[WatchEvent]:
         """Events after resource_version (None: from now). Raises ApiError 410 Gone if it is too old."""
+        ...
+
+
+@dataclass(frozen=True)
+class WebhookReply:
+    """What an in-process admission webhook answers (an AdmissionResponse without the wire).
+
+    Allowed: `obj` is the object as a mutating webhook changed it (None: unchanged). Denied: `status` is
+    the response's Status (`code`, `reason`, `message`, optional `details`); the client sees
+    `admission webhook "<name>" denied the request: <message>` with that code."""
+
+    allowed: bool = True
+    obj: dict[str, Any] | None = None
+    status: Mapping[str, Any] | None = None
+    warnings: tuple[str, ...] = ()
+
+
+WebhookHandler = Callable[[dict[str, Any]], Awaitable[WebhookReply]]
+"""Called with the object under admission: a mutating webhook's handler gets a copy it may change and
+return in `WebhookReply.obj`; a validating webhook's handler gets the object itself and must not change it."""
+
+
+class WebhookServing(Protocol):
+    """The API server's admission chain, for webhooks served in-process (JobSet's, run by kubesim's
+    JobSet manager): configured like any Mutating/ValidatingWebhookConfiguration and called in the
+    same order and on the same matches, but through `handlers` instead of an HTTPS round trip."""
+
+    def serve_in_process(
+        self, configuration: dict[str, Any], handlers: Mapping[str, WebhookHandler], *, mutating: bool
+    ) -> Callable[[], None]:
+        """Register `configuration` (a webhook configuration object; clientConfig is ignored), each
+        webhook answered by `handlers[webhook name]`. Returns the function that unregisters it."""
         ...

@@ -120,7 +120,7 @@ def _controllers(api: ApiServer, options: ServeOptions, stats: Stats) -> Control
     settings = ControllerSettings(
         time_scale=options.time_scale, seed=options.seed or 0, **options.controller_overrides
     )
-    return Controllers(api, settings, stats)
+    return Controllers(api, settings, stats, admission=api.admission)
 
 
 def _node_faults(controllers: Controllers) -> NodeFaults:

@@ -28,6 +28,8 @@ class Stats:
     admission_calls: int = 0
     admission_denied: int = 0
     admission_errors: int = 0
+    jobset_webhook_calls: int = 0
+    jobset_webhook_denied: int = 0
     scheduler_attempts: int = 0
     scheduler_filter_evaluations: int = 0
     scheduler_affinity_evaluations: int = 0
@@ -68,6 +70,10 @@ class Stats:
                 "calls": self.admission_calls,
                 "denied": self.admission_denied,
                 "errors": self.admission_errors,
+            },
+            "jobset_webhooks": {
+                "calls": self.jobset_webhook_calls,
+                "denied": self.jobset_webhook_denied,
             },
             "scheduler": {
                 "attempts": self.scheduler_attempts,

@@ -79,6 +79,7 @@ class KubesimServer(_Endpoint):
         controllers: bool = True,
         tls: bool = False,
         controller_overrides: dict[str, Any] | None = None,
+        jobset_webhooks: bool = True,
         watch_history: int = 10_000,
         bookmark_interval: float = 5.0,
         kubeconfig_path: Path | None = None,
@@ -99,7 +100,7 @@ class KubesimServer(_Endpoint):
             faults=faults,
             seed=seed,
             controllers=controllers,
-            controller_overrides=dict(controller_overrides or {}),
+            controller_overrides={"jobset_webhooks": jobset_webhooks, **(controller_overrides or {})},
             watch_history=watch_history,
             bookmark_interval=bookmark_interval,
         )
@@ -186,6 +187,7 @@ class KubesimProcess(_Endpoint):
         seed: int | None = 0,
         controllers: bool = True,
         tls: bool = False,
+        jobset_webhooks: bool = True,
         extra_args: list[str] | None = None,
         kubeconfig_path: Path | None = None,
         startup_timeout: float = 60.0,
@@ -205,6 +207,8 @@ class KubesimProcess(_Endpoint):
             args.append("--no-controllers")
         if tls:
             args.append("--tls")
+        if not jobset_webhooks:
+            args += ["--jobset-webhooks", "false"]
         self.args = args + list(extra_args or [])
         self.startup_timeout = startup_timeout
         self.process: subprocess.Popen[str] | None = None

@@ -8,6 +8,10 @@ resourceVersion). Mutating webhooks run in configuration-name order with their J
 matchConditions evaluated on the object as earlier webhooks left it; then validating webhooks run
 concurrently. Only `clientConfig.url` can be resolved here (no cluster DNS): a `clientConfig.service`
 reference fails like an unreachable webhook (devstack rewrites service to url).
+
+Webhooks served in-process (`serve_in_process`: JobSet's pod webhooks, run by kubesim's JobSet manager)
+are configurations like any other, ordered and matched with the stored ones, but answered by a Python
+handler instead of an HTTPS call; they are not counted in `admission.*` (that counts external calls).
 """
 
 from __future__ import annotations
@@ -18,17 +22,20 @@ import json
 import logging
 import ssl
 import uuid
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
 from typing import Any
 
 import httpx
 import jsonpatch
 
 from kubesim.apiserver.cel import MatchCondition, compile_conditions, evaluate
+from kubesim.apiserver.patches import deep_copy
 from kubesim.apiserver.resources import ResourceType
 from kubesim.apiserver.selectors import LabelSelector, selector_from_dict
 from kubesim.apiserver.store import Store
 from kubesim.errors import ApiError, internal, qualified
+from kubesim.interface import WebhookHandler, WebhookReply
 from kubesim.stats import Stats
 
 log = logging.getLogger(__name__)
@@ -80,6 +87,8 @@ class Webhook:
     namespace_selector: LabelSelector
     object_selector: LabelSelector
     match_conditions: tuple[MatchCondition, ...] = ()
+    handler: WebhookHandler | None = None
+    """Set for a webhook served in-process: called instead of an HTTPS request."""
 
 
 def _parse_rule(raw: Obj) -> Rule:
@@ -169,19 +178,46 @@ class Admission:
         self.store = store
         self.stats = stats
         self.pool = ClientPool()
-        self._cache: dict[str, tuple[int, list[Webhook]]] = {}
+        # resource -> ((store version, in-process version), every webhook in call order)
+        self._cache: dict[str, tuple[tuple[int, int], list[Webhook]]] = {}
         # (resource, configuration name) -> (its resourceVersion, its parsed webhooks, CEL compiled)
         self._parsed: dict[tuple[str, str], tuple[str, list[Webhook]]] = {}
+        # (resource, configuration name) -> the webhooks of a configuration served in-process
+        self._in_process: dict[tuple[str, str], list[Webhook]] = {}
+        self._in_process_version = 0
+
+    def serve_in_process(
+        self, configuration: Obj, handlers: Mapping[str, WebhookHandler], *, mutating: bool
+    ) -> Callable[[], None]:
+        """Add a configuration whose webhooks `handlers` answer (by webhook name); returns its removal.
+        It takes its place among the stored configurations by name, as a registered one would."""
+        resource = MUTATING if mutating else VALIDATING
+        name = str(configuration["metadata"]["name"])
+        hooks = parse_configuration(configuration, mutating=mutating)
+        missing = [hook.name for hook in hooks if hook.name not in handlers]
+        if missing:
+            raise ValueError(f"configuration {name}: no in-process handler for webhooks {missing}")
+        key = (resource, name)
+        if key in self._in_process:
+            raise ValueError(f"configuration {name} is already served in-process")
+        self._in_process[key] = [replace(hook, handler=handlers[hook.name]) for hook in hooks]
+        self._in_process_version += 1
+
+        def unregister() -> None:
+            if self._in_process.pop(key, None) is not None:
+                self._in_process_version += 1
+
+        return unregister
 
     def webhooks(self, resource: str) -> list[Webhook]:
         rs = self.store.resources[resource]
-        version = rs.history[-1].rv if rs.history else 0
+        version = (rs.history[-1].rv if rs.history else 0, self._in_process_version)
         cached = self._cache.get(resource)
         if cached is not None and cached[0] == version:
             return cached[1]
-        hooks: list[Webhook] = []
+        configurations: list[tuple[str, list[Webhook]]] = []
         current: set[tuple[str, str]] = set()
-        for config in sorted(rs.objects.values(), key=lambda c: str(c["metadata"]["name"])):
+        for config in rs.objects.values():
             key = (resource, str(config["metadata"]["name"]))
             rv = str(config["metadata"].get("resourceVersion", ""))
             parsed = self._parsed.get(key)
@@ -189,9 +225,13 @@ class Admission:
                 parsed = (rv, parse_configuration(config, mutating=resource == MUTATING))
                 self._parsed[key] = parsed
             current.add(key)
-            hooks += parsed[1]
+            configurations.append((key[1], parsed[1]))
         for key in [k for k in self._parsed if k[0] == resource and k not in current]:
             del self._parsed[key]
+        configurations += [(key[1], hooks) for key, hooks in self._in_process.items() if key[0] == resource]
+        hooks: list[Webhook] = []
+        for _name, config_hooks in sorted(configurations, key=lambda item: item[0]):
+            hooks += config_hooks
         self._cache[resource] = (version, hooks)
         return hooks
 
@@ -259,16 +299,22 @@ class Admission:
         """Validating webhooks, concurrently (as kube-apiserver does); the first denial wins."""
         validating = [h for h in self._matching(VALIDATING, req) if self._should_call(h, req)]
         if len(validating) == 1:
-            await self._call(validating[0], req, warnings)
+            await self._validate(validating[0], req, warnings)
         elif validating:
             results = await asyncio.gather(
-                *(self._call(hook, req, warnings) for hook in validating), return_exceptions=True
+                *(self._validate(hook, req, warnings) for hook in validating), return_exceptions=True
             )
             for result in results:
                 if isinstance(result, BaseException):
                     raise result
 
     async def _mutate(self, hook: Webhook, req: AdmissionRequest, warnings: list[str]) -> bool:
+        if hook.handler is not None:
+            reply = await self._call_in_process(hook, req, warnings)
+            if reply is None or reply.obj is None or reply.obj == req.obj:
+                return False
+            req.obj = reply.obj
+            return True
         response = await self._call(hook, req, warnings)
         if not response or not response.get("patch"):
             return False
@@ -283,6 +329,35 @@ class Admission:
             return False
         req.obj = patched
         return True
+
+    async def _validate(self, hook: Webhook, req: AdmissionRequest, warnings: list[str]) -> None:
+        if hook.handler is not None:
+            await self._call_in_process(hook, req, warnings)
+        else:
+            await self._call(hook, req, warnings)
+
+    async def _call_in_process(
+        self, hook: Webhook, req: AdmissionRequest, warnings: list[str]
+    ) -> WebhookReply | None:
+        """An in-process webhook: its reply if allowed, None for an ignored failure; raises on denial or
+        under failurePolicy Fail when the handler itself fails."""
+        assert hook.handler is not None
+        try:
+            obj = req.obj if req.obj is not None else {}
+            reply = await hook.handler(deep_copy(obj) if hook.mutating else obj)
+        except Exception as exc:
+            if hook.failure_policy == "Ignore":
+                log.warning(
+                    "in-process webhook %s failed, ignored (failurePolicy Ignore): %s", hook.name, exc
+                )
+                return None
+            log.exception("in-process webhook %s failed (failurePolicy Fail)", hook.name)
+            message = f'failed calling webhook "{hook.name}": failed to call webhook: {exc}'
+            raise internal(message, message) from exc
+        warnings.extend(reply.warnings)
+        if not reply.allowed:
+            raise denial(hook.name, dict(reply.status or {}))
+        return reply
 
     async def _call(self, hook: Webhook, req: AdmissionRequest, warnings: list[str]) -> Obj | None:
         """One call: the response if allowed, None for an ignored failure; raises on denial or Fail."""

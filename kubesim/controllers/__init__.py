@@ -3,9 +3,12 @@
 They talk to the API server only through `kubesim.interface.KubeApi`, like kube-controller-manager talks
 to kube-apiserver, so every pod they create goes through admission (webhooks included).
 
-    controllers = Controllers(api, ControllerSettings(time_scale=0.01), stats)
+    controllers = Controllers(api, ControllerSettings(time_scale=0.01), stats, admission=api.admission)
     task = asyncio.create_task(controllers.run())
     await controllers.fail_nodes("cloud.google.com/gke-nodepool=pool-03")   # fault injection
+
+`admission` is where JobSet's pod webhooks are served (the API server's admission chain); it is required
+while `settings.jobset_webhooks` is on.
 """
 
 from __future__ import annotations
@@ -15,13 +18,14 @@ import logging
 from collections.abc import Collection
 
 from kubesim.clock import Clock
-from kubesim.interface import KubeApi
+from kubesim.interface import KubeApi, WebhookServing
 from kubesim.stats import Stats
 
 from .events import EventRecorder
 from .informer import Informer
 from .job import JobController
 from .jobset import JobSetController
+from .jobset_manager import JobSetExclusivePlacement
 from .kubelet import Kubelet
 from .scheduler import Scheduler
 from .settings import ControllerSettings
@@ -36,7 +40,14 @@ log = logging.getLogger(__name__)
 class Controllers:
     """Everything kube-controller-manager, kube-scheduler, the kubelets and JobSet would run."""
 
-    def __init__(self, api: KubeApi, settings: ControllerSettings, stats: Stats) -> None:
+    def __init__(
+        self,
+        api: KubeApi,
+        settings: ControllerSettings,
+        stats: Stats,
+        *,
+        admission: WebhookServing | None = None,
+    ) -> None:
         self.settings = settings
         self.clock = Clock(settings.time_scale)
         self.pods = Informer(api, "pods", stats)
@@ -76,6 +87,18 @@ class Controllers:
             jobs=self.jobs,
             recorder=self._recorders["jobset-controller"],
         )
+        self.jobset_placement: JobSetExclusivePlacement | None = None
+        if settings.jobset_webhooks:
+            if admission is None:
+                raise ValueError(
+                    "jobset_webhooks needs the API server's admission chain (admission=api.admission); "
+                    "set jobset_webhooks=False to run without JobSet's pod webhooks"
+                )
+            self.jobset_placement = JobSetExclusivePlacement(
+                api=api, clock=self.clock, stats=stats, admission=admission
+            )
+        self._informers: list[Informer] = [self.namespaces, self.nodes, self.pods, self.jobs, self.jobsets]
+        self._started = asyncio.Event()
 
     async def run(self, components: Collection[str] = COMPONENTS) -> None:
         """Run until cancelled; `components` picks a subset of COMPONENTS (tests drive the rest by hand)."""
@@ -89,6 +112,10 @@ class Controllers:
             "kubelet": self.kubelet.run,
             "jobset-controller": self.jobset_controller.run,
         }
+        placement = self.jobset_placement if "jobset-controller" in components else None
+        if placement is not None:
+            self._informers += placement.informers
+        self._started.set()
         async with asyncio.TaskGroup() as group:
             for informer in (self.namespaces, self.nodes, self.pods, self.jobs, self.jobsets):
                 group.create_task(informer.run())
@@ -96,12 +123,13 @@ class Controllers:
                 group.create_task(recorder.run())
             for name in components:
                 group.create_task(runners[name]())
+            if placement is not None:  # the JobSet manager's webhooks, pod reconciler and their caches
+                group.create_task(placement.run())
 
     async def wait_synced(self) -> None:
-        """Until every informer has completed its first list."""
-        await asyncio.gather(
-            *(i.synced.wait() for i in (self.namespaces, self.nodes, self.pods, self.jobs, self.jobsets))
-        )
+        """Until `run` has started and every informer it runs has completed its first list."""
+        await self._started.wait()
+        await asyncio.gather(*(i.synced.wait() for i in self._informers))
 
     async def fail_nodes(self, label_selector: str) -> dict[str, int]:
         """Nodes matching `label_selector` go NotReady (unreachable taints) and their pods fail."""
@@ -112,7 +140,12 @@ class Controllers:
 
 
 async def run_controllers(
-    api: KubeApi, settings: ControllerSettings, stats: Stats, controllers: Controllers | None = None
+    api: KubeApi,
+    settings: ControllerSettings,
+    stats: Stats,
+    controllers: Controllers | None = None,
+    *,
+    admission: WebhookServing | None = None,
 ) -> None:
     """Run all controllers until cancelled; pass `controllers` to keep a handle (e.g. for fail_nodes)."""
-    await (controllers or Controllers(api, settings, stats)).run()
+    await (controllers or Controllers(api, settings, stats, admission=admission)).run()

@@ -21,6 +21,7 @@ from placement.constants import JOBSET_RESTART_ATTEMPT_LABEL
 from .events import EventRecorder
 from .informer import Handlers, Informer
 from .job import OWNER_INDEX, owner_uid_index
+from .jobset_constants import JOBSET_MANAGER_CLIENT
 from .jobset_jobs import (
     build_child_job,
     child_job_name,
@@ -169,7 +170,7 @@ class JobSetController:
         job = build_child_job(jobset, replicated_job, index)
         try:
             created = await self._api.create(
-                "jobs", job, namespace=job["metadata"]["namespace"], client="jobset-controller"
+                "jobs", job, namespace=job["metadata"]["namespace"], client=JOBSET_MANAGER_CLIENT
             )
         except ApiError as error:
             if error.status == 409:
@@ -182,7 +183,7 @@ class JobSetController:
         meta = job["metadata"]
         try:
             await self._api.delete(
-                "jobs", meta["name"], namespace=meta.get("namespace"), client="jobset-controller"
+                "jobs", meta["name"], namespace=meta.get("namespace"), client=JOBSET_MANAGER_CLIENT
             )
         except ApiError as error:
             if error.status != 404:
@@ -197,6 +198,6 @@ class JobSetController:
             {**jobset, "status": status},
             namespace=jobset["metadata"].get("namespace"),
             subresource="status",
-            client="jobset-controller",
+            client=JOBSET_MANAGER_CLIENT,
         )
         self._jobsets.assume(updated)

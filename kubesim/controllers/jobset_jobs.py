@@ -1,8 +1,10 @@
 """Pure parts of the JobSet controller (jobset.x-k8s.io/v1alpha2): child Job construction and status.
 
 Child Job `<jobset>-<replicatedJob>-<index>`; JobSet's labels go on the Job and its pod template, and the
-same keys as annotations (plus the exclusive-topology annotation when the JobSet or the replicatedJob sets
-it), as JobSet's `labelAndAnnotateObject` does. job-key is the SHA1 hex of `<namespace>/<job name>`.
+same keys as annotations (plus the exclusive-topology annotation, and with it the node-selector annotation,
+when the JobSet or the replicatedJob sets it), as JobSet's `labelAndAnnotateObject` does. job-key is the
+SHA1 hex of `<namespace>/<job name>`. In node-selector mode `constructJob` adds the namespaced-job
+nodeSelector and the no-schedule toleration to the pod template.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from placement.constants import (
     JOBSET_RESTART_ATTEMPT_LABEL,
 )
 
+from .jobset_constants import NAMESPACED_JOB_LABEL, NO_SCHEDULE_TAINT_KEY, NODE_SELECTOR_STRATEGY_ANNOTATION
 from .objects import Obj, annotations_of, condition_true, owner_reference
 
 
@@ -60,7 +63,20 @@ def _label_and_annotate(meta: dict[str, Any], jobset: Obj, replicated_job: Obj, 
     for source in (annotations_of(jobset), template_annotations):
         if JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION in source:
             annotations[JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION] = source[JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION]
+            if NODE_SELECTOR_STRATEGY_ANNOTATION in source:
+                annotations[NODE_SELECTOR_STRATEGY_ANNOTATION] = source[NODE_SELECTOR_STRATEGY_ANNOTATION]
     meta["annotations"] = annotations
+
+
+def _add_node_selector_strategy(job: Obj) -> None:
+    """addNamespacedJobNodeSelector + addTaintToleration: pods select the nodes labelled for this Job."""
+    meta = job["metadata"]
+    pod_spec = job["spec"].setdefault("template", {}).setdefault("spec", {})
+    selector = pod_spec.get("nodeSelector") or {}
+    namespace = meta.get("namespace") or "default"
+    pod_spec["nodeSelector"] = {**selector, NAMESPACED_JOB_LABEL: f"{namespace}_{meta['name']}"}
+    toleration = {"key": NO_SCHEDULE_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}
+    pod_spec["tolerations"] = [*(pod_spec.get("tolerations") or []), toleration]
 
 
 def build_child_job(jobset: Obj, replicated_job: Obj, index: int) -> Obj:
@@ -85,7 +101,14 @@ def build_child_job(jobset: Obj, replicated_job: Obj, index: int) -> Obj:
     if network.get("enableDNSHostnames", True):
         pod_template.setdefault("spec", {})["subdomain"] = network.get("subdomain") or js_meta["name"]
     spec["suspend"] = bool(js_spec.get("suspend"))
-    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": job_meta, "spec": spec}
+    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": job_meta, "spec": spec}
+    job_annotations = job_meta["annotations"]
+    if (
+        JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION in job_annotations
+        and NODE_SELECTOR_STRATEGY_ANNOTATION in job_annotations
+    ):
+        _add_node_selector_strategy(job)
+    return job
 
 
 def job_is_ready(job: Obj) -> bool:

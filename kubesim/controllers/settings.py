@@ -58,6 +58,9 @@ class ControllerSettings:
 
     # --- JobSet controller --------------------------------------------------------------------------
     jobset_workers: int = 1
+    jobset_webhooks: bool = True
+    """JobSet's own exclusive-placement pod webhooks (mpod.kb.io, vpod.kb.io) and its pod reconciler, as a
+    JobSet install runs them; False leaves JobSet's pods to the other webhooks alone."""
 
     def __post_init__(self) -> None:
         if not self.time_scale > 0:

@@ -195,7 +195,7 @@ async def cluster(
         await server.create("nodes", node, client="bootstrap")
     gate = AdmissionGate(server)
     config = ControllerSettings(**{"time_scale": 0.01, **settings})
-    controllers = Controllers(gate, config, stats)
+    controllers = Controllers(gate, config, stats, admission=server.admission)
     task = asyncio.create_task(controllers.run(components))
     try:
         await asyncio.wait_for(controllers.wait_synced(), 30)

@@ -7,6 +7,7 @@ import hashlib
 import pytest
 from ctrl_harness import Cluster, cluster, pod_spec
 
+from kubesim.controllers.jobset_constants import NODE_SELECTOR_STRATEGY_ANNOTATION
 from kubesim.controllers.jobset_jobs import build_child_job, job_key
 from kubesim.controllers.objects import condition_true
 from placement.constants import (
@@ -107,6 +108,31 @@ def test_replicated_job_level_exclusive_annotation_is_copied_too() -> None:
     replicated["template"]["metadata"]["annotations"][JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION] = "rack"
     job = build_child_job(jobset, replicated, 0)
     assert job["spec"]["template"]["metadata"]["annotations"][JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION] == "rack"
+
+
+def test_node_selector_mode_is_copied_with_its_node_selector_and_toleration() -> None:
+    """jobset_controller.go labelAndAnnotateObject / constructJob: the node-selector annotation travels
+    with the exclusive one, and the pods select the nodes labelled `<namespace>_<job>`."""
+    jobset = _jobset()
+    jobset["metadata"]["uid"] = "u"
+    jobset["metadata"]["annotations"][NODE_SELECTOR_STRATEGY_ANNOTATION] = "true"
+    job = build_child_job(jobset, jobset["spec"]["replicatedJobs"][0], 1)
+    for meta in (job["metadata"], job["spec"]["template"]["metadata"]):
+        assert meta["annotations"][NODE_SELECTOR_STRATEGY_ANNOTATION] == "true"
+    pod = job["spec"]["template"]["spec"]
+    assert pod["nodeSelector"] == {"alpha.jobset.sigs.k8s.io/namespaced-job": "default_train-workers-1"}
+    assert pod["tolerations"] == [
+        {"key": "alpha.jobset.sigs.k8s.io/no-schedule", "operator": "Exists", "effect": "NoSchedule"}
+    ]
+
+
+def test_node_selector_annotation_without_exclusive_placement_is_not_node_selector_mode() -> None:
+    jobset = _jobset()
+    jobset["metadata"]["uid"] = "u"
+    jobset["metadata"]["annotations"] = {NODE_SELECTOR_STRATEGY_ANNOTATION: "true"}
+    job = build_child_job(jobset, jobset["spec"]["replicatedJobs"][0], 0)
+    assert NODE_SELECTOR_STRATEGY_ANNOTATION not in job["metadata"]["annotations"]
+    assert "nodeSelector" not in job["spec"]["template"]["spec"]
 
 
 async def _jobs(c: Cluster) -> list[dict]:
