@@ -41,7 +41,7 @@ def test_denied_pods_are_retried_with_a_doubling_per_job_backoff_one_create_per_
             (event,) = events
             assert event["count"] >= 4
             assert "denied the request: leader pod not yet scheduled" in event["message"]
-            assert event["type"] == "Warning" and event["involvedObject"]["name"] == "denied"
+            assert (event["type"], event["involvedObject"]["name"]) == ("Warning", "denied")
             assert await c.pods() == []
 
     run(scenario())
