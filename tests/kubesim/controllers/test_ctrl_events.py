@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -85,8 +86,9 @@ def _describe(pod: Obj) -> tuple[str, bool, tuple[str, ...], str | None]:
 
 
 @contextlib.asynccontextmanager
-async def watching(c: Cluster, name: str) -> AsyncIterator[list[Obj]]:
-    seen: list[Obj] = []
+async def watching(c: Cluster, name: str) -> AsyncIterator[list[tuple[float, Obj]]]:
+    """Every version of the pod as a watch delivers it, with the real time it arrived."""
+    seen: list[tuple[float, Obj]] = []
     _, since = await c.server.list("pods", namespace="default")  # every version after this one
 
     async def collect() -> None:
@@ -94,7 +96,7 @@ async def watching(c: Cluster, name: str) -> AsyncIterator[list[Obj]]:
             "pods", namespace="default", resource_version=since, field_selector=f"metadata.name={name}"
         )
         async for event in stream:
-            seen.append(event["object"])
+            seen.append((time.monotonic(), event["object"]))
 
     task = asyncio.create_task(collect())
     try:
@@ -112,18 +114,22 @@ RUNNING = ("Running", True, ("running",), "True")
 SUCCEEDED = ("Succeeded", True, ("terminated:Completed",), "False")
 
 
+START_DELAY = 50.0
+
+
 @pytest.mark.parametrize(
     ("run_seconds", "versions"),
     [
         (None, [CREATED, BOUND, ADMITTED, RUNNING]),
-        (3.0, [CREATED, BOUND, ADMITTED, RUNNING, SUCCEEDED]),
+        (30.0, [CREATED, BOUND, ADMITTED, RUNNING, SUCCEEDED]),
     ],
 )
 def test_the_kubelet_writes_pending_then_running_then_terminal_status_each_a_get_and_a_patch(
     run: Callable[[Any], Any], run_seconds: float | None, versions: list[Any]
 ) -> None:
     async def scenario() -> None:
-        async with cluster(components=SCHEDULER_AND_KUBELET, pod_run_seconds=run_seconds) as c:
+        settings = {"pod_run_seconds": run_seconds, "kubelet_start_delay_seconds": START_DELAY}
+        async with cluster(components=SCHEDULER_AND_KUBELET, **settings) as c:
             async with watching(c, "p") as seen:
                 await c.server.create("pods", bare_pod(), namespace="default")
                 await c.wait_for(lambda: len(seen) >= len(versions), 30, "every status version")
@@ -131,10 +137,14 @@ def test_the_kubelet_writes_pending_then_running_then_terminal_status_each_a_get
                 await c.wait_for(
                     lambda: writes(c, "patch pods/status") == kubelet_writes, 30, "the kubelet's last write"
                 )
-            assert [_describe(p) for p in seen] == versions
+            assert [_describe(p) for _, p in seen] == versions
             assert writes(c, "get pods") == kubelet_writes  # the status manager GETs before each PATCH
-            running = next(p for p in seen if _describe(p) == RUNNING)
-            admitted = next(p for p in seen if _describe(p) == ADMITTED)
+            at = {_describe(p): c.simulated(t) for t, p in seen}
+            assert at[ADMITTED] - at[BOUND] < START_DELAY / 2  # admitted at once, not at the start delay
+            assert at[RUNNING] - at[BOUND] >= START_DELAY * 0.9
+            if run_seconds is not None:
+                assert at[SUCCEEDED] - at[RUNNING] >= run_seconds * 0.9
+            admitted, running = (next(p for _, p in seen if _describe(p) == v) for v in (ADMITTED, RUNNING))
             assert running["status"]["startTime"] == admitted["status"]["startTime"]
             assert running["status"]["qosClass"] == admitted["status"]["qosClass"] == "Burstable"
 
@@ -175,12 +185,14 @@ def test_deleting_a_running_pod_stops_its_containers_then_removes_it(run: Callab
         async with cluster(components=SCHEDULER_AND_KUBELET) as c:
             await c.server.create("pods", bare_pod(), namespace="default")
             await c.wait_for(lambda: c.stats.pods_running == 1, 30, "the pod running")
+            deleted_at = time.monotonic()
             await c.server.delete("pods", "p", namespace="default")
 
             async def gone() -> bool:
                 return await c.pods() == []
 
             await c.wait_for(gone, 30, "the kubelet's final delete")
+            assert c.simulated(time.monotonic() - deleted_at) >= c.settings.kubelet_stop_delay_seconds * 0.9
             (killing,) = await c.wait_for(lambda: events_about(c, "p", "Killing"), 30, "the Killing event")
             assert killing["message"] == "Stopping container main"
 
