@@ -17,7 +17,6 @@ seconds), timestamps written into events from `wall_time`.
 
 from __future__ import annotations
 
-import copy
 import time
 from collections import OrderedDict
 from collections.abc import Callable
@@ -183,10 +182,10 @@ class Aggregator:
                 "name": f"{involved.get('name')}.{time.time_ns():x}",
                 "namespace": event["metadata"]["namespace"],
             },
-            "involvedObject": copy.deepcopy(involved),
+            "involvedObject": dict(involved),
             "reason": event.get("reason"),
             "message": COMBINED_PREFIX + str(event.get("message") or ""),
-            "source": copy.deepcopy(event.get("source") or {}),
+            "source": dict(event.get("source") or {}),
             "firstTimestamp": stamp,
             "lastTimestamp": stamp,
             "count": 1,
@@ -223,7 +222,8 @@ class EventLogger:
         self._seen: LruCache[str, _Observation] = LruCache(MAX_LRU_CACHE_ENTRIES)
 
     def observe(self, event: Event, key: str) -> tuple[Event, dict[str, Any] | None]:
-        observed = copy.deepcopy(event)
+        # only metadata and top-level fields change: the nested references are shared, never mutated
+        observed = {**event, "metadata": dict(event["metadata"])}
         last = self._seen.get(key)
         patch: dict[str, Any] | None = None
         if last is not None and last.count > 0:

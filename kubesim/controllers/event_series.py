@@ -24,7 +24,6 @@ reportingComponent, no source/count/first- or lastTimestamp). Requests count as 
 from __future__ import annotations
 
 import asyncio
-import copy
 import itertools
 import logging
 import random
@@ -58,6 +57,14 @@ RECORD_WORKERS = 8
 RETRY_SLEEP_SECONDS = 10.0
 RETRY_JITTER = 0.25
 CONTROL_PLANE_HOSTNAME = "kubesim-control-plane"
+
+
+def clone(event: Event) -> Event:
+    """A copy safe to mutate where the recorder mutates: metadata and series (references stay shared)."""
+    copied = {**event, "metadata": dict(event["metadata"])}
+    if event.get("series"):
+        copied["series"] = dict(event["series"])
+    return copied
 
 
 def _frozen(reference: dict[str, Any] | None) -> tuple[tuple[str, Any], ...]:
@@ -108,8 +115,8 @@ class EventSeriesCache:
         key = series_key(event)
         entry = self._entries.get(key)
         if entry is None:
-            self._entries[key] = _Entry(copy.deepcopy(event), now)
-            return copy.deepcopy(event)
+            self._entries[key] = _Entry(clone(event), now)
+            return clone(event)
         entry.generation += 1
         entry.observed_at = now
         series = entry.event.get("series")
@@ -118,22 +125,20 @@ class EventSeriesCache:
             series["lastObservedTime"] = observed_time
             return None
         entry.event["series"] = {"count": 2, "lastObservedTime": observed_time}
-        return copy.deepcopy(entry.event)
+        return clone(entry.event)
 
     def finished(self, now: float) -> list[PendingWrite]:
         """Series unobserved for FINISH_SECONDS (final write) and single events that old (no write)."""
         horizon = now - FINISH_SECONDS
         return [
-            PendingWrite(
-                key, entry.generation, copy.deepcopy(entry.event) if entry.event.get("series") else None
-            )
+            PendingWrite(key, entry.generation, clone(entry.event) if entry.event.get("series") else None)
             for key, entry in self._entries.items()
             if entry.observed_at < horizon
         ]
 
     def series(self) -> list[PendingWrite]:
         return [
-            PendingWrite(key, entry.generation, copy.deepcopy(entry.event))
+            PendingWrite(key, entry.generation, clone(entry.event))
             for key, entry in self._entries.items()
             if entry.event.get("series")
         ]
@@ -246,7 +251,7 @@ class SeriesEventRecorder:
 
     async def _attempt_recording(self, event: Event) -> None:
         for tries in itertools.count(1):
-            _, retry = await self._record_event(copy.deepcopy(event))
+            _, retry = await self._record_event(clone(event))
             if not retry:
                 return
             if tries >= MAX_TRIES_PER_EVENT:

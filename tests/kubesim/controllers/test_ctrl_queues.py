@@ -64,6 +64,23 @@ def test_delayed_keys_come_out_in_time_order(run) -> None:
     assert run(scenario()) == ["early", "late"]
 
 
+def test_a_worker_cancelled_as_a_key_arrives_stops(run) -> None:
+    """A cancellation landing in the loop iteration that wakes `get` must not be lost (Python 3.11's
+    asyncio.wait_for drops it), or a TaskGroup of workers never finishes cancelling."""
+
+    async def scenario() -> None:
+        queue = WorkQueue(Clock(1.0), 1.0, 10.0)
+        queue.add_after("later", 100.0)  # get() then waits with a finite timeout
+        getter = asyncio.create_task(queue.get())
+        await asyncio.sleep(0)  # the getter is waiting
+        queue.add("now")
+        getter.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await asyncio.wait_for(getter, 5)
+
+    run(scenario())
+
+
 def test_scheduling_queue_parks_unschedulable_pods_until_a_cluster_event(run) -> None:
     async def scenario() -> None:
         clock = Clock(0.001)
