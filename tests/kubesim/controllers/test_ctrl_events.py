@@ -12,6 +12,8 @@ from typing import Any
 import pytest
 from ctrl_harness import Cluster, cluster, index_of, indexed_job, pod_spec
 
+from kubesim.controllers.scheduler import NOTE_LENGTH_LIMIT, truncate_note
+
 Obj = dict[str, Any]
 
 JOB_ONLY = ("job-controller",)
@@ -203,6 +205,17 @@ def test_deleting_a_running_pod_stops_its_containers_then_removes_it(run: Callab
 
 
 UNSCHEDULABLE = {"scheduler_unschedulable_flush_seconds": 1.0}
+
+
+@pytest.mark.parametrize(
+    ("length", "expected"),
+    [
+        (NOTE_LENGTH_LIMIT, "x" * NOTE_LENGTH_LIMIT),
+        (NOTE_LENGTH_LIMIT + 1, "x" * (NOTE_LENGTH_LIMIT - 4) + " ..."),
+    ],
+)
+def test_a_failed_scheduling_note_is_cut_to_the_events_api_limit(length: int, expected: str) -> None:
+    assert truncate_note("x" * length) == expected
 
 
 def test_failed_scheduling_events_form_a_series_about_the_pod_as_queued(run: Callable[[Any], Any]) -> None:
