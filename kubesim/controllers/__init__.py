@@ -21,12 +21,14 @@ from kubesim.clock import Clock
 from kubesim.interface import KubeApi, WebhookServing
 from kubesim.stats import Stats
 
+from .event_series import SeriesEventRecorder
 from .events import EventRecorder
 from .informer import Informer
 from .job import JobController
 from .jobset import JobSetController
 from .jobset_manager import JobSetExclusivePlacement
 from .kubelet import Kubelet
+from .kubelet_events import NodeEventRecorders
 from .scheduler import Scheduler
 from .settings import ControllerSettings
 
@@ -55,10 +57,19 @@ class Controllers:
         self.namespaces = Informer(api, "namespaces", stats)
         self.jobs = Informer(api, "jobs", stats)
         self.jobsets = Informer(api, "jobsets", stats)
+        record = settings.record_events
+        # Event APIs as upstream: kube-controller-manager, JobSet (v0.8-v0.11) and the kubelets use the
+        # legacy core/v1 recorder; kube-scheduler uses events.k8s.io/v1 with EventSeries.
         self._recorders = {
-            name: EventRecorder(api, name, settings.record_events)
-            for name in ("job-controller", "default-scheduler", "jobset-controller")
+            "job-controller": EventRecorder(api, "job-controller", record, clock=self.clock),
+            "jobset-controller": EventRecorder(
+                api, "jobset", record, client="jobset-controller", clock=self.clock
+            ),
         }
+        self.scheduler_events = SeriesEventRecorder(
+            api, "default-scheduler", record, client="scheduler", clock=self.clock
+        )
+        self.kubelet_events = NodeEventRecorders(api, record, clock=self.clock)
         self.job_controller = JobController(
             api=api,
             settings=settings,
@@ -75,9 +86,16 @@ class Controllers:
             pods=self.pods,
             nodes=self.nodes,
             namespaces=self.namespaces,
+            recorder=self.scheduler_events,
         )
         self.kubelet = Kubelet(
-            api=api, settings=settings, stats=stats, clock=self.clock, pods=self.pods, nodes=self.nodes
+            api=api,
+            settings=settings,
+            stats=stats,
+            clock=self.clock,
+            pods=self.pods,
+            nodes=self.nodes,
+            events=self.kubelet_events,
         )
         self.jobset_controller = JobSetController(
             api=api,
@@ -121,6 +139,8 @@ class Controllers:
                 group.create_task(informer.run())
             for recorder in self._recorders.values():
                 group.create_task(recorder.run())
+            group.create_task(self.scheduler_events.run())
+            group.create_task(self.kubelet_events.run())
             for name in components:
                 group.create_task(runners[name]())
             if placement is not None:  # the JobSet manager's webhooks, pod reconciler and their caches

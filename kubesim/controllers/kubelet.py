@@ -1,15 +1,18 @@
 """The kubelets of all nodes: bound pods start, run, finish; deletions are completed; nodes can fail.
 
-A bound pod becomes Running and Ready `kubelet_start_delay_seconds` after the bind was seen, and, when
-`pod_run_seconds` is set, Succeeded (exit code 0) that long after it started. A pod with a
-deletionTimestamp is removed (grace period 0) `kubelet_stop_delay_seconds` later. `fail_nodes` models a
-node going away: NotReady with the node lifecycle controller's unreachable taints, and its pods Failed.
+A bound pod is admitted at once: its first status (Pending, containers `ContainerCreating`) is written
+when the kubelet sees the bind. `kubelet_start_delay_seconds` after the bind its containers start (events
+Pulled, Created, Started) and the pod becomes Running and Ready; with `pod_run_seconds` set it becomes
+Succeeded (exit code 0) that long after. Each status goes out as upstream's status manager sends it: a GET
+of the pod, then a PATCH of the status subresource unless nothing changed. A pod with a deletionTimestamp
+has its running containers stopped (a Killing event each) and is removed (grace period 0)
+`kubelet_stop_delay_seconds` later. `fail_nodes` models a node going away: NotReady with the node
+lifecycle controller's unreachable taints, and its pods Failed.
 """
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import itertools
 import logging
 from typing import Any
@@ -20,7 +23,9 @@ from kubesim.interface import KubeApi
 from kubesim.stats import Stats
 
 from .informer import Handlers, Informer
-from .objects import Obj, is_deleting, is_terminal, new_condition, object_key, pod_phase, split_key
+from .kubelet_events import NodeEventRecorders, container_start_events, container_stop_events
+from .objects import Obj, is_deleting, is_terminal, new_condition, object_key, pod_phase, split_key, uid_of
+from .pod_status import merge_status, pending_status, running_status, terminated_status
 from .settings import ControllerSettings
 from .workqueue import WorkQueue
 
@@ -35,77 +40,11 @@ def _pod_ip(sequence: int) -> str:
     return f"10.{64 + ((sequence >> 16) & 63)}.{(sequence >> 8) & 255}.{sequence & 255}"
 
 
-def _digest(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()
-
-
 def _host_ip(node: Obj | None) -> str:
     for address in ((node or {}).get("status") or {}).get("addresses") or []:
         if address.get("type") == "InternalIP":
             return str(address.get("address"))
     return ""
-
-
-def running_status(pod: Obj, pod_ip: str, host_ip: str, now: str) -> dict[str, Any]:
-    containers = [
-        {
-            "name": c.get("name"),
-            "image": c.get("image"),
-            "imageID": f"{c.get('image')}@sha256:{_digest(str(c.get('image')))}",
-            "containerID": "containerd://" + _digest(f"{object_key(pod)}/{c.get('name')}"),
-            "ready": True,
-            "started": True,
-            "restartCount": 0,
-            "state": {"running": {"startedAt": now}},
-        }
-        for c in (pod.get("spec") or {}).get("containers") or []
-    ]
-    return {
-        "phase": "Running",
-        "hostIP": host_ip,
-        "hostIPs": [{"ip": host_ip}] if host_ip else [],
-        "podIP": pod_ip,
-        "podIPs": [{"ip": pod_ip}],
-        "startTime": now,
-        "qosClass": "Burstable",
-        "conditions": [
-            new_condition("PodReadyToStartContainers", "True"),
-            new_condition("Initialized", "True"),
-            new_condition("Ready", "True"),
-            new_condition("ContainersReady", "True"),
-            new_condition("PodScheduled", "True"),
-        ],
-        "containerStatuses": containers,
-    }
-
-
-def terminated_status(pod: Obj, phase: str, exit_code: int, reason: str, now: str) -> dict[str, Any]:
-    status = dict(pod.get("status") or {})
-    started = status.get("startTime") or now
-    status["phase"] = phase
-    status["conditions"] = [
-        c for c in status.get("conditions") or [] if c.get("type") not in ("Ready", "ContainersReady")
-    ] + [
-        new_condition("Ready", "False", "PodCompleted" if phase == "Succeeded" else "PodFailed"),
-        new_condition("ContainersReady", "False", "PodCompleted" if phase == "Succeeded" else "PodFailed"),
-    ]
-    status["containerStatuses"] = [
-        {
-            **item,
-            "ready": False,
-            "started": False,
-            "state": {
-                "terminated": {
-                    "exitCode": exit_code,
-                    "reason": reason,
-                    "startedAt": started,
-                    "finishedAt": now,
-                }
-            },
-        }
-        for item in status.get("containerStatuses") or []
-    ]
-    return status
 
 
 class Kubelet:
@@ -118,6 +57,7 @@ class Kubelet:
         clock: Clock,
         pods: Informer,
         nodes: Informer,
+        events: NodeEventRecorders | None = None,
     ) -> None:
         self._api = api
         self._settings = settings
@@ -125,10 +65,13 @@ class Kubelet:
         self._clock = clock
         self._pods = pods
         self._nodes = nodes
+        self._events = events or NodeEventRecorders(api, enabled=False, clock=clock)
         self.queue = WorkQueue(clock, _RETRY_BASE_SECONDS, _RETRY_MAX_SECONDS)
         self._bound_at: dict[str, float] = {}
+        self._admitted: set[str] = set()
         self._started_at: dict[str, float] = {}
         self._deleting_at: dict[str, float] = {}
+        self._stopping: set[str] = set()
         self._ip_sequence = itertools.count(1)
         self.failed_nodes: set[str] = set()
         pods.add_handlers(Handlers(self._observe, lambda _old, pod: self._observe(pod), self._deleted))
@@ -141,12 +84,18 @@ class Kubelet:
         now = self._clock.now()
         if is_deleting(pod):
             since = self._deleting_at.setdefault(key, now)
-            self.queue.add_after(key, since + self._settings.kubelet_stop_delay_seconds - now)
+            if key in self._stopping:
+                self.queue.add_after(key, since + self._settings.kubelet_stop_delay_seconds - now)
+            else:
+                self.queue.add(key)
         elif is_terminal(pod) or node in self.failed_nodes:
             return
         elif pod_phase(pod) == "Pending":
             since = self._bound_at.setdefault(key, now)
-            self.queue.add_after(key, since + self._settings.kubelet_start_delay_seconds - now)
+            if key in self._admitted:
+                self.queue.add_after(key, since + self._settings.kubelet_start_delay_seconds - now)
+            else:
+                self.queue.add(key)
         elif pod_phase(pod) == "Running" and self._settings.pod_run_seconds is not None:
             since = self._started_at.setdefault(key, now)
             self.queue.add_after(key, since + self._settings.pod_run_seconds - now)
@@ -154,8 +103,10 @@ class Kubelet:
     def _deleted(self, pod: Obj) -> None:
         key = object_key(pod)
         self._bound_at.pop(key, None)
+        self._admitted.discard(key)
         self._started_at.pop(key, None)
         self._deleting_at.pop(key, None)
+        self._stopping.discard(key)
 
     async def run(self, workers: int = 4) -> None:
         await asyncio.gather(self._pods.synced.wait(), self._nodes.synced.wait())
@@ -182,42 +133,76 @@ class Kubelet:
         node = str((pod.get("spec") or {}).get("nodeName") or "")
         if not node:
             return
-        namespace, name = split_key(key)
-        now = self._clock.now()
         if is_deleting(pod):
-            due = self._deleting_at.setdefault(key, now) + self._settings.kubelet_stop_delay_seconds
-            if now < due:
-                self.queue.add_after(key, due - now)
-                return
-            await self._api.delete(
-                "pods", name, namespace=namespace, grace_period_seconds=0, client="kubelet"
-            )
+            await self._stop(key, pod, node)
+        elif is_terminal(pod) or node in self.failed_nodes:
             return
-        if is_terminal(pod) or node in self.failed_nodes:
-            return
-        if pod_phase(pod) == "Pending":
-            due = self._bound_at.setdefault(key, now) + self._settings.kubelet_start_delay_seconds
-            if now < due:
-                self.queue.add_after(key, due - now)
+        elif pod_phase(pod) == "Pending":
+            await self._start(key, pod, node)
+        elif pod_phase(pod) == "Running" and self._settings.pod_run_seconds is not None:
+            await self._finish(key, pod, self._settings.pod_run_seconds)
+
+    async def _start(self, key: str, pod: Obj, node: str) -> None:
+        """Admission (the Pending status) at once, then the containers after the start delay."""
+        host_ip = _host_ip(self._nodes.get(node))
+        if key not in self._admitted:
+            if await self._sync_status(pod, pending_status(pod, host_ip)) is None:
                 return
-            status = running_status(
-                pod, _pod_ip(next(self._ip_sequence)), _host_ip(self._nodes.get(node)), Clock.wall_time()
-            )
-            updated = await self._patch_status(pod, status)
+            self._admitted.add(key)
+        now = self._clock.now()
+        due = self._bound_at.setdefault(key, now) + self._settings.kubelet_start_delay_seconds
+        if now < due:
+            self.queue.add_after(key, due - now)
+            return
+        self._events.record(node, pod, container_start_events(pod))
+        status = running_status(pod, _pod_ip(next(self._ip_sequence)), host_ip, Clock.wall_time())
+        if await self._sync_status(pod, status) is not None:
             self._stats.pods_running += 1
             self._started_at[key] = self._clock.now()
-            self._pods.assume(updated)
+
+    async def _finish(self, key: str, pod: Obj, run_seconds: float) -> None:
+        now = self._clock.now()
+        due = self._started_at.setdefault(key, now) + run_seconds
+        if now < due:
+            self.queue.add_after(key, due - now)
             return
-        run_seconds = self._settings.pod_run_seconds
-        if pod_phase(pod) == "Running" and run_seconds is not None:
-            due = self._started_at.setdefault(key, now) + run_seconds
-            if now < due:
-                self.queue.add_after(key, due - now)
-                return
-            updated = await self._patch_status(
-                pod, terminated_status(pod, "Succeeded", 0, "Completed", Clock.wall_time())
+        await self._sync_status(pod, terminated_status(pod, "Succeeded", 0, "Completed", Clock.wall_time()))
+
+    async def _stop(self, key: str, pod: Obj, node: str) -> None:
+        """Stop the running containers at once; remove the pod after the stop delay."""
+        now = self._clock.now()
+        since = self._deleting_at.setdefault(key, now)
+        if key not in self._stopping:
+            self._stopping.add(key)
+            self._events.record(node, pod, container_stop_events(pod))
+        due = since + self._settings.kubelet_stop_delay_seconds
+        if now < due:
+            self.queue.add_after(key, due - now)
+            return
+        namespace, name = split_key(key)
+        await self._api.delete("pods", name, namespace=namespace, grace_period_seconds=0, client="kubelet")
+
+    async def _sync_status(self, pod: Obj, status: dict[str, Any]) -> Obj | None:
+        """The status manager's syncPod: GET the pod, PATCH its status if the merge changes it.
+        None when the pod is gone or was replaced by another of the same name."""
+        meta = pod["metadata"]
+        try:
+            current = await self._api.get(
+                "pods", meta["name"], namespace=meta.get("namespace"), client="kubelet"
             )
-            self._pods.assume(updated)
+        except ApiError as error:
+            if error.status == 404:
+                return None
+            raise
+        if uid_of(current) != uid_of(pod):
+            return None
+        server_status = current.get("status") or {}
+        merged = merge_status(server_status, status, Clock.wall_time())
+        if merged == server_status:
+            return current
+        updated = await self._patch_status(current, merged)
+        self._pods.assume(updated)
+        return updated
 
     async def _patch_status(self, pod: Obj, status: dict[str, Any]) -> Obj:
         meta = pod["metadata"]

@@ -22,6 +22,7 @@ from kubesim.errors import ApiError
 from kubesim.interface import KubeApi
 from kubesim.stats import Stats
 
+from .event_series import SeriesEventRecorder
 from .informer import Handlers, Informer
 from .interpod import AffinityIndex, required_terms
 from .nodefit import (
@@ -45,6 +46,16 @@ REASON_TAINT = "node(s) had untolerated taint {%s}"
 REASON_AFFINITY = "node(s) didn't match pod affinity rules"
 REASON_ANTI_AFFINITY = "node(s) didn't match pod anti-affinity rules"
 REASON_EXISTING_ANTI_AFFINITY = "node(s) didn't satisfy existing pods anti-affinity rules"
+NOTE_LENGTH_LIMIT = 1024
+"""events.k8s.io validation's NoteLengthLimit: handleSchedulingFailure truncates the event's note to it."""
+
+
+def truncate_note(message: str) -> str:
+    """truncateMessage in pkg/scheduler/schedule_one.go."""
+    if len(message) <= NOTE_LENGTH_LIMIT:
+        return message
+    suffix = " ..."
+    return message[: NOTE_LENGTH_LIMIT - len(suffix)] + suffix
 
 
 class Scheduler:
@@ -58,8 +69,10 @@ class Scheduler:
         pods: Informer,
         nodes: Informer,
         namespaces: Informer,
+        recorder: SeriesEventRecorder | None = None,
     ) -> None:
         self._api = api
+        self._recorder = recorder or SeriesEventRecorder(api, SCHEDULER_NAME, enabled=False, clock=clock)
         self._settings = settings
         self._stats = stats
         self._clock = clock
@@ -259,6 +272,10 @@ class Scheduler:
         if node_name is None:
             self._stats.scheduler_unschedulable += 1
             self.queue.failed(key, unschedulable=True)
+            # handleSchedulingFailure: the event (about the pod as queued), then the condition
+            self._recorder.record(
+                pod, "Warning", "FailedScheduling", truncate_note(message), action="Scheduling"
+            )
             await self._mark_unschedulable(pod, message)
             return None
         self._assign(key, pod, node_name)
@@ -283,6 +300,13 @@ class Scheduler:
             return None
         self.queue.forget(key)
         self.queue.move(lambda k: k in self._with_pod_affinity)
+        self._recorder.record(
+            pod,
+            "Normal",
+            "Scheduled",
+            f"Successfully assigned {meta.get('namespace')}/{meta['name']} to {node_name}",
+            action="Binding",
+        )
         return node_name
 
     def find_node(self, pod: Obj) -> tuple[str | None, str]:

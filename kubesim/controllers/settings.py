@@ -34,7 +34,8 @@ class ControllerSettings:
     job_max_pod_failure_backoff_seconds: float = 600.0
     """MaxJobPodFailureBackOff."""
     record_events: bool = True
-    """Write Events (SuccessfulCreate, FailedCreate, Completed, ...) like the real controllers."""
+    """Write Events like the real components (Job controller, JobSet, scheduler, kubelets), through
+    client-go's correlator (count patches, aggregation, spam filter) or events.k8s.io series."""
 
     # --- scheduler (kube-scheduler) -----------------------------------------------------------------
     scheduler_pods_per_second: float = 300.0
@@ -50,7 +51,8 @@ class ControllerSettings:
 
     # --- kubelet ------------------------------------------------------------------------------------
     kubelet_start_delay_seconds: float = 2.0
-    """From bind to Running+Ready (image pull and container start)."""
+    """From bind to Running+Ready (sandbox, image and container start); the Pending/ContainerCreating status
+    is written at the bind."""
     kubelet_stop_delay_seconds: float = 1.0
     """From deletionTimestamp to the kubelet's final delete (containers exit on SIGTERM)."""
     pod_run_seconds: float | None = None
