@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import sys
 
-from pydantic import ValidationError
-
-from webhook.kube import ClusterConfigError
-from webhook.logs import configure_logging
+from kubekit.client import ClusterConfigError
+from kubekit.logs import configure_logging
+from kubekit.settings import SettingsError
 from webhook.server import serve
 from webhook.settings import load_settings
 
@@ -15,10 +14,8 @@ from webhook.settings import load_settings
 def main(argv: list[str] | None = None) -> int:
     try:
         settings = load_settings(sys.argv[1:] if argv is None else argv)
-    except ValidationError as err:
-        for error in err.errors():
-            where = ".".join(str(p) for p in error["loc"]) or "settings"
-            print(f"error: {where}: {error['msg']}", file=sys.stderr)
+    except SettingsError as err:
+        print(f"error: {err}", file=sys.stderr)
         return 2
     if settings.cert_dir is not None and not settings.cert_dir.is_dir():
         print(f"error: --cert-dir {settings.cert_dir} is not a directory", file=sys.stderr)
