@@ -72,30 +72,30 @@ class LeaderDirectory:
     """Leader pods and nodes from informers; one live lookup on a cache miss."""
 
     def __init__(self, pods: Informer, nodes: Informer, live: LiveApi, metrics: Metrics) -> None:
-        self._pods = pods
-        self._nodes = nodes
+        self.pods = pods
+        self.nodes = nodes
         self._live = live
         self._metrics = metrics
 
     def start(self) -> None:
-        self._pods.start()
-        self._nodes.start()
+        self.pods.start()
+        self.nodes.start()
 
     def stop(self) -> None:
-        self._pods.stop()
-        self._nodes.stop()
-        self._pods.join(INFORMER_STOP_SECONDS)
-        self._nodes.join(INFORMER_STOP_SECONDS)
+        self.pods.stop()
+        self.nodes.stop()
+        self.pods.join(INFORMER_STOP_SECONDS)
+        self.nodes.join(INFORMER_STOP_SECONDS)
 
     def ready(self) -> bool:
-        return self._pods.synced.is_set() and self._nodes.synced.is_set()
+        return self.pods.synced.is_set() and self.nodes.synced.is_set()
 
     def from_cache(self, plan: PodPlan) -> tuple[Obj, Obj] | None:
         """(leader, node) when the cache knows a usable, bound leader of this Job and its node; else None."""
-        leader = pick_leader(self._pods.store.by_index(plan.job_object_key), plan.job)
+        leader = pick_leader(self.pods.store.by_index(plan.job_object_key), plan.job)
         if leader is None or leader_problem(leader, plan.job) is not None:
             return None
-        node = self._nodes.store.get(str(node_name(leader)))
+        node = self.nodes.store.get(str(node_name(leader)))
         return (leader, node) if node is not None else None
 
     def _live_lookup(self, plan: PodPlan) -> tuple[Obj | None, Obj | None]:
@@ -109,7 +109,7 @@ class LeaderDirectory:
         bound_to = node_name(leader) if leader is not None and found else None
         if bound_to is None:
             return leader, None
-        node = self._nodes.store.get(bound_to)
+        node = self.nodes.store.get(bound_to)
         if node is not None:
             return leader, node
         try:
