@@ -47,8 +47,7 @@ from placement.constants import (
     ROLE_FOLLOWER,
     ROLE_LABEL,
     STRATEGIES,
-    STRATEGY_AFFINITY,
-    STRATEGY_ELASTIC,
+    Strategy,
 )
 
 log = logging.getLogger("bench.strategies")
@@ -106,9 +105,9 @@ def strategy_problems(
     for job in jobs:
         label = (job["metadata"].get("labels") or {}).get(RESIZE_LABEL)
         name = job["metadata"]["name"]
-        if strategy == STRATEGY_ELASTIC and label != RESIZE_DONE:
+        if strategy == Strategy.ELASTIC and label != RESIZE_DONE:
             problems.append(f"Job {name}: elastic but {RESIZE_LABEL}={label!r} (not resized)")
-        if strategy != STRATEGY_ELASTIC and label is not None:
+        if strategy != Strategy.ELASTIC and label is not None:
             problems.append(
                 f"Job {name}: strategy {strategy} but the Job was shrunk ({RESIZE_LABEL}={label})"
             )
@@ -118,9 +117,9 @@ def strategy_problems(
         spec = pod.get("spec") or {}
         anti = "podAntiAffinity" in (spec.get("affinity") or {})
         pinned = TOPOLOGY_KEY in (spec.get("nodeSelector") or {})
-        if strategy == STRATEGY_AFFINITY and not anti:
+        if strategy == Strategy.AFFINITY and not anti:
             problems.append(f"pod {pod['metadata']['name']}: affinity follower without podAntiAffinity")
-        if strategy != STRATEGY_AFFINITY and (anti or not pinned):
+        if strategy != Strategy.AFFINITY and (anti or not pinned):
             problems.append(f"pod {pod['metadata']['name']}: {strategy} follower not pinned by nodeSelector")
     return problems[:20]
 

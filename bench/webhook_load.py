@@ -60,7 +60,7 @@ from placement.constants import (
 )
 from placement.objects import hashed_job_key
 from webhook.server import build
-from webhook.settings import Settings
+from webhook.settings import WebhookSettings
 from webhook.testing import FakeKubeApi
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -164,7 +164,7 @@ def bodies() -> dict[str, bytes]:
 def serve(port: int, cert_dir: Path, server: str) -> None:
     """The webhook as `python -m webhook` builds it, plus the no-op endpoint on the same app and server."""
     webhook = build(
-        Settings(host="127.0.0.1", port=port, cert_dir=cert_dir, server=server, log_level="WARNING")
+        WebhookSettings(host="127.0.0.1", port=port, cert_dir=cert_dir, server=server, log_level="WARNING")
     )
 
     @webhook.app.post("/noop")

@@ -32,7 +32,7 @@ def validate_strategy(value: str) -> Strategy:
 
 def select_strategy(annos: dict[str, str], default: Strategy) -> Strategy:
     value = annos.get(STRATEGY_ANNOTATION, "").strip()
-    return validate_strategy(value) if value else default
+    return validate_strategy(value) if value else Strategy(default)
 
 
 def strategy_of_job(job: Obj, default: Strategy) -> Strategy:

@@ -14,7 +14,7 @@ from bench.soak import soak_job
 from devstack.commands import KubesimFlags
 from devstack.kube import KubeError
 from devstack.stack import Stack, StackOptions
-from placement.constants import RESIZE_DONE, RESIZE_LABEL, STRATEGY_ELASTIC
+from placement.constants import RESIZE_DONE, RESIZE_LABEL, Strategy
 
 pytestmark = pytest.mark.e2e
 
@@ -46,7 +46,7 @@ def wait_roles(stack: Stack, expected: list[str], timeout: float = 60) -> float:
 def submit(stack: Stack, errors: list[str]) -> None:
     for index in range(JOBS):
         try:
-            stack.client.create(soak_job(f"ha-{index:02d}", STRATEGY_ELASTIC, PODS))
+            stack.client.create(soak_job(f"ha-{index:02d}", Strategy.ELASTIC, PODS))
         except KubeError as err:
             errors.append(str(err))
         time.sleep(0.4)
