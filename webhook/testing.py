@@ -22,10 +22,10 @@ import json
 import threading
 import time
 from collections import Counter
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
-from contextlib import AbstractAsyncContextManager
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
