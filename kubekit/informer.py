@@ -4,7 +4,7 @@
   (the server's `timeoutSeconds`, a dropped connection, an error): nothing is re-listed for that.
 - `410 Gone` (the version left the server's history, as an HTTP status or an ERROR event) re-lists; so
   does an unexpected exception, since the cache may then be out of step.
-- Failures back off exponentially with jitter (0.1 s doubling, capped at `max_backoff`).
+- Failures back off exponentially with jitter (0.1-0.2 s after the first, capped at `max_backoff`).
 - `synced` is set after the first complete list: readiness probes and work wait for it.
 
 Each informer keeps what it is asked to keep in a thread-safe `Store`: `keep(obj)` decides whether an

@@ -1,4 +1,5 @@
-"""Safety properties of the rendered webhook configurations (docs/deploy.md, "Webhook configuration").
+"""Safety properties of the rendered webhook configurations (docs/deploy.md, "Which requests reach the
+webhook"; docs/design.md, "Failing safely").
 
 Every check runs over `the_webhooks(objects)`, which first asserts that exactly the three expected webhooks
 were rendered: a loop over an empty rendering cannot pass."""
