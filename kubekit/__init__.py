@@ -7,7 +7,7 @@
 - `keys`: `object_key`, the `namespace/name` key of caches and work queues.
 - `logs`: one text and one JSON log format, in UTC.
 - `settings`: the settings base (`EXCLUSIVE_PLACEMENT_*` environment, flags and `--help` generated from
-  the model).
+  the model); `process`: how a binary starts (settings or exit 2, logging, run).
 
 No domain decisions here (those are in `placement/`), and nothing specific to one binary.
 """
