@@ -1,10 +1,15 @@
 """Informers: list, then watch from the list's resourceVersion (client-go's reflector, for this client).
 
-- The watch asks for bookmarks and resumes from the last resourceVersion it saw whenever a stream ends
-  (the server's `timeoutSeconds`, a dropped connection, an error): nothing is re-listed for that.
+- The watch asks for bookmarks. A stream that ends (the server's `timeoutSeconds`) or breaks (a dropped
+  connection) is resumed at once from the last resourceVersion seen: nothing is re-listed for that, and
+  no time passes in which the cache does not follow the server.
 - `410 Gone` (the version left the server's history, as an HTTP status or an ERROR event) re-lists; so
   does an unexpected exception, since the cache may then be out of step.
-- Failures back off exponentially with jitter (0.1-0.2 s after the first, capped at `max_backoff`).
+- Requests that fail (a list or a watch that cannot be opened, an ERROR event, a malformed event) and
+  "very short" watches (closed within a second without one event: in effect refused) back off
+  exponentially with jitter (0.1-0.2 s after the first, capped at `max_backoff`); the backoff starts over
+  once a watch runs. client-go's reflector (tools/cache/reflector.go, `watch` and `handleWatch`) does the
+  same.
 - `synced` is set after the first complete list: readiness probes and work wait for it.
 
 Each informer keeps what it is asked to keep in a thread-safe `Store`: `keep(obj)` decides whether an
@@ -19,6 +24,7 @@ from __future__ import annotations
 import logging
 import random
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import Protocol
 
@@ -30,10 +36,15 @@ log = logging.getLogger(__name__)
 
 HTTP_GONE = 410
 INITIAL_BACKOFF = 0.1
+VERY_SHORT_WATCH_SECONDS = 1.0
 
 
 class Gone(Exception):
     """The watch's resourceVersion is too old (HTTP 410 or an ERROR event with code 410): re-list."""
+
+
+class VeryShortWatch(Exception):
+    """A watch that closed within a second without delivering one event: treated as a failed request."""
 
 
 class Handler(Protocol):
@@ -165,9 +176,10 @@ def _ignore_restart(_informer: str, _reason: str) -> None:
 class Informer:
     """List + watch of one resource into a `Store`, in a daemon thread.
 
-    `on_restart(name, reason)` is called whenever a watch starts again: `ended` (the server closed it),
-    `gone` (410, re-listed), an HTTP status or `connection` (a failed call), `decode` (a malformed event),
-    `unexpected` (any other exception, re-listed).
+    `on_restart(name, reason)` is called whenever a watch starts again: `ended` (the server closed it) or
+    `dropped` (the connection broke), both resumed at once; `gone` (410, re-listed); after a backoff, an
+    HTTP status or `connection` (a failed request), `short` (a very short watch), `decode` (a malformed
+    event), `unexpected` (any other exception, re-listed).
     """
 
     def __init__(
@@ -227,10 +239,10 @@ class Informer:
             try:
                 if resource_version is None:
                     resource_version = self._relist()
-                resource_version = self._watch(resource_version)
+                resource_version, how = self._watch(resource_version)
                 failures = 0
                 if not self._stop.is_set():
-                    self._on_restart(self.name, "ended")  # server timeout or a dropped stream: resume
+                    self._on_restart(self.name, how)
             except Gone:
                 log.info("informer %s: resourceVersion %s expired, re-listing", self.name, resource_version)
                 self._on_restart(self.name, "gone")
@@ -253,6 +265,8 @@ class Informer:
     def _failure_reason(error: Exception) -> str:
         if isinstance(error, KubeError):
             return error.label
+        if isinstance(error, VeryShortWatch):
+            return "short"
         if isinstance(error, ValueError):
             return "decode"
         return "unexpected"
@@ -282,8 +296,8 @@ class Informer:
         for obj in fresh.values():
             self.store.upsert(obj)
 
-    def _watch(self, resource_version: str) -> str:
-        """Follow one watch stream to its end; returns the last resourceVersion seen."""
+    def _watch(self, resource_version: str) -> tuple[str, str]:
+        """Follow one watch stream to its end: (the last resourceVersion seen, `ended` or `dropped`)."""
         try:
             stream = self.api.watch(
                 self.resource,
@@ -300,22 +314,27 @@ class Informer:
         if self._stop.is_set():
             # stop() ran while this watch was being opened and could not interrupt it yet.
             stream.interrupt()
+        started, events, how = time.monotonic(), 0, "ended"
         try:
             for event in stream:
                 if self._stop.is_set():
                     break
+                events += 1
                 resource_version = self._apply(event, resource_version)
         except (KubeError, Gone, ValueError):
             raise
-        except Exception as error:
-            if self._stop.is_set():
-                return resource_version
-            # A reset or timed-out stream: resume from the last version we saw.
-            raise KubeError(None, type(error).__name__, str(error)) from error
+        except Exception as error:  # a reset or timed-out connection: resume from the last version seen
+            if not self._stop.is_set():
+                log.info(
+                    "informer %s: watch dropped (%s), resuming at %s", self.name, error, resource_version
+                )
+            how = "dropped"
         finally:
             self._stream = None
             stream.close()
-        return resource_version
+        if not events and time.monotonic() - started < VERY_SHORT_WATCH_SECONDS and not self._stop.is_set():
+            raise VeryShortWatch(f"the watch closed within {VERY_SHORT_WATCH_SECONDS:g}s without an event")
+        return resource_version, how
 
     def _apply(self, event: Obj, resource_version: str) -> str:
         kind = event.get("type")

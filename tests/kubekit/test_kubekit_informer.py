@@ -54,11 +54,16 @@ def node(name: str, version: str, **labels: str) -> Obj:
 
 
 class ScriptedStream:
-    def __init__(self, events: list[Obj]) -> None:
+    """Yields its events; an exception among them is raised there (a connection that breaks mid-stream)."""
+
+    def __init__(self, events: list[Obj | Exception]) -> None:
         self.events = events
 
     def __iter__(self) -> Iterator[Obj]:
-        return iter(self.events)
+        for event in self.events:
+            if isinstance(event, Exception):
+                raise event
+            yield event
 
     def close(self) -> None:
         return None
@@ -71,7 +76,7 @@ class ScriptedApi:
     """Each list returns the next of `lists` (the last one again when they run out); each watch serves the
     next scripted stream or raises the next error; records the resourceVersion of every watch."""
 
-    def __init__(self, lists: list[list[Obj]], watches: list[list[Obj] | KubeError]) -> None:
+    def __init__(self, lists: list[list[Obj]], watches: list[list[Obj | Exception] | KubeError]) -> None:
         self.lists = lists
         self.watches = watches
         self.list_calls = 0
@@ -176,6 +181,28 @@ def test_failures_back_off_and_resume_without_relisting() -> None:
     assert restarts[:2] == ["500", "connection"]
     assert api.watched_from[:3] == ["10", "10", "10"]
     assert api.list_calls == 1
+
+
+def test_a_dropped_stream_is_resumed_at_once_from_the_last_version() -> None:
+    api = ScriptedApi(
+        lists=[[]],
+        watches=[
+            [{"type": "ADDED", "object": node("a", "11")}, ConnectionResetError("reset by peer")],
+            [{"type": "ADDED", "object": node("b", "12")}],
+        ],
+    )
+    informer, _, restarts = run_script(api)
+    assert restarts[:2] == ["dropped", "ended"]  # no failure, so no backoff: the cache keeps following
+    assert api.watched_from[:3] == ["10", "11", "12"]
+    assert api.list_calls == 1
+    assert informer.store.keys() == {"a", "b"}
+
+
+def test_a_watch_closed_at_once_without_events_counts_as_a_failure() -> None:
+    api = ScriptedApi(lists=[[]], watches=[[], [{"type": "ADDED", "object": node("a", "11")}]])
+    _, _, restarts = run_script(api)
+    assert restarts[:2] == ["short", "ended"]  # client-go's "very short watch": backed off, not hammered
+    assert api.watched_from[:3] == ["10", "10", "11"]
 
 
 @pytest.fixture
