@@ -11,12 +11,12 @@ PYTEST_ARGS ?=
 help: ## List the targets
 	@grep -E '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  \033[36m%-16s\033[0m %s\n", $$1, $$2}'
 
-$(STAMP): requirements.txt requirements-dev.txt
+$(STAMP): requirements.txt requirements-sim.txt requirements-dev.txt
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
 	@touch $(STAMP)
 
-venv: $(STAMP) ## Create .venv from the pinned requirements
+venv: $(STAMP) ## Create .venv from the pinned requirements (product, sim extra and dev tools)
 
 test: $(STAMP) ## Run the whole test suite (quick benchmark variants included)
 	$(PY) -m pytest $(PYTEST_ARGS)
@@ -24,10 +24,11 @@ test: $(STAMP) ## Run the whole test suite (quick benchmark variants included)
 test-slow: $(STAMP) ## Run only the slow tests (scale runs, full benchmarks)
 	$(PY) -m pytest -m slow $(PYTEST_ARGS)
 
-lint: $(STAMP) ## ruff + mypy (strict)
+lint: $(STAMP) ## ruff, ruff format, mypy --strict, import contracts (CONTRIBUTING.md)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports
 
 fmt: $(STAMP) ## Format and auto-fix
 	$(VENV)/bin/ruff format .

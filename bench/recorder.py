@@ -22,7 +22,10 @@ STARTED_PHASES = frozenset({"Running", "Succeeded"})
 
 
 class PodRecorder:
-    def __init__(self, node_domain: Mapping[str, str], expected_pods: int):
+    def __init__(
+        self, node_domain: Mapping[str, str], expected_pods: int, clock: Callable[[], float] = time.monotonic
+    ):
+        self._clock = clock
         self.replay = ExclusivityReplay(node_domain)
         self.expected_pods = expected_pods
         self.started: set[tuple[str, str]] = set()
@@ -42,14 +45,15 @@ class PodRecorder:
         self.replay.observe(state)
         annotations = pod["metadata"].get("annotations") or {}
         if annotations.get(JOB_COMPLETION_INDEX_ANNOTATION) == "0" and state.key not in self.leader_waits:
-            seen = self._leader_seen.setdefault(state.key, time.monotonic())
+            now = self._clock()
+            seen = self._leader_seen.setdefault(state.key, now)
             if state.node:
-                self.leader_waits[state.key] = time.monotonic() - seen
+                self.leader_waits[state.key] = now - seen
         if event_type != "DELETED" and (pod.get("status") or {}).get("phase") in STARTED_PHASES:
             index = annotations.get(JOB_COMPLETION_INDEX_ANNOTATION, "")
             self.started.add((job_of(pod), index))
             if len(self.started) >= self.expected_pods and self.all_running_at is None:
-                self.all_running_at = time.monotonic()
+                self.all_running_at = self._clock()
                 self.all_running.set()
 
     async def follow(self, http: httpx.AsyncClient, namespace: str) -> None:

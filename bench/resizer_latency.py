@@ -34,6 +34,8 @@ import httpx
 
 from kubesim.testing import KubesimProcess
 from placement.constants import (
+    GKE_NODEPOOL_LABEL,
+    JOB_COMPLETION_INDEX_ANNOTATION,
     JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION,
     RESIZE_DONE,
     RESIZE_LABEL,
@@ -47,7 +49,7 @@ from placement.constants import (
 DEFAULT_OUT = Path("bench/results")
 TARGET_P99_SECONDS = 0.250
 TARGET_RSS_MB = 150.0
-POOL_LABEL = "cloud.google.com/gke-nodepool"
+POOL_LABEL = GKE_NODEPOOL_LABEL
 NAMESPACE = "default"
 
 
@@ -155,7 +157,7 @@ class Watcher:
         meta = obj.get("metadata") or {}
         if self.kind == "pods":
             owners = [ref["name"] for ref in meta.get("ownerReferences") or [] if ref.get("kind") == "Job"]
-            index = (meta.get("annotations") or {}).get("batch.kubernetes.io/job-completion-index")
+            index = (meta.get("annotations") or {}).get(JOB_COMPLETION_INDEX_ANNOTATION)
             if owners and index == "0" and (obj.get("spec") or {}).get("nodeName"):
                 self.seen.setdefault(owners[0], now)
         elif (meta.get("labels") or {}).get(RESIZE_LABEL) == RESIZE_DONE:

@@ -42,9 +42,8 @@ from placement.constants import (
     RESIZE_DONE,
     RESIZE_LABEL,
     STRATEGY_ANNOTATION,
-    STRATEGY_ELASTIC,
-    STRATEGY_SCHEDULING_GATE,
     TOPOLOGY_ANNOTATION,
+    Strategy,
 )
 
 log = logging.getLogger("bench.soak")
@@ -52,7 +51,7 @@ log = logging.getLogger("bench.soak")
 DEFAULT_OUT = Path(__file__).resolve().parent / "results"
 NAMESPACE = "soak"
 TOPOLOGY_KEY = GKE_NODEPOOL_LABEL
-SOAK_STRATEGIES = (STRATEGY_ELASTIC, STRATEGY_SCHEDULING_GATE)
+SOAK_STRATEGIES = (Strategy.ELASTIC, Strategy.SCHEDULING_GATE)
 API_FAULTS = "error-rate=0.1,error-codes=429+500,retry-after=1,latency-ms=1-20,drop-watch-after=3-10"
 RETRYABLE = frozenset({429, 500, 502, 503, 504})
 JOBS_PATH = f"/apis/batch/v1/namespaces/{NAMESPACE}/jobs"
@@ -160,7 +159,7 @@ def job_names(plan: SoakPlan) -> dict[str, str]:
     names: dict[str, str] = {}
     for index in range(plan.jobs_per_strategy):
         for strategy in SOAK_STRATEGIES:
-            names[f"{'el' if strategy == STRATEGY_ELASTIC else 'sg'}-{index:04d}"] = strategy
+            names[f"{'el' if strategy == Strategy.ELASTIC else 'sg'}-{index:04d}"] = strategy
     return names
 
 
@@ -218,7 +217,7 @@ def job_outcomes(jobs: list[dict[str, Any]], strategies: dict[str, str], target:
             continue
         spec, status = job.get("spec") or {}, job.get("status") or {}
         generation = int(job["metadata"].get("generation") or 1)
-        elastic = strategies[name] == STRATEGY_ELASTIC
+        elastic = strategies[name] == Strategy.ELASTIC
         resized = (job["metadata"].get("labels") or {}).get(RESIZE_LABEL) == RESIZE_DONE
         if generation > (2 if elastic else 1):
             out["resized_twice"].append(name)
@@ -470,7 +469,7 @@ def report(
     error: str,
 ) -> dict[str, Any]:
     outcomes = job_outcomes(jobs, names, plan.pods_per_job)
-    elastic = sum(1 for s in names.values() if s == STRATEGY_ELASTIC)
+    elastic = sum(1 for s in names.values() if s == Strategy.ELASTIC)
     faults = stats.get("faults") or {}
     api_faults = {f"api_{code}": n for code, n in (faults.get("injected") or {}).items()}
     result: dict[str, Any] = {

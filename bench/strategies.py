@@ -42,19 +42,21 @@ from devstack.commands import KubesimFlags
 from devstack.exclusivity import node_domains
 from devstack.stack import Stack, StackOptions
 from placement.constants import (
+    JOBSET_GROUP,
+    JOBSET_VERSION,
     RESIZE_DONE,
     RESIZE_LABEL,
     ROLE_FOLLOWER,
     ROLE_LABEL,
     STRATEGIES,
-    STRATEGY_AFFINITY,
-    STRATEGY_ELASTIC,
+    Strategy,
 )
 
 log = logging.getLogger("bench.strategies")
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "results"
 JOBSET_NAME = "bench"
+JOBSETS_PATH = f"/apis/{JOBSET_GROUP}/{JOBSET_VERSION}/namespaces/{{namespace}}/jobsets"
 BACKLOG_CREATION_TIMEOUT = 120.0
 """Wall seconds for the Job controller to create every backlog pod before the run counts as failed."""
 
@@ -106,9 +108,9 @@ def strategy_problems(
     for job in jobs:
         label = (job["metadata"].get("labels") or {}).get(RESIZE_LABEL)
         name = job["metadata"]["name"]
-        if strategy == STRATEGY_ELASTIC and label != RESIZE_DONE:
+        if strategy == Strategy.ELASTIC and label != RESIZE_DONE:
             problems.append(f"Job {name}: elastic but {RESIZE_LABEL}={label!r} (not resized)")
-        if strategy != STRATEGY_ELASTIC and label is not None:
+        if strategy != Strategy.ELASTIC and label is not None:
             problems.append(
                 f"Job {name}: strategy {strategy} but the Job was shrunk ({RESIZE_LABEL}={label})"
             )
@@ -118,9 +120,9 @@ def strategy_problems(
         spec = pod.get("spec") or {}
         anti = "podAntiAffinity" in (spec.get("affinity") or {})
         pinned = TOPOLOGY_KEY in (spec.get("nodeSelector") or {})
-        if strategy == STRATEGY_AFFINITY and not anti:
+        if strategy == Strategy.AFFINITY and not anti:
             problems.append(f"pod {pod['metadata']['name']}: affinity follower without podAntiAffinity")
-        if strategy != STRATEGY_AFFINITY and (anti or not pinned):
+        if strategy != Strategy.AFFINITY and (anti or not pinned):
             problems.append(f"pod {pod['metadata']['name']}: {strategy} follower not pinned by nodeSelector")
     return problems[:20]
 
@@ -176,9 +178,7 @@ async def run_strategy(
             )
         finally:
             # Also after a failed run: the next strategy needs every pool free and an empty queue again.
-            await _request(
-                http, "DELETE", f"/apis/jobset.x-k8s.io/v1alpha2/namespaces/{namespace}/jobsets/{JOBSET_NAME}"
-            )
+            await _request(http, "DELETE", f"{JOBSETS_PATH.format(namespace=namespace)}/{JOBSET_NAME}")
             if scenario.backlog:
                 await _delete_backlog(http, scenario.backlog, backlog_namespace(namespace))
             for name in namespaces:
@@ -245,9 +245,7 @@ async def _measure(
         await _request(http, "POST", "/debug/reset-stats")
         start = time.monotonic()
         manifest = jobset_manifest(scenario, strategy, name=JOBSET_NAME, namespace=namespace)
-        (
-            await http.post(f"/apis/jobset.x-k8s.io/v1alpha2/namespaces/{namespace}/jobsets", json=manifest)
-        ).raise_for_status()
+        (await http.post(JOBSETS_PATH.format(namespace=namespace), json=manifest)).raise_for_status()
         done = asyncio.create_task(recorder.all_running.wait())
         finished, _ = await asyncio.wait(
             {done, watch}, timeout=settings.run_timeout, return_when=asyncio.FIRST_COMPLETED

@@ -49,6 +49,8 @@ from fastapi.responses import JSONResponse
 from certs.files import write_dev_certs
 from placement.constants import (
     CONTROLLER_UID_LABEL,
+    GKE_NODEPOOL_LABEL,
+    HOSTNAME_LABEL,
     JOB_COMPLETION_INDEX_ANNOTATION,
     JOB_COMPLETION_INDEX_LABEL,
     JOB_NAME_LABEL,
@@ -59,13 +61,14 @@ from placement.constants import (
     ROLE_LEADER,
 )
 from placement.objects import hashed_job_key
+from webhook.review import ADMISSION_API_VERSION, ADMISSION_KIND
 from webhook.server import build
-from webhook.settings import Settings
+from webhook.settings import WebhookSettings
 from webhook.testing import FakeKubeApi
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_OUT = ROOT / "bench" / "results" / "webhook.json"
-POOL_KEY = "cloud.google.com/gke-nodepool"
+POOL_KEY = GKE_NODEPOOL_LABEL
 NAMESPACE = "bench"
 JOB = "trainer-workers-0"
 JOB_UID = "3b0e1c5e-8c1a-4a53-9f6d-0d9d3c1f0a11"
@@ -119,8 +122,8 @@ def pod(index: int, *, name: str = "", node: str | None = None, leader_label: bo
 def review(uid: str, obj: dict[str, Any]) -> dict[str, Any]:
     gvk = {"group": "", "version": "v1", "kind": "Pod"}
     return {
-        "apiVersion": "admission.k8s.io/v1",
-        "kind": "AdmissionReview",
+        "apiVersion": ADMISSION_API_VERSION,
+        "kind": ADMISSION_KIND,
         "request": {
             "uid": uid,
             "kind": gvk,
@@ -136,7 +139,7 @@ def review(uid: str, obj: dict[str, Any]) -> dict[str, Any]:
 
 def seed_cluster(api: FakeKubeApi, nodes: int, pools: int) -> None:
     for i in range(nodes):
-        labels = {POOL_KEY: f"pool-{i % pools}", "kubernetes.io/hostname": f"node-{i}"}
+        labels = {POOL_KEY: f"pool-{i % pools}", HOSTNAME_LABEL: f"node-{i}"}
         api.put(
             "nodes", {"apiVersion": "v1", "kind": "Node", "metadata": {"name": f"node-{i}", "labels": labels}}
         )
@@ -164,16 +167,14 @@ def bodies() -> dict[str, bytes]:
 def serve(port: int, cert_dir: Path, server: str) -> None:
     """The webhook as `python -m webhook` builds it, plus the no-op endpoint on the same app and server."""
     webhook = build(
-        Settings(host="127.0.0.1", port=port, cert_dir=cert_dir, server=server, log_level="WARNING")
+        WebhookSettings(host="127.0.0.1", port=port, cert_dir=cert_dir, server=server, log_level="WARNING")
     )
 
     @webhook.app.post("/noop")
     async def noop(request: Request) -> JSONResponse:
         parsed = json.loads(await request.body())
         answer = {"uid": parsed["request"]["uid"], "allowed": True}
-        return JSONResponse(
-            {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": answer}
-        )
+        return JSONResponse({"apiVersion": ADMISSION_API_VERSION, "kind": ADMISSION_KIND, "response": answer})
 
     uvicorn.Server(webhook.uvicorn_config()).run()
 

@@ -6,7 +6,7 @@ records its target size (or falls back to `gate` with a warning saying why).
 Pods, in three steps so the edge can do the one I/O in between:
 1. `plan_pod(pod, namespace, default_strategy)` → `PodPlan` (exclusive pod of a Job) or `Skip`.
 2. the edge looks the leader up when `mutation_needs_leader(plan)` / `validation_needs_leader(pod, plan)`,
-   filters candidates with `pick_leader`, and summarises with `leader_state(plan, leader, node)`.
+   picks it with `placement.leader.pick_leader`, and summarises with `leader_state(plan, leader, node)`.
 3. `mutate_pod(pod, plan, state)` / `validate_pod(pod, plan, state)` → `Verdict`.
 
 Every mutation is made on a deep copy and diffed into a JSONPatch, so re-running a mutation on its own
@@ -27,23 +27,19 @@ from placement.constants import (
     ROLE_FOLLOWER,
     ROLE_LABEL,
     ROLE_LEADER,
-    STRATEGY_AFFINITY,
     STRATEGY_ANNOTATION,
-    STRATEGY_ELASTIC,
-    STRATEGY_GATE,
-    STRATEGY_SCHEDULING_GATE,
     TARGET_COMPLETIONS_ANNOTATION,
     TARGET_PARALLELISM_ANNOTATION,
     TOPOLOGY_ANNOTATION,
+    Strategy,
 )
+from placement.leader import LeaderProblem, leader_problem
 from placement.objects import (
     JobRef,
     Obj,
     annotations_of,
     completion_index,
-    is_finished_pod,
     is_leader,
-    is_terminating,
     job_key,
     job_ref_of_pod,
     labels_of,
@@ -88,7 +84,7 @@ def _ensure_map(parent: Obj, key: str) -> dict[str, str]:
 # --- Jobs -------------------------------------------------------------------------------------------
 
 
-def mutate_job(job: Obj, default_strategy: str) -> Verdict:
+def mutate_job(job: Obj, default_strategy: Strategy) -> Verdict:
     """CREATE of a Job that asks for exclusive placement (others: allowed untouched, no patch).
 
     `elastic`: shrink to completions = parallelism = 1 and record the target (or fall back to `gate` with a
@@ -106,23 +102,23 @@ def mutate_job(job: Obj, default_strategy: str) -> Verdict:
         return _deny("invalid-strategy", str(err))
     mutated = deep_copy(job)
     reason, warnings = f"strategy-{strategy}", tuple[str, ...]()
-    if strategy == STRATEGY_ELASTIC:
+    if strategy is Strategy.ELASTIC:
         reason, warnings, strategy = _shrink_for_elastic(mutated)
     _align_pod_template(mutated, topology_key, strategy, default_strategy)
     return Verdict(allowed=True, reason=reason, patch=diff(job, mutated), warnings=warnings)
 
 
-def _shrink_for_elastic(job: Obj) -> tuple[str, tuple[str, ...], str]:
+def _shrink_for_elastic(job: Obj) -> tuple[str, tuple[str, ...], Strategy]:
     """Shrinks `job` in place; returns (reason, warnings, effective strategy)."""
     if TARGET_COMPLETIONS_ANNOTATION in annotations_of(job):
-        return "already-shrunk", (), STRATEGY_ELASTIC
+        return "already-shrunk", (), Strategy.ELASTIC
     spec = section(job, "spec")
     if spec.get("completions") == 1 and spec.get("parallelism", 1) == 1:
-        return "single-pod", (), STRATEGY_ELASTIC
+        return "single-pod", (), Strategy.ELASTIC
     why_not = elastic_ineligibility(job)
     if why_not is not None:
-        warning = f"exclusive placement: strategy elastic is not possible ({why_not}); using {STRATEGY_GATE}"
-        return "elastic-ineligible", (warning,), STRATEGY_GATE
+        warning = f"exclusive placement: strategy elastic is not possible ({why_not}); using {Strategy.GATE}"
+        return "elastic-ineligible", (warning,), Strategy.GATE
     target = int(spec["completions"])
     meta = job.setdefault("metadata", {})
     annos = _ensure_map(meta, "annotations")
@@ -131,10 +127,10 @@ def _shrink_for_elastic(job: Obj) -> tuple[str, tuple[str, ...], str]:
     _ensure_map(meta, "labels")[RESIZE_LABEL] = RESIZE_PENDING
     job["spec"]["completions"] = 1
     job["spec"]["parallelism"] = 1
-    return "shrunk", (), STRATEGY_ELASTIC
+    return "shrunk", (), Strategy.ELASTIC
 
 
-def _align_pod_template(job: Obj, topology_key: str, strategy: str, default_strategy: str) -> None:
+def _align_pod_template(job: Obj, topology_key: str, strategy: Strategy, default_strategy: Strategy) -> None:
     template = section(job, "spec").get("template")
     if not isinstance(template, dict):
         return  # the API server rejects a Job without a pod template
@@ -143,11 +139,11 @@ def _align_pod_template(job: Obj, topology_key: str, strategy: str, default_stra
     if topology_key_from_annotations(current) != topology_key:
         missing[TOPOLOGY_ANNOTATION] = topology_key
     try:
-        template_strategy: str | None = select_strategy(current, default_strategy)
+        template_strategy: Strategy | None = select_strategy(current, default_strategy)
     except InvalidStrategy:
         template_strategy = None
     if template_strategy != strategy:
-        missing[STRATEGY_ANNOTATION] = strategy
+        missing[STRATEGY_ANNOTATION] = strategy.value
     if missing:
         template_meta = template.get("metadata")
         if not isinstance(template_meta, dict):
@@ -166,9 +162,14 @@ class PodPlan:
     job: JobRef
     job_key: str
     topology_key: str
-    strategy: str
+    strategy: Strategy
     leader: bool
     index: str
+
+    @property
+    def job_object_key(self) -> str:
+        """`<namespace>/<job name>`: the Job's object key, as `owner_job_key` gives it for its pods."""
+        return f"{self.namespace}/{self.job.name}"
 
 
 @dataclass(frozen=True)
@@ -178,7 +179,7 @@ class Skip:
     verdict: Verdict
 
 
-def plan_pod(pod: Obj, namespace: str, default_strategy: str) -> PodPlan | Skip:
+def plan_pod(pod: Obj, namespace: str, default_strategy: Strategy) -> PodPlan | Skip:
     topology_key = topology_key_of_pod(pod)
     if topology_key is None:
         return Skip(_allow("not-exclusive"))
@@ -215,7 +216,7 @@ def plan_pod(pod: Obj, namespace: str, default_strategy: str) -> PodPlan | Skip:
 
 
 def mutation_needs_leader(plan: PodPlan) -> bool:
-    return not plan.leader and plan.strategy != STRATEGY_AFFINITY
+    return not plan.leader and plan.strategy is not Strategy.AFFINITY
 
 
 def has_leader_gate(pod: Obj) -> bool:
@@ -246,26 +247,9 @@ class LeaderState:
     domain: str = ""
 
 
-def is_usable_leader(pod: Obj, job: JobRef) -> bool:
-    """A live leader of this very Job: not terminating, not finished, not of an earlier Job with the same
-    name (a restarted Job has a new uid)."""
-    if not is_leader(pod) or is_terminating(pod) or is_finished_pod(pod):
-        return False
-    owner = job_ref_of_pod(pod)
-    if owner is None or owner.name != job.name:
-        return False
-    return not (job.uid and owner.uid and owner.uid != job.uid)
-
-
-def pick_leader(candidates: list[Obj], job: JobRef) -> Obj | None:
-    """The usable leader of `job`, preferring one that is bound to a node."""
-    usable = [p for p in candidates if is_usable_leader(p, job)]
-    usable.sort(key=lambda p: node_name(p) is None)
-    return usable[0] if usable else None
-
-
 def leader_state(plan: PodPlan, leader: Obj | None, node: Obj | None) -> LeaderState:
-    if leader is None:
+    """What a follower's admission needs to know of its leader (`placement.leader.pick_leader`'s pick)."""
+    if leader is None or leader_problem(leader, plan.job) not in (None, LeaderProblem.LEADER_NOT_BOUND):
         return LeaderState(LeaderStatus.NOT_FOUND)
     name = str(metadata(leader).get("name") or "")
     bound_to = node_name(leader)
@@ -295,7 +279,7 @@ def mutate_pod(pod: Obj, plan: PodPlan, state: LeaderState | None) -> Verdict:
     spec = mutated.setdefault("spec", {})
     warnings: tuple[str, ...] = ()
 
-    if plan.leader or plan.strategy == STRATEGY_AFFINITY:
+    if plan.leader or plan.strategy is Strategy.AFFINITY:
         add_leader_affinity(spec, plan.job_key, plan.topology_key)
         reason = "leader" if plan.leader else "follower-affinity"
     elif state is None:
@@ -309,7 +293,7 @@ def mutate_pod(pod: Obj, plan: PodPlan, state: LeaderState | None) -> Verdict:
             )
         selector[plan.topology_key] = state.domain
         reason = "follower-pinned"
-    elif plan.strategy == STRATEGY_SCHEDULING_GATE:
+    elif plan.strategy is Strategy.SCHEDULING_GATE:
         gates = spec.get("schedulingGates")
         if not isinstance(gates, list):
             gates = []
@@ -349,7 +333,7 @@ def validate_pod(pod: Obj, plan: PodPlan, state: LeaderState | None) -> Verdict:
     """CREATE of a pod, after mutation: followers must be pinned to their bound leader's domain."""
     if plan.leader:
         return _allow("leader")
-    if plan.strategy == STRATEGY_AFFINITY:
+    if plan.strategy is Strategy.AFFINITY:
         return _allow("follower-affinity")
     if has_leader_gate(pod):
         return _allow("follower-gated")

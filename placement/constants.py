@@ -1,9 +1,10 @@
-"""Every label, annotation, gate and value this project reads or writes (DESIGN.md §3).
+"""Every label, annotation, gate and value this project reads or writes (docs/design.md, "Keys").
 
 The one place these strings live: import them, never retype them.
 """
 
-from typing import Final, Literal
+from enum import StrEnum
+from typing import Final
 
 DOMAIN: Final = "exclusive-placement.io"
 
@@ -29,19 +30,23 @@ RESIZE_DONE: Final = "done"
 LEADER_SCHEDULED_GATE: Final = f"{DOMAIN}/leader-scheduled"
 """Scheduling gate on followers (scheduling-gate strategy) until the leader binds."""
 
-# --- Strategies (DESIGN.md §4) ----------------------------------------------------------------------
-Strategy = Literal["elastic", "gate", "scheduling-gate", "affinity"]
-STRATEGY_ELASTIC: Final = "elastic"
-STRATEGY_GATE: Final = "gate"
-STRATEGY_SCHEDULING_GATE: Final = "scheduling-gate"
-STRATEGY_AFFINITY: Final = "affinity"
-STRATEGIES: Final[tuple[str, ...]] = (
-    STRATEGY_ELASTIC,
-    STRATEGY_GATE,
-    STRATEGY_SCHEDULING_GATE,
-    STRATEGY_AFFINITY,
-)
-DEFAULT_STRATEGY: Final = STRATEGY_ELASTIC
+
+# --- Strategies (docs/design.md, "Strategies") --------------------------------------------------------
+class Strategy(StrEnum):
+    """How followers are kept out of the domain until their leader is placed; the annotation's values."""
+
+    ELASTIC = "elastic"
+    """Admit the Job at size 1; the resizer restores its size once the leader binds."""
+    GATE = "gate"
+    """JobSet's behaviour: reject follower pods until the leader is scheduled."""
+    SCHEDULING_GATE = "scheduling-gate"
+    """Create followers with a scheduling gate; the resizer pins and releases them."""
+    AFFINITY = "affinity"
+    """Every pod gets the leader's affinity terms (JobSet's original implementation)."""
+
+
+STRATEGIES: Final[tuple[Strategy, ...]] = tuple(Strategy)
+DEFAULT_STRATEGY: Final = Strategy.ELASTIC
 
 # --- JobSet's keys (read, and written by kubesim's JobSet controller) --------------------------------
 JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION: Final = "alpha.jobset.sigs.k8s.io/exclusive-topology"

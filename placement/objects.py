@@ -4,7 +4,8 @@
   (`exclusive-placement.io/topology` wins over JobSet's `alpha.jobset.sigs.k8s.io/exclusive-topology`).
   For a Job, metadata is read first, then the pod template.
 - `job_ref_of_pod(pod)`: the owning Job (name, uid) from the controller ownerReference, else from the
-  `batch.kubernetes.io/job-name` / `controller-uid` labels (pods from generateName have no name yet).
+  `batch.kubernetes.io/job-name` / `controller-uid` labels (pods from generateName have no name yet);
+  `owner_job_key(pod)`: that Job as `<namespace>/<name>`.
 - `job_key(namespace, job_name, labels)`: JobSet's job-key label when present, else a stable hash of
   `<namespace>/<job name>`; every affinity term selects on it.
 - `completion_index(pod)` / `is_leader(pod)`: the leader is completion index "0".
@@ -104,6 +105,13 @@ def job_ref_of_pod(pod: Obj) -> JobRef | None:
         return None
     uid = pod_labels.get(CONTROLLER_UID_LABEL) or pod_labels.get(LEGACY_CONTROLLER_UID_LABEL) or ""
     return JobRef(name=name, uid=uid)
+
+
+def owner_job_key(pod: Obj) -> str | None:
+    """`<namespace>/<job name>` of the Job controlling this pod (None for a pod of no Job): the index both
+    caches keep leader pods under, and the resizer's work-queue key."""
+    ref = job_ref_of_pod(pod)
+    return None if ref is None else f"{namespace_of(pod)}/{ref.name}"
 
 
 def hashed_job_key(namespace: str, job_name: str) -> str:

@@ -1,4 +1,4 @@
-"""What the resizer decides, as pure functions over plain Kubernetes dicts (DESIGN.md §4).
+"""What the resizer decides, as pure functions over plain Kubernetes dicts (docs/design.md, "The resizer").
 
 Two decisions, each returning the one patch that acts on it:
 - `decide_resize(job, leader)`: should a Job shrunk by the webhook (elastic strategy) be restored to its
@@ -24,23 +24,20 @@ from placement.constants import (
     TARGET_COMPLETIONS_ANNOTATION,
     TARGET_PARALLELISM_ANNOTATION,
 )
+from placement.leader import LeaderProblem, leader_problem
 from placement.objects import (
+    JobRef,
+    Obj,
     annotations_of,
-    is_finished_pod,
-    is_leader,
     is_terminating,
     job_ref_of_pod,
     labels_of,
     metadata,
-    namespace_of,
-    node_name,
     section,
     topology_key_of_job,
     topology_key_of_pod,
 )
-
-Obj = dict[str, Any]
-JsonPatch = list[dict[str, Any]]
+from placement.patch import JsonPatch
 
 FINISHED_CONDITIONS = frozenset({"Complete", "Failed", "SuccessCriteriaMet", "FailureTarget"})
 
@@ -68,6 +65,7 @@ class SkipReason(StrEnum):
     NODE_UNKNOWN = "node-unknown"
     NODE_WITHOUT_DOMAIN = "node-without-domain"
     NODE_SELECTOR_CONFLICT = "node-selector-conflict"
+    NOT_A_JOB_POD = "not-a-job-pod"
 
 
 @dataclass(frozen=True)
@@ -99,17 +97,6 @@ class GateRelease:
 
 
 # --- small readers over plain dicts (identity helpers live in placement.objects) -------------------------
-
-
-def object_key(obj: Obj) -> str:
-    """`namespace/name`, the key the resizer's caches and work queue use."""
-    return f"{namespace_of(obj)}/{metadata(obj).get('name') or ''}"
-
-
-def owner_job_key(pod: Obj) -> str | None:
-    """`namespace/job-name` of the Job controlling this pod, or None."""
-    ref = job_ref_of_pod(pod)
-    return None if ref is None else f"{namespace_of(pod)}/{ref.name}"
 
 
 def topology_key(obj: Obj) -> str | None:
@@ -156,22 +143,14 @@ def _positive_int(value: Any) -> int | None:
     return None
 
 
-def _leader_problem(leader: Obj | None, job_uid: str | None) -> SkipReason | None:
-    """Why this pod cannot (yet) tell us its domain, or None if it can."""
-    if leader is None:
-        return SkipReason.NO_LEADER
-    if not is_leader(leader):
-        return SkipReason.NOT_A_LEADER
-    owner = job_ref_of_pod(leader)
-    if owner is None or not job_uid or owner.uid != job_uid:
-        return SkipReason.LEADER_OF_OTHER_JOB
-    if is_terminating(leader):
-        return SkipReason.LEADER_TERMINATING
-    if is_finished_pod(leader):
-        return SkipReason.LEADER_FINISHED
-    if node_name(leader) is None:
-        return SkipReason.LEADER_NOT_BOUND
-    return None
+def _skip_reason(problem: LeaderProblem | None) -> SkipReason | None:
+    """The leader's problem as a skip reason (same word: one vocabulary for logs and metrics)."""
+    return None if problem is None else SkipReason(problem.value)
+
+
+def job_ref(job: Obj) -> JobRef:
+    meta = metadata(job)
+    return JobRef(name=str(meta.get("name") or ""), uid=str(meta.get("uid") or ""))
 
 
 # --- the decisions -------------------------------------------------------------------------------------
@@ -216,7 +195,7 @@ def decide_resize(job: Obj, leader: Obj | None) -> ResizeDecision:
     if any(current > target for current in currents):
         return skip(SkipReason.WOULD_SHRINK, target)
 
-    problem = _leader_problem(leader, meta.get("uid"))
+    problem = _skip_reason(leader_problem(leader, job_ref(job)))
     if problem is not None:
         return skip(problem, target)
 
@@ -242,7 +221,9 @@ def decide_gate_release(follower: Obj, leader: Obj | None, node: Obj | None) -> 
     if is_terminating(follower):
         return GateRelease(SkipReason.FOLLOWER_TERMINATING)
     owner = job_ref_of_pod(follower)
-    problem = _leader_problem(leader, owner.uid if owner else None)
+    if owner is None:
+        return GateRelease(SkipReason.NOT_A_JOB_POD)
+    problem = _skip_reason(leader_problem(leader, owner))
     if problem is not None:
         return GateRelease(problem)
     key = topology_key(follower) or (topology_key(leader) if leader else None)
@@ -270,23 +251,3 @@ def decide_gate_release(follower: Obj, leader: Obj | None, node: Obj | None) -> 
         patch.append({"op": "add", "path": "/spec/nodeSelector", "value": {key: domain}})
     patch.append({"op": "remove", "path": gate_path})
     return GateRelease(None, domain, patch)
-
-
-def pick_leader(job_uid: str | None, candidates: list[Obj]) -> Obj | None:
-    """The pod that is the Job's current leader among cached leader pods of the same Job name.
-
-    Prefers a completion-index-0 pod, then one owned by this Job UID (a re-created Job with the same
-    name leaves stale leaders), then a live one over a terminating one, then a bound one. Returns the
-    best candidate even if it is not usable, so the decision can say why.
-    """
-
-    def rank(pod: Obj) -> tuple[bool, bool, bool, bool]:
-        owner = job_ref_of_pod(pod)
-        return (
-            is_leader(pod),
-            owner is not None and owner.uid == job_uid,
-            not is_terminating(pod) and not is_finished_pod(pod),
-            node_name(pod) is not None,
-        )
-
-    return max(candidates, key=rank, default=None)

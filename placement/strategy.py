@@ -9,7 +9,7 @@
 
 from __future__ import annotations
 
-from placement.constants import MAX_HOSTNAME_LENGTH, STRATEGIES, STRATEGY_ANNOTATION
+from placement.constants import MAX_HOSTNAME_LENGTH, STRATEGIES, STRATEGY_ANNOTATION, Strategy
 from placement.objects import Obj, annotations_of, metadata, pod_template, section
 
 GENERATED_NAME_SUFFIX_LENGTH = 5
@@ -20,21 +20,22 @@ class InvalidStrategy(ValueError):
     """An unknown strategy value; the message names the valid ones."""
 
 
-def validate_strategy(value: str) -> str:
-    if value not in STRATEGIES:
+def validate_strategy(value: str) -> Strategy:
+    try:
+        return Strategy(value)
+    except ValueError:
         raise InvalidStrategy(
             f"unknown exclusive placement strategy {value!r} in {STRATEGY_ANNOTATION}; "
             f"valid values: {', '.join(STRATEGIES)}"
-        )
-    return value
+        ) from None
 
 
-def select_strategy(annos: dict[str, str], default: str) -> str:
+def select_strategy(annos: dict[str, str], default: Strategy) -> Strategy:
     value = annos.get(STRATEGY_ANNOTATION, "").strip()
-    return validate_strategy(value or default)
+    return validate_strategy(value) if value else Strategy(default)
 
 
-def strategy_of_job(job: Obj, default: str) -> str:
+def strategy_of_job(job: Obj, default: Strategy) -> Strategy:
     job_annos = annotations_of(job)
     if job_annos.get(STRATEGY_ANNOTATION, "").strip():
         return select_strategy(job_annos, default)

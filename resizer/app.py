@@ -8,9 +8,11 @@ import threading
 import time
 from collections.abc import Callable
 from types import FrameType
-from typing import Any
 
+from kubekit.client import Kube, Resource, Timeouts, build_api_client
+from kubekit.informer import Handler, Informer, Store
 from placement.constants import RESIZE_LABEL, RESIZE_PENDING, ROLE_FOLLOWER, ROLE_LABEL, ROLE_LEADER
+from placement.objects import Obj
 from placement.resize import has_gate
 from resizer.controller import (
     GatedFollowerHandler,
@@ -22,8 +24,6 @@ from resizer.controller import (
 )
 from resizer.election import AlwaysLeader, ElectionConfig, LeaderElector
 from resizer.health import HealthServer
-from resizer.informer import Handler, Informer, Store
-from resizer.kube import Kube, Resource, Timeouts, build_api_client
 from resizer.metrics import Metrics
 from resizer.settings import ResizerSettings
 from resizer.workqueue import WorkQueue
@@ -48,9 +48,12 @@ class ResizerApp:
             user_agent="exclusive-placement-resizer",
         )
         self.kube = Kube(
-            api_client, Timeouts(read=settings.request_timeout, watch_server_seconds=settings.watch_timeout)
+            api_client,
+            Timeouts(
+                read=settings.request_timeout_seconds, watch_server_seconds=settings.watch_timeout_seconds
+            ),
         )
-        self.queue = WorkQueue(settings.retry_base_delay, settings.retry_max_delay)
+        self.queue = WorkQueue(settings.retry_base_delay_seconds, settings.retry_max_delay_seconds)
         self.caches = new_caches()
         self.elector: LeaderElector | AlwaysLeader
         if settings.leader_elect:
@@ -60,9 +63,9 @@ class ResizerApp:
                     namespace=settings.lease_namespace,
                     name=settings.lease_name,
                     identity=settings.identity,
-                    lease_duration=settings.lease_duration,
-                    renew_deadline=settings.renew_deadline,
-                    retry_period=settings.retry_period,
+                    lease_duration=settings.lease_duration_seconds,
+                    renew_deadline=settings.renew_deadline_seconds,
+                    retry_period=settings.retry_period_seconds,
                 ),
                 on_started_leading=self._started_leading,
                 on_stopped_leading=self._stopped_leading,
@@ -110,7 +113,7 @@ class ResizerApp:
         label_selector: str,
         handler: Handler,
         *,
-        keep: Callable[[dict[str, Any]], bool] = lambda _obj: True,
+        keep: Callable[[Obj], bool] = lambda _obj: True,
         store: Store,
         field_selector: str | None = None,
     ) -> Informer:

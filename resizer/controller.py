@@ -14,22 +14,25 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from kubekit.client import Kube, KubeError
+from kubekit.informer import Store
+from kubekit.keys import object_key
 from placement.constants import RESIZE_LABEL, RESIZE_PENDING
-from placement.objects import is_leader, job_ref_of_pod, labels_of, metadata, namespace_of, node_name
-from placement.resize import (
-    SkipReason,
-    decide_gate_release,
-    decide_resize,
-    object_key,
+from placement.leader import pick_leader
+from placement.objects import (
+    Obj,
+    is_leader,
+    job_ref_of_pod,
+    labels_of,
+    metadata,
+    namespace_of,
+    node_name,
     owner_job_key,
-    pick_leader,
 )
-from resizer.informer import Store
-from resizer.kube import Kube, KubeError
+from placement.resize import SkipReason, decide_gate_release, decide_resize, job_ref
 from resizer.metrics import Metrics
 from resizer.workqueue import ShutDown, WorkQueue
 
-Obj = dict[str, Any]
 log = logging.getLogger(__name__)
 
 MAX_CONFLICT_ROUNDS = 5
@@ -208,7 +211,7 @@ class Resizer:
     def _reconcile_resize(self, key: str, job: Obj) -> None:
         namespace, name = namespace_of(job), str(metadata(job).get("name"))
         for _ in range(MAX_CONFLICT_ROUNDS):
-            leader = pick_leader(metadata(job).get("uid"), self.caches.leaders.by_index(key))
+            leader = pick_leader(self.caches.leaders.by_index(key), job_ref(job))
             decision = decide_resize(job, leader)
             if not decision.resize or decision.patch is None:
                 self._skipped(key, decision.reason, job)
@@ -266,7 +269,9 @@ class Resizer:
 
     def _reconcile_gates(self, key: str, followers: list[Obj]) -> None:
         owner = job_ref_of_pod(followers[0])
-        leader = pick_leader(owner.uid if owner else None, self.caches.leaders.by_index(key))
+        if owner is None:
+            return  # the cache indexes followers by their Job: every one has an owner
+        leader = pick_leader(self.caches.leaders.by_index(key), owner)
         node = self._node(node_name(leader)) if leader is not None else None
         released = 0
         for follower in followers:

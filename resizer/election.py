@@ -19,11 +19,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from typing import Any
 
-from resizer.kube import Kube, KubeError
+from kubekit.client import Kube, KubeError
+from placement.objects import Obj
 
-Obj = dict[str, Any]
 log = logging.getLogger(__name__)
 
 MICRO_TIME_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"

@@ -4,32 +4,21 @@ from __future__ import annotations
 
 import sys
 
-from pydantic import ValidationError
-
-from webhook.kube import ClusterConfigError
-from webhook.logs import configure_logging
+from kubekit.process import run_main
+from kubekit.settings import SettingsError
 from webhook.server import serve
-from webhook.settings import load_settings
+from webhook.settings import WebhookSettings, load_settings
+
+
+def run(settings: WebhookSettings) -> int:
+    if settings.cert_dir is not None and not settings.cert_dir.is_dir():
+        raise SettingsError(f"--cert-dir {settings.cert_dir} is not a directory")
+    serve(settings)
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
-    try:
-        settings = load_settings(sys.argv[1:] if argv is None else argv)
-    except ValidationError as err:
-        for error in err.errors():
-            where = ".".join(str(p) for p in error["loc"]) or "settings"
-            print(f"error: {where}: {error['msg']}", file=sys.stderr)
-        return 2
-    if settings.cert_dir is not None and not settings.cert_dir.is_dir():
-        print(f"error: --cert-dir {settings.cert_dir} is not a directory", file=sys.stderr)
-        return 2
-    configure_logging(settings.log_format, settings.log_level)
-    try:
-        serve(settings)
-    except ClusterConfigError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    return 0
+    return run_main(load_settings, run, argv)
 
 
 if __name__ == "__main__":

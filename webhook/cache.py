@@ -1,232 +1,58 @@
-"""Informer-style caches of leader pods and nodes, and the leader lookup served from them.
+"""The leader directory: leader pods and nodes from informers, one live lookup on a cache miss.
 
-`Informer` runs in a daemon thread: list, then watch from the list's resourceVersion (bookmarks on), keep
-watching from the last seen resourceVersion when a watch ends, re-list on 410 Gone or any error (with
-backoff). Every call carries a client-side timeout so a dead connection cannot hang the thread.
-
-`LeaderDirectory.leader_state(plan)` answers from the caches; on a miss it makes one live lookup (in a
-worker thread, never on the event loop) before concluding.
+Two `kubekit.informer.Informer`s keep every leader pod (`exclusive-placement.io/role=leader`, indexed by
+its Job's `namespace/name`) and every node. `LeaderDirectory.leader_state(plan)` answers from them; on a
+miss it makes one live lookup (in a worker thread, never on the event loop) before concluding, with its
+own short timeout so two calls fit in the API server's admission deadline.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
-import logging
-import threading
-from collections.abc import Callable, Iterator
-from typing import Any, Protocol
+from typing import Protocol
 
-from placement.admission import LeaderState, PodPlan, leader_state, pick_leader
-from placement.objects import Obj, job_ref_of_pod, metadata, namespace_of, node_name
+from kubekit.client import Kube, KubeError
+from kubekit.informer import Informer
+from placement.admission import LeaderState, PodPlan, leader_state
+from placement.constants import JOB_NAME_LABEL, ROLE_LABEL, ROLE_LEADER
+from placement.leader import LeaderProblem, leader_problem, pick_leader
+from placement.objects import Obj, node_name
 from webhook.metrics import Metrics
 
-log = logging.getLogger(__name__)
-
-HTTP_GONE = 410
-MAX_BACKOFF_SECONDS = 30.0
-
-
-def object_key(obj: Obj) -> str:
-    meta = metadata(obj)
-    ns = meta.get("namespace")
-    return f"{ns}/{meta.get('name')}" if ns else str(meta.get("name"))
-
-
-class Store:
-    """Thread-safe objects by key, with one optional secondary index."""
-
-    def __init__(self, index_of: Callable[[Obj], str | None] | None = None) -> None:
-        self._lock = threading.Lock()
-        self._objects: dict[str, Obj] = {}
-        self._index_of = index_of
-        self._index: dict[str, set[str]] = {}
-
-    def _unindex(self, key: str) -> None:
-        old = self._objects.get(key)
-        if old is None or self._index_of is None:
-            return
-        value = self._index_of(old)
-        if value is not None:
-            keys = self._index.get(value)
-            if keys is not None:
-                keys.discard(key)
-                if not keys:
-                    del self._index[value]
-
-    def _put_locked(self, obj: Obj) -> None:
-        key = object_key(obj)
-        self._unindex(key)
-        self._objects[key] = obj
-        if self._index_of is not None:
-            value = self._index_of(obj)
-            if value is not None:
-                self._index.setdefault(value, set()).add(key)
-
-    def put(self, obj: Obj) -> None:
-        with self._lock:
-            self._put_locked(obj)
-
-    def delete(self, obj: Obj) -> None:
-        key = object_key(obj)
-        with self._lock:
-            self._unindex(key)
-            self._objects.pop(key, None)
-
-    def replace(self, objs: list[Obj]) -> None:
-        with self._lock:
-            self._objects.clear()
-            self._index.clear()
-            for obj in objs:
-                self._put_locked(obj)
-
-    def get(self, key: str) -> Obj | None:
-        with self._lock:
-            return self._objects.get(key)
-
-    def by_index(self, value: str) -> list[Obj]:
-        with self._lock:
-            return [self._objects[k] for k in self._index.get(value, ())]
-
-    def __len__(self) -> int:
-        with self._lock:
-            return len(self._objects)
-
-
-def leader_index(namespace: str, job_name: str) -> str:
-    return f"{namespace}/{job_name}"
-
-
-def leader_index_of(pod: Obj) -> str | None:
-    job = job_ref_of_pod(pod)
-    return leader_index(namespace_of(pod), job.name) if job else None
-
-
-class Informer:
-    """List + watch of one resource (a kubernetes client `list_*` function) into a `Store`."""
-
-    def __init__(
-        self,
-        kind: str,
-        list_call: Callable[..., Any],
-        store: Store,
-        metrics: Metrics,
-        *,
-        label_selector: str | None = None,
-        request_timeout: float = 10.0,
-        watch_timeout: int = 300,
-    ) -> None:
-        self.kind = kind
-        self.store = store
-        self._list_call = list_call
-        self._selector_args: dict[str, Any] = {"label_selector": label_selector} if label_selector else {}
-        self._metrics = metrics
-        self._request_timeout = request_timeout
-        self._watch_timeout = watch_timeout
-        self._stop = threading.Event()
-        self.synced = threading.Event()
-        self._response: Any = None
-        self._thread = threading.Thread(target=self._run, name=f"informer-{kind}", daemon=True)
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def stop(self, timeout: float = 5.0) -> None:
-        self._stop.set()
-        response = self._response
-        if response is not None:
-            response.shutdown()  # unblocks the watch read immediately
-        if self._thread.ident is not None:
-            self._thread.join(timeout)
-
-    def _list(self) -> str:
-        response = self._list_call(
-            **self._selector_args, _preload_content=False, _request_timeout=self._request_timeout
-        )
-        body = json.loads(response.data)
-        items: list[Obj] = body.get("items") or []
-        self.store.replace(items)
-        self._metrics.cache_objects.labels(self.kind).set(len(items))
-        return str((body.get("metadata") or {}).get("resourceVersion") or "")
-
-    def _events(self, resource_version: str) -> Iterator[dict[str, Any]]:
-        response = self._list_call(
-            **self._selector_args,
-            watch=True,
-            resource_version=resource_version,
-            allow_watch_bookmarks=True,
-            timeout_seconds=self._watch_timeout,
-            _preload_content=False,
-            _request_timeout=(self._request_timeout, self._watch_timeout + self._request_timeout),
-        )
-        self._response = response
-        try:
-            buffer = b""
-            for chunk in response.stream(64 * 1024, decode_content=True):
-                buffer += chunk
-                while b"\n" in buffer:
-                    line, buffer = buffer.split(b"\n", 1)
-                    if line.strip():
-                        yield json.loads(line)
-                if self._stop.is_set():
-                    return
-        finally:
-            self._response = None
-            response.release_conn()
-
-    def _watch(self, resource_version: str) -> str:
-        """Watches until the server ends the stream; returns the last resourceVersion seen."""
-        for event in self._events(resource_version):
-            kind, obj = event.get("type"), event.get("object") or {}
-            if kind == "ERROR":
-                code = obj.get("code")
-                raise WatchExpired(obj.get("message", "")) if code == HTTP_GONE else WatchFailed(str(obj))
-            resource_version = str(metadata(obj).get("resourceVersion") or resource_version)
-            if kind in ("ADDED", "MODIFIED"):
-                self.store.put(obj)
-            elif kind == "DELETED":
-                self.store.delete(obj)
-            self._metrics.cache_objects.labels(self.kind).set(len(self.store))
-        return resource_version
-
-    def _run(self) -> None:
-        backoff = 0.5
-        cause = "start"
-        while not self._stop.is_set():
-            try:
-                self._metrics.relists.labels(self.kind, cause).inc()
-                resource_version = self._list()
-                self.synced.set()
-                log.info("informer listed", extra={"kind": self.kind, "objects": len(self.store)})
-                backoff = 0.5
-                while not self._stop.is_set():
-                    resource_version = self._watch(resource_version)
-            except WatchExpired:
-                cause = "gone"
-                log.info("watch expired (410), re-listing", extra={"kind": self.kind})
-            except Exception as err:
-                if self._stop.is_set():
-                    return
-                cause = "error"
-                log.warning(
-                    "informer error, re-listing in %.1fs: %s", backoff, err, extra={"kind": self.kind}
-                )
-                self._stop.wait(backoff)
-                backoff = min(backoff * 2, MAX_BACKOFF_SECONDS)
-
-
-class WatchExpired(Exception):
-    """410 Gone: the resourceVersion is too old; re-list."""
-
-
-class WatchFailed(Exception):
-    """An ERROR event other than 410."""
+LEADER_SELECTOR = f"{ROLE_LABEL}={ROLE_LEADER}"
+HTTP_NOT_FOUND = 404
+INFORMER_STOP_SECONDS = 5.0
 
 
 class LiveApi(Protocol):
     def list_leaders(self, namespace: str, job_name: str) -> list[Obj]: ...
 
     def get_node(self, name: str) -> Obj | None: ...
+
+
+class KubeLiveApi:
+    """The live fallback after a cache miss: one list of a Job's leader pods, one GET of a node."""
+
+    def __init__(self, kube: Kube, timeout: float) -> None:
+        self._kube = kube
+        self._timeout = timeout
+
+    def list_leaders(self, namespace: str, job_name: str) -> list[Obj]:
+        items, _ = self._kube.list_objects(
+            "pods",
+            namespace=namespace,
+            label_selector=f"{LEADER_SELECTOR},{JOB_NAME_LABEL}={job_name}",
+            timeout=self._timeout,
+        )
+        return items
+
+    def get_node(self, name: str) -> Obj | None:
+        try:
+            return self._kube.get_node(name, timeout=self._timeout)
+        except KubeError as err:
+            if err.status == HTTP_NOT_FOUND:
+                return None
+            raise
 
 
 class LeaderSource(Protocol):
@@ -237,34 +63,39 @@ class LeaderSource(Protocol):
     async def leader_state(self, plan: PodPlan) -> LeaderState: ...
 
 
+def _usable(leader: Obj | None, plan: PodPlan) -> bool:
+    """A leader that can place followers now or once it binds (a dead or foreign one cannot)."""
+    return leader_problem(leader, plan.job) in (None, LeaderProblem.LEADER_NOT_BOUND)
+
+
 class LeaderDirectory:
-    """Leader pods (role=leader) and nodes from informers; one live lookup on a cache miss."""
+    """Leader pods and nodes from informers; one live lookup on a cache miss."""
 
     def __init__(self, pods: Informer, nodes: Informer, live: LiveApi, metrics: Metrics) -> None:
-        self._pods = pods
-        self._nodes = nodes
+        self.pods = pods
+        self.nodes = nodes
         self._live = live
         self._metrics = metrics
 
     def start(self) -> None:
-        self._pods.start()
-        self._nodes.start()
+        self.pods.start()
+        self.nodes.start()
 
     def stop(self) -> None:
-        self._pods.stop()
-        self._nodes.stop()
+        self.pods.stop()
+        self.nodes.stop()
+        self.pods.join(INFORMER_STOP_SECONDS)
+        self.nodes.join(INFORMER_STOP_SECONDS)
 
     def ready(self) -> bool:
-        return self._pods.synced.is_set() and self._nodes.synced.is_set()
+        return self.pods.synced.is_set() and self.nodes.synced.is_set()
 
     def from_cache(self, plan: PodPlan) -> tuple[Obj, Obj] | None:
-        """(leader, node) when the cache knows a bound leader of this Job and its node; else None."""
-        candidates = self._pods.store.by_index(leader_index(plan.namespace, plan.job.name))
-        leader = pick_leader(candidates, plan.job)
-        bound_to = node_name(leader) if leader is not None else None
-        if leader is None or bound_to is None:
+        """(leader, node) when the cache knows a usable, bound leader of this Job and its node; else None."""
+        leader = pick_leader(self.pods.store.by_index(plan.job_object_key), plan.job)
+        if leader is None or leader_problem(leader, plan.job) is not None:
             return None
-        node = self._nodes.store.get(bound_to)
+        node = self.nodes.store.get(str(node_name(leader)))
         return (leader, node) if node is not None else None
 
     def _live_lookup(self, plan: PodPlan) -> tuple[Obj | None, Obj | None]:
@@ -273,11 +104,12 @@ class LeaderDirectory:
         except Exception:
             self._metrics.live_lookups.labels("pod", "error").inc()
             raise
-        self._metrics.live_lookups.labels("pod", "found" if leader else "not_found").inc()
-        bound_to = node_name(leader) if leader is not None else None
+        found = _usable(leader, plan)
+        self._metrics.live_lookups.labels("pod", "found" if found else "not_found").inc()
+        bound_to = node_name(leader) if leader is not None and found else None
         if bound_to is None:
             return leader, None
-        node = self._nodes.store.get(bound_to)
+        node = self.nodes.store.get(bound_to)
         if node is not None:
             return leader, node
         try:

@@ -23,6 +23,7 @@ from placement.admission import (
     validate_pod,
     validation_needs_leader,
 )
+from placement.constants import Strategy
 from placement.objects import Obj
 from webhook.cache import LeaderSource
 from webhook.review import AdmissionRequest, AdmissionReview, BadReview, from_verdict
@@ -61,13 +62,13 @@ def _lookup_failed(plan: PodPlan, err: Exception) -> Verdict:
     return Verdict(
         allowed=False,
         reason="lookup-error",
-        message=f"could not look up the leader pod of Job {plan.namespace}/{plan.job.name}: {err} "
+        message=f"could not look up the leader pod of Job {plan.job_object_key}: {err} "
         "(transient: the Job controller retries the pod)",
     )
 
 
 class Admission:
-    def __init__(self, default_strategy: str, leaders: LeaderSource) -> None:
+    def __init__(self, default_strategy: Strategy, leaders: LeaderSource) -> None:
         self.default_strategy = default_strategy
         self.leaders = leaders
 
@@ -107,11 +108,9 @@ class Admission:
                     request,
                     _lookup_failed(plan, err),
                     mutating=mutating,
-                    job=f"{plan.namespace}/{plan.job.name}",
+                    job=plan.job_object_key,
                 )
-        return self._done(
-            request, decide(pod, plan, state), mutating=mutating, job=f"{plan.namespace}/{plan.job.name}"
-        )
+        return self._done(request, decide(pod, plan, state), mutating=mutating, job=plan.job_object_key)
 
     async def mutate_pods(self, request: AdmissionRequest) -> Handled:
         return await self._pod(

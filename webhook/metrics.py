@@ -58,9 +58,10 @@ class Metrics:
         self.cache_objects = Gauge(
             "exclusive_placement_cache_objects", "Objects in the informer caches", ["kind"], registry=r
         )
-        self.relists = Counter(
-            "exclusive_placement_informer_relists_total",
-            "Informer re-lists (start, 410 Gone, errors)",
-            ["kind", "cause"],
+        self.watch_restarts = Counter(
+            "exclusive_placement_watch_restarts_total",
+            "Informer watches started again, by informer and reason (ended, gone, connection, an HTTP "
+            "status, decode, unexpected)",
+            ["informer", "reason"],
             registry=r,
         )

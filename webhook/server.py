@@ -12,14 +12,16 @@ from typing import Any
 import uvicorn
 from fastapi import FastAPI
 
+from kubekit.client import Kube, Resource, Timeouts, build_api_client
+from kubekit.informer import Informer, Store
+from placement.objects import owner_job_key
 from webhook.app import create_app
-from webhook.cache import Informer, LeaderDirectory, Store, leader_index_of
+from webhook.cache import LEADER_SELECTOR, KubeLiveApi, LeaderDirectory
 from webhook.handlers import Admission
-from webhook.kube import LEADER_SELECTOR, KubeLiveApi, api_client, node_list_call, pod_list_call
 from webhook.limits import AdmissionLimits
 from webhook.metrics import Metrics
 from webhook.protocol import header_timeout_protocol
-from webhook.settings import Settings
+from webhook.settings import WebhookSettings
 from webhook.tls import ReloadingTLS
 
 log = logging.getLogger(__name__)
@@ -27,7 +29,7 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class Webhook:
-    settings: Settings
+    settings: WebhookSettings
     app: FastAPI
     directory: LeaderDirectory
     tls: ReloadingTLS | None
@@ -51,26 +53,37 @@ class Webhook:
         return uvicorn.Config(self.app, **options)
 
 
-def build_directory(settings: Settings, metrics: Metrics, api: Any) -> LeaderDirectory:
-    rt, wt = settings.request_timeout_seconds, settings.watch_timeout_seconds
-    pod_store = Store(leader_index_of)
-    pods = Informer(
-        "pods",
-        pod_list_call(api),
-        pod_store,
-        metrics,
-        label_selector=LEADER_SELECTOR,
-        request_timeout=rt,
-        watch_timeout=wt,
+def kube_for(settings: WebhookSettings) -> Kube:
+    api_client = build_api_client(
+        settings.kubeconfig, settings.server, user_agent="exclusive-placement-webhook"
     )
-    nodes = Informer("nodes", node_list_call(api), Store(), metrics, request_timeout=rt, watch_timeout=wt)
-    live = KubeLiveApi(api, settings.live_lookup_timeout_seconds)
-    return LeaderDirectory(pods, nodes, live, metrics)
+    timeouts = Timeouts(
+        read=settings.request_timeout_seconds, watch_server_seconds=settings.watch_timeout_seconds
+    )
+    return Kube(api_client, timeouts)
 
 
-def build(settings: Settings, api: Any | None = None) -> Webhook:
+def build_directory(settings: WebhookSettings, metrics: Metrics, kube: Kube) -> LeaderDirectory:
+    def informer(resource: Resource, store: Store, label_selector: str | None) -> Informer:
+        metrics.cache_objects.labels(resource).set_function(store.__len__)
+        return Informer(
+            kube,
+            resource,
+            name=resource,
+            namespace=None,
+            label_selector=label_selector,
+            store=store,
+            on_restart=lambda name, reason: metrics.watch_restarts.labels(name, reason).inc(),
+        )
+
+    pods = informer("pods", Store(index=owner_job_key), LEADER_SELECTOR)
+    nodes = informer("nodes", Store(), None)
+    return LeaderDirectory(pods, nodes, KubeLiveApi(kube, settings.live_lookup_timeout_seconds), metrics)
+
+
+def build(settings: WebhookSettings) -> Webhook:
     metrics = Metrics()
-    directory = build_directory(settings, metrics, api if api is not None else api_client(settings))
+    directory = build_directory(settings, metrics, kube_for(settings))
     tls = (
         None
         if settings.insecure_dev or settings.cert_dir is None
@@ -105,7 +118,7 @@ def build(settings: Settings, api: Any | None = None) -> Webhook:
     return Webhook(settings, app, directory, tls, metrics)
 
 
-def serve(settings: Settings) -> None:
+def serve(settings: WebhookSettings) -> None:
     webhook = build(settings)
     if webhook.tls is None:
         log.warning("serving plain HTTP (--insecure-dev): never use this in a cluster")

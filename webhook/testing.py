@@ -1,4 +1,8 @@
-"""A small fake Kubernetes API server over real HTTP, for tests and the webhook load benchmark.
+"""Test tools of the webhook, shared by its tests and the load benchmark.
+
+`AsgiClient` calls the app in-process over ASGI (no socket), `ServerThread` serves it over a real socket,
+and `FakeKubeApi` is a small fake Kubernetes API server over real HTTP.
+
 
 Serves what the webhook's informers and live lookups call, with the real REST shapes: list and watch of
 pods (all namespaces or one) and nodes with equality label selectors, GET of a node, resourceVersions,
@@ -12,20 +16,66 @@ Counts every request so callers can assert how many API calls an admission cost.
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import json
 import threading
 import time
 from collections import Counter
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
+import httpx
 import uvicorn
+from fastapi import FastAPI
 
-Obj = dict[str, Any]
+from placement.objects import Obj
+
+
+class AsgiClient:
+    """Synchronous requests into an ASGI app in this process: httpx's ASGITransport on a private event loop.
+
+    Used as a context manager it also runs the app's lifespan (the webhook's informers start on enter and
+    stop on exit), as uvicorn would.
+    """
+
+    def __init__(self, app: FastAPI, base_url: str = "http://webhook") -> None:
+        self._app = app
+        self._loop = asyncio.new_event_loop()
+        self._client = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=base_url)
+        self._lifespan: AbstractAsyncContextManager[Any] | None = None
+
+    def request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        return self._loop.run_until_complete(self._client.request(method, path, **kwargs))
+
+    def get(self, path: str, **kwargs: Any) -> httpx.Response:
+        return self.request("GET", path, **kwargs)
+
+    def post(self, path: str, **kwargs: Any) -> httpx.Response:
+        return self.request("POST", path, **kwargs)
+
+    def close(self) -> None:
+        if self._lifespan is not None:
+            self._loop.run_until_complete(self._lifespan.__aexit__(None, None, None))
+            self._lifespan = None
+        self._loop.run_until_complete(self._client.aclose())
+        self._loop.run_until_complete(self._loop.shutdown_default_executor())
+        self._loop.close()
+
+    def __enter__(self) -> AsgiClient:
+        lifespan = self._app.router.lifespan_context(self._app)
+        self._loop.run_until_complete(lifespan.__aenter__())
+        self._lifespan = lifespan
+        return self
+
+    def __exit__(
+        self, _t: type[BaseException] | None, _e: BaseException | None, _tb: TracebackType | None
+    ) -> None:
+        self.close()
 
 
 class ServerThread:

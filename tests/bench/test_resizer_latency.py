@@ -57,8 +57,8 @@ def test_quick_run_resizes_every_job_and_writes_results(tmp_path: Path) -> None:
     result = json.loads((tmp_path / "resizer.json").read_text())
     assert result["jobs_resized"] == result["jobs_created"] == 40
     assert result["bind_to_resize_seconds"]["count"] == 40
-    assert result["kubesim"]["jobs_patched"] >= 40
+    assert result["resizer_histogram_seconds"]["count"] == 40  # the resizer timed each resize once
+    assert result["kubesim"]["jobs_patched"] == 40  # one patch per Job, never a second resize
+    assert result["bind_to_resize_seconds"]["max"] < result["elapsed_seconds"]
     assert result["resizer_rss_mb"]["max"] > 0
     assert result["met"]["all_resized"] is True
-    for key in ("p50", "p90", "p99", "max"):
-        assert result["bind_to_resize_seconds"][key] >= 0

@@ -18,7 +18,7 @@ from bench.soak import (
     soak_job,
 )
 from devstack.exclusivity import PodState
-from placement.constants import RESIZE_DONE, RESIZE_LABEL, STRATEGY_ELASTIC, STRATEGY_SCHEDULING_GATE
+from placement.constants import RESIZE_DONE, RESIZE_LABEL, Strategy
 
 REQUIRED_FIELDS = (
     "jobs",
@@ -39,7 +39,7 @@ def test_quick_soak_converges_through_every_fault(tmp_path: Path) -> None:
     assert code == 0, result.get("problems")
     assert all(field in result for field in REQUIRED_FIELDS)
     assert result["jobs"] == QUICK.jobs
-    assert result["jobs_by_strategy"] == {STRATEGY_ELASTIC: 6, STRATEGY_SCHEDULING_GATE: 6}
+    assert result["jobs_by_strategy"] == {Strategy.ELASTIC: 6, Strategy.SCHEDULING_GATE: 6}
     faults = result["faults_injected"]
     assert faults["resizer_sigkill"] == 2
     assert faults["webhook_restart"] == 1
@@ -100,13 +100,13 @@ def finished_job(
 
 def test_job_outcomes_classify_every_failure_mode() -> None:
     strategies = {
-        "ok-el": STRATEGY_ELASTIC,
-        "ok-sg": STRATEGY_SCHEDULING_GATE,
-        "twice": STRATEGY_ELASTIC,
-        "size-one": STRATEGY_ELASTIC,
-        "sg-changed": STRATEGY_SCHEDULING_GATE,
-        "running": STRATEGY_ELASTIC,
-        "never-created": STRATEGY_ELASTIC,
+        "ok-el": Strategy.ELASTIC,
+        "ok-sg": Strategy.SCHEDULING_GATE,
+        "twice": Strategy.ELASTIC,
+        "size-one": Strategy.ELASTIC,
+        "sg-changed": Strategy.SCHEDULING_GATE,
+        "running": Strategy.ELASTIC,
+        "never-created": Strategy.ELASTIC,
     }
     jobs = [
         finished_job("ok-el", generation=2, completions=3, succeeded=3, resized=True),
@@ -135,8 +135,8 @@ def test_pending_pods_are_the_non_terminal_ones() -> None:
 def test_jobs_interleave_strategies_and_carry_the_annotations() -> None:
     names = job_names(QUICK)
     assert len(names) == QUICK.jobs
-    assert list(names.values())[:2] == [STRATEGY_ELASTIC, STRATEGY_SCHEDULING_GATE]
-    job = soak_job("el-0000", STRATEGY_ELASTIC, 4)
+    assert list(names.values())[:2] == [Strategy.ELASTIC, Strategy.SCHEDULING_GATE]
+    job = soak_job("el-0000", Strategy.ELASTIC, 4)
     template_notes = job["spec"]["template"]["metadata"]["annotations"]
     assert template_notes == job["metadata"]["annotations"]
     assert job["spec"]["completions"] == job["spec"]["parallelism"] == 4

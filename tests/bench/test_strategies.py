@@ -69,9 +69,11 @@ def test_gate_rejects_followers_when_leaders_wait_for_capacity(quick_report: dic
         assert scenario["results"]["gate"]["pod_creates_rejected"] > 0
 
 
-def test_elastic_pays_one_job_patch_per_job(quick_report: dict[str, Any]) -> None:
+def test_elastic_pays_exactly_one_job_patch_per_job(quick_report: dict[str, Any]) -> None:
     for scenario in quick_report["scenarios"]:
-        assert scenario["results"]["elastic"]["job_patches"] >= scenario["jobs"]
+        patches = {strategy: result["job_patches"] for strategy, result in scenario["results"].items()}
+        others = dict.fromkeys(set(patches) - {"elastic"}, 0)
+        assert patches == {"elastic": scenario["jobs"], **others}, scenario["name"]
 
 
 def test_throttled_scenario_ran_at_time_scale_one(quick_report: dict[str, Any]) -> None:

@@ -9,7 +9,7 @@ import pytest
 
 from bench.scenarios import ANTI_AFFINITY_PODS_PER_SECOND, Backlog, Scenario
 from bench.strategies import RunSettings, run_scenario
-from placement.constants import STRATEGIES, STRATEGY_GATE
+from placement.constants import STRATEGIES, Strategy
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -44,5 +44,5 @@ def test_every_strategy_placed_every_job_behind_the_backlog(backlog_run: dict[st
 
 def test_only_gate_rejects_followers_while_leaders_queue(backlog_run: dict[str, Any]) -> None:
     rejected = {s: r["pod_creates_rejected"] for s, r in backlog_run["results"].items()}
-    assert rejected[STRATEGY_GATE] >= SMALL_BACKLOG.jobs  # at least one rejected batch per Job
-    assert all(n == 0 for s, n in rejected.items() if s != STRATEGY_GATE), rejected
+    assert rejected[Strategy.GATE] >= SMALL_BACKLOG.jobs  # at least one rejected batch per Job
+    assert all(n == 0 for s, n in rejected.items() if s != Strategy.GATE), rejected

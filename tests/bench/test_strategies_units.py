@@ -284,15 +284,18 @@ def test_recorder_counts_each_pod_once_and_replays_exclusivity() -> None:
 
 
 def test_recorder_times_each_leader_from_creation_to_bind() -> None:
-    recorder = PodRecorder({"n1": "a"}, expected_pods=4)
+    now = [100.0]
+    recorder = PodRecorder({"n1": "a"}, expected_pods=4, clock=lambda: now[0])
     recorder.observe("ADDED", pod("j1", 0, "", "Pending"))
+    now[0] = 101.0
     recorder.observe("ADDED", pod("j2", 0, "", "Pending"))
     recorder.observe("ADDED", pod("j1", 1, "", "Pending"))
     assert recorder.leader_waits == {}
+    now[0] = 103.5
     recorder.observe("MODIFIED", pod("j1", 0, "n1", "Pending"))
+    now[0] = 110.0
     recorder.observe("MODIFIED", pod("j1", 0, "n1", "Running"))  # a later event does not move the bind
-    assert list(recorder.leader_waits) == ["ns/j1-0"]  # followers and unbound leaders are not timed
-    assert recorder.leader_waits["ns/j1-0"] >= 0
+    assert recorder.leader_waits == {"ns/j1-0": 3.5}  # followers and unbound leaders are not timed
 
 
 REPORT = {

@@ -48,7 +48,7 @@ VARIANTS: dict[str, Obj] = {
             },
             "jobKeyPolicy": {"enabled": True},
         },
-        "resizer": {"extraEnv": [{"name": "EXCLUSIVE_PLACEMENT_RETRY_MAX_DELAY", "value": "60"}]},
+        "resizer": {"extraEnv": [{"name": "EXCLUSIVE_PLACEMENT_RETRY_MAX_DELAY_SECONDS", "value": "60"}]},
     },
     "pdb-off": {"webhook": {"podDisruptionBudget": {"enabled": False}}},
     "job-key-policy-dry-run": {

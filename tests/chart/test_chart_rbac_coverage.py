@@ -1,45 +1,63 @@
 """The chart's RBAC grants every Kubernetes API call the webhook and resizer sources make.
 
-kubesim stores RBAC objects but authorizes nothing, so an end-to-end run cannot catch a
-missing grant; this reads the calls off the `kubernetes` client methods the components use instead.
+kubesim stores RBAC objects but authorizes nothing, so an end-to-end run cannot catch a missing grant;
+this reads the calls off the sources instead. Both components reach the API only through
+`kubekit.client.Kube`: the calls are its methods (each mapped to the request it makes, below) and the
+resources their informers list and watch.
 """
 
 from __future__ import annotations
 
+import inspect
 import re
 from pathlib import Path
 
 import pytest
 from chart_rendering import NAMESPACE, Obj, grants_of, of_component, render
 
+from kubekit.client import Kube
+
 REPO = Path(__file__).resolve().parents[2]
-CLIENT_CALL = re.compile(
-    r"\.(list|read|patch|create|replace|delete)_(namespaced_)?([a-z]+?)(_for_all_namespaces)?\b"
-)
-VERBS = {
-    "list": {"list", "watch"},
-    "read": {"get"},
-    "patch": {"patch"},
-    "create": {"create"},
-    "replace": {"update"},
-    "delete": {"delete"},
+GROUPS = {"pods": "", "nodes": "", "jobs": "batch", "leases": "coordination.k8s.io"}
+KUBE_METHODS: dict[str, tuple[str, str]] = {
+    # method: (resource, verb); `list_objects` and `watch` take the resource as their first argument
+    "get_job": ("jobs", "get"),
+    "patch_job": ("jobs", "patch"),
+    "get_pod": ("pods", "get"),
+    "patch_pod": ("pods", "patch"),
+    "get_node": ("nodes", "get"),
+    "get_lease": ("leases", "get"),
+    "create_lease": ("leases", "create"),
+    "replace_lease": ("leases", "update"),
 }
-RESOURCES = {"pod": "", "node": "", "event": "", "job": "batch", "lease": "coordination.k8s.io"}
-NAMESPACED_IN_RELEASE = {"lease"}
+LISTED = re.compile(
+    r"\b(?:Informer|_informer|informer|list_objects)\(\s*(?:[\w.]+,\s*)?\"(jobs|pods|nodes)\""
+)
+NAMESPACED_IN_RELEASE = {"leases"}
 """Resources a component only touches in its own namespace (the Lease)."""
 
 
+def call(resource: str, verb: str) -> tuple[str, str, str, str]:
+    scope = NAMESPACE if resource in NAMESPACED_IN_RELEASE else "cluster"
+    return (scope, GROUPS[resource], resource, verb)
+
+
 def api_calls(package: str) -> set[tuple[str, str, str, str]]:
-    """(scope, API group, plural resource, verb) for every kubernetes client method called in `package`."""
+    """(scope, API group, plural resource, verb) for every API call the sources of `package` make."""
     calls = set()
     for source in (REPO / package).rglob("*.py"):
-        for action, _, kind, _ in CLIENT_CALL.findall(source.read_text()):
-            if kind not in RESOURCES:
-                continue
-            scope = NAMESPACE if kind in NAMESPACED_IN_RELEASE else "cluster"
-            for verb in VERBS[action]:
-                calls.add((scope, RESOURCES[kind], f"{kind}s", verb))
+        text = source.read_text()
+        for method, (resource, verb) in KUBE_METHODS.items():
+            if re.search(rf"\.{method}\b", text):  # called, or handed on as `self.kube.patch_job`
+                calls.add(call(resource, verb))
+        for resource in LISTED.findall(text):
+            calls.update({call(resource, "list"), call(resource, "watch")})
     return calls
+
+
+def test_every_kube_method_is_mapped_to_its_request() -> None:
+    public = {name for name, _ in inspect.getmembers(Kube, inspect.isfunction) if not name.startswith("_")}
+    assert public - {"close", "list_objects", "watch"} == set(KUBE_METHODS)
 
 
 @pytest.fixture(scope="module")
@@ -61,4 +79,7 @@ def test_every_api_call_of_the_component_is_granted(objects: list[Obj], componen
 
 def test_the_call_scanner_sees_what_it_should() -> None:
     assert ("cluster", "batch", "jobs", "patch") in api_calls("resizer")
+    assert ("cluster", "batch", "jobs", "watch") in api_calls("resizer")
+    assert (NAMESPACE, "coordination.k8s.io", "leases", "update") in api_calls("resizer")
     assert ("cluster", "", "nodes", "get") in api_calls("webhook")
+    assert ("cluster", "", "pods", "list") in api_calls("webhook")

@@ -1,4 +1,8 @@
-"""Safety properties of the rendered webhook configurations (DESIGN.md §5, STYLE.md #14)."""
+"""Safety properties of the rendered webhook configurations (docs/deploy.md, "Which requests reach the
+webhook"; docs/design.md, "Failing safely").
+
+Every check runs over `the_webhooks(objects)`, which first asserts that exactly the three expected webhooks
+were rendered: a loop over an empty rendering cannot pass."""
 
 from __future__ import annotations
 
@@ -33,6 +37,13 @@ EXPECTED_WEBHOOKS = {
 }
 
 
+def the_webhooks(objects: list[Obj]) -> list[tuple[str, Obj]]:
+    """(configuration kind, webhook) of every rendered webhook, once it is checked they are the three."""
+    found = list(webhooks(objects))
+    assert sorted(webhook["name"] for _, webhook in found) == sorted(EXPECTED_WEBHOOKS)
+    return found
+
+
 def exempt_namespaces(webhook: Obj) -> list[str]:
     expressions = webhook["namespaceSelector"]["matchExpressions"]
     exemptions = [e for e in expressions if e["key"] == METADATA_NAME_LABEL and e["operator"] == "NotIn"]
@@ -49,7 +60,7 @@ def provided(mode_values: dict[str, Obj]) -> list[Obj]:
 def test_exactly_the_three_webhooks_route_to_their_paths(provided: list[Obj]) -> None:
     service = of_component(provided, "Service", "webhook")
     found = {}
-    for kind, webhook in webhooks(provided):
+    for kind, webhook in the_webhooks(provided):
         rule = webhook["rules"]
         assert len(rule) == 1
         found[webhook["name"]] = (
@@ -67,7 +78,7 @@ def test_exactly_the_three_webhooks_route_to_their_paths(provided: list[Obj]) ->
 
 
 def test_every_webhook_is_side_effect_free_and_speaks_v1(provided: list[Obj]) -> None:
-    for _, webhook in webhooks(provided):
+    for _, webhook in the_webhooks(provided):
         assert webhook["sideEffects"] == "None"
         assert webhook["admissionReviewVersions"] == ["v1"]
         assert webhook["matchConditions"], webhook["name"]
@@ -76,7 +87,7 @@ def test_every_webhook_is_side_effect_free_and_speaks_v1(provided: list[Obj]) ->
 def test_pod_mutation_is_reinvoked_if_needed(provided: list[Obj]) -> None:
     policies = {
         w["name"]: w.get("reinvocationPolicy")
-        for kind, w in webhooks(provided)
+        for kind, w in the_webhooks(provided)
         if kind.startswith("Mutating")
     }
     assert policies == {
@@ -86,7 +97,7 @@ def test_pod_mutation_is_reinvoked_if_needed(provided: list[Obj]) -> None:
 
 
 def test_defaults_fail_closed_with_a_ten_second_timeout(provided: list[Obj]) -> None:
-    assert {(w["failurePolicy"], w["timeoutSeconds"]) for _, w in webhooks(provided)} == {("Fail", 10)}
+    assert {(w["failurePolicy"], w["timeoutSeconds"]) for _, w in the_webhooks(provided)} == {("Fail", 10)}
 
 
 @pytest.mark.parametrize("changed", ["mutatePods", "validatePods", "mutateJobs"])
@@ -97,7 +108,7 @@ def test_failure_policy_and_timeout_come_from_each_webhooks_values(
         mode_values["provided"],
         {"webhook": {"admission": {changed: {"failurePolicy": "Ignore", "timeoutSeconds": 3}}}},
     )
-    for _, webhook in webhooks(render(values)):
+    for _, webhook in the_webhooks(render(values)):
         expected = ("Ignore", 3) if EXPECTED_WEBHOOKS[webhook["name"]][4] == changed else ("Fail", 10)
         assert (webhook["failurePolicy"], webhook["timeoutSeconds"]) == expected, webhook["name"]
 
@@ -106,7 +117,7 @@ def test_failure_policy_and_timeout_come_from_each_webhooks_values(
 def test_release_namespace_and_kube_system_are_always_exempt(
     namespace: str, mode_values: dict[str, Obj]
 ) -> None:
-    for _, webhook in webhooks(render(mode_values["generate"], namespace=namespace)):
+    for _, webhook in the_webhooks(render(mode_values["generate"], namespace=namespace)):
         assert exempt_namespaces(webhook) == [namespace, "kube-system"]
 
 
@@ -122,7 +133,7 @@ def test_user_exemptions_merge_with_the_mandatory_ones(mode_values: dict[str, Ob
             }
         },
     )
-    for _, webhook in webhooks(render(values)):
+    for _, webhook in the_webhooks(render(values)):
         assert exempt_namespaces(webhook) == [NAMESPACE, "kube-system", "monitoring", "cert-manager"]
         assert {"key": "team", "operator": "In", "values": ["ml"]} in webhook["namespaceSelector"][
             "matchExpressions"
@@ -132,10 +143,10 @@ def test_user_exemptions_merge_with_the_mandatory_ones(mode_values: dict[str, Ob
 def test_object_selector_is_empty_by_default_and_configurable(
     provided: list[Obj], mode_values: dict[str, Obj]
 ) -> None:
-    assert {str(w["objectSelector"]) for _, w in webhooks(provided)} == {"{}"}
+    assert {str(w["objectSelector"]) for _, w in the_webhooks(provided)} == {"{}"}
     selector = {"matchExpressions": [{"key": "jobset.sigs.k8s.io/jobset-name", "operator": "Exists"}]}
     values = merged(mode_values["provided"], {"webhook": {"admission": {"objectSelector": selector}}})
-    assert all(w["objectSelector"] == selector for _, w in webhooks(render(values)))
+    assert all(w["objectSelector"] == selector for _, w in the_webhooks(render(values)))
 
 
 def test_webhook_configurations_are_named_per_release(mode_values: dict[str, Obj]) -> None:
@@ -143,4 +154,4 @@ def test_webhook_configurations_are_named_per_release(mode_values: dict[str, Obj
     second = render(mode_values["generate"], name="two")
     for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
         names = {o["metadata"]["name"] for o in of_kind(first, kind) + of_kind(second, kind)}
-        assert len(names) == 2, names
+        assert len(names) == 2, names  # one per release: none missing, none shared

@@ -115,7 +115,9 @@ def test_replicas_spread_across_nodes(
         "preferredDuringSchedulingIgnoredDuringExecution"
     ]
     assert soft[0]["podAffinityTerm"]["topologyKey"] == HOSTNAME_LABEL
-    assert soft[0]["podAffinityTerm"]["labelSelector"]["matchLabels"].items() <= pod_labels.items()
+    selector = soft[0]["podAffinityTerm"]["labelSelector"]["matchLabels"]
+    assert selector  # an empty selector would match every pod
+    assert selector.items() <= pod_labels.items()
     hard_values = merged(mode_values["generate"], {component: {"antiAffinity": "hard"}})
     hard = pod_spec(render(hard_values), component)["affinity"]["podAntiAffinity"]
     assert hard["requiredDuringSchedulingIgnoredDuringExecution"][0]["topologyKey"] == HOSTNAME_LABEL
@@ -125,6 +127,7 @@ def test_webhook_disruption_budget_and_rollout_keep_admissions_served(objects: l
     deployment = of_component(objects, "Deployment", "webhook")
     pdb = of_component(objects, "PodDisruptionBudget", "webhook")
     pod_labels = deployment["spec"]["template"]["metadata"]["labels"]
+    assert pdb["spec"]["selector"]["matchLabels"]  # an empty selector would cover every pod
     assert pdb["spec"]["selector"]["matchLabels"].items() <= pod_labels.items()
     assert pdb["spec"]["maxUnavailable"] == 1
     assert deployment["spec"]["replicas"] == 2
@@ -181,7 +184,10 @@ def test_resizer_has_exactly_its_listed_permissions(objects: list[Obj]) -> None:
 
 
 def test_no_wildcards_anywhere_in_rbac(objects: list[Obj]) -> None:
-    for role in of_kind(objects, "ClusterRole") + of_kind(objects, "Role"):
+    roles = of_kind(objects, "ClusterRole") + of_kind(objects, "Role")
+    assert len(roles) >= 3, [role["metadata"]["name"] for role in roles]  # webhook, resizer, resizer's Lease
+    for role in roles:
+        assert role["rules"], role["metadata"]["name"]
         for rule in role["rules"]:
             for field in ("apiGroups", "resources", "verbs"):
                 assert "*" not in rule[field], (role["metadata"]["name"], rule)

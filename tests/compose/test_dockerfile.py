@@ -1,6 +1,6 @@
 """The Dockerfile, reviewed by rule since no Docker engine runs here: one non-root target per component,
-no build tools in the final images, every package a component imports copied in, nothing ignored that is
-copied."""
+no build tools in the final images, every package a component imports copied in, the product images
+carrying the product only, nothing ignored that is copied."""
 
 from __future__ import annotations
 
@@ -12,7 +12,9 @@ import pytest
 from compose_model import DOCKERFILE, DOCKERIGNORE, REPO, Stage, dockerfile_stages, lineage, resolved
 
 COMPONENTS = ("webhook", "resizer", "kubesim", "certs")
-INTERNAL_PACKAGES = ("placement", "certs", "kubesim", "webhook", "resizer", "devstack", "bench")
+PRODUCT = ("webhook", "resizer", "certs")
+PRODUCT_PACKAGES = {"placement", "kubekit", "certs", "webhook", "resizer"}
+INTERNAL_PACKAGES = ("placement", "kubekit", "certs", "kubesim", "webhook", "resizer", "devstack", "bench")
 BUILD_TOOLS = re.compile(r"\b(gcc|g\+\+|make|build-essential|clang|cargo|rustc|python3-dev|libffi-dev)\b")
 
 
@@ -80,8 +82,37 @@ def test_final_images_carry_no_build_tools(stages: dict[str, Stage], component: 
             assert "pip install" not in command, "the final images install nothing: the venv is copied in"
         for value in stage.values("COPY"):
             if value.startswith("--from="):
-                assert value.split()[0] == "--from=build", value
+                assert value.split()[0] in ("--from=build", "--from=build-sim"), value
     assert "pip uninstall" in " ".join(chain[-1].values("RUN"))
+
+
+def venv_stage(stages: dict[str, Stage], target: str) -> str:
+    """The stage whose /opt/venv the target ends up with (the nearest COPY --from=... /opt/venv wins)."""
+    for stage in lineage(stages, target):
+        for value in reversed(stage.values("COPY")):
+            if value.startswith("--from=") and value.endswith("/opt/venv /opt/venv"):
+                return value.split()[0].removeprefix("--from=")
+    raise AssertionError(f"{target} copies no virtualenv")
+
+
+def installed_requirements(stages: dict[str, Stage], stage: str) -> set[str]:
+    return {
+        match
+        for step in lineage(stages, stage)
+        for command in step.values("RUN")
+        for match in re.findall(r"-r /tmp/(\S+)", command)
+    }
+
+
+@pytest.mark.parametrize("component", PRODUCT)
+def test_product_images_carry_the_product_only(stages: dict[str, Stage], component: str) -> None:
+    assert copied_sources(stages, component) <= PRODUCT_PACKAGES
+    assert installed_requirements(stages, venv_stage(stages, component)) == {"requirements.txt"}
+
+
+def test_the_simulator_images_get_the_sim_extra(stages: dict[str, Stage]) -> None:
+    for target in ("kubesim", "devtools"):
+        assert "requirements-sim.txt" in installed_requirements(stages, venv_stage(stages, target))
 
 
 def test_python_base_is_slim(stages: dict[str, Stage]) -> None:

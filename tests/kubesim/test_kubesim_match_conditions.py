@@ -15,9 +15,9 @@ from kubesim.apiserver.cel import compile_conditions, evaluate
 from kubesim.testing import KubesimServer
 from placement.constants import (
     JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION,
-    STRATEGY_ELASTIC,
     TOPOLOGY_ANNOTATION,
     ZONE_LABEL,
+    Strategy,
 )
 
 MISSING_KEY = "object.metadata.annotations['team'] == 'ml'"  # errors when the pod has no annotations
@@ -213,7 +213,7 @@ def test_unsupported_authorizer_is_an_evaluation_error() -> None:
 
 def chart_configurations(webhook: FakeWebhook) -> list[dict[str, Any]]:
     """The chart's own configurations, each webhook pointed at the fake's matching route."""
-    configurations = local_webhook_configurations(webhook.url, webhook.ca_bundle, STRATEGY_ELASTIC)
+    configurations = local_webhook_configurations(webhook.url, webhook.ca_bundle, Strategy.ELASTIC)
     for configuration in configurations:
         route = "/mutate" if configuration["kind"] == "MutatingWebhookConfiguration" else "/deny"
         for entry in configuration["webhooks"]:

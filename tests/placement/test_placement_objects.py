@@ -23,6 +23,7 @@ from placement.constants import (
     LEGACY_JOB_NAME_LABEL,
     STRATEGY_ANNOTATION,
     TOPOLOGY_ANNOTATION,
+    Strategy,
 )
 from placement.objects import (
     JobRef,
@@ -31,6 +32,7 @@ from placement.objects import (
     is_leader,
     job_key,
     job_ref_of_pod,
+    owner_job_key,
     topology_key_of_job,
     topology_key_of_pod,
 )
@@ -81,7 +83,9 @@ def test_topology_key_of_job_reads_metadata_then_template(
     ],
 )
 def test_job_ref_from_owner_references_then_labels(metadata: dict[str, Any], expected: JobRef | None) -> None:
-    assert job_ref_of_pod({"metadata": metadata}) == expected
+    pod = {"metadata": {"namespace": NS, **metadata}}
+    assert job_ref_of_pod(pod) == expected
+    assert owner_job_key(pod) == (f"{NS}/{expected.name}" if expected else None)
 
 
 def test_job_key_prefers_jobsets_label_else_stable_hash() -> None:
@@ -109,27 +113,32 @@ def test_leader_is_completion_index_zero(metadata: dict[str, Any], index: str | 
 @pytest.mark.parametrize(
     ("annotations", "default", "expected"),
     [
-        ({}, "elastic", "elastic"),
-        ({}, "gate", "gate"),
-        ({STRATEGY_ANNOTATION: "scheduling-gate"}, "elastic", "scheduling-gate"),
-        ({STRATEGY_ANNOTATION: "affinity"}, "gate", "affinity"),
+        ({}, Strategy.ELASTIC, Strategy.ELASTIC),
+        ({}, Strategy.GATE, Strategy.GATE),
+        ({STRATEGY_ANNOTATION: "scheduling-gate"}, Strategy.ELASTIC, Strategy.SCHEDULING_GATE),
+        ({STRATEGY_ANNOTATION: " affinity "}, Strategy.GATE, Strategy.AFFINITY),
     ],
 )
-def test_strategy_annotation_else_default(annotations: dict[str, str], default: str, expected: str) -> None:
-    assert select_strategy(annotations, default) == expected
+def test_strategy_annotation_else_default(
+    annotations: dict[str, str], default: Strategy, expected: Strategy
+) -> None:
+    assert select_strategy(annotations, default) is expected
 
 
 def test_unknown_strategy_names_the_valid_values() -> None:
     with pytest.raises(InvalidStrategy, match="elastic, gate, scheduling-gate, affinity"):
-        select_strategy({STRATEGY_ANNOTATION: "fast"}, "elastic")
+        select_strategy({STRATEGY_ANNOTATION: "fast"}, Strategy.ELASTIC)
 
 
 def test_job_strategy_from_metadata_then_template() -> None:
-    assert strategy_of_job(job(template_annotations={STRATEGY_ANNOTATION: "gate"}), "elastic") == "gate"
+    assert (
+        strategy_of_job(job(template_annotations={STRATEGY_ANNOTATION: "gate"}), Strategy.ELASTIC)
+        is Strategy.GATE
+    )
     both = job(
         annotations={STRATEGY_ANNOTATION: "affinity"}, template_annotations={STRATEGY_ANNOTATION: "gate"}
     )
-    assert strategy_of_job(both, "elastic") == "affinity"
+    assert strategy_of_job(both, Strategy.ELASTIC) is Strategy.AFFINITY
 
 
 @pytest.mark.parametrize(

@@ -22,8 +22,6 @@ from placement.resize import (
     decide_gate_release,
     decide_resize,
     escape_json_pointer,
-    owner_job_key,
-    pick_leader,
     topology_key,
 )
 
@@ -334,19 +332,3 @@ def test_topology_key_ours_wins(
 )
 def test_escape_json_pointer(token: str, escaped: str) -> None:
     assert escape_json_pointer(token) == escaped
-
-
-def test_pick_leader_prefers_current_uid_then_live_then_bound() -> None:
-    stale = make_pod(uid="uid-old")
-    dying = make_pod(metadata__deletionTimestamp="2026-01-01T00:00:00Z")
-    unbound = make_pod(node=None)
-    current = make_pod(node="node-7")
-    assert pick_leader(JOB_UID, [stale, dying, unbound, current]) is current
-    assert pick_leader(JOB_UID, [stale, dying, unbound]) is unbound
-    assert pick_leader(JOB_UID, [stale]) is stale
-    assert pick_leader(JOB_UID, []) is None
-
-
-def test_owner_job_key() -> None:
-    assert owner_job_key(make_pod()) == "default/js-w-0"
-    assert owner_job_key({"metadata": {"namespace": "x"}}) is None

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import json
 from dataclasses import dataclass, field
 from typing import Any
 
-import httpx
 from fastapi import FastAPI
 
 from placement.admission import LeaderState, LeaderStatus, PodPlan
@@ -60,28 +58,3 @@ def response_patch(review: dict[str, Any]) -> list[dict[str, Any]] | None:
         return None
     ops: list[dict[str, Any]] = json.loads(base64.b64decode(response["patch"], validate=True))
     return ops
-
-
-class AsgiClient:
-    """Synchronous calls into an ASGI app through httpx's ASGITransport on one private event loop
-    (hypothesis drives plain functions; starlette's TestClient needs a package this project doesn't pin)."""
-
-    def __init__(self, app: FastAPI) -> None:
-        self._loop = asyncio.new_event_loop()
-        self._client = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://webhook")
-
-    def post(self, path: str, **kwargs: Any) -> httpx.Response:
-        return self._loop.run_until_complete(self._client.post(path, **kwargs))
-
-    def get(self, path: str) -> httpx.Response:
-        return self._loop.run_until_complete(self._client.get(path))
-
-    def close(self) -> None:
-        self._loop.run_until_complete(self._client.aclose())
-        self._loop.close()
-
-    def __enter__(self) -> AsgiClient:
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self.close()

@@ -24,8 +24,8 @@ from placement.constants import (
     JOBSET_RESTART_ATTEMPT_LABEL,
     RESIZE_DONE,
     RESIZE_LABEL,
-    STRATEGY_ELASTIC,
     TOPOLOGY_ANNOTATION,
+    Strategy,
 )
 
 pytestmark = pytest.mark.e2e
@@ -89,7 +89,7 @@ def patch_status(stack: Stack, pod: Obj, status: Obj) -> None:
 def fill_every_pool(stack: Stack) -> list[str]:
     blockers = [f"blocker-{i}" for i in range(POOLS)]
     for name in blockers:
-        stack.client.create(soak_job(name, STRATEGY_ELASTIC, 2))
+        stack.client.create(soak_job(name, Strategy.ELASTIC, 2))
     for name in blockers:
         eventually(functools.partial(running_whole, stack, name, 2), f"{name} running")
     return blockers
@@ -97,7 +97,7 @@ def fill_every_pool(stack: Stack) -> list[str]:
 
 def test_leader_deleted_then_failed_before_binding(stack: Stack) -> None:
     blockers = fill_every_pool(stack)
-    stack.client.create(soak_job("late", STRATEGY_ELASTIC, 3))
+    stack.client.create(soak_job("late", Strategy.ELASTIC, 3))
     first = eventually(lambda: leaders_of(stack, "late") or None, "the first leader")[0]
     assert not first["spec"].get("nodeName")  # every pool is taken: it cannot bind
 
@@ -133,7 +133,7 @@ def test_leader_deleted_then_failed_before_binding(stack: Stack) -> None:
 def test_job_deleted_mid_resize_then_recreated(stack: Stack) -> None:
     rounds = 3
     for attempt in range(rounds):
-        stack.client.create(soak_job("churn", STRATEGY_ELASTIC, 3))
+        stack.client.create(soak_job("churn", Strategy.ELASTIC, 3))
         eventually(
             lambda: [p for p in leaders_of(stack, "churn") if p["spec"].get("nodeName")] or None,
             "the leader bound",
@@ -147,7 +147,7 @@ def test_job_deleted_mid_resize_then_recreated(stack: Stack) -> None:
             ),
             f"round {attempt}: the Job and its pods gone",
         )
-    stack.client.create(soak_job("churn", STRATEGY_ELASTIC, 3))
+    stack.client.create(soak_job("churn", Strategy.ELASTIC, 3))
     domains = eventually(lambda: running_whole(stack, "churn", 3), "the recreated Job running whole")
     assert len(domains) == 1
     job = stack.client.get("Job", "churn", namespace=NS)
@@ -158,7 +158,7 @@ def test_job_deleted_mid_resize_then_recreated(stack: Stack) -> None:
 
 
 def test_jobset_restart_recreates_jobs_that_are_placed_again(stack: Stack) -> None:
-    jobset = exclusive_jobset("restarts", jobs=2, pods_per_job=2, strategy=STRATEGY_ELASTIC, namespace=NS)
+    jobset = exclusive_jobset("restarts", jobs=2, pods_per_job=2, strategy=Strategy.ELASTIC, namespace=NS)
     jobset["spec"]["failurePolicy"] = {"maxRestarts": 1}
     stack.client.create(jobset)
     names = ["restarts-w-0", "restarts-w-1"]

@@ -14,7 +14,7 @@ from bench.soak import soak_job
 from devstack.commands import KubesimFlags
 from devstack.kube import KubeError
 from devstack.stack import Stack, StackOptions
-from placement.constants import RESIZE_DONE, RESIZE_LABEL, STRATEGY_ELASTIC
+from placement.constants import RESIZE_DONE, RESIZE_LABEL, Strategy
 
 pytestmark = pytest.mark.e2e
 
@@ -26,9 +26,9 @@ NAMESPACE = "soak"  # soak_job's namespace
 @pytest.fixture
 def ha_stack(monkeypatch: pytest.MonkeyPatch) -> Iterator[Stack]:
     # The replicas read these from the environment (flags are not exposed by Stack).
-    monkeypatch.setenv("EXCLUSIVE_PLACEMENT_LEASE_DURATION", str(LEASE_DURATION))
-    monkeypatch.setenv("EXCLUSIVE_PLACEMENT_RENEW_DEADLINE", str(RENEW_DEADLINE))
-    monkeypatch.setenv("EXCLUSIVE_PLACEMENT_RETRY_PERIOD", str(RETRY_PERIOD))
+    monkeypatch.setenv("EXCLUSIVE_PLACEMENT_LEASE_DURATION_SECONDS", str(LEASE_DURATION))
+    monkeypatch.setenv("EXCLUSIVE_PLACEMENT_RENEW_DEADLINE_SECONDS", str(RENEW_DEADLINE))
+    monkeypatch.setenv("EXCLUSIVE_PLACEMENT_RETRY_PERIOD_SECONDS", str(RETRY_PERIOD))
     cluster = KubesimFlags(nodes=JOBS, pools=JOBS, time_scale=0.05)
     with Stack(StackOptions(cluster=cluster, resizer_replicas=2, startup_timeout=120)) as stack:
         stack.client.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
@@ -43,13 +43,15 @@ def wait_roles(stack: Stack, expected: list[str], timeout: float = 60) -> float:
     return time.monotonic() - started
 
 
-def submit(stack: Stack, errors: list[str]) -> None:
+def submit(stack: Stack, errors: list[str], third_in: threading.Event) -> None:
     for index in range(JOBS):
         try:
-            stack.client.create(soak_job(f"ha-{index:02d}", STRATEGY_ELASTIC, PODS))
+            stack.client.create(soak_job(f"ha-{index:02d}", Strategy.ELASTIC, PODS))
         except KubeError as err:
             errors.append(str(err))
-        time.sleep(0.4)
+        if index + 1 == JOBS // 3:
+            third_in.set()
+        time.sleep(0.4)  # the arrival rate: Jobs keep arriving before, during and after the takeover
 
 
 def all_resized(stack: Stack) -> list[dict[str, Any]] | None:
@@ -66,10 +68,11 @@ def test_leader_sigkilled_under_load_standby_takes_over_without_double_patch(ha_
     wait_roles(stack, ["leader", "standby"])
     stack.client.reset_stats()
     errors: list[str] = []
-    submitter = threading.Thread(target=submit, args=(stack, errors))
+    third_in = threading.Event()
+    submitter = threading.Thread(target=submit, args=(stack, errors, third_in))
     submitter.start()
     try:
-        time.sleep(JOBS * 0.4 / 3)  # a third of the Jobs are in
+        assert third_in.wait(60), "the first third of the Jobs was not created"
         leader = stack.resizer_roles().index("leader")
         stack.resizers[leader].kill()
         takeover = wait_roles(stack, ["down", "leader"], timeout=LEASE_DURATION * 5)

@@ -21,9 +21,10 @@ import pytest
 from fuzz_inputs import mutated_reviews, raw_bodies
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from reliability_app import LEADER_STATES, AsgiClient, SettableLeaders, admission_app, response_patch
+from reliability_app import LEADER_STATES, SettableLeaders, admission_app, response_patch
 
 from placement.constants import STRATEGIES
+from webhook.testing import AsgiClient
 
 ENDPOINTS = ("/mutate-pods", "/validate-pods", "/mutate-jobs")
 MUTATING = frozenset({"/mutate-pods", "/mutate-jobs"})

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 from fuzz_inputs import OPERATIONS, load_fixture
-from reliability_app import LEADER_STATES, AsgiClient, SettableLeaders, admission_app
+from reliability_app import LEADER_STATES, SettableLeaders, admission_app
 
 from placement.constants import (
     JOB_NAME_LABEL,
@@ -21,6 +21,7 @@ from placement.constants import (
     STRATEGIES,
     TOPOLOGY_ANNOTATION,
 )
+from webhook.testing import AsgiClient
 
 Review = dict[str, Any]
 TOPOLOGY_KEYS = (TOPOLOGY_ANNOTATION, JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION)

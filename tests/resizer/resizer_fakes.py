@@ -1,4 +1,4 @@
-"""In-memory fakes of the resizer's API surface (`resizer.kube.Kube`), with real API semantics where it
+"""In-memory fakes of the resizer's API surface (`kubekit.client.Kube`), with real API semantics where it
 matters: resourceVersion preconditions (409), missing objects (404), JSON-patch `test` failures (422), and
 injected transient failures (429/500/connection)."""
 
@@ -10,7 +10,7 @@ from typing import Any
 
 import jsonpatch
 
-from resizer.kube import KubeError
+from kubekit.client import KubeError
 
 Obj = dict[str, Any]
 

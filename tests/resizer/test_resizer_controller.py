@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from resizer_fakes import FakeKube
 
+from kubekit.client import KubeError
 from placement.constants import (
     JOB_COMPLETION_INDEX_ANNOTATION,
     JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION,
@@ -17,7 +18,6 @@ from placement.constants import (
     TARGET_PARALLELISM_ANNOTATION,
 )
 from resizer.controller import Resizer, new_caches
-from resizer.kube import KubeError
 from resizer.metrics import Metrics
 from resizer.workqueue import WorkQueue
 

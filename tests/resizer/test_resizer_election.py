@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 import pytest
 from resizer_fakes import FakeClock, FakeKube
 
+from kubekit.client import KubeError
 from resizer.election import (
     ElectionConfig,
     LeaderElector,
@@ -16,7 +17,6 @@ from resizer.election import (
     next_record,
     parse_micro_time,
 )
-from resizer.kube import KubeError
 
 NOW = "2026-11-29T19:00:00.123456Z"
 

@@ -15,11 +15,11 @@ from placement.constants import RESIZE_LABEL
 
 FAST = {"time_scale": 0.05, "nodes": 16, "pools": 4}
 QUICK_LEASE = (
-    "--lease-duration",
+    "--lease-duration-seconds",
     "3",
-    "--renew-deadline",
+    "--renew-deadline-seconds",
     "2",
-    "--retry-period",
+    "--retry-period-seconds",
     "0.4",
     "--lease-namespace",
     "default",
@@ -133,11 +133,11 @@ def test_two_replicas_one_acts_and_the_standby_takes_over_within_the_lease(tmp_p
 
 def test_sigterm_releases_the_lease_for_an_immediate_takeover(tmp_path: Path) -> None:
     slow_lease = (
-        "--lease-duration",
+        "--lease-duration-seconds",
         "30",
-        "--renew-deadline",
+        "--renew-deadline-seconds",
         "20",
-        "--retry-period",
+        "--retry-period-seconds",
         "0.3",
         "--lease-namespace",
         "default",

@@ -1,22 +1,33 @@
-"""Configuration: flags over `EXCLUSIVE_PLACEMENT_*` environment, validation with clear errors, --help."""
+"""The resizer's configuration: its defaults, flags over `EXCLUSIVE_PLACEMENT_*` environment, the election
+timing rule, and the CLI's exit codes (the convention itself is tested in tests/kubekit)."""
 
 from __future__ import annotations
 
-import json
-import logging
+import os
 import subprocess
 import sys
 
 import pytest
-from pydantic import ValidationError
 
-from resizer.logs import JsonFormatter, TextFormatter
-from resizer.settings import load_settings
+from kubekit.settings import SettingsError
+from resizer.settings import ResizerSettings, load_settings
+
+
+@pytest.fixture(autouse=True)
+def clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in list(os.environ):
+        if name.startswith("EXCLUSIVE_PLACEMENT_"):
+            monkeypatch.delenv(name)
 
 
 def test_defaults_match_the_operating_contract() -> None:
     settings = load_settings([])
-    assert (settings.lease_duration, settings.renew_deadline, settings.retry_period) == (15, 10.0, 2.0)
+    assert (
+        settings.lease_duration_seconds,
+        settings.renew_deadline_seconds,
+        settings.retry_period_seconds,
+    ) == (15, 10.0, 2.0)
+    assert (settings.request_timeout_seconds, settings.watch_timeout_seconds) == (10.0, 300)
     assert settings.metrics_port == 8080
     assert settings.leader_elect is True
     assert settings.namespace is None
@@ -39,17 +50,25 @@ def test_flags_override_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     ("argv", "message"),
     [
         (
-            ["--lease-duration", "10", "--renew-deadline", "10"],
+            ["--lease-duration-seconds", "10", "--renew-deadline-seconds", "10"],
             "retry-period < renew-deadline < lease-duration",
         ),
-        (["--kubeconfig", "/x", "--server", "http://127.0.0.1:1"], "either --kubeconfig or --server"),
-        (["--concurrency", "0"], "greater than or equal to 1"),
-        (["--metrics-port", "70000"], "less than or equal to 65535"),
+        (
+            ["--retry-base-delay-seconds", "2", "--retry-max-delay-seconds", "1"],
+            "retry-max-delay-seconds must be",
+        ),
+        (["--concurrency", "0"], "--concurrency: Input should be greater than or equal to 1"),
+        (["--metrics-port", "70000"], "--metrics-port: Input should be less than or equal to 65535"),
     ],
 )
 def test_bad_configuration_is_rejected_with_a_clear_message(argv: list[str], message: str) -> None:
-    with pytest.raises(ValidationError, match=message):
+    with pytest.raises(SettingsError, match=message):
         load_settings(argv)
+
+
+def test_every_rename_points_at_an_existing_setting() -> None:
+    assert set(ResizerSettings.RENAMED.values()) <= set(ResizerSettings.model_fields)
+    assert not set(ResizerSettings.RENAMED) & set(ResizerSettings.model_fields)
 
 
 def test_cli_help_and_bad_flag_exit_codes() -> None:
@@ -57,41 +76,15 @@ def test_cli_help_and_bad_flag_exit_codes() -> None:
         [sys.executable, "-m", "resizer", "--help"], check=False, capture_output=True, text=True, timeout=60
     )
     assert helped.returncode == 0
-    for flag in (
-        "--kubeconfig",
-        "--server",
-        "--namespace",
-        "--dry-run",
-        "--no-leader-elect",
-        "--lease-name",
-        "--lease-namespace",
-        "--metrics-port",
-        "--concurrency",
-        "--log-format",
-    ):
+    for flag in ("--kubeconfig", "--namespace", "--dry-run", "--no-leader-elect", "--lease-duration-seconds"):
         assert flag in helped.stdout
     invalid = subprocess.run(
-        [sys.executable, "-m", "resizer", "--renew-deadline", "20"],
+        [sys.executable, "-m", "resizer", "--renew-deadline-seconds", "20"],
         check=False,
         capture_output=True,
         text=True,
         timeout=60,
     )
     assert invalid.returncode == 2
-    assert "invalid resizer configuration" in invalid.stderr
-
-
-def _record(**context: object) -> logging.LogRecord:
-    record = logging.LogRecord("resizer.controller", logging.INFO, __file__, 1, "resized to %s", (8,), None)
-    for name, value in context.items():
-        setattr(record, name, value)
-    return record
-
-
-def test_log_lines_carry_the_job_key() -> None:
-    line = json.loads(JsonFormatter().format(_record(job="team/train-0", target=8)))
-    assert line["message"] == "resized to 8"
-    assert line["job"] == "team/train-0"
-    assert line["target"] == 8
-    assert line["level"] == "INFO"
-    assert TextFormatter().format(_record(job="team/train-0")).endswith("resized to 8 job=team/train-0")
+    assert invalid.stderr.startswith("error: ")
+    assert "retry-period < renew-deadline < lease-duration" in invalid.stderr

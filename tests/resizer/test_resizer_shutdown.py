@@ -9,9 +9,9 @@ from typing import Any
 
 from resizer_fakes import FakeClock, FakeKube
 
+from kubekit.informer import Informer
 from resizer.controller import Resizer, new_caches
 from resizer.election import ElectionConfig, LeaderElector, LeaseRecord
-from resizer.informer import Informer
 from resizer.metrics import Metrics
 from resizer.workqueue import WorkQueue
 

@@ -19,7 +19,7 @@ from pydantic import ValidationError
 from security_support import ROOT, WebhookProcess
 
 from certs.files import write_dev_certs
-from webhook.settings import Settings
+from webhook.settings import WebhookSettings
 
 # What OpenSSL reports when the SERVER refuses the version (an alert, or it hangs up on the ClientHello),
 # as opposed to a client that cannot offer it at all ("no protocols available").
@@ -105,8 +105,8 @@ def test_the_tls_port_does_not_speak_plain_http(limited_webhook: WebhookProcess)
 
 
 def test_no_plain_http_listener_without_insecure_dev(tmp_path: Path) -> None:
-    with pytest.raises(ValidationError, match="cert_dir is required"):
-        Settings(server="http://127.0.0.1:1")
+    with pytest.raises(ValidationError, match="--cert-dir is required"):
+        WebhookSettings(server="http://127.0.0.1:1")
     result = subprocess.run(
         [sys.executable, "-m", "webhook", "--server", "http://127.0.0.1:1", "--port", "0"],
         cwd=ROOT,
@@ -116,9 +116,9 @@ def test_no_plain_http_listener_without_insecure_dev(tmp_path: Path) -> None:
         check=False,
     )
     assert result.returncode == 2
-    assert "cert_dir is required" in result.stderr
+    assert "--cert-dir is required" in result.stderr
     # Only the explicit development flag serves plain HTTP.
-    assert Settings(server="http://127.0.0.1:1", insecure_dev=True).cert_dir is None
+    assert WebhookSettings(server="http://127.0.0.1:1", insecure_dev=True).cert_dir is None
 
 
 def _mode(path: Path) -> int:

@@ -1,4 +1,5 @@
-"""Informers and the leader directory against the fake API server over real HTTP (no client mocks)."""
+"""The leader directory (informers of leader pods and nodes, live lookup on a miss) against the fake API
+server over real HTTP. The informer itself is tested in tests/kubekit."""
 
 from __future__ import annotations
 
@@ -6,23 +7,21 @@ import asyncio
 from collections.abc import Iterator
 
 import pytest
-from webhook_support import leader_from_fixture, node_obj, wait_for
+from webhook_support import leader_from_fixture, node_obj, settings_for, wait_for
 
 from placement.admission import LeaderStatus, PodPlan, plan_pod
-from webhook.cache import Informer, LeaderDirectory, Store, leader_index_of
-from webhook.kube import LEADER_SELECTOR, KubeLiveApi, api_client, node_list_call, pod_list_call
+from placement.constants import Strategy
+from webhook.cache import LeaderDirectory
 from webhook.metrics import Metrics
-from webhook.settings import Settings
+from webhook.server import build_directory, kube_for
 from webhook.testing import FakeKubeApi
-
-POOL = "cloud.google.com/gke-nodepool"
 
 
 def _follower_plan() -> PodPlan:
     from webhook_support import fixture_review
 
     review = fixture_review("follower-pod.json")
-    plan = plan_pod(review["request"]["object"], review["request"]["namespace"], "elastic")
+    plan = plan_pod(review["request"]["object"], review["request"]["namespace"], Strategy.ELASTIC)
     assert isinstance(plan, PodPlan)
     return plan
 
@@ -30,25 +29,10 @@ def _follower_plan() -> PodPlan:
 class Harness:
     def __init__(self, api: FakeKubeApi, watch_timeout: int = 5) -> None:
         self.metrics = Metrics()
-        client = api_client(Settings(insecure_dev=True, server=api.url))
-        self.pods = Informer(
-            "pods",
-            pod_list_call(client),
-            Store(leader_index_of),
-            self.metrics,
-            label_selector=LEADER_SELECTOR,
-            request_timeout=5,
-            watch_timeout=watch_timeout,
-        )
-        self.nodes = Informer(
-            "nodes",
-            node_list_call(client),
-            Store(),
-            self.metrics,
-            request_timeout=5,
-            watch_timeout=watch_timeout,
-        )
-        self.directory = LeaderDirectory(self.pods, self.nodes, KubeLiveApi(client, 5), self.metrics)
+        settings = settings_for(api.url, watch_timeout_seconds=watch_timeout)
+        self.directory: LeaderDirectory = build_directory(settings, self.metrics, kube_for(settings))
+        self.pods = self.directory.pods
+        self.nodes = self.directory.nodes
 
     def sample(self, name: str, labels: dict[str, str]) -> float:
         value = self.metrics.registry.get_sample_value(name, labels)
@@ -132,49 +116,16 @@ def test_leaders_of_a_previous_job_uid_are_ignored(fake_api: FakeKubeApi, harnes
     assert asyncio.run(harness.directory.leader_state(_follower_plan())).status is LeaderStatus.NOT_FOUND
 
 
-def test_watch_410_gone_relists(fake_api: FakeKubeApi) -> None:
+def test_watch_restarts_and_cache_sizes_are_counted(fake_api: FakeKubeApi) -> None:
     harness = Harness(fake_api, watch_timeout=1)
     try:
         harness.directory.start()
         wait_for(harness.directory.ready)
         fake_api.put("nodes", node_obj("node-1", "pool-a"))
-        wait_for(lambda: len(harness.nodes.store) == 1)
-        fake_api.compact()
-        # The next watch (after the 1 s server timeout) starts from a compacted version: 410, re-list.
-        wait_for(
-            lambda: (
-                harness.sample(
-                    "exclusive_placement_informer_relists_total", {"kind": "nodes", "cause": "gone"}
-                )
-                >= 1
-            )
-        )
-        fake_api.put("nodes", node_obj("node-2", "pool-b"))
-        wait_for(lambda: len(harness.nodes.store) == 2)
+        wait_for(lambda: harness.sample("exclusive_placement_cache_objects", {"kind": "nodes"}) == 1)
+        fake_api.compact()  # the next watch (after the 1 s server timeout) resumes from a forgotten version
+        restarts = "exclusive_placement_watch_restarts_total"
+        wait_for(lambda: harness.sample(restarts, {"informer": "nodes", "reason": "gone"}) >= 1)
+        assert harness.sample("exclusive_placement_cache_objects", {"kind": "pods"}) == 0
     finally:
         harness.directory.stop()
-
-
-def test_informer_retries_while_the_api_is_down() -> None:
-    metrics = Metrics()
-    with FakeKubeApi() as api:
-        url = api.url
-    # The API is gone: the informer retries with backoff and is not synced.
-    client = api_client(Settings(insecure_dev=True, server=url))
-    informer = Informer("nodes", node_list_call(client), Store(), metrics, request_timeout=1, watch_timeout=1)
-    informer.start()
-    try:
-        wait_for(
-            lambda: (
-                (
-                    metrics.registry.get_sample_value(
-                        "exclusive_placement_informer_relists_total", {"kind": "nodes", "cause": "error"}
-                    )
-                    or 0
-                )
-                >= 1
-            )
-        )
-        assert not informer.synced.is_set()
-    finally:
-        informer.stop()

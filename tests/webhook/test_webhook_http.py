@@ -1,11 +1,11 @@
-"""The real app over HTTP (TestClient), wired to a fake API server over real HTTP; every patch applied."""
+"""The real app in-process over ASGI (`webhook.testing.AsgiClient`), wired to a fake API server over real
+HTTP; every patch applied."""
 
 from __future__ import annotations
 
 import copy
 from typing import Any
 
-import httpx
 import pytest
 from webhook_support import POOL, Running, fixture_review, leader_from_fixture, node_obj, wait_for
 
@@ -19,8 +19,8 @@ from placement.constants import (
 from placement.patch import apply
 from webhook.review import decode_patch
 from webhook.server import build
-from webhook.settings import MAX_BODY_BYTES, Settings
-from webhook.testing import ServerThread
+from webhook.settings import MAX_BODY_BYTES, WebhookSettings
+from webhook.testing import AsgiClient
 
 REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
 
@@ -50,8 +50,7 @@ def _seed_bound_leader(running: Running, pool: str = "pool-a") -> None:
     running.api.put("pods", leader_from_fixture("node-1"))
     wait_for(
         lambda: (
-            len(running.webhook.directory._pods.store) == 1
-            and len(running.webhook.directory._nodes.store) == 1
+            len(running.webhook.directory.pods.store) == 1 and len(running.webhook.directory.nodes.store) == 1
         )
     )
 
@@ -115,7 +114,7 @@ def test_follower_pinned_from_cache_without_api_calls(running: Running) -> None:
 
 def test_follower_of_unscheduled_leader_is_rejected_with_the_reason(running: Running) -> None:
     running.api.put("pods", leader_from_fixture(None))
-    wait_for(lambda: len(running.webhook.directory._pods.store) == 1)
+    wait_for(lambda: len(running.webhook.directory.pods.store) == 1)
     review = fixture_review("follower-pod.json")
     mutated = running.post("/mutate-pods", review)
     pod = _patched(review, mutated)
@@ -131,7 +130,7 @@ def test_follower_of_unscheduled_leader_is_rejected_with_the_reason(running: Run
 
 def test_follower_whose_leader_node_vanished_is_rejected(running: Running) -> None:
     running.api.put("pods", leader_from_fixture("node-gone"))
-    wait_for(lambda: len(running.webhook.directory._pods.store) == 1)
+    wait_for(lambda: len(running.webhook.directory.pods.store) == 1)
     review = fixture_review("follower-pod.json")
     response = running.post("/validate-pods", review)["response"]
     assert response["allowed"] is False
@@ -207,11 +206,10 @@ def test_health_endpoints(running: Running) -> None:
 
 def test_not_ready_until_caches_sync() -> None:
     # Nothing listens on port 9 (discard): the informers can never list.
-    webhook = build(Settings(insecure_dev=True, server="http://127.0.0.1:9", request_timeout_seconds=1))
-    with (
-        ServerThread(webhook.uvicorn_config(host="127.0.0.1", port=0)) as server,
-        httpx.Client(base_url=f"http://127.0.0.1:{server.port}") as client,
-    ):
+    webhook = build(
+        WebhookSettings(insecure_dev=True, server="http://127.0.0.1:9", request_timeout_seconds=1)
+    )
+    with AsgiClient(webhook.app) as client:
         assert client.get("/livez").status_code == 200
         ready = client.get("/readyz")
         assert ready.status_code == 503

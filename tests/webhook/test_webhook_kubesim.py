@@ -13,7 +13,7 @@ from webhook_support import fixture_review, leader_from_fixture, wait_for
 from kubesim.testing import KubesimServer
 from placement.admission import LeaderStatus, PodPlan, plan_pod
 from webhook.server import Webhook, build
-from webhook.settings import Settings
+from webhook.settings import WebhookSettings
 
 POOL = "cloud.google.com/gke-nodepool"
 
@@ -45,7 +45,7 @@ def _create_bound_leader(sim: KubesimServer) -> tuple[str, str]:
 def test_leader_lookup_from_kubesim_via_kubeconfig(kubesim: KubesimServer) -> None:
     node_name, pool = _create_bound_leader(kubesim)
     webhook: Webhook = build(
-        Settings(insecure_dev=True, kubeconfig=kubesim.kubeconfig_path, watch_timeout_seconds=5)
+        WebhookSettings(insecure_dev=True, kubeconfig=kubesim.kubeconfig_path, watch_timeout_seconds=5)
     )
     directory = webhook.directory
     # Before the informers run, the lookup is a miss answered live by kubesim.

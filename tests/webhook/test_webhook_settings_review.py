@@ -13,7 +13,6 @@ from pydantic import ValidationError
 
 from placement.admission import Verdict
 from webhook.__main__ import main
-from webhook.logs import JsonFormatter, TextFormatter
 from webhook.review import (
     BadReview,
     allowed,
@@ -24,7 +23,7 @@ from webhook.review import (
     parse_review,
     patched,
 )
-from webhook.settings import Settings, load_settings
+from webhook.settings import WebhookSettings, load_settings
 
 
 def test_flags_override_environment_over_defaults(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -41,18 +40,21 @@ def test_flags_override_environment_over_defaults(monkeypatch: pytest.MonkeyPatc
 @pytest.mark.parametrize(
     ("options", "message"),
     [
-        ({}, "cert_dir is required"),
-        ({"insecure_dev": True, "default_strategy": "fast"}, "default_strategy must be one of"),
+        ({}, "--cert-dir is required"),
+        (
+            {"insecure_dev": True, "default_strategy": "fast"},
+            "'elastic', 'gate', 'scheduling-gate' or 'affinity'",
+        ),
         (
             {"insecure_dev": True, "server": "http://x", "kubeconfig": Path("k")},
-            "either kubeconfig or server",
+            "either --kubeconfig or --server",
         ),
         ({"insecure_dev": True, "port": 70000}, "less than or equal to 65535"),
     ],
 )
 def test_invalid_settings_are_rejected(options: dict[str, object], message: str) -> None:
     with pytest.raises(ValidationError, match=message):
-        Settings(**options)  # type: ignore[arg-type]
+        WebhookSettings(**options)  # type: ignore[arg-type]
 
 
 @pytest.fixture
@@ -68,7 +70,7 @@ def root_logging() -> Iterator[None]:
 @pytest.mark.usefixtures("root_logging")
 def test_cli_reports_bad_configuration(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     assert main(["--port", "1"]) == 2
-    assert "cert_dir is required" in capsys.readouterr().err
+    assert "--cert-dir is required" in capsys.readouterr().err
     assert main(["--cert-dir", str(tmp_path / "missing")]) == 2
     assert "is not a directory" in capsys.readouterr().err
     assert main(["--insecure-dev", "--kubeconfig", str(tmp_path / "nope")]) == 2
@@ -127,18 +129,6 @@ def test_validating_verdicts_never_patch() -> None:
     verdict = Verdict(allowed=True, reason="x", patch=[{"op": "remove", "path": "/a"}])
     with pytest.raises(ValueError, match="must not patch"):
         from_verdict("u", verdict, mutating=False)
-
-
-def test_json_log_lines_carry_context() -> None:
-    record = logging.LogRecord(
-        "webhook.handlers", logging.INFO, __file__, 1, "patched with %d operations", (3,), None
-    )
-    record.uid = "u1"
-    record.job = "ns/j"
-    line = json.loads(JsonFormatter().format(record))
-    assert line["msg"] == "patched with 3 operations"
-    assert (line["uid"], line["job"], line["level"]) == ("u1", "ns/j", "INFO")
-    assert TextFormatter().format(record).endswith("uid=u1 job=ns/j")
 
 
 def test_live_lookup_timeout_is_short_by_default_and_configurable(monkeypatch: pytest.MonkeyPatch) -> None:

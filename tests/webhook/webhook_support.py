@@ -1,4 +1,5 @@
-"""Helpers for the webhook tests: fixture reviews, object builders, the fake API and the real app wired to it.
+"""Helpers for the webhook tests: fixture reviews, object builders, the fake API and the real app wired to it
+(served in-process over ASGI; tests/webhook/test_webhook_tls.py is the one that goes through a real socket).
 
 A uniquely named module (not conftest) so `from webhook_support import ...` is unambiguous in a full run;
 `conftest.py` re-exports the pytest fixtures.
@@ -13,13 +14,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 from placement.constants import JOB_NAME_LABEL, ROLE_LABEL, ROLE_LEADER
 from webhook.server import Webhook, build
-from webhook.settings import Settings
-from webhook.testing import FakeKubeApi, ServerThread
+from webhook.settings import WebhookSettings
+from webhook.testing import AsgiClient, FakeKubeApi
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "admission"
 POOL = "cloud.google.com/gke-nodepool"
@@ -59,7 +59,7 @@ def node_obj(name: str, pool: str | None) -> dict[str, Any]:
 
 @dataclass
 class Running:
-    client: httpx.Client
+    client: AsgiClient
     webhook: Webhook
     api: FakeKubeApi
 
@@ -76,7 +76,7 @@ def fake_api() -> Iterator[FakeKubeApi]:
         yield api
 
 
-def settings_for(server: str, **overrides: Any) -> Settings:
+def settings_for(server: str, **overrides: Any) -> WebhookSettings:
     options: dict[str, Any] = {
         "insecure_dev": True,
         "server": server,
@@ -84,15 +84,12 @@ def settings_for(server: str, **overrides: Any) -> Settings:
         "request_timeout_seconds": 5,
         **overrides,
     }
-    return Settings(**options)
+    return WebhookSettings(**options)
 
 
 @pytest.fixture
 def running(fake_api: FakeKubeApi) -> Iterator[Running]:
     webhook = build(settings_for(fake_api.url))
-    with (
-        ServerThread(webhook.uvicorn_config(host="127.0.0.1", port=0)) as server,
-        httpx.Client(base_url=f"http://127.0.0.1:{server.port}", timeout=10) as client,
-    ):
+    with AsgiClient(webhook.app) as client:  # runs the app's lifespan: the informers start and stop
         wait_for(lambda: client.get("/readyz").status_code == 200)
         yield Running(client, webhook, fake_api)

@@ -1,14 +1,16 @@
-"""The resizer's only door to the API server: the official client, raw JSON in and out.
+"""The one door to the API server for both binaries: the official client, raw JSON in and out.
 
 Responses are read with `_preload_content=False` and parsed as plain dicts (the shape `placement/` decides
 on), which also skips the client's slow model deserialisation. Every call carries a client-side timeout so
-a dead connection cannot hang a worker, and every failure surfaces as one `KubeError`.
+a dead connection cannot hang a thread, urllib3 never retries behind the caller's back, and every failure
+surfaces as one `KubeError`.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import os
 import socket
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -19,14 +21,77 @@ import urllib3
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
-Obj = dict[str, Any]
-Resource = Literal["jobs", "pods"]
+from placement.objects import Obj
+
+Resource = Literal["jobs", "pods", "nodes"]
 T = TypeVar("T")
 
 RETRYABLE_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
+HOME_KUBECONFIG = Path("~/.kube/config")
 LEASES = "/apis/coordination.k8s.io/v1"
 MERGE_PATCH = "application/merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
+LIST_PAGE_SIZE = 500
+
+
+class ClusterConfigError(RuntimeError):
+    """No usable way to reach the API server (the message says which sources were tried)."""
+
+
+def _load_kubeconfig(path: Path | str, configuration: client.Configuration) -> None:
+    try:
+        config.load_kube_config(  # type: ignore[no-untyped-call]
+            config_file=str(path), client_configuration=configuration
+        )
+    except (config.ConfigException, OSError, ValueError) as err:
+        raise ClusterConfigError(f"kubeconfig {path}: {err}") from err
+
+
+def _load_in_cluster_or_home(configuration: client.Configuration) -> None:
+    try:
+        config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+        return
+    except config.ConfigException as in_cluster_error:
+        home = HOME_KUBECONFIG.expanduser()
+        if not home.is_file():
+            raise ClusterConfigError(
+                f"no cluster configuration: not running in a cluster ({in_cluster_error}), $KUBECONFIG is "
+                f"unset and {home} does not exist; pass --kubeconfig or --server"
+            ) from in_cluster_error
+    _load_kubeconfig(home, configuration)
+
+
+def cluster_configuration(kubeconfig: Path | None, server: str | None) -> client.Configuration:
+    """`--server` (plain URL, no credentials: kubesim) > `--kubeconfig` > `$KUBECONFIG` > in-cluster service
+    account > `~/.kube/config` (controller-runtime's order, after the explicit flags)."""
+    configuration = client.Configuration()
+    if server:
+        configuration.host = server.rstrip("/")
+    elif kubeconfig is not None:
+        if not kubeconfig.is_file():
+            raise ClusterConfigError(f"kubeconfig {kubeconfig} does not exist")
+        _load_kubeconfig(kubeconfig, configuration)
+    elif os.environ.get("KUBECONFIG"):
+        _load_kubeconfig(os.environ["KUBECONFIG"], configuration)
+    else:
+        _load_in_cluster_or_home(configuration)
+    return configuration
+
+
+def build_api_client(
+    kubeconfig: Path | None, server: str | None, *, user_agent: str, pool_size: int | None = None
+) -> client.ApiClient:
+    """An `ApiClient` with no hidden retries: urllib3's default retries a timed-out read 3 times, so a call
+    could take 4x its timeout (a live lookup outliving the admission deadline, a Lease renewal outliving the
+    renew deadline). The callers retry where they know the deadline. `pool_size`: connections kept per
+    host (the client's default, 5 per CPU, when None)."""
+    configuration = cluster_configuration(kubeconfig, server)
+    if pool_size is not None:
+        configuration.connection_pool_maxsize = pool_size
+    configuration.retries = urllib3.Retry(total=0, redirect=False, raise_on_status=False)
+    api_client = client.ApiClient(configuration)
+    api_client.user_agent = user_agent
+    return api_client
 
 
 class KubeError(Exception):
@@ -72,7 +137,7 @@ def _call(function: Callable[[], T]) -> T:
 @dataclass(frozen=True)
 class Timeouts:
     connect: float = 5.0
-    read: float = 30.0
+    read: float = 10.0
     watch_server_seconds: int = 300
     """The server ends each watch after this; the client read timeout is a little longer."""
 
@@ -85,33 +150,8 @@ class Timeouts:
         return (self.connect, self.watch_server_seconds + self.read)
 
 
-def build_api_client(
-    kubeconfig: Path | None, server: str | None, pool_size: int, user_agent: str
-) -> client.ApiClient:
-    """`--server` (plain URL, e.g. kubesim) > `--kubeconfig` > in-cluster > ~/.kube/config."""
-    configuration = client.Configuration()
-    if server:
-        configuration.host = server.rstrip("/")
-    elif kubeconfig:
-        config.load_kube_config(  # type: ignore[no-untyped-call]
-            config_file=str(kubeconfig), client_configuration=configuration
-        )
-    else:
-        try:
-            config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
-        except config.ConfigException:
-            config.load_kube_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
-    configuration.connection_pool_maxsize = pool_size
-    # No hidden urllib3 retries (its default retries a timed-out read 3 times, so a call could take 4x its
-    # timeout and a Lease renewal outlive the renew deadline): the work queue and the elector retry.
-    configuration.retries = urllib3.Retry(total=0, redirect=False, raise_on_status=False)
-    api_client = client.ApiClient(configuration)
-    api_client.user_agent = user_agent
-    return api_client
-
-
 class WatchStream:
-    """One open watch response: iterate its events; `close()` from another thread ends the iteration."""
+    """One open watch response: iterate its events; `interrupt()` from another thread ends the iteration."""
 
     def __init__(self, response: Any) -> None:
         self._response = response
@@ -142,7 +182,7 @@ class WatchStream:
 
 
 class Kube:
-    """Typed, dict-based wrapper over the calls the resizer makes."""
+    """Typed, dict-based wrapper over the calls the webhook and the resizer make."""
 
     def __init__(self, api_client: client.ApiClient, timeouts: Timeouts) -> None:
         self.api_client = api_client
@@ -163,14 +203,22 @@ class Kube:
         parsed: Obj = json.loads(data)
         return parsed
 
-    def _timeout(self, total: float | None) -> dict[str, Any]:
-        return {} if total is None else {"_request_timeout": (min(self.timeouts.connect, total), total)}
+    def _timeout(self, total: float | None) -> tuple[float, float]:
+        """(connect, read) of one call: the default, or `total` when the caller has a deadline of its own."""
+        return self.timeouts.request if total is None else (min(self.timeouts.connect, total), total)
 
-    def _raw(self, function: Callable[..., Any], *args: Any, **kwargs: Any) -> Obj:
-        kwargs.setdefault("_request_timeout", self.timeouts.request)
-        return _call(lambda: self._json(function(*args, _preload_content=False, **kwargs)))
+    def _raw(
+        self, function: Callable[..., Any], *args: Any, timeout: float | None = None, **kwargs: Any
+    ) -> Obj:
+        return _call(
+            lambda: self._json(
+                function(*args, _preload_content=False, _request_timeout=self._timeout(timeout), **kwargs)
+            )
+        )
 
     def _list_function(self, resource: Resource, namespace: str | None) -> Callable[..., Any]:
+        if resource == "nodes":
+            return self.core.list_node
         if resource == "jobs":
             return (
                 self.batch.list_job_for_all_namespaces
@@ -186,8 +234,9 @@ class Kube:
         namespace: str | None,
         label_selector: str | None,
         field_selector: str | None = None,
+        timeout: float | None = None,
     ) -> tuple[list[Obj], str]:
-        """All matching objects (following `continue`) and the list's resourceVersion."""
+        """All matching objects (following `continue`, pages of 500) and the list's resourceVersion."""
         function = self._list_function(resource, namespace)
         args = () if namespace is None else (namespace,)
         items: list[Obj] = []
@@ -196,9 +245,10 @@ class Kube:
             page = self._raw(
                 function,
                 *args,
+                timeout=timeout,
                 label_selector=label_selector,
                 field_selector=field_selector,
-                limit=500,
+                limit=LIST_PAGE_SIZE,
                 _continue=token,
             )
             items.extend(page.get("items") or [])
@@ -248,11 +298,11 @@ class Kube:
             self.core.patch_namespaced_pod, name, namespace, json_patch, _content_type=JSON_PATCH
         )
 
-    def get_node(self, name: str) -> Obj:
-        return self._raw(self.core.read_node, name)
+    def get_node(self, name: str, timeout: float | None = None) -> Obj:
+        return self._raw(self.core.read_node, name, timeout=timeout)
 
     def get_lease(self, namespace: str, name: str, timeout: float | None = None) -> Obj:
-        return self._raw(self.coordination.read_namespaced_lease, name, namespace, **self._timeout(timeout))
+        return self._raw(self.coordination.read_namespaced_lease, name, namespace, timeout=timeout)
 
     def create_lease(self, namespace: str, lease: Obj, timeout: float | None = None) -> Obj:
         return self._send("POST", f"{LEASES}/namespaces/{namespace}/leases", lease, timeout)
@@ -265,7 +315,6 @@ class Kube:
 
         The generated Lease methods coerce the body into `V1Lease`, whose datetimes then serialise with
         `+00:00` offsets; a Lease's MicroTime must go out as written (RFC 3339, microseconds, `Z`)."""
-        request_timeout = self._timeout(timeout).get("_request_timeout", self.timeouts.request)
 
         def call() -> Obj:
             params = self.api_client.param_serialize(
@@ -275,7 +324,7 @@ class Kube:
                 body=body,
                 auth_settings=["BearerToken"],
             )
-            response = self.api_client.call_api(*params, _request_timeout=request_timeout)
+            response = self.api_client.call_api(*params, _request_timeout=self._timeout(timeout))
             data: bytes = response.response.data
             if not 200 <= response.status <= 299:
                 text = data.decode(errors="replace")

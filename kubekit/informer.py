@@ -1,9 +1,22 @@
-"""Informers: list, then watch from the list's resourceVersion; re-list on 410 Gone (client-go's reflector).
+"""Informers: list, then watch from the list's resourceVersion (client-go's reflector, for this client).
 
-Each informer keeps a thread-safe `Store` of the objects it was asked to keep and tells a handler what
-changed. Handlers only enqueue keys (they run on the informer thread and must be quick). After every
-(re-)list the handler gets `on_relist` so the controller can reconcile everything again: level-triggered,
-so a missed event or a restart loses nothing.
+- The watch asks for bookmarks. A stream that ends (the server's `timeoutSeconds`) or breaks (a dropped
+  connection) is resumed at once from the last resourceVersion seen: nothing is re-listed for that, and
+  no time passes in which the cache does not follow the server.
+- `410 Gone` (the version left the server's history, as an HTTP status or an ERROR event) re-lists; so
+  does an unexpected exception, since the cache may then be out of step.
+- Requests that fail (a list or a watch that cannot be opened, an ERROR event, a malformed event) and
+  "very short" watches (closed within a second without one event: in effect refused) back off
+  exponentially with jitter (0.1-0.2 s after the first, capped at `max_backoff`); the backoff starts over
+  once a watch runs. client-go's reflector (tools/cache/reflector.go, `watch` and `handleWatch`) does the
+  same.
+- `synced` is set after the first complete list: readiness probes and work wait for it.
+
+Each informer keeps what it is asked to keep in a thread-safe `Store`: `keep(obj)` decides whether an
+object is cached at all, and `project(obj)` what of it is kept (by default everything but
+`managedFields`); the label and field selectors narrow the watch on the server side. A `Handler` is told
+what changed; it runs on the informer thread and must be quick (enqueue a key, nothing more). After every
+(re-)list it gets `on_relist` so a level-triggered controller can reconcile everything again.
 """
 
 from __future__ import annotations
@@ -11,18 +24,27 @@ from __future__ import annotations
 import logging
 import random
 import threading
-from collections.abc import Callable, Iterable
-from typing import Any, Protocol
+import time
+from collections.abc import Callable, Iterable, Iterator
+from typing import Protocol
 
-from placement.resize import object_key
-from resizer.kube import Kube, KubeError, Resource, WatchStream
+from kubekit.client import KubeError, Resource
+from kubekit.keys import object_key
+from placement.objects import Obj
 
-Obj = dict[str, Any]
 log = logging.getLogger(__name__)
+
+HTTP_GONE = 410
+INITIAL_BACKOFF = 0.1
+VERY_SHORT_WATCH_SECONDS = 1.0
 
 
 class Gone(Exception):
-    """The watch's resourceVersion is too old (HTTP 410 or an ERROR event with code 410)."""
+    """The watch's resourceVersion is too old (HTTP 410 or an ERROR event with code 410): re-list."""
+
+
+class VeryShortWatch(Exception):
+    """A watch that closed within a second without delivering one event: treated as a failed request."""
 
 
 class Handler(Protocol):
@@ -31,8 +53,50 @@ class Handler(Protocol):
     def on_relist(self, objects: list[Obj]) -> None: ...
 
 
+class IgnoreChanges:
+    """The handler of a cache that is only read (the webhook's): nothing to do on a change."""
+
+    def on_upsert(self, old: Obj | None, new: Obj) -> None:
+        return None
+
+    def on_delete(self, old: Obj) -> None:
+        return None
+
+    def on_relist(self, objects: list[Obj]) -> None:
+        return None
+
+
+class Stream(Protocol):
+    def __iter__(self) -> Iterator[Obj]: ...
+    def close(self) -> None: ...
+    def interrupt(self) -> None: ...
+
+
+class ListWatch(Protocol):
+    """What an informer calls: `kubekit.client.Kube` in production, fakes in tests."""
+
+    def list_objects(
+        self,
+        resource: Resource,
+        *,
+        namespace: str | None,
+        label_selector: str | None,
+        field_selector: str | None = None,
+    ) -> tuple[list[Obj], str]: ...
+
+    def watch(
+        self,
+        resource: Resource,
+        *,
+        namespace: str | None,
+        label_selector: str | None,
+        resource_version: str,
+        field_selector: str | None = None,
+    ) -> Stream: ...
+
+
 class Store:
-    """Objects by `namespace/name`, plus one secondary index (e.g. the owning Job's key)."""
+    """Objects by `object_key`, plus one optional secondary index (e.g. the owning Job's key)."""
 
     def __init__(self, index: Callable[[Obj], str | None] | None = None) -> None:
         self._index_of = index
@@ -56,11 +120,16 @@ class Store:
         with self._lock:
             return list(self._objects.values())
 
+    def keys(self) -> set[str]:
+        with self._lock:
+            return set(self._objects)
+
     def __len__(self) -> int:
         with self._lock:
             return len(self._objects)
 
     def upsert(self, obj: Obj) -> Obj | None:
+        """Store `obj`; returns the object it replaced, if any."""
         key = object_key(obj)
         with self._lock:
             old = self._objects.get(key)
@@ -78,10 +147,6 @@ class Store:
                 self._unindex(key, old)
             return old
 
-    def keys(self) -> set[str]:
-        with self._lock:
-            return set(self._objects)
-
     def _unindex(self, key: str, obj: Obj) -> None:
         if self._index_of is None or (value := self._index_of(obj)) is None:
             return
@@ -92,57 +157,77 @@ class Store:
                 del self._index[value]
 
 
-def slim(obj: Obj) -> Obj:
-    """Drop what no decision reads and what costs memory at scale."""
+def without_managed_fields(obj: Obj) -> Obj:
+    """The default projection: drop what no decision reads and what costs the most memory at scale."""
     metadata = obj.get("metadata")
     if isinstance(metadata, dict):
         metadata.pop("managedFields", None)
     return obj
 
 
+def _keep_all(_obj: Obj) -> bool:
+    return True
+
+
+def _ignore_restart(_informer: str, _reason: str) -> None:
+    return None
+
+
 class Informer:
+    """List + watch of one resource into a `Store`, in a daemon thread.
+
+    `on_restart(name, reason)` is called whenever a watch starts again: `ended` (the server closed it) or
+    `dropped` (the connection broke), both resumed at once; `gone` (410, re-listed); after a backoff, an
+    HTTP status or `connection` (a failed request), `short` (a very short watch), `decode` (a malformed
+    event), `unexpected` (any other exception, re-listed).
+    """
+
     def __init__(
         self,
-        kube: Kube,
+        api: ListWatch,
         resource: Resource,
         *,
         name: str,
         namespace: str | None,
         label_selector: str | None,
         field_selector: str | None = None,
-        handler: Handler,
-        keep: Callable[[Obj], bool] = lambda _obj: True,
+        handler: Handler | None = None,
+        keep: Callable[[Obj], bool] = _keep_all,
+        project: Callable[[Obj], Obj] = without_managed_fields,
         store: Store | None = None,
-        on_restart: Callable[[str, str], None] = lambda _name, _reason: None,
+        on_restart: Callable[[str, str], None] = _ignore_restart,
         max_backoff: float = 5.0,
     ) -> None:
-        self.kube = kube
+        self.api = api
         self.resource: Resource = resource
         self.name = name
         self.namespace = namespace
         self.label_selector = label_selector
         self.field_selector = field_selector
-        self.handler = handler
+        self.handler: Handler = handler if handler is not None else IgnoreChanges()
         self.keep = keep
+        self.project = project
         self.store = store if store is not None else Store()
         self.synced = threading.Event()
         self._on_restart = on_restart
         self._max_backoff = max_backoff
         self._stop = threading.Event()
-        self._stream: WatchStream | None = None
+        self._stream: Stream | None = None
         self._thread = threading.Thread(target=self._run, name=f"informer-{name}", daemon=True)
 
     def start(self) -> None:
         self._thread.start()
 
     def stop(self) -> None:
+        """Ask the thread to end and wake it from a blocking watch read; `join` waits for it."""
         self._stop.set()
         stream = self._stream
         if stream is not None:
             stream.interrupt()
 
     def join(self, timeout: float | None = None) -> None:
-        self._thread.join(timeout)
+        if self._thread.ident is not None:
+            self._thread.join(timeout)
 
     def is_alive(self) -> bool:
         return self._thread.is_alive()
@@ -154,32 +239,46 @@ class Informer:
             try:
                 if resource_version is None:
                     resource_version = self._relist()
-                resource_version = self._watch(resource_version)
+                resource_version, how = self._watch(resource_version)
                 failures = 0
                 if not self._stop.is_set():
-                    self._on_restart(self.name, "ended")  # server timeout or a dropped stream: resume
+                    self._on_restart(self.name, how)
             except Gone:
                 log.info("informer %s: resourceVersion %s expired, re-listing", self.name, resource_version)
                 self._on_restart(self.name, "gone")
                 resource_version = None
-            except (KubeError, ValueError) as error:
+            except Exception as error:
                 if self._stop.is_set():
                     return
                 failures += 1
-                reason = error.label if isinstance(error, KubeError) else "decode"
+                reason = self._failure_reason(error)
+                if reason == "unexpected":
+                    log.exception("informer %s: unexpected error, re-listing", self.name)
+                    resource_version = None
                 self._on_restart(self.name, reason)
-                delay = min(self._max_backoff, 0.1 * 2 ** min(failures, 10)) * random.uniform(0.5, 1.0)
+                delay = min(self._max_backoff, INITIAL_BACKOFF * 2 ** min(failures, 10))
+                delay *= random.uniform(0.5, 1.0)
                 log.warning("informer %s: %s; retrying in %.2fs", self.name, error, delay)
                 self._stop.wait(delay)
 
+    @staticmethod
+    def _failure_reason(error: Exception) -> str:
+        if isinstance(error, KubeError):
+            return error.label
+        if isinstance(error, VeryShortWatch):
+            return "short"
+        if isinstance(error, ValueError):
+            return "decode"
+        return "unexpected"
+
     def _relist(self) -> str:
-        objects, resource_version = self.kube.list_objects(
+        objects, resource_version = self.api.list_objects(
             self.resource,
             namespace=self.namespace,
             label_selector=self.label_selector,
             field_selector=self.field_selector,
         )
-        kept = [slim(obj) for obj in objects if self.keep(obj)]
+        kept = [self.project(obj) for obj in objects if self.keep(obj)]
         self._replace(kept)
         self.synced.set()
         self.handler.on_relist(kept)
@@ -197,10 +296,10 @@ class Informer:
         for obj in fresh.values():
             self.store.upsert(obj)
 
-    def _watch(self, resource_version: str) -> str:
-        """Follow one watch stream to its end; returns the last resourceVersion seen."""
+    def _watch(self, resource_version: str) -> tuple[str, str]:
+        """Follow one watch stream to its end: (the last resourceVersion seen, `ended` or `dropped`)."""
         try:
-            stream = self.kube.watch(
+            stream = self.api.watch(
                 self.resource,
                 namespace=self.namespace,
                 label_selector=self.label_selector,
@@ -208,36 +307,41 @@ class Informer:
                 resource_version=resource_version,
             )
         except KubeError as error:
-            if error.status == 410:
+            if error.status == HTTP_GONE:
                 raise Gone from error
             raise
         self._stream = stream
         if self._stop.is_set():
             # stop() ran while this watch was being opened and could not interrupt it yet.
             stream.interrupt()
+        started, events, how = time.monotonic(), 0, "ended"
         try:
             for event in stream:
                 if self._stop.is_set():
                     break
+                events += 1
                 resource_version = self._apply(event, resource_version)
-        except KubeError:
+        except (KubeError, Gone, ValueError):
             raise
-        except Exception as error:
-            if self._stop.is_set():
-                return resource_version
-            # A reset or timed-out stream: resume from the last version we saw.
-            raise KubeError(None, type(error).__name__, str(error)) from error
+        except Exception as error:  # a reset or timed-out connection: resume from the last version seen
+            if not self._stop.is_set():
+                log.info(
+                    "informer %s: watch dropped (%s), resuming at %s", self.name, error, resource_version
+                )
+            how = "dropped"
         finally:
             self._stream = None
             stream.close()
-        return resource_version
+        if not events and time.monotonic() - started < VERY_SHORT_WATCH_SECONDS and not self._stop.is_set():
+            raise VeryShortWatch(f"the watch closed within {VERY_SHORT_WATCH_SECONDS:g}s without an event")
+        return resource_version, how
 
     def _apply(self, event: Obj, resource_version: str) -> str:
         kind = event.get("type")
         obj = event.get("object") or {}
         if kind == "ERROR":
             code = obj.get("code")
-            if code == 410:
+            if code == HTTP_GONE:
                 raise Gone
             raise KubeError(
                 code if isinstance(code, int) else None, str(obj.get("reason")), str(obj.get("message"))
@@ -251,7 +355,7 @@ class Informer:
             if old is not None:
                 self.handler.on_delete(old)
         elif kind in ("ADDED", "MODIFIED"):
-            new = slim(obj)
+            new = self.project(obj)
             old = self.store.upsert(new)
             self.handler.on_upsert(old, new)
         return str(version or resource_version)

@@ -1,0 +1,12 @@
+"""Object keys: `namespace/name` for namespaced objects, `name` for cluster-scoped ones (client-go's
+`MetaNamespaceKeyFunc`). Caches and work queues of both binaries key objects this way."""
+
+from __future__ import annotations
+
+from placement.objects import Obj, metadata, namespace_of
+
+
+def object_key(obj: Obj) -> str:
+    name = str(metadata(obj).get("name") or "")
+    namespace = namespace_of(obj)
+    return f"{namespace}/{name}" if namespace else name
