@@ -1,4 +1,4 @@
-"""kubesim's controllers: Job controller, scheduler, kubelets and JobSet controller on shared informers.
+"""kubesim's controllers: Job controller, scheduler, kubelets and JobSet controller, each on its own client.
 
 They talk to the API server only through `kubesim.interface.KubeApi`, like kube-controller-manager talks
 to kube-apiserver, so every pod they create goes through admission (webhooks included).
@@ -18,6 +18,7 @@ from kubesim.clock import Clock
 from kubesim.interface import KubeApi
 from kubesim.stats import Stats
 
+from .client import ComponentClient, TokenBucket
 from .events import EventRecorder
 from .informer import Informer
 from .job import JobController
@@ -34,22 +35,54 @@ log = logging.getLogger(__name__)
 
 
 class Controllers:
-    """Everything kube-controller-manager, kube-scheduler, the kubelets and JobSet would run."""
+    """Everything kube-controller-manager, kube-scheduler, the kubelets and JobSet would run.
+
+    Each process keeps its own informers (a write one process `assume`s is seen by the others only
+    through their watch, `watch_delivery_seconds` later), and each component talks through its own
+    `ComponentClient`: client-go's token bucket at upstream's default qps/burst plus the request latency.
+    """
 
     def __init__(self, api: KubeApi, settings: ControllerSettings, stats: Stats) -> None:
         self.settings = settings
         self.clock = Clock(settings.time_scale)
-        self.pods = Informer(api, "pods", stats)
-        self.nodes = Informer(api, "nodes", stats)
-        self.namespaces = Informer(api, "namespaces", stats)
-        self.jobs = Informer(api, "jobs", stats)
-        self.jobsets = Informer(api, "jobsets", stats)
+        self._informers: list[Informer] = []
+        # kube-controller-manager's shared informers (the kubelets read them too, see docs)
+        self.pods = self._informer(api, "pods", stats)
+        self.jobs = self._informer(api, "jobs", stats)
+        self.nodes = self._informer(api, "nodes", stats)
+        scheduler_pods = self._informer(api, "pods", stats)
+        scheduler_nodes = self._informer(api, "nodes", stats)
+        self.namespaces = self._informer(api, "namespaces", stats)
+        self.jobsets = self._informer(api, "jobsets", stats)
+        jobset_jobs = self._informer(api, "jobs", stats)
+
+        job_client = self._client(
+            api, "job-controller", stats, settings.job_controller_api_qps, settings.job_controller_api_burst
+        )
+        scheduler_client = self._client(
+            api, "scheduler", stats, settings.scheduler_api_qps, settings.scheduler_api_burst
+        )
+        # kube-scheduler records Events through a second clientset built from the same config
+        scheduler_events_client = self._client(
+            api, "scheduler-events", stats, settings.scheduler_api_qps, settings.scheduler_api_burst
+        )
+        jobset_client = self._client(
+            api, "jobset-controller", stats, settings.jobset_api_qps, settings.jobset_api_burst
+        )
+        # the kubelets' per-node budgets (kubeAPIQPS 50 / kubeAPIBurst 100 each) are never reached here
+        kubelet_client = self._client(api, "kubelet", stats, 0.0, 0)
+        self.clients = {
+            c.name: c for c in (job_client, scheduler_client, scheduler_events_client, jobset_client)
+        }
         self._recorders = {
-            name: EventRecorder(api, name, settings.record_events)
-            for name in ("job-controller", "default-scheduler", "jobset-controller")
+            "job-controller": EventRecorder(job_client, "job-controller", settings.record_events),
+            "default-scheduler": EventRecorder(
+                scheduler_events_client, "default-scheduler", settings.record_events
+            ),
+            "jobset-controller": EventRecorder(jobset_client, "jobset-controller", settings.record_events),
         }
         self.job_controller = JobController(
-            api=api,
+            api=job_client,
             settings=settings,
             clock=self.clock,
             jobs=self.jobs,
@@ -57,24 +90,46 @@ class Controllers:
             recorder=self._recorders["job-controller"],
         )
         self.scheduler = Scheduler(
-            api=api,
+            api=scheduler_client,
+            settings=settings,
+            stats=stats,
+            clock=self.clock,
+            pods=scheduler_pods,
+            nodes=scheduler_nodes,
+            namespaces=self.namespaces,
+        )
+        self.kubelet = Kubelet(
+            api=kubelet_client,
             settings=settings,
             stats=stats,
             clock=self.clock,
             pods=self.pods,
             nodes=self.nodes,
-            namespaces=self.namespaces,
-        )
-        self.kubelet = Kubelet(
-            api=api, settings=settings, stats=stats, clock=self.clock, pods=self.pods, nodes=self.nodes
         )
         self.jobset_controller = JobSetController(
-            api=api,
+            api=jobset_client,
             settings=settings,
             clock=self.clock,
             jobsets=self.jobsets,
-            jobs=self.jobs,
+            jobs=jobset_jobs,
             recorder=self._recorders["jobset-controller"],
+        )
+
+    def _informer(self, api: KubeApi, resource: str, stats: Stats) -> Informer:
+        informer = Informer(
+            api, resource, stats, clock=self.clock, delivery_seconds=self.settings.watch_delivery_seconds
+        )
+        self._informers.append(informer)
+        return informer
+
+    def _client(self, api: KubeApi, name: str, stats: Stats, qps: float, burst: int) -> ComponentClient:
+        return ComponentClient(
+            api,
+            name,
+            clock=self.clock,
+            stats=stats,
+            bucket=TokenBucket(qps, burst, self.clock) if qps > 0 else None,
+            latency=self.settings.api_request_latency_seconds,
         )
 
     async def run(self, components: Collection[str] = COMPONENTS) -> None:
@@ -90,7 +145,7 @@ class Controllers:
             "jobset-controller": self.jobset_controller.run,
         }
         async with asyncio.TaskGroup() as group:
-            for informer in (self.namespaces, self.nodes, self.pods, self.jobs, self.jobsets):
+            for informer in self._informers:
                 group.create_task(informer.run())
             for recorder in self._recorders.values():
                 group.create_task(recorder.run())
@@ -99,9 +154,7 @@ class Controllers:
 
     async def wait_synced(self) -> None:
         """Until every informer has completed its first list."""
-        await asyncio.gather(
-            *(i.synced.wait() for i in (self.namespaces, self.nodes, self.pods, self.jobs, self.jobsets))
-        )
+        await asyncio.gather(*(i.synced.wait() for i in self._informers))
 
     async def fail_nodes(self, label_selector: str) -> dict[str, int]:
         """Nodes matching `label_selector` go NotReady (unreachable taints) and their pods fail."""

@@ -89,8 +89,11 @@ class WorkQueue:
             timeout = None
             if self._heap:
                 timeout = max(0.0, (self._heap[0][0] - self._clock.now()) * self._clock.time_scale)
+            # asyncio.timeout, not wait_for: Python 3.11's wait_for swallows a cancellation that races
+            # with the event being set, and the cancelled worker would then never stop
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._changed.wait(), timeout)
+                async with asyncio.timeout(timeout):
+                    await self._changed.wait()
 
     def done(self, key: str) -> None:
         self._processing.discard(key)
