@@ -169,3 +169,14 @@ def test_raising_the_qps_setting_shortens_the_creation(run) -> None:
     predicted = (requests - 30) / 100
     assert predicted - 1e-6 <= elapsed <= predicted * 1.2 + 1.0, (elapsed, predicted, requests)
     assert elapsed < (requests - 30) / 20 / 2  # under half what the default 20 qps needs
+
+
+@pytest.mark.slow
+def test_print_the_creation_time_at_time_scale_1(run) -> None:
+    """The figure quoted in docs/kubesim-fidelity.md: `pytest -m slow -s <this file>`."""
+    elapsed, requests, throttling = _creation_time(run, 1.0)
+    print(
+        f"\n{SIZE}-pod Indexed Job fully created in {elapsed:.2f} s at time scale 1 "
+        f"({requests} job-controller requests by then; throttling {throttling['job-controller']})"
+    )
+    assert elapsed >= (requests - 30) / 20 - 1e-6
