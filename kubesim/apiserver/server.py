@@ -233,7 +233,9 @@ class ApiServer:
             raise already_exists(rt.plural, name, rt.group)
         if rt.plural == "pods":
             self.stats.pods_create_accepted += 1
-        return self._commit(rt, "ADDED", obj, None)
+        created = self._commit(rt, "ADDED", obj, None)
+        self._collect_if_dangling(created)
+        return created
 
     async def _bind(self, ns: str, binding: Obj, *, dry_run: bool, client: str) -> Obj:
         rt = resource_type("pods")
@@ -673,6 +675,21 @@ class ApiServer:
             except ApiError as exc:
                 if exc.status != 404:
                     log.warning("garbage collection of %s %s/%s failed: %s", resource, ns, name, exc)
+
+    def _collect_if_dangling(self, obj: Obj) -> None:
+        """A dependent created after its owner was deleted (a controller's request in flight meanwhile) is
+        collected like the dependents of a deleted owner: upstream's garbage collector gives an unknown owner
+        uid a virtual node and verifies it (k/k pkg/controller/garbagecollector graph_builder.go
+        `processGraphChanges`, garbagecollector.go `attemptToDeleteItem`)."""
+        namespace = str(obj["metadata"].get("namespace") or "")
+        for ref in obj["metadata"].get("ownerReferences") or []:
+            if self._owner_gone(ref, namespace):
+                self._spawn(self._collect(str(ref.get("uid")), orphan=False))
+
+    def _owner_gone(self, ref: Obj, namespace: str) -> bool:
+        """The referenced owner is a served kind and no object of it has that name and uid."""
+        served = any(rs.rt.kind == ref.get("kind") for rs in self.store.resources.values())
+        return served and not self._owner_exists(ref, namespace)
 
     def _owner_exists(self, ref: Obj, namespace: str) -> bool:
         uid = ref.get("uid")
