@@ -36,6 +36,10 @@ class Stats:
     scheduler_unschedulable: int = 0
     watch_streams_dropped: int = 0
     faults_injected: Counter[str] = field(default_factory=Counter)
+    client_throttled: Counter[str] = field(default_factory=Counter)
+    """Per controller client: requests that waited in its client-side token bucket."""
+    client_throttle_seconds: dict[str, float] = field(default_factory=dict)
+    """Per controller client: simulated seconds its requests waited in the token bucket, summed."""
 
     def count_request(self, verb: str, resource: str, client: str = "external") -> None:
         """Count one API request; `resource` may carry a subresource, e.g. "pods/binding"."""
@@ -44,6 +48,11 @@ class Stats:
             self.requests_writes += 1
         self.by_verb_resource[f"{verb} {resource}"] += 1
         self.by_client[client] += 1
+
+    def count_throttled(self, client: str, waited: float) -> None:
+        """One request of `client` waited `waited` simulated seconds for a client-side rate-limit token."""
+        self.client_throttled[client] += 1
+        self.client_throttle_seconds[client] = self.client_throttle_seconds.get(client, 0.0) + waited
 
     def reset(self) -> None:
         fresh = Stats()
@@ -80,6 +89,13 @@ class Stats:
                 "filter_evaluations": self.scheduler_filter_evaluations,
                 "affinity_evaluations": self.scheduler_affinity_evaluations,
                 "unschedulable": self.scheduler_unschedulable,
+            },
+            "client_throttling": {
+                client: {
+                    "throttled": count,
+                    "waited_seconds": round(self.client_throttle_seconds.get(client, 0.0), 3),
+                }
+                for client, count in sorted(self.client_throttled.items())
             },
             "faults": {
                 "watch_streams_dropped": self.watch_streams_dropped,

@@ -15,6 +15,7 @@ import json
 import logging
 import random
 import uuid
+from collections import OrderedDict
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import Any
@@ -61,6 +62,9 @@ def now_rfc3339() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+_DELETED_UIDS_KEPT = 100_000
+
+
 def _sub(resource: str, subresource: str | None) -> str:
     return f"{resource}/{subresource}" if subresource else resource
 
@@ -74,6 +78,8 @@ class ApiServer:
         self.admission = Admission(self.store, self.stats)
         self._rng = random.Random(seed)
         self._background: set[asyncio.Task[None]] = set()
+        self._deleted_uids: OrderedDict[str, None] = OrderedDict()
+        """uids of deleted objects (the last _DELETED_UIDS_KEPT): owners a late dependent may still name."""
         for name in BOOTSTRAP_NAMESPACES:
             ns: Obj = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
             apply_defaults("namespaces", ns)
@@ -233,7 +239,9 @@ class ApiServer:
             raise already_exists(rt.plural, name, rt.group)
         if rt.plural == "pods":
             self.stats.pods_create_accepted += 1
-        return self._commit(rt, "ADDED", obj, None)
+        created = self._commit(rt, "ADDED", obj, None)
+        self._collect_if_dangling(created)
+        return created
 
     async def _bind(self, ns: str, binding: Obj, *, dry_run: bool, client: str) -> Obj:
         rt = resource_type("pods")
@@ -661,6 +669,9 @@ class ApiServer:
 
     def _after_delete(self, rt: ResourceType, obj: Obj, policy: str) -> None:
         uid = str(obj["metadata"].get("uid"))
+        self._deleted_uids[uid] = None
+        if len(self._deleted_uids) > _DELETED_UIDS_KEPT:
+            self._deleted_uids.popitem(last=False)
         if rt.plural == "namespaces":
             self._spawn(self._delete_namespace_contents(obj["metadata"]["name"]))
         if uid in self.store.dependents:
@@ -693,6 +704,16 @@ class ApiServer:
             except ApiError as exc:
                 if exc.status != 404:
                     log.warning("garbage collection of %s %s/%s failed: %s", resource, ns, name, exc)
+
+    def _collect_if_dangling(self, obj: Obj) -> None:
+        """A dependent created after its owner was deleted (a controller's create in flight meanwhile) is
+        collected like the dependents of a deleted owner, as upstream's garbage collector does when it
+        verifies an owner uid it has not seen (k/k pkg/controller/garbagecollector graph_builder.go
+        `processGraphChanges`, garbagecollector.go `attemptToDeleteItem`). Deviation: only owners kubesim saw
+        deleted count as gone; upstream would also collect a dependent of an owner that never existed."""
+        for ref in obj["metadata"].get("ownerReferences") or []:
+            if str(ref.get("uid")) in self._deleted_uids:
+                self._spawn(self._collect(str(ref.get("uid")), orphan=False))
 
     def _owner_exists(self, ref: Obj, namespace: str) -> bool:
         uid = ref.get("uid")

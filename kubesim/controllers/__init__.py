@@ -1,4 +1,4 @@
-"""kubesim's controllers: Job controller, scheduler, kubelets and JobSet controller on shared informers.
+"""kubesim's controllers: Job controller, scheduler, kubelets and JobSet controller, each on its own client.
 
 They talk to the API server only through `kubesim.interface.KubeApi`, like kube-controller-manager talks
 to kube-apiserver, so every pod they create goes through admission (webhooks included).
@@ -21,6 +21,7 @@ from kubesim.clock import Clock
 from kubesim.interface import KubeApi, WebhookServing
 from kubesim.stats import Stats
 
+from .client import ComponentClient, TokenBucket
 from .event_series import SeriesEventRecorder
 from .events import EventRecorder
 from .informer import Informer
@@ -40,7 +41,12 @@ log = logging.getLogger(__name__)
 
 
 class Controllers:
-    """Everything kube-controller-manager, kube-scheduler, the kubelets and JobSet would run."""
+    """Everything kube-controller-manager, kube-scheduler, the kubelets and JobSet would run.
+
+    Each process keeps its own informers (a write one process `assume`s is seen by the others only
+    through their watch, `watch_delivery_seconds` later), and each component talks through its own
+    `ComponentClient`: client-go's token bucket at upstream's default qps/burst plus the request latency.
+    """
 
     def __init__(
         self,
@@ -52,26 +58,50 @@ class Controllers:
     ) -> None:
         self.settings = settings
         self.clock = Clock(settings.time_scale)
-        self.pods = Informer(api, "pods", stats)
-        self.nodes = Informer(api, "nodes", stats)
-        self.namespaces = Informer(api, "namespaces", stats)
-        self.jobs = Informer(api, "jobs", stats)
-        self.jobsets = Informer(api, "jobsets", stats)
+        self._informers: list[Informer] = []
+        # kube-controller-manager's shared informers (the kubelets read them too, see docs)
+        self.pods = self._informer(api, "pods", stats)
+        self.jobs = self._informer(api, "jobs", stats)
+        self.nodes = self._informer(api, "nodes", stats)
+        scheduler_pods = self._informer(api, "pods", stats)
+        scheduler_nodes = self._informer(api, "nodes", stats)
+        self.namespaces = self._informer(api, "namespaces", stats)
+        self.jobsets = self._informer(api, "jobsets", stats)
+        jobset_jobs = self._informer(api, "jobs", stats)
+
+        job_client = self._client(
+            api, "job-controller", stats, settings.job_controller_api_qps, settings.job_controller_api_burst
+        )
+        scheduler_client = self._client(
+            api, "scheduler", stats, settings.scheduler_api_qps, settings.scheduler_api_burst
+        )
+        # kube-scheduler records Events through a second clientset built from the same config
+        scheduler_events_client = self._client(
+            api, "scheduler-events", stats, settings.scheduler_api_qps, settings.scheduler_api_burst
+        )
+        jobset_client = self._client(
+            api, "jobset-controller", stats, settings.jobset_api_qps, settings.jobset_api_burst
+        )
+        # the kubelets' per-node budgets (kubeAPIQPS 50 / kubeAPIBurst 100 each) are never reached here
+        kubelet_client = self._client(api, "kubelet", stats, 0.0, 0)
+        self.clients = {
+            c.name: c for c in (job_client, scheduler_client, scheduler_events_client, jobset_client)
+        }
         record = settings.record_events
         # Event APIs as upstream: kube-controller-manager, JobSet (v0.8-v0.11) and the kubelets use the
         # legacy core/v1 recorder; kube-scheduler uses events.k8s.io/v1 with EventSeries.
         self._recorders = {
-            "job-controller": EventRecorder(api, "job-controller", record, clock=self.clock),
+            "job-controller": EventRecorder(job_client, "job-controller", record, clock=self.clock),
             "jobset-controller": EventRecorder(
-                api, "jobset", record, client="jobset-controller", clock=self.clock
+                jobset_client, "jobset", record, client="jobset-controller", clock=self.clock
             ),
         }
         self.scheduler_events = SeriesEventRecorder(
-            api, "default-scheduler", record, client="scheduler", clock=self.clock
+            scheduler_events_client, "default-scheduler", record, client="scheduler", clock=self.clock
         )
-        self.kubelet_events = NodeEventRecorders(api, record, clock=self.clock)
+        self.kubelet_events = NodeEventRecorders(kubelet_client, record, clock=self.clock)
         self.job_controller = JobController(
-            api=api,
+            api=job_client,
             settings=settings,
             clock=self.clock,
             jobs=self.jobs,
@@ -79,17 +109,17 @@ class Controllers:
             recorder=self._recorders["job-controller"],
         )
         self.scheduler = Scheduler(
-            api=api,
+            api=scheduler_client,
             settings=settings,
             stats=stats,
             clock=self.clock,
-            pods=self.pods,
-            nodes=self.nodes,
+            pods=scheduler_pods,
+            nodes=scheduler_nodes,
             namespaces=self.namespaces,
             recorder=self.scheduler_events,
         )
         self.kubelet = Kubelet(
-            api=api,
+            api=kubelet_client,
             settings=settings,
             stats=stats,
             clock=self.clock,
@@ -98,11 +128,11 @@ class Controllers:
             events=self.kubelet_events,
         )
         self.jobset_controller = JobSetController(
-            api=api,
+            api=jobset_client,
             settings=settings,
             clock=self.clock,
             jobsets=self.jobsets,
-            jobs=self.jobs,
+            jobs=jobset_jobs,
             recorder=self._recorders["jobset-controller"],
         )
         self.jobset_placement: JobSetExclusivePlacement | None = None
@@ -112,11 +142,37 @@ class Controllers:
                     "jobset_webhooks needs the API server's admission chain (admission=api.admission); "
                     "set jobset_webhooks=False to run without JobSet's pod webhooks"
                 )
+            # the JobSet manager's own pod and node caches, and its client (shared with its controller)
             self.jobset_placement = JobSetExclusivePlacement(
-                api=api, clock=self.clock, stats=stats, admission=admission
+                api=jobset_client,
+                clock=self.clock,
+                stats=stats,
+                admission=admission,
+                pods=Informer(
+                    api, "pods", stats, clock=self.clock, delivery_seconds=settings.watch_delivery_seconds
+                ),
+                nodes=Informer(
+                    api, "nodes", stats, clock=self.clock, delivery_seconds=settings.watch_delivery_seconds
+                ),
             )
-        self._informers: list[Informer] = [self.namespaces, self.nodes, self.pods, self.jobs, self.jobsets]
         self._started = asyncio.Event()
+
+    def _informer(self, api: KubeApi, resource: str, stats: Stats) -> Informer:
+        informer = Informer(
+            api, resource, stats, clock=self.clock, delivery_seconds=self.settings.watch_delivery_seconds
+        )
+        self._informers.append(informer)
+        return informer
+
+    def _client(self, api: KubeApi, name: str, stats: Stats, qps: float, burst: int) -> ComponentClient:
+        return ComponentClient(
+            api,
+            name,
+            clock=self.clock,
+            stats=stats,
+            bucket=TokenBucket(qps, burst, self.clock) if qps > 0 else None,
+            latency=self.settings.api_request_latency_seconds,
+        )
 
     async def run(self, components: Collection[str] = COMPONENTS) -> None:
         """Run until cancelled; `components` picks a subset of COMPONENTS (tests drive the rest by hand)."""
@@ -135,7 +191,7 @@ class Controllers:
             self._informers += placement.informers
         self._started.set()
         async with asyncio.TaskGroup() as group:
-            for informer in (self.namespaces, self.nodes, self.pods, self.jobs, self.jobsets):
+            for informer in self._informers:
                 group.create_task(informer.run())
             for recorder in self._recorders.values():
                 group.create_task(recorder.run())

@@ -2,17 +2,24 @@
 
 Handlers only look at objects and enqueue keys; they must not await. Writers may `assume` the object an
 API call returned so that the cache (and every handler) is current before the watch event arrives.
+
+With `delivery_seconds`, each watch event reaches the cache and the handlers that many simulated seconds
+after the informer received it, in order: the time upstream spends between the etcd commit and a
+controller's handler (the apiserver's watch cache dispatching to watchers, the stream, client-go's
+reflector and DeltaFIFO, the shared informer's processor).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from kubesim.clock import Clock
 from kubesim.errors import ApiError
-from kubesim.interface import KubeApi
+from kubesim.interface import KubeApi, WatchEvent
 from kubesim.stats import Stats
 
 from .objects import Obj, object_key, resource_version
@@ -38,11 +45,16 @@ class Informer:
     stats: Stats | None = None
     namespace: str | None = None
     label_selector: str | None = None
+    clock: Clock | None = None
+    delivery_seconds: float = 0.0
+    """Simulated seconds from receiving a watch event to applying it (needs `clock`)."""
     store: dict[str, Obj] = field(default_factory=dict)
     synced: asyncio.Event = field(default_factory=asyncio.Event)
     _handlers: list[Handlers] = field(default_factory=list)
     _index_funcs: dict[str, IndexFunc] = field(default_factory=dict)
     _indexes: dict[str, dict[str, set[str]]] = field(default_factory=dict)
+    _in_transit: deque[tuple[float, WatchEvent]] = field(default_factory=deque)
+    _delivery: asyncio.TimerHandle | None = None
 
     def add_handlers(self, handlers: Handlers) -> None:
         self._handlers.append(handlers)
@@ -72,6 +84,12 @@ class Informer:
         self._deleted(key)
 
     async def run(self) -> None:
+        try:
+            await self._list_and_watch()
+        finally:
+            self._drop_in_transit()
+
+    async def _list_and_watch(self) -> None:
         delay = _RETRY_MIN_SECONDS
         version: str | None = None
         while True:
@@ -103,6 +121,7 @@ class Informer:
         items, version = await self.api.list(
             self.resource, namespace=self.namespace, label_selector=self.label_selector
         )
+        self._drop_in_transit()  # the list supersedes events still on their way
         seen: set[str] = set()
         for obj in items:
             key = object_key(obj)
@@ -129,12 +148,43 @@ class Informer:
             version = str((obj.get("metadata") or {}).get("resourceVersion") or version)
             if kind == "BOOKMARK":
                 continue
-            key = object_key(obj)
-            if kind == "DELETED":
-                self._deleted(key)
+            if self.clock is not None and self.delivery_seconds > 0:
+                self._in_transit.append((self.clock.now() + self.delivery_seconds, event))
+                if self._delivery is None:
+                    self._schedule_delivery()
             else:
-                self._apply(key, obj)
+                self._apply_event(event)
         return version
+
+    def _apply_event(self, event: WatchEvent) -> None:
+        key = object_key(event["object"])
+        if event["type"] == "DELETED":
+            self._deleted(key)
+        else:
+            self._apply(key, event["object"])
+
+    def _schedule_delivery(self) -> None:
+        assert self.clock is not None
+        due = self._in_transit[0][0]
+        real_delay = max(0.0, (due - self.clock.now()) * self.clock.time_scale)
+        self._delivery = asyncio.get_running_loop().call_later(real_delay, self._deliver_due)
+
+    def _deliver_due(self) -> None:
+        assert self.clock is not None
+        self._delivery = None
+        now = self.clock.now()
+        try:
+            while self._in_transit and self._in_transit[0][0] <= now:
+                self._apply_event(self._in_transit.popleft()[1])
+        finally:
+            if self._in_transit and self._delivery is None:
+                self._schedule_delivery()
+
+    def _drop_in_transit(self) -> None:
+        if self._delivery is not None:
+            self._delivery.cancel()
+            self._delivery = None
+        self._in_transit.clear()
 
     def _apply(self, key: str, obj: Obj) -> None:
         current = self.store.get(key)

@@ -9,7 +9,6 @@ unregistered when it ends, like a webhook server that goes away with its Deploym
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
 
 from kubesim.clock import Clock
@@ -22,10 +21,20 @@ from .jobset_webhooks import JobSetPodWebhooks, pod_webhook_configurations
 
 
 class JobSetExclusivePlacement:
-    def __init__(self, *, api: KubeApi, clock: Clock, stats: Stats, admission: WebhookServing) -> None:
+    def __init__(
+        self,
+        *,
+        api: KubeApi,
+        clock: Clock,
+        stats: Stats,
+        admission: WebhookServing,
+        pods: Informer,
+        nodes: Informer,
+    ) -> None:
+        """`pods` and `nodes` are the manager's own informers; the caller runs them (see `informers`)."""
         self._admission = admission
-        self.pods = Informer(api, "pods", stats)
-        self.nodes = Informer(api, "nodes", stats)
+        self.pods = pods
+        self.nodes = nodes
         self.webhooks = JobSetPodWebhooks(pods=self.pods, nodes=self.nodes, stats=stats)
         self.reconciler = JobSetPodReconciler(api=api, clock=clock, pods=self.pods, nodes=self.nodes)
 
@@ -34,17 +43,15 @@ class JobSetExclusivePlacement:
         return (self.pods, self.nodes)
 
     async def run(self) -> None:
-        """Serve the webhooks and reconcile until cancelled."""
+        """Serve the webhooks and reconcile until cancelled (the informers run beside, as `Controllers.run`
+        runs every informer)."""
         handlers = self.webhooks.handlers()
         unregister: list[Callable[[], None]] = [
             self._admission.serve_in_process(configuration, handlers, mutating=mutating)
             for configuration, mutating in pod_webhook_configurations()
         ]
         try:
-            async with asyncio.TaskGroup() as group:
-                for informer in self.informers:
-                    group.create_task(informer.run())
-                group.create_task(self.reconciler.run())
+            await self.reconciler.run()
         finally:
             for remove in unregister:
                 remove()

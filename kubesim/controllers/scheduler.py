@@ -1,10 +1,12 @@
 """The scheduler (kube-scheduler, default profile, filters only the required constraints).
 
-One scheduling cycle per pod at a configurable rate: cheap filters first (node usable, node selector via a
-label index, required node affinity, taints, resources), inter-pod affinity last; the search stops after
-`numFeasibleNodesToFind` feasible nodes starting where the last cycle stopped (percentageOfNodesToScore);
-the feasible nodes are scored LeastAllocated (cpu, memory) with a seeded random tie-break; the pod is
-assumed onto the node and bound through the binding subresource. Unschedulable pods get
+One scheduling cycle per pod, each lasting 1/`scheduler_pods_per_second`: cheap filters first (node usable,
+node selector via a label index, required node affinity, taints, resources), inter-pod affinity last; the
+search stops after `numFeasibleNodesToFind` feasible nodes starting where the last cycle stopped
+(percentageOfNodesToScore); the feasible nodes are scored LeastAllocated (cpu, memory) with a seeded random
+tie-break. At the end of the cycle the pod is assumed onto the node and bound through the binding
+subresource in the background (upstream's binding cycle is a goroutine, pkg/scheduler/schedule_one.go
+`ScheduleOne`), so the next cycle starts while the binding request is in flight. Unschedulable pods get
 PodScheduled=False/Unschedulable and wait for a cluster event or the periodic flush.
 """
 
@@ -58,6 +60,10 @@ def truncate_note(message: str) -> str:
     return message[: NOTE_LENGTH_LIMIT - len(suffix)] + suffix
 
 
+_CATCH_UP_SECONDS = 1.0
+"""A backlog may run this far behind its cycle schedule and catch up (the event loop cannot sleep finely)."""
+
+
 class Scheduler:
     def __init__(
         self,
@@ -90,6 +96,8 @@ class Scheduler:
         self._node_order_stale = False
         self._label_index: dict[tuple[str, str], set[str]] = {}
         self._assigned: dict[str, tuple[str, Resources]] = {}
+        self._binding: set[str] = set()
+        """Assumed pods whose binding request is in flight (upstream skips their update events)."""
         self._affinity = AffinityIndex()
         self._with_pod_affinity: set[str] = set()
         self._next_start = 0
@@ -116,7 +124,7 @@ class Scheduler:
                 self._assign(key, pod, str(spec["nodeName"]))
             self.queue.forget(key)
             return
-        if self._wants(pod):
+        if self._wants(pod) and key not in self._binding:
             if required_terms_present(pod, "podAffinity"):
                 self._with_pod_affinity.add(key)
             self.queue.add(key, int(spec.get("priority") or 0))
@@ -241,34 +249,50 @@ class Scheduler:
         interval = (
             1.0 / self._settings.scheduler_pods_per_second if self._settings.scheduler_pods_per_second else 0
         )
-        next_slot = self._clock.now()
+        cycle_end = self._clock.now()
         cycles = 0
-        while True:
-            key = await self.queue.pop()
-            if interval:
-                if next_slot > self._clock.now():
-                    await self._clock.sleep_until(next_slot)
-                next_slot = max(next_slot + interval, self._clock.now() - 1.0)
-            cycles += 1
-            if cycles % 64 == 0:
-                await asyncio.sleep(0)
-            pod = self._pods.get(key)
-            if pod is None or not self._wants(pod):
-                self.queue.forget(key)
-                continue
-            try:
-                await self.schedule_one(key, pod)
-            except Exception:
-                log.exception("scheduling %s crashed", key)
-                self.queue.failed(key, unschedulable=False)
+        async with asyncio.TaskGroup() as bindings:
+            while True:
+                idle = not self.queue.sizes()[0]
+                key = await self.queue.pop()
+                cycles += 1
+                if cycles % 64 == 0:
+                    await asyncio.sleep(0)
+                pod = self._pods.get(key)
+                if key in self._binding:
+                    continue
+                if pod is None or not self._wants(pod):
+                    self.queue.forget(key)
+                    continue
+                deadline = None
+                if interval:
+                    now = self._clock.now()
+                    # a pod that waited in the queue starts when the previous cycle ended
+                    start = now if idle else max(cycle_end, now - _CATCH_UP_SECONDS)
+                    cycle_end = deadline = start + interval
+                try:
+                    node_name = await self.schedule_one(key, pod, deadline)
+                except Exception:
+                    log.exception("scheduling %s crashed", key)
+                    self.queue.failed(key, unschedulable=False)
+                    continue
+                if node_name is not None:
+                    bindings.create_task(self.bind(key, pod, node_name))
 
-    async def schedule_one(self, key: str, pod: Obj) -> str | None:
-        """One scheduling cycle; returns the node the pod was bound to, or None."""
+    async def schedule_one(self, key: str, pod: Obj, cycle_end: float | None = None) -> str | None:
+        """One scheduling cycle, over at simulated time `cycle_end`: returns the node the pod is now assumed
+        on (the caller binds it), or None when it was unschedulable or went away during the cycle."""
         self._stats.scheduler_attempts += 1
         try:
             node_name, message = self.find_node(pod)
         except ValueError as error:
             node_name, message = None, f"0/{len(self.nodes)} nodes are available: {error}."
+        if cycle_end is not None and cycle_end > self._clock.now():
+            await self._clock.sleep_until(cycle_end)
+        current = self._pods.get(key)
+        if current is None or not self._wants(current):
+            self.queue.forget(key)
+            return None
         if node_name is None:
             self._stats.scheduler_unschedulable += 1
             self.queue.failed(key, unschedulable=True)
@@ -276,9 +300,15 @@ class Scheduler:
             self._recorder.record(
                 pod, "Warning", "FailedScheduling", truncate_note(message), action="Scheduling"
             )
-            await self._mark_unschedulable(pod, message)
+            await self._mark_unschedulable(current, message)
             return None
-        self._assign(key, pod, node_name)
+        self._assign(key, current, node_name)
+        self._binding.add(key)
+        return node_name
+
+    async def bind(self, key: str, pod: Obj, node_name: str) -> bool:
+        """The binding cycle of an assumed pod: POST pods/binding (its API round trip included); on failure
+        the assumption is forgotten and the pod retried, as upstream's handleBindingCycleError."""
         meta = pod["metadata"]
         binding = {
             "apiVersion": "v1",
@@ -290,14 +320,16 @@ class Scheduler:
             await self._api.create(
                 "pods", binding, namespace=meta.get("namespace"), subresource="binding", client="scheduler"
             )
-        except ApiError as error:
-            self._release(key)
-            if error.status in (404, 409):
+        except Exception as error:
+            self._forget_assumed(key)
+            if isinstance(error, ApiError) and error.status in (404, 409):
                 self.queue.forget(key)
             else:
-                log.info("binding %s to %s failed: %s", key, node_name, error.message)
+                log.info("binding %s to %s failed: %s", key, node_name, error)
                 self.queue.failed(key, unschedulable=False)
-            return None
+            return False
+        finally:
+            self._binding.discard(key)
         self.queue.forget(key)
         self.queue.move(lambda k: k in self._with_pod_affinity)
         self._recorder.record(
@@ -307,7 +339,13 @@ class Scheduler:
             f"Successfully assigned {meta.get('namespace')}/{meta['name']} to {node_name}",
             action="Binding",
         )
-        return node_name
+        return True
+
+    def _forget_assumed(self, key: str) -> None:
+        """Undo an assumption the informer has not confirmed (a confirmed binding is another writer's)."""
+        cached = self._pods.get(key)
+        if cached is None or not (cached.get("spec") or {}).get("nodeName"):
+            self._release(key)
 
     def find_node(self, pod: Obj) -> tuple[str | None, str]:
         """Filter then score; (node, "") or (None, the Unschedulable message). Pure on the cache."""

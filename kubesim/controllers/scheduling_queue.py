@@ -99,8 +99,11 @@ class SchedulingQueue:
             timeout = None
             if deadline is not None:
                 timeout = max(0.0, (deadline - self._clock.now()) * self._clock.time_scale)
+            # asyncio.timeout, not wait_for: Python 3.11's wait_for swallows a cancellation that races
+            # with the event being set, and the cancelled worker would then never stop
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._changed.wait(), timeout)
+                async with asyncio.timeout(timeout):
+                    await self._changed.wait()
 
     def _requeue(self, key: str) -> None:
         self._unschedulable.pop(key, None)

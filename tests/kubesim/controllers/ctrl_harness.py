@@ -1,7 +1,7 @@
 """An in-process cluster for controller tests: the real kubesim ApiServer, generated nodes, and the
 controllers on the test's own event loop. `AdmissionGate` stands in front of the API server as a denying
 admission webhook would (a fake, not a mock): it records every pod create attempt and denies the ones its
-`deny` rule names."""
+`deny` rule names; with `hold_bindings` set, pod bindings wait until that event is set."""
 
 from __future__ import annotations
 
@@ -41,6 +41,8 @@ class AdmissionGate:
     inner: ApiServer
     deny: Callable[[Obj], str | None] = lambda _pod: None
     attempts: list[Attempt] = field(default_factory=list)
+    hold_bindings: asyncio.Event | None = None
+    bindings_started: int = 0
 
     async def create(
         self,
@@ -62,6 +64,10 @@ class AdmissionGate:
                 raise ApiError(
                     400, "BadRequest", f'admission webhook "deny.test.io" denied the request: {reason}'
                 )
+        if resource == "pods" and subresource == "binding":
+            self.bindings_started += 1
+            if self.hold_bindings is not None:
+                await self.hold_bindings.wait()
         return await self.inner.create(
             resource, obj, namespace=namespace, subresource=subresource, dry_run=dry_run, client=client
         )

@@ -160,7 +160,10 @@ def test_jobset_creates_its_child_jobs_and_counts_them(run) -> None:
                     pod["metadata"]["annotations"][JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION] == GKE_NODEPOOL_LABEL
                 )
                 assert pod["spec"]["subdomain"] == "train"
-            jobset = await c.wait_for(lambda: _ready_workers(c, 2), 30, "replicatedJobsStatus ready")
+            # each child Job's status reaches the JobSet controller through its own watch: wait for both
+            jobset = await c.wait_for(
+                lambda: _ready(c, {"workers": 2, "driver": 1}), 30, "replicatedJobsStatus ready"
+            )
             statuses = {s["name"]: s for s in jobset["status"]["replicatedJobsStatus"]}
             assert statuses["workers"]["active"] == 2
             assert statuses["driver"]["ready"] == 1
@@ -220,12 +223,11 @@ async def _running_pods(c: Cluster, n: int) -> list[dict] | None:
     return pods if len(pods) >= n else None
 
 
-async def _ready_workers(c: Cluster, n: int) -> dict | None:
+async def _ready(c: Cluster, wanted: dict[str, int]) -> dict | None:
+    """The JobSet once each named replicatedJob reports at least its wanted number of ready Jobs."""
     jobset = await c.server.get("jobsets", "train", namespace="default")
-    for status in (jobset.get("status") or {}).get("replicatedJobsStatus") or []:
-        if status["name"] == "workers" and status["ready"] >= n:
-            return jobset
-    return None
+    ready = {s["name"]: s["ready"] for s in (jobset.get("status") or {}).get("replicatedJobsStatus") or []}
+    return jobset if all(ready.get(name, 0) >= n for name, n in wanted.items()) else None
 
 
 async def _condition(c: Cluster, kind: str) -> dict | None:
