@@ -26,6 +26,17 @@ from devstack.stack import Stack, StackOptions
 from placement.constants import DEFAULT_STRATEGY, STRATEGIES
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "jobset-exclusive.yaml"
+STALL_SECONDS = 30.0
+
+
+def positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be more than 0 seconds, got {text}")
+    return value
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -87,6 +98,13 @@ def build_parser() -> argparse.ArgumentParser:
             type=float,
             default=timeout,
             help="seconds to wait for every Job to be placed (default: %(default)s)",
+        )
+        cmd.add_argument(
+            "--stall-seconds",
+            type=positive_seconds,
+            default=STALL_SECONDS,
+            help="seconds without progress before saying why the Jobs wait: pending reasons with counts "
+            "and a hint; said again only when that changes (default: %(default)s)",
         )
         cmd.add_argument("-v", "--verbose", action="store_true", help="log devstack's own steps")
     return parser
@@ -155,7 +173,12 @@ def main(argv: list[str] | None = None) -> int:
             with Stack(options) as stack:
                 echo(f"kubesim {stack.server}  webhook {stack.webhook_url}  kubeconfig {stack.kubeconfig}")
                 observation = apply_and_follow(
-                    stack, objects, namespace=args.namespace, timeout=args.timeout, echo=echo
+                    stack,
+                    objects,
+                    namespace=args.namespace,
+                    timeout=args.timeout,
+                    echo=echo,
+                    stall_seconds=args.stall_seconds,
                 )
                 echo("")
                 echo(observation.table)
