@@ -69,7 +69,8 @@ def test_unplaceable_jobs_fail_with_the_schedulers_reason(stack: Stack) -> None:
     too_big = scaled_example(replicas=2, pods=2, gpus=16)  # 16 GPUs per pod: no node has more than 8
     with pytest.raises(PlacementError, match=r"not every Job was placed within 3s") as err:
         apply_and_follow(stack, too_big, namespace="too-big", timeout=3, echo=lambda _: None)
-    assert "pending" in str(err.value)
+    assert "2 pods: Unschedulable: 0/8 nodes are available: 8 Insufficient nvidia.com/gpu." in str(err.value)
+    assert "--gpus-per-node 16" in str(err.value)
 
 
 def test_demo_cli_exits_zero_with_the_table(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -80,6 +81,25 @@ def test_demo_cli_exits_zero_with_the_table(tmp_path: Path, capsys: pytest.Captu
     out = capsys.readouterr().out
     assert "every Job placed, each in its own node pool (2 Jobs)" in out
     assert re.search(r"default/training-workers-0\s+pool-\d+\s+4/4", out)
+
+
+def test_run_says_once_why_the_example_stalls_on_pools_too_small_for_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The shipped example (4 Jobs x 8 pods x 4 GPUs) on 4 pools of 2 nodes x 8 GPUs: half of each Job fits.
+    argv = ["run", "--nodes", "8", "--pools", "4", "--time-scale", "0.05", "--workdir", str(tmp_path / "w")]
+    assert devstack_main([*argv, "--stall-seconds", "0.5", "--timeout", "4"]) == 1
+    out, err = capsys.readouterr()
+    reports = [block for block in out.split("\n[") if "no progress for" in block]
+    final = [block for block in reports if "(4 Jobs: 4 resized)" in block]
+    assert len(final) == 1, out  # said once, though rechecked every 0.5 s until the timeout
+    assert reports[-1] == final[0], out
+    assert "\n  16 pods: Unschedulable: 0/8 nodes are available: 2 Insufficient nvidia.com/gpu, " in final[0]
+    hint = final[0].split("\n  hint: ")[1]
+    assert hint.startswith("4 Jobs (default/training-workers-0, ...) need 8 pods x 4 nvidia.com/gpu")
+    assert "--nodes 16 (with --pools 4: 4 nodes per pool)" in hint
+    assert "not every Job was placed within 4s" in err
+    assert "hint: 4 Jobs" in err  # the timeout says the same, from the same diagnosis
 
 
 def test_demo_cli_rejects_a_bad_manifest(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
