@@ -8,17 +8,13 @@ demo  the same, non-interactive: exits 0 with the table when every Job is placed
 from __future__ import annotations
 
 import argparse
-import contextlib
 import logging
-import signal
 import sys
-import time
-from collections.abc import Iterator
 from pathlib import Path
-from types import FrameType
 
 from devstack.commands import KubesimFlags
 from devstack.demo import apply_and_follow
+from devstack.interrupts import handle_stop_signals, pause
 from devstack.processes import ProcessError
 from devstack.report import resizer_summary
 from devstack.scenario import PlacementError, load_manifests
@@ -127,20 +123,6 @@ def options_from(args: argparse.Namespace) -> StackOptions:
     )
 
 
-def _terminate_as_interrupt(signum: int, frame: FrameType | None) -> None:
-    raise KeyboardInterrupt
-
-
-@contextlib.contextmanager
-def sigterm_as_interrupt() -> Iterator[None]:
-    """SIGTERM (e.g. from a supervisor) takes the same clean path as Ctrl-C."""
-    previous = signal.signal(signal.SIGTERM, _terminate_as_interrupt)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
 def echo(line: str) -> None:
     print(line, flush=True)
 
@@ -148,7 +130,7 @@ def echo(line: str) -> None:
 def serve_forever(stack: Stack) -> None:
     while True:
         stack.check_alive()
-        time.sleep(1.0)
+        pause(1.0)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -164,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, PlacementError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    with sigterm_as_interrupt():
+    with handle_stop_signals():  # Ctrl-C or SIGTERM: the clean stop, from any safe point
         try:
             echo(
                 f"starting kubesim ({args.nodes} nodes, {args.pools} pools, time scale {args.time_scale}), "

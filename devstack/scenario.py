@@ -12,6 +12,7 @@ import yaml
 
 from devstack.diagnosis import diagnose, read_snapshot
 from devstack.exclusivity import ExclusivityReplay, node_domains, pod_state
+from devstack.interrupts import pause
 from devstack.kube import KubeClient, KubeError
 from devstack.report import (
     DONE_STATES,
@@ -128,4 +129,4 @@ def wait_until_placed(
                 f"({len(observation.statuses)}/{jobs} Jobs seen):\n{observation.table}\n"
                 f"{diagnose(read_snapshot(stack.client, namespace)).render()}"
             )
-        time.sleep(poll_seconds)
+        pause(poll_seconds)
