@@ -5,6 +5,11 @@ supervisor that line can be inside subprocess's own bookkeeping: between `Popen.
 Popen's waitpid lock and the `try` that releases it (every later wait on that child then blocks forever, so
 the stop hangs), or between fork and the new child's Popen object existing (a child nobody stops).
 
+A process started as a background job of a non-interactive shell (`make test &`, a CI step, nohup)
+inherits SIGINT ignored, and Python then leaves it ignored: `devstack run` started from such a test suite
+never stopped on SIGINT (the run test's "still running 60 s after SIGINT"). `handle_stop_signals()` installs
+its handler regardless, as uvicorn does.
+
 With `handle_stop_signals()` a signal only records the request. It becomes a KeyboardInterrupt inside
 `pause()`, the sleep of every wait loop (readiness, placement, serving), or at `check()`: places where no
 lock is held and no child is half-started. Library users that never call `handle_stop_signals()` keep

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
@@ -139,7 +140,26 @@ def _alive(pid: int) -> bool:
     return state != "Z"
 
 
-def test_run_serves_until_ctrl_c_then_leaves_no_process_or_port_behind(tmp_path: Path) -> None:
+@contextlib.contextmanager
+def sigint_disposition(handler: Any) -> Iterator[None]:
+    """What a child started meanwhile inherits: SIG_IGN survives exec, a Python handler becomes SIG_DFL."""
+    previous = signal.signal(signal.SIGINT, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+@pytest.mark.parametrize(
+    "inherited_sigint",
+    [signal.default_int_handler, signal.SIG_IGN],
+    ids=["sigint-default", "sigint-ignored-as-in-a-background-job"],
+)
+def test_run_serves_until_ctrl_c_then_leaves_no_process_or_port_behind(
+    tmp_path: Path, inherited_sigint: Any
+) -> None:
+    # `make test &` (or any background job of a non-interactive shell) starts pytest with SIGINT ignored, and
+    # a child inherits that: devstack must stop on SIGINT either way, not only when pytest ran in a terminal.
     manifest = tmp_path / "jobset.yaml"
     manifest.write_text(yaml.safe_dump_all(scaled_example(replicas=2)))
     argv = [
@@ -159,7 +179,7 @@ def test_run_serves_until_ctrl_c_then_leaves_no_process_or_port_behind(tmp_path:
         str(tmp_path / "w"),
     ]
     log = tmp_path / "run.log"
-    with log.open("w") as out:
+    with log.open("w") as out, sigint_disposition(inherited_sigint):
         proc = subprocess.Popen(
             argv, stdout=out, stderr=subprocess.STDOUT, cwd=Path(__file__).resolve().parents[2]
         )
