@@ -169,10 +169,10 @@ def _has_leader_gate(pod: Mapping[str, Any]) -> bool:
 
 
 # --- the whole picture ---------------------------------------------------------------------------------
-def stalled_jobs(snapshot: Snapshot) -> list[JobFacts]:
-    """Every Job not yet running whole (nor complete), with what the hints need to know about it."""
+def stalled_jobs(snapshot: Snapshot, warnings: Mapping[tuple[str, str], Mapping[str, Any]]) -> list[JobFacts]:
+    """Every Job not yet running whole (nor complete), with what the hints need to know about it;
+    `warnings` is `latest_warnings` of the snapshot's events."""
     labels = node_label_map(snapshot.nodes)
-    warnings = latest_warnings(snapshot.events)
     pods_by_job: dict[str, list[Obj]] = {}
     for pod in snapshot.pods:
         pods_by_job.setdefault(_job_name(pod), []).append(pod)
@@ -202,6 +202,16 @@ def stalled_jobs(snapshot: Snapshot) -> list[JobFacts]:
     return facts
 
 
+def _unknown_schedulers(pods: Iterable[Mapping[str, Any]]) -> set[str]:
+    """schedulerNames of waiting pods that no scheduler here serves."""
+    names = {
+        str((p.get("spec") or {}).get("schedulerName") or DEFAULT_SCHEDULER)
+        for p in pods
+        if pod_wait_reason(p)
+    }
+    return names - {DEFAULT_SCHEDULER}
+
+
 def _jobset_shortfalls(snapshot: Snapshot) -> dict[str, tuple[int, int]]:
     """JobSets with fewer child Jobs than their replicatedJobs ask for: name -> (have, want)."""
     children = Counter((j["metadata"].get("labels") or {}).get(JOBSET_NAME_LABEL) for j in snapshot.jobs)
@@ -224,19 +234,18 @@ def _groups(counts: Counter[tuple[str, str]], details: Mapping[tuple[str, str], 
 
 
 def diagnose(snapshot: Snapshot) -> Diagnosis:
-    jobs = stalled_jobs(snapshot)
+    warnings = latest_warnings(snapshot.events)
+    jobs = stalled_jobs(snapshot, warnings)
     stalled_names = {j.name.split("/", 1)[1] for j in jobs}
     counts: Counter[tuple[str, str]] = Counter()
     details: dict[tuple[str, str], str] = {}
-    pod_reasons = [r for r in map(pod_wait_reason, snapshot.pods) if r]
-    for reason in pod_reasons:
+    for reason in filter(None, map(pod_wait_reason, snapshot.pods)):
         counts[("pod", reason)] += 1
     for job in jobs:
         if job.suspended:
             counts[("Job", "suspended (spec.suspend: true)")] += 1
         if job.leader_bound and job.resize_pending:
             counts[("Job", f"leader bound, resize still pending ({RESIZE_LABEL}={RESIZE_PENDING})")] += 1
-    warnings = latest_warnings(snapshot.events)
     shortfalls = _jobset_shortfalls(snapshot)
     jobset_failures: list[str] = []
     for (kind, name), event in sorted(warnings.items()):
@@ -253,5 +262,5 @@ def diagnose(snapshot: Snapshot) -> Diagnosis:
         if ("JobSet", name) not in warnings:
             counts[("JobSet", f"{have} of {want} child Jobs created, no failure reported")] += 1
     groups = tuple(_groups(counts, details))
-    hints = hints_for(jobs, snapshot.nodes, pod_reasons, jobset_failures)
+    hints = hints_for(jobs, snapshot.nodes, _unknown_schedulers(snapshot.pods), jobset_failures)
     return Diagnosis(groups, tuple(hints or [UNKNOWN_CAUSE if groups else NOTHING_WAITS]))

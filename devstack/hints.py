@@ -9,7 +9,6 @@ floor(allocatable GPUs / GPUs per pod). Jobs that request no GPUs get no capacit
 from __future__ import annotations
 
 import re
-from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -27,7 +26,6 @@ from placement.constants import (
 
 _UNREACHABLE = re.compile(r'failed calling webhook "(?P<name>[^"]+)"')
 _DENIED = re.compile(r'admission webhook "(?P<name>[^"]+)" denied the request')
-_OTHER_SCHEDULER = re.compile(r"^schedulerName (?P<name>\S+):")
 _ANTI_AFFINITY = "anti-affinity"
 """Both of the scheduler's anti-affinity filter messages contain it (kube-scheduler's InterPodAffinity)."""
 
@@ -57,7 +55,7 @@ class JobFacts:
 def hints_for(
     jobs: list[JobFacts],
     nodes: Sequence[Mapping[str, Any]],
-    pod_reasons: Iterable[str],
+    unknown_schedulers: Iterable[str],
     jobset_failures: list[str],
 ) -> list[str]:
     """Every hint that applies, most fundamental first; empty when devstack recognises no cause."""
@@ -68,7 +66,7 @@ def hints_for(
         _contention_hints(jobs, nodes),
         _resizer_hints(jobs),
         _suspended_hints(jobs),
-        _scheduler_name_hints(pod_reasons),
+        _scheduler_name_hints(unknown_schedulers),
     ):
         found += [hint for hint in rule if hint not in found]
     return found
@@ -136,15 +134,13 @@ def _capacity_hint(
         labels = ", ".join((GKE_NODEPOOL_LABEL, ZONE_LABEL, RACK_LABEL, HOSTNAME_LABEL))
         return (
             f"{_subject(jobs, 'is', 'are')} exclusive on the node label {key}, which no node carries: "
-            "fix the topology "
-            f"annotation (kubesim's nodes carry {labels})"
+            f"fix the topology annotation (kubesim's nodes carry {labels})"
         )
     most_gpus = max(g for dom in doms.values() for g in dom)
     if gpus > most_gpus:
         return (
             f"{_subject(jobs, 'asks', 'ask')} for {gpus} {GPU_RESOURCE} per pod and no node has more than "
-            f"{most_gpus}: "
-            f"--gpus-per-node {gpus}, or fewer GPUs per pod in the manifest"
+            f"{most_gpus}: --gpus-per-node {gpus}, or fewer GPUs per pod in the manifest"
         )
     best = max(pods_that_fit(g, gpus) for g in doms.values())
     largest = max(len(g) for g in doms.values())
@@ -251,6 +247,6 @@ def _suspended_hints(jobs: list[JobFacts]) -> Iterator[str]:
         )
 
 
-def _scheduler_name_hints(pod_reasons: Iterable[str]) -> Iterator[str]:
-    for name in sorted(Counter(m["name"] for r in pod_reasons if (m := _OTHER_SCHEDULER.match(r)))):
+def _scheduler_name_hints(unknown_schedulers: Iterable[str]) -> Iterator[str]:
+    for name in sorted(set(unknown_schedulers)):
         yield f"pods ask for schedulerName {name}, which no scheduler here serves: drop spec.schedulerName"

@@ -28,7 +28,7 @@ class StallWatcher:
 
     def observe(self, statuses: Sequence[JobStatus], now: float) -> str | None:
         """The report to print now, or None (progress, not stalled long enough, or nothing new)."""
-        progress = tuple(statuses)
+        progress = tuple(sorted(statuses, key=lambda status: status.job))
         if progress != self._progress:
             self._progress, self._since, self._next_check = progress, now, now + self._after
             return None
