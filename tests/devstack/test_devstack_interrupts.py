@@ -75,6 +75,15 @@ class OneChild:
         self.proc.check_alive()
 
 
+@pytest.fixture
+def python_default_sigint() -> Iterator[None]:
+    """Python's own Ctrl-C handling, however pytest was started (a background job inherits SIGINT ignored)."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
+@pytest.mark.usefixtures("python_default_sigint")
 def test_pythons_default_ctrl_c_at_that_moment_leaves_the_wait_lock_held(child: ManagedProcess) -> None:
     lock = wait_lock(child)
     sys.setprofile(sigint_once_the_wait_lock_is_taken(lock))
