@@ -1,9 +1,11 @@
-"""Ctrl-C / SIGTERM while devstack serves or starts: acted on where it is safe, and a stop never hangs.
+"""Ctrl-C / SIGTERM while devstack serves or starts: always acted on, where safe; a stop never hangs.
 
-The worst moment for Python's default KeyboardInterrupt is right after `Popen._internal_poll` took the
-child's waitpid lock (devstack polls its children every second while serving): the exception skips the
-release, and every later wait on that child blocks forever, so the stop hangs. The tests deliver SIGINT at
-exactly that moment (a profile hook on the lock's `acquire` returning).
+Two ways `devstack run` outlived a SIGINT. (1) Started from a background job of a non-interactive shell
+(`make test &`), it inherited SIGINT ignored and Python left it so: the run test then timed out 60 s after
+its SIGINT (also covered end to end in test_devstack_demo.py). (2) Python's default KeyboardInterrupt,
+raised right after `Popen._internal_poll` took the child's waitpid lock (devstack polls its children every
+second while serving), skips the release: every later wait on that child blocks forever, so the stop hangs.
+The tests deliver SIGINT at exactly that moment (a profile hook on the lock's `acquire` returning).
 """
 
 from __future__ import annotations
