@@ -8,17 +8,13 @@ demo  the same, non-interactive: exits 0 with the table when every Job is placed
 from __future__ import annotations
 
 import argparse
-import contextlib
 import logging
-import signal
 import sys
-import time
-from collections.abc import Iterator
 from pathlib import Path
-from types import FrameType
 
 from devstack.commands import KubesimFlags
 from devstack.demo import apply_and_follow
+from devstack.interrupts import handle_stop_signals, pause
 from devstack.processes import ProcessError
 from devstack.report import resizer_summary
 from devstack.scenario import PlacementError, load_manifests
@@ -26,6 +22,17 @@ from devstack.stack import Stack, StackOptions
 from placement.constants import DEFAULT_STRATEGY, STRATEGIES
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "jobset-exclusive.yaml"
+STALL_SECONDS = 30.0
+
+
+def positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be more than 0 seconds, got {text}")
+    return value
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -94,6 +101,13 @@ def build_parser() -> argparse.ArgumentParser:
             default=timeout,
             help="seconds to wait for every Job to be placed (default: %(default)s)",
         )
+        cmd.add_argument(
+            "--stall-seconds",
+            type=positive_seconds,
+            default=STALL_SECONDS,
+            help="seconds without progress before saying why the Jobs wait: pending reasons with counts "
+            "and a hint; said again only when that changes (default: %(default)s)",
+        )
         cmd.add_argument("-v", "--verbose", action="store_true", help="log devstack's own steps")
     return parser
 
@@ -116,20 +130,6 @@ def options_from(args: argparse.Namespace) -> StackOptions:
     )
 
 
-def _terminate_as_interrupt(signum: int, frame: FrameType | None) -> None:
-    raise KeyboardInterrupt
-
-
-@contextlib.contextmanager
-def sigterm_as_interrupt() -> Iterator[None]:
-    """SIGTERM (e.g. from a supervisor) takes the same clean path as Ctrl-C."""
-    previous = signal.signal(signal.SIGTERM, _terminate_as_interrupt)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
 def echo(line: str) -> None:
     print(line, flush=True)
 
@@ -137,7 +137,7 @@ def echo(line: str) -> None:
 def serve_forever(stack: Stack) -> None:
     while True:
         stack.check_alive()
-        time.sleep(1.0)
+        pause(1.0)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -153,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, PlacementError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    with sigterm_as_interrupt():
+    with handle_stop_signals():  # Ctrl-C or SIGTERM: the clean stop, from any safe point
         try:
             echo(
                 f"starting kubesim ({args.nodes} nodes, {args.pools} pools, time scale {args.time_scale}), "
@@ -162,7 +162,12 @@ def main(argv: list[str] | None = None) -> int:
             with Stack(options) as stack:
                 echo(f"kubesim {stack.server}  webhook {stack.webhook_url}  kubeconfig {stack.kubeconfig}")
                 observation = apply_and_follow(
-                    stack, objects, namespace=args.namespace, timeout=args.timeout, echo=echo
+                    stack,
+                    objects,
+                    namespace=args.namespace,
+                    timeout=args.timeout,
+                    echo=echo,
+                    stall_seconds=args.stall_seconds,
                 )
                 echo("")
                 echo(observation.table)

@@ -14,6 +14,8 @@ from pathlib import Path
 log = logging.getLogger(__name__)
 
 _PR_SET_PDEATHSIG = 1
+REAP_SECONDS = 5.0
+"""How long a SIGKILLed child may take to be reaped before the stop goes on without it."""
 
 
 def _die_with_parent() -> None:
@@ -76,10 +78,22 @@ class ManagedProcess:
             os.killpg(self._proc.pid, sig)
 
     def kill(self) -> None:
-        """SIGKILL the group and reap it: a crash, as the fault tests want it."""
+        """SIGKILL the group and reap it: a crash, as the fault tests want it.
+
+        The wait is bounded: a stop must end even if the child cannot be reaped (Popen's waitpid lock left
+        held by an exception raised inside Popen, say); the kernel reaps it once devstack exits."""
         self.signal(signal.SIGKILL)
-        if self._proc is not None:
-            self._proc.wait()
+        if self._proc is None:
+            return
+        try:
+            self._proc.wait(REAP_SECONDS)
+        except subprocess.TimeoutExpired:
+            log.error(
+                "%s (pid %s) not reaped %.0fs after SIGKILL; giving up on it",
+                self.name,
+                self.pid,
+                REAP_SECONDS,
+            )
 
     def stop(self, timeout: float = 10.0) -> int | None:
         """SIGTERM the group, wait up to `timeout` seconds, then SIGKILL. Returns the exit code."""

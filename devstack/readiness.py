@@ -9,6 +9,7 @@ from pathlib import Path
 
 import httpx
 
+from devstack.interrupts import pause
 from devstack.processes import ManagedProcess, ProcessError
 
 
@@ -29,7 +30,7 @@ def wait_for_log_line(process: ManagedProcess, pattern: re.Pattern[str], timeout
                 f"{process.name} printed no line matching {pattern.pattern!r} within {timeout:.0f}s; "
                 f"last lines of {process.log_path}:\n{process.log_tail()}"
             )
-        time.sleep(0.05)
+        pause(0.05)
 
 
 def wait_http_ok(process: ManagedProcess, url: str, timeout: float, *, ca_file: Path | None = None) -> None:
@@ -52,4 +53,4 @@ def wait_http_ok(process: ManagedProcess, url: str, timeout: float, *, ca_file: 
                     f"{process.name} not ready at {url} within {timeout:.0f}s (last: {last}); "
                     f"last lines of {process.log_path}:\n{process.log_tail()}"
                 )
-            time.sleep(0.1)
+            pause(0.1)

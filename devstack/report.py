@@ -21,6 +21,8 @@ from placement.constants import (
 )
 
 JobState = Literal["pending", "leader-bound", "resized", "running", "complete", "failed"]
+DONE_STATES: frozenset[JobState] = frozenset({"running", "complete"})
+"""A Job in one of these is placed whole."""
 
 
 @dataclass(frozen=True)

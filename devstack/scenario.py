@@ -10,12 +10,20 @@ from typing import Any
 
 import yaml
 
+from devstack.diagnosis import diagnose, read_snapshot
 from devstack.exclusivity import ExclusivityReplay, node_domains, pod_state
+from devstack.interrupts import pause
 from devstack.kube import KubeClient, KubeError
-from devstack.report import JobStatus, Timeline, format_table, job_status, node_label_map, topology_key
+from devstack.report import (
+    DONE_STATES,
+    JobStatus,
+    Timeline,
+    format_table,
+    job_status,
+    node_label_map,
+    topology_key,
+)
 from devstack.stack import Stack
-
-DONE_STATES = frozenset({"running", "complete"})
 
 
 class PlacementError(RuntimeError):
@@ -119,20 +127,6 @@ def wait_until_placed(
             raise PlacementError(
                 f"not every Job was placed within {timeout:.0f}s "
                 f"({len(observation.statuses)}/{jobs} Jobs seen):\n{observation.table}\n"
-                f"{pending_reasons(stack.client, namespace)}"
+                f"{diagnose(read_snapshot(stack.client, namespace)).render()}"
             )
-        time.sleep(poll_seconds)
-
-
-def pending_reasons(client: KubeClient, namespace: str, limit: int = 5) -> str:
-    """Why some pods are still pending (scheduler messages), and the latest FailedCreate events."""
-    lines: list[str] = []
-    for pod in client.list("Pod", namespace=namespace):
-        if (pod.get("status") or {}).get("phase", "Pending") != "Pending":
-            continue
-        for cond in (pod.get("status") or {}).get("conditions") or []:
-            if cond.get("type") == "PodScheduled" and cond.get("status") == "False":
-                lines.append(f"pod {pod['metadata']['name']}: {cond.get('message') or cond.get('reason')}")
-    events = [e for e in client.list("Event", namespace=namespace) if e.get("reason") == "FailedCreate"]
-    lines += [f"event {e['involvedObject'].get('name')}: {e.get('message')}" for e in events[-limit:]]
-    return "\n".join(lines[: limit * 2]) or "(no scheduler messages or FailedCreate events)"
+        pause(poll_seconds)

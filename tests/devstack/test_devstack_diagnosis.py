@@ -1,0 +1,414 @@
+"""Why placement stalls: pending reasons grouped with counts, a hint per known cause, the stall report."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from devstack.__main__ import build_parser
+from devstack.diagnosis import (
+    NOTHING_WAITS,
+    UNKNOWN_CAUSE,
+    Diagnosis,
+    ReasonGroup,
+    Snapshot,
+    diagnose,
+    latest_warnings,
+)
+from devstack.report import JobStatus
+from devstack.stall import StallWatcher
+from placement.constants import (
+    GKE_NODEPOOL_LABEL,
+    GPU_RESOURCE,
+    JOB_COMPLETION_INDEX_ANNOTATION,
+    JOB_NAME_LABEL,
+    JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION,
+    JOBSET_NAME_LABEL,
+    LEADER_SCHEDULED_GATE,
+    RESIZE_LABEL,
+    TARGET_COMPLETIONS_ANNOTATION,
+)
+
+NS = "default"
+NOT_IN_POOL = "node(s) didn't match Pod's node affinity/selector"
+TOO_FEW_GPUS = f"0/8 nodes are available: 2 Insufficient {GPU_RESOURCE}, 6 {NOT_IN_POOL}."
+TAKEN = "0/16 nodes are available: 16 node(s) didn't satisfy existing pods anti-affinity rules."
+UNREACHABLE = (
+    'Internal error occurred: failed calling webhook "jobs.mutate.exclusive-placement.io": '
+    "failed to call webhook: All connection attempts failed"
+)
+
+
+def denied(job: str, leader: str) -> str:
+    return (
+        'Error creating: admission webhook "pods.validate.exclusive-placement.io" denied the request: '
+        f"follower pod (completion index 1) of Job {NS}/{job}: leader pod {leader} is not yet scheduled"
+    )
+
+
+def nodes(count: int, pools: int, gpus: int = 8) -> list[dict[str, Any]]:
+    """Like kubesim: `count` nodes in `pools` equal contiguous pools."""
+    return [
+        {
+            "metadata": {"name": f"n{i}", "labels": {GKE_NODEPOOL_LABEL: f"pool-{i * pools // count}"}},
+            "status": {"allocatable": {GPU_RESOURCE: str(gpus)}},
+        }
+        for i in range(count)
+    ]
+
+
+def job(
+    name: str,
+    *,
+    pods: int = 8,
+    gpus: int = 4,
+    key: str = GKE_NODEPOOL_LABEL,
+    resize: str | None = None,
+    suspend: bool = False,
+) -> dict[str, Any]:
+    """A JobSet child Job; with `resize` it is admitted at size 1 and `pods` is its target."""
+    meta: dict[str, Any] = {
+        "name": name,
+        "namespace": NS,
+        "labels": {JOBSET_NAME_LABEL: "training"},
+        "annotations": {JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION: key},
+    }
+    size = pods
+    if resize is not None:
+        meta["labels"][RESIZE_LABEL] = resize
+        meta["annotations"][TARGET_COMPLETIONS_ANNOTATION] = str(pods)
+        size = 1 if resize == "pending" else pods
+    container = {"name": "c", "resources": {"limits": {GPU_RESOURCE: str(gpus)}}}
+    return {
+        "metadata": meta,
+        "spec": {
+            "completions": size,
+            "parallelism": size,
+            "suspend": suspend,
+            "template": {"spec": {"containers": [container]}},
+        },
+        "status": {},
+    }
+
+
+def pod(
+    job_name: str,
+    index: int,
+    *,
+    node: str = "",
+    unschedulable: str | None = None,
+    gated: bool = False,
+    scheduler: str | None = None,
+) -> dict[str, Any]:
+    spec: dict[str, Any] = {}
+    if node:
+        spec["nodeName"] = node
+    if gated:
+        spec["schedulingGates"] = [{"name": LEADER_SCHEDULED_GATE}]
+    if scheduler:
+        spec["schedulerName"] = scheduler
+    status: dict[str, Any] = {"phase": "Running" if node else "Pending"}
+    if unschedulable:
+        status["conditions"] = [
+            {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": unschedulable}
+        ]
+    return {
+        "metadata": {
+            "name": f"{job_name}-{index}-abcde",
+            "namespace": NS,
+            "labels": {JOB_NAME_LABEL: job_name},
+            "annotations": {JOB_COMPLETION_INDEX_ANNOTATION: str(index)},
+        },
+        "spec": spec,
+        "status": status,
+    }
+
+
+def event(kind: str, name: str, reason: str, message: str, at: int, warning: bool = True) -> dict[str, Any]:
+    return {
+        "metadata": {"name": f"{name}.{at}", "namespace": NS},
+        "involvedObject": {"kind": kind, "name": name, "namespace": NS},
+        "type": "Warning" if warning else "Normal",
+        "reason": reason,
+        "message": message,
+        "eventTime": f"2026-01-01T00:00:{at:02d}.000000Z",
+    }
+
+
+def half_placed(name: str, pool_nodes: list[str], pods: int = 8, per_pool: int = 4) -> list[dict[str, Any]]:
+    """A resized Job whose pool holds `per_pool` of its `pods`: the rest cannot fit."""
+    placed = [pod(name, i, node=pool_nodes[i % len(pool_nodes)]) for i in range(per_pool)]
+    return placed + [pod(name, i, unschedulable=TOO_FEW_GPUS) for i in range(per_pool, pods)]
+
+
+def jobset(replicas: int) -> dict[str, Any]:
+    return {
+        "metadata": {"name": "training", "namespace": NS},
+        "spec": {"replicatedJobs": [{"replicas": replicas}]},
+    }
+
+
+def snapshot(
+    node_list: list[dict[str, Any]],
+    jobs: list[dict[str, Any]],
+    pods: list[dict[str, Any]],
+    events: list[dict[str, Any]] | None = None,
+    jobsets: list[dict[str, Any]] | None = None,
+) -> Snapshot:
+    return Snapshot(node_list, jobsets or [], jobs, pods, events or [])
+
+
+def too_small_pools() -> Snapshot:
+    """`devstack run --nodes 8 --pools 4` with the example: 4 Jobs x 8 pods x 4 GPUs, 16 GPUs per pool."""
+    cluster = nodes(8, 4)
+    jobs = [job(f"w-{j}", resize="done") for j in range(4)]
+    pods = [p for j in range(4) for p in half_placed(f"w-{j}", [f"n{2 * j}", f"n{2 * j + 1}"])]
+    return snapshot(cluster, jobs, pods)
+
+
+def contended() -> Snapshot:
+    """4 Jobs, 2 pools that each hold one: two Jobs run, the other two leaders wait for a pool."""
+    cluster = nodes(16, 2)
+    jobs = [job("w-0", resize="done"), job("w-1", resize="done")]
+    jobs += [job("w-2", resize="pending"), job("w-3", resize="pending")]
+    pods = [pod(f"w-{j}", i, node=f"n{8 * j + i}") for j in range(2) for i in range(8)]
+    pods += [pod("w-2", 0, unschedulable=TAKEN), pod("w-3", 0, unschedulable=TAKEN)]
+    return snapshot(cluster, jobs, pods)
+
+
+# --- grouping ------------------------------------------------------------------------------------------
+def test_pending_pods_are_grouped_by_the_schedulers_message_with_counts() -> None:
+    diagnosis = diagnose(too_small_pools())
+    assert diagnosis.groups == (ReasonGroup(16, "pod", f"Unschedulable: {TOO_FEW_GPUS}"),)
+    assert diagnosis.render().splitlines()[0] == f"  16 pods: Unschedulable: {TOO_FEW_GPUS}"
+
+
+def test_webhook_failures_are_grouped_by_webhook_though_each_message_names_its_own_pod() -> None:
+    snap = contended()
+    events = [
+        event("Job", "w-2", "FailedCreate", denied("w-2", "w-2-0-abcde"), 1),
+        event("Job", "w-3", "FailedCreate", denied("w-3", "w-3-0-fghij"), 2),
+    ]
+    groups = diagnose(snapshot(snap.nodes, snap.jobs, snap.pods, events)).groups
+    reason = 'FailedCreate: admission webhook "pods.validate.exclusive-placement.io" denied the request'
+    (group,) = [g for g in groups if g.unit == "Job"]
+    assert (group.count, group.reason) == (2, reason)
+    assert group.detail.startswith("follower pod (completion index 1) of Job default/w-2")
+    assert group.render().startswith(f"2 Jobs: {reason} (e.g. follower pod")
+
+
+def test_only_the_latest_event_of_a_stalled_object_counts() -> None:
+    events = [
+        event("Job", "w-2", "FailedCreate", UNREACHABLE, 1),
+        event("Job", "w-2", "SuccessfulCreate", "Created pod: w-2-0-abcde", 2, warning=False),
+        event("Job", "w-0", "FailedCreate", UNREACHABLE, 3),  # w-0 runs whole: its past does not matter
+    ]
+    assert latest_warnings(events).keys() == {("Job", "w-0")}
+    snap = contended()
+    groups = diagnose(snapshot(snap.nodes, snap.jobs, snap.pods, events)).groups
+    assert [g.unit for g in groups] == ["pod"]
+
+
+def test_a_jobset_short_of_jobs_reports_its_failure_or_the_shortfall() -> None:
+    failed = diagnose(
+        snapshot(
+            nodes(8, 4),
+            [],
+            [],
+            [event("JobSet", "training", "JobCreationFailed", UNREACHABLE, 1)],
+            [jobset(4)],
+        )
+    )
+    assert failed.groups[0].render() == (
+        '1 JobSet: JobCreationFailed: failed calling webhook "jobs.mutate.exclusive-placement.io" '
+        "(failed to call webhook: All connection attempts failed)"
+    )
+    silent = diagnose(snapshot(nodes(8, 4), [job("w-0")], [], [], [jobset(4)]))
+    assert ReasonGroup(1, "JobSet", "1 of 4 child Jobs created, no failure reported") in silent.groups
+
+
+def test_the_fingerprint_ignores_details_but_not_counts() -> None:
+    one = Diagnosis((ReasonGroup(2, "Job", "FailedCreate: x", "pod a"),), ("h",))
+    assert (
+        one.fingerprint == Diagnosis((ReasonGroup(2, "Job", "FailedCreate: x", "pod b"),), ("h",)).fingerprint
+    )
+    assert (
+        one.fingerprint != Diagnosis((ReasonGroup(3, "Job", "FailedCreate: x", "pod a"),), ("h",)).fingerprint
+    )
+
+
+# --- hints ---------------------------------------------------------------------------------------------
+def with_jobs(base: Snapshot, jobs: list[dict[str, Any]], pods: list[dict[str, Any]]) -> Snapshot:
+    return snapshot(base.nodes, jobs, pods)
+
+
+HINT_CASES: list[tuple[str, Snapshot, list[str]]] = [
+    (
+        "pools too small for a Job",
+        too_small_pools(),
+        [
+            f"4 Jobs (default/w-0, ...) need 8 pods x 4 {GPU_RESOURCE} in one node pool",
+            "the largest pool holds 4 (2 nodes x 8 GPUs)",
+            "--nodes 16 (with --pools 4: 4 nodes per pool)",
+            "--pools 2 (with --nodes 8; 2 of the Jobs then wait their turn)",
+            "--gpus-per-node 16",
+        ],
+    ),
+    (
+        "a pod larger than any node",
+        snapshot(nodes(8, 4), [job("big", pods=2, gpus=16)], [pod("big", 0, unschedulable="0/8 nodes ...")]),
+        [
+            f"Job default/big asks for 16 {GPU_RESOURCE} per pod and no node has more than 8",
+            "--gpus-per-node 16",
+        ],
+    ),
+    (
+        "a topology label no node carries",
+        snapshot(
+            nodes(8, 4), [job("z", key="example.com/rack")], [pod("z", 0, unschedulable="0/8 nodes ...")]
+        ),
+        ["exclusive on the node label example.com/rack, which no node carries"],
+    ),
+    (
+        "more Jobs than pools",
+        contended(),
+        [
+            "2 Jobs (default/w-2, ...) wait for a free node pool",
+            "all 2 that can hold one are taken. Expected under contention",
+            "To place all 4 at once: --pools 4 --nodes 32",
+        ],
+    ),
+    (
+        "leader bound, never resized",
+        snapshot(nodes(8, 4), [job("w-0", pods=2, resize="pending")], [pod("w-0", 0, node="n0")]),
+        ["Job default/w-0 has a bound leader but still not resized", "--resizer-replicas >= 1"],
+    ),
+    (
+        "leader bound, followers still gated",
+        snapshot(nodes(8, 4), [job("w-0", pods=2)], [pod("w-0", 0, node="n0"), pod("w-0", 1, gated=True)]),
+        [f"Job default/w-0 has a bound leader but still followers gated ({LEADER_SCHEDULED_GATE})"],
+    ),
+    (
+        "a suspended Job",
+        snapshot(nodes(8, 4), [job("w-0", pods=2, suspend=True)], []),
+        ["Job default/w-0 is suspended (spec.suspend: true)"],
+    ),
+    (
+        "a scheduler that does not exist",
+        snapshot(nodes(8, 4), [job("w-0", gpus=0)], [pod("w-0", 0, scheduler="volcano")]),
+        ["pods ask for schedulerName volcano, which no scheduler here serves"],
+    ),
+    (
+        "a reason devstack does not know",
+        snapshot(
+            nodes(8, 4), [job("w-0", gpus=0)], [pod("w-0", 0, unschedulable="0/8 nodes: 8 untolerated taint")]
+        ),
+        [UNKNOWN_CAUSE],
+    ),
+    ("nothing waits", snapshot(nodes(8, 4), [job("w-0", gpus=0)], []), [NOTHING_WAITS]),
+]
+
+
+@pytest.mark.parametrize(("snap", "expected"), [c[1:] for c in HINT_CASES], ids=[c[0] for c in HINT_CASES])
+def test_the_hint_names_what_to_change(snap: Snapshot, expected: list[str]) -> None:
+    (hint,) = diagnose(snap).hints
+    for fragment in expected:
+        assert fragment in hint
+
+
+def test_an_unreachable_webhook_is_the_hint_when_the_jobset_cannot_create_jobs() -> None:
+    events = [event("JobSet", "training", "JobCreationFailed", UNREACHABLE, 1)]
+    (hint,) = diagnose(snapshot(nodes(8, 4), [], [], events, [jobset(4)])).hints
+    assert 'cannot call the admission webhook "jobs.mutate.exclusive-placement.io"' in hint
+
+
+def test_a_follower_denied_while_its_leader_waits_is_not_a_webhook_problem() -> None:
+    snap = contended()
+    events = [event("Job", "w-2", "FailedCreate", denied("w-2", "w-2-0-abcde"), 1)]
+    (hint,) = diagnose(snapshot(snap.nodes, snap.jobs, snap.pods, events)).hints
+    assert "wait for a free node pool" in hint
+
+
+def test_a_follower_denied_although_its_leader_is_bound_is() -> None:
+    jobs = [job("w-0", pods=2)]
+    events = [event("Job", "w-0", "FailedCreate", denied("w-0", "w-0-0-abcde"), 1)]
+    (hint,) = diagnose(snapshot(nodes(8, 4), jobs, [pod("w-0", 0, node="n0")], events)).hints
+    assert 'the admission webhook "pods.validate.exclusive-placement.io" rejects' in hint
+
+
+def test_jobs_placed_whole_need_no_hint_about_capacity() -> None:
+    snap = too_small_pools()
+    placed = [pod("w-0", i, node=f"n{i % 2}") for i in range(4)]
+    diagnosis = diagnose(snapshot(snap.nodes, [job("w-0", pods=4, resize="done")], placed))
+    assert diagnosis.hints == (NOTHING_WAITS,)
+
+
+# --- the stall report ----------------------------------------------------------------------------------
+class FakeDiagnoses:
+    def __init__(self) -> None:
+        self.current = Diagnosis((ReasonGroup(16, "pod", "Unschedulable: too few GPUs"),), ("more nodes",))
+        self.calls = 0
+
+    def __call__(self) -> Diagnosis:
+        self.calls += 1
+        return self.current
+
+
+def status(state: Any = "resized", running: int = 4) -> JobStatus:
+    return JobStatus("default/w-0", state, ("pool-0",), running, 8, True, True)
+
+
+def test_the_stall_report_comes_once_after_the_quiet_period_and_not_again_while_nothing_changes() -> None:
+    diagnoses = FakeDiagnoses()
+    watcher = StallWatcher(after=30, diagnose=diagnoses, recheck=1)
+    statuses = [status()]
+    assert watcher.observe(statuses, 0.0) is None
+    assert watcher.observe(statuses, 29.9) is None
+    assert diagnoses.calls == 0
+    report = watcher.observe(statuses, 30.0)
+    assert report == (
+        "no progress for 30s (1 Jobs: 1 resized). Waiting:\n"
+        "  16 pods: Unschedulable: too few GPUs\n"
+        "  hint: more nodes"
+    )
+    reports = [watcher.observe(statuses, 30.0 + t / 10) for t in range(1, 600)]
+    assert reports == [None] * len(reports)
+    assert 55 <= diagnoses.calls <= 61  # rechecked about once a second, not at every poll
+
+
+def test_the_stall_report_repeats_when_the_picture_changes() -> None:
+    diagnoses = FakeDiagnoses()
+    watcher = StallWatcher(after=5, diagnose=diagnoses, recheck=1)
+    statuses = [status()]
+    watcher.observe(statuses, 0.0)
+    assert watcher.observe(statuses, 5.0) is not None
+    diagnoses.current = Diagnosis((ReasonGroup(12, "pod", "Unschedulable: too few GPUs"),), ("more nodes",))
+    assert watcher.observe(statuses, 5.5) is None  # not rechecked yet
+    assert "12 pods" in (watcher.observe(statuses, 6.0) or "")
+    assert watcher.observe(statuses, 7.0) is None
+
+
+def test_progress_restarts_the_quiet_period() -> None:
+    diagnoses = FakeDiagnoses()
+    watcher = StallWatcher(after=5, diagnose=diagnoses)
+    watcher.observe([status(running=3)], 0.0)
+    assert watcher.observe([status(running=4)], 4.0) is None
+    assert watcher.observe([status(running=4)], 8.9) is None
+    assert "no progress for 5s" in (watcher.observe([status(running=4)], 9.0) or "")
+    assert watcher.observe([status("running", running=8)], 20.0) is None  # progress: nothing to say
+    assert "(1 Jobs: 1 running)" in (watcher.observe([status("running", running=8)], 25.0) or "")
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "soon"])
+def test_the_stall_setting_must_be_a_positive_number_of_seconds(
+    value: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["run", "--stall-seconds", value])
+    assert "--stall-seconds" in capsys.readouterr().err
+
+
+def test_the_stall_setting_defaults_to_thirty_seconds() -> None:
+    assert build_parser().parse_args(["run"]).stall_seconds == 30.0
+    assert build_parser().parse_args(["demo", "--stall-seconds", "0.5"]).stall_seconds == 0.5
