@@ -193,7 +193,8 @@ def test_a_gated_pod_waits_without_attempts_until_its_gates_are_lifted() -> None
     assert queue.sizes() == (0, 0, 1)
     hints.queue_for = {("g", "SchedulingGates", Action.UPDATE_POD_SCHEDULING_GATES_ELIMINATED)}
     lifted = ClusterEvent(Resource.POD, Action.UPDATE_POD_SCHEDULING_GATES_ELIMINATED, {}, {})
-    queue.update("g", [ClusterEvent(Resource.POD, Action.UPDATE_POD_LABEL, {}, {})], gated_by="SchedulingGates")
+    relabelled = ClusterEvent(Resource.POD, Action.UPDATE_POD_LABEL, {}, {})
+    queue.update("g", [relabelled], gated_by="SchedulingGates")
     assert queue.where("g") == UNSCHEDULABLE
     queue.update("g", [lifted], gated_by=None)
     assert queue.where("g") == ACTIVE
