@@ -322,14 +322,17 @@ class AffinityCheck:
         self._self_match = self._matcher.matches(namespace, labels, index.namespace_labels)
         self._anti = [(t.topology_key, PodMatcher.of((t,))) for t in anti_terms]
         self._keys = tuple(sorted({*self._forbidden, *self._affinity_keys, *(key for key, _ in self._anti)}))
-        self._answers: dict[tuple[str | None, ...], str | None] = {}
+        self._answers: dict[object, str | None] = {}
 
     def reason(self, node_labels: Mapping[str, str]) -> str | None:
         """Why the node fails InterPodAffinity's Filter, or None."""
-        signature = tuple(node_labels.get(k) for k in self._keys)
-        if signature not in self._answers:
-            self._answers[signature] = self._evaluate(node_labels)
-        return self._answers[signature]
+        keys = self._keys
+        signature: object = node_labels.get(keys[0]) if len(keys) == 1 else tuple(map(node_labels.get, keys))
+        answers = self._answers
+        if signature in answers:
+            return answers[signature]
+        answer = answers[signature] = self._evaluate(node_labels)
+        return answer
 
     def _evaluate(self, node_labels: Mapping[str, str]) -> str | None:
         index = self._index

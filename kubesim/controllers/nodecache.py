@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 
-from .interpod import AffinityIndex, required_terms
+from .interpod import AffinityIndex, AffinityTerm, required_terms
 from .nodefit import Resources, pod_requests
 from .nodestate import NodeState
 from .objects import Obj, labels_of
@@ -91,19 +91,24 @@ class SchedulerCache:
     def is_assigned(self, key: str) -> bool:
         return key in self._assigned
 
-    def assign(self, key: str, pod: Obj, node_name: str) -> None:
-        """Account a pod on a node (assumed by this scheduler, or seen bound)."""
+    def assign(
+        self, key: str, pod: Obj, node_name: str, parsed: tuple[Resources, list[AffinityTerm]] | None = None
+    ) -> None:
+        """Account a pod on a node (assumed by this scheduler, or seen bound); `parsed` is its request and
+        anti-affinity terms when the caller has them already."""
         current = self._assigned.get(key)
         if current is not None and current[0] == node_name:
             return
         if current is not None:
             self.release(key)
-        try:
-            request = pod_requests(pod)
-            anti_terms = required_terms(pod, "podAntiAffinity")
-        except ValueError as error:
-            log.warning("pod %s on %s: ignoring malformed spec: %s", key, node_name, error)
-            request, anti_terms = Resources(pods=1), []
+        if parsed is not None:
+            request, anti_terms = parsed
+        else:
+            try:
+                request, anti_terms = pod_requests(pod), required_terms(pod, "podAntiAffinity")
+            except ValueError as error:
+                log.warning("pod %s on %s: ignoring malformed spec: %s", key, node_name, error)
+                request, anti_terms = Resources(pods=1), []
         self._assigned[key] = (node_name, request)
         state = self.nodes.get(node_name)
         if state is not None:

@@ -220,7 +220,8 @@ class Scheduler:
     async def schedule_one(self, key: str, pod: Obj) -> str | None:
         """One scheduling cycle; returns the node the pod was bound to, or None."""
         self._stats.scheduler_attempts += 1
-        result = self.run_filters(pod)
+        info = self._info_of(key, pod)
+        result = self._finder.find(info)
         node_name = result.node
         if node_name is None:
             if result.error:
@@ -231,7 +232,7 @@ class Scheduler:
             self.queue.failed(key, result.rejectors)
             await self._mark_unschedulable(pod, result.message)
             return None
-        self.cache.assign(key, pod, node_name)
+        self.cache.assign(key, pod, node_name, (info.request, info.anti_terms))
         meta = pod["metadata"]
         binding = {
             "apiVersion": "v1",

@@ -122,3 +122,54 @@ def test_the_search_stops_after_enough_feasible_nodes_and_the_next_one_starts_th
     assert finder.next_start == 420
     finder.find(info)
     assert finder.next_start == 840
+
+
+def _empty_nodes(count: int) -> SchedulerCache:
+    cache = SchedulerCache()
+    for number in range(count):
+        cache.set_node(
+            {
+                "metadata": {"name": f"n{number}", "labels": {"pool": f"p{number % 2}"}},
+                "status": {"allocatable": {"cpu": "8", "memory": "8Gi", "pods": "110"}},
+            }
+        )
+    return cache
+
+
+def test_equal_scores_are_broken_uniformly_at_random() -> None:
+    """selectHost: every top-scored node is equally likely (reservoir sampling with the seeded RNG)."""
+    finder = NodeFinder(_empty_nodes(4), Stats(), 0, 7)
+    info = PodInfo.of(
+        {"metadata": {"name": "p", "namespace": "default"}, "spec": {"containers": [{"name": "c"}]}}
+    )
+    picks = [finder.find(info).node for _ in range(400)]
+    assert {name: picks.count(name) for name in sorted(set(picks))} == pytest.approx(
+        {"n0": 100, "n1": 100, "n2": 100, "n3": 100}, abs=30
+    )
+
+
+def test_affinity_evaluations_count_prefilter_matches_and_filter_lookups() -> None:
+    """PreFilter matches every placed pod against the pod's 2 terms and each placed pod's anti-affinity term
+    against the pod; Filter looks up each term (and the existing-anti-affinity map) on each node it visits."""
+    cache = _empty_nodes(4)
+    anti = {"labelSelector": {"matchLabels": {"app": "x"}}, "topologyKey": "pool"}
+    for number in range(3):
+        placed = {"metadata": {"name": f"e{number}", "namespace": "default", "labels": {"app": "y"}}}
+        placed["spec"] = {
+            "affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [anti]}}
+        }
+        cache.assign(f"default/e{number}", placed, f"n{number}")
+    term = {"labelSelector": {"matchLabels": {"app": "y"}}, "topologyKey": "pool"}
+    spec = {
+        "containers": [{"name": "c"}],
+        "affinity": {
+            "podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]},
+            "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [anti]},
+        },
+    }
+    stats = Stats()
+    info = PodInfo.of(
+        {"metadata": {"name": "p", "namespace": "default", "labels": {"app": "z"}}, "spec": spec}
+    )
+    assert NodeFinder(cache, stats, 0, 0).find(info).node is not None
+    assert stats.scheduler_affinity_evaluations == 3 * 2 + 3 + 4 * 2

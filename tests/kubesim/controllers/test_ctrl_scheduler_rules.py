@@ -246,3 +246,18 @@ def test_no_nodes_is_a_scheduler_error_not_unschedulable(run) -> None:
             assert c.stats.scheduler_unschedulable == 0
 
     run(scenario())
+
+
+def test_pods_of_another_scheduler_are_left_alone(run) -> None:
+    async def scenario() -> None:
+        async with cluster(nodes=2, pools=1, components=("scheduler",)) as c:
+            await c.server.create(
+                "pods", _pod("theirs", schedulerName="other-scheduler"), namespace="default"
+            )
+            await c.server.create("pods", _pod("ours"), namespace="default")
+            await c.wait_for(lambda: _node_of(c, "ours"), 30, "our pod bound")
+            assert "default/theirs" not in c.controllers.scheduler.queue
+            assert await _node_of(c, "theirs") is None
+            assert c.stats.scheduler_attempts == 1
+
+    run(scenario())
