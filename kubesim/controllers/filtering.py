@@ -16,6 +16,7 @@ the count is the same.
 
 from __future__ import annotations
 
+import itertools
 import random
 from collections import Counter
 from dataclasses import dataclass, field
@@ -138,37 +139,24 @@ class NodeFinder:
         tolerations = info.tolerations
         tolerates_unschedulable = info.tolerates_unschedulable
         node_affinity = info.node_affinity if info.node_affinity.active else None
-        node_affinity_answers: dict[str, bool] = {}
         affinity_check = None if check.skip else check
-        affinity_work = check.node_work
-        examined = 0
-        evaluations = 0
-        affinity_evaluations = 0
-        for index in range(count):
+        cordoned = tainted = mismatched = affinity_checked = 0
+        for name in itertools.chain(names[start:], names[:start]):
             if len(feasible) >= wanted:
                 break
-            state = nodes[names[(start + index) % count]]
-            examined += 1
-            evaluations += 1  # NodeUnschedulable
+            state = nodes[name]
             if state.unschedulable and not tolerates_unschedulable:
-                failures[(NODE_UNSCHEDULABLE, REASON_UNSCHEDULABLE)] += 1
+                cordoned += 1
                 continue
-            evaluations += 2  # NodeName, TaintToleration
             if state.hard_taints:
                 taint = first_untolerated(tolerations, state.hard_taints)
                 if taint is not None:
                     failures[(TAINT_TOLERATION, taint_reason(taint))] += 1
+                    tainted += 1
                     continue
-            if node_affinity is not None:
-                evaluations += 1
-                matched = node_affinity_answers.get(state.name)
-                if matched is None:
-                    matched = node_affinity.matches(state.name, state.labels)
-                    node_affinity_answers[state.name] = matched
-                if not matched:
-                    failures[(NODE_AFFINITY, REASON_NODE_AFFINITY)] += 1
-                    continue
-            evaluations += 1  # NodeResourcesFit
+            if node_affinity is not None and not node_affinity.matches(name, state.labels):
+                mismatched += 1
+                continue
             if (
                 want_gpu > state.free_gpu
                 or want_cpu > state.free_cpu
@@ -179,16 +167,31 @@ class NodeFinder:
                 short.append(state)
                 continue
             if affinity_check is not None:
-                evaluations += 1
-                affinity_evaluations += affinity_work
+                affinity_checked += 1
                 reason = affinity_check.reason(state.labels)
                 if reason is not None:
                     failures[(INTER_POD_AFFINITY, reason)] += 1
                     continue
             feasible.append(state)
-        outcome.examined = examined
-        outcome.evaluations = evaluations
-        self._stats.scheduler_affinity_evaluations += affinity_evaluations
+        if cordoned:
+            failures[(NODE_UNSCHEDULABLE, REASON_UNSCHEDULABLE)] += cordoned
+        if mismatched:
+            failures[(NODE_AFFINITY, REASON_NODE_AFFINITY)] += mismatched
+        outcome.examined = cordoned + tainted + mismatched + len(short) + affinity_checked
+        if affinity_check is None:
+            outcome.examined += len(feasible)
+        # Filter calls per node, counted rather than incremented in the loop: every examined node runs
+        # NodeUnschedulable, NodeName, TaintToleration, NodeAffinity (when active) and NodeResourcesFit,
+        # less the plugins after the one that rejected it, plus InterPodAffinity where it ran.
+        per_node = FILTERS_BEFORE_NODE_AFFINITY + (node_affinity is not None) + 1
+        outcome.evaluations = (
+            outcome.examined * per_node
+            - cordoned * (per_node - 1)
+            - tainted * (per_node - FILTERS_BEFORE_NODE_AFFINITY)
+            - mismatched
+            + affinity_checked
+        )
+        self._stats.scheduler_affinity_evaluations += affinity_checked * check.node_work
         return outcome
 
     def _search_selected(
