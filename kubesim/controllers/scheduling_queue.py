@@ -180,8 +180,11 @@ class SchedulingQueue:
             timeout = None
             if deadline is not None:
                 timeout = max(0.0, (deadline - self._clock.now()) * self._clock.time_scale)
+            # asyncio.timeout, not wait_for: Python 3.11's wait_for swallows a cancellation that arrives
+            # as the event is set, and the scheduler's task would then never stop.
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._changed.wait(), timeout)
+                async with asyncio.timeout(timeout):
+                    await self._changed.wait()
 
     def failed(self, key: str, rejectors: frozenset[str] = frozenset()) -> None:
         """An attempt failed (AddUnschedulableIfNotPresent): rejected by `rejectors`, or an error when empty
