@@ -1,33 +1,43 @@
 """Inter-pod affinity: required pod affinity / anti-affinity terms and an index that answers them fast.
 
-Semantics follow kube-scheduler's InterPodAffinity filter:
-- a node passes an affinity term when its topology domain (node label `topologyKey`) already holds a pod
-  matching the term; the first pod of a group passes anyway when no pod anywhere matches any of its terms
-  and the pod matches its own terms;
-- a node fails an anti-affinity term when its domain holds a matching pod;
-- symmetry: a node fails when its domain holds a pod whose own anti-affinity term matches the new pod.
-A term's namespaces are its `namespaces` list plus those its `namespaceSelector` selects (`{}` = all);
-with neither, the namespace of the pod carrying the term.
+Semantics follow kube-scheduler's InterPodAffinity plugin (kubernetes/kubernetes
+pkg/scheduler/framework/plugins/interpodaffinity/filtering.go), checked per node in this order:
+- affinity (`satisfyPodAffinity`): every term's topology key must be a label of the node, and the node's
+  domain must hold an existing pod that matches ALL the incoming pod's affinity terms at once
+  (`podMatchesAllAffinityTerms`: the counts are only raised for such a pod). The first pod of a group passes
+  anyway when no existing pod anywhere matches all the terms (the counts are empty) and the pod matches all
+  its own terms;
+- anti-affinity (`satisfyPodAntiAffinity`): the node fails when its domain of some term holds a pod matching
+  that term;
+- symmetry (`satisfyExistingPodsAntiAffinity`): the node fails when its domain holds a pod whose own
+  anti-affinity term matches the incoming pod.
+A term's namespaces are its `namespaces` list plus those its `namespaceSelector` selects (`{}` = all); with
+neither, the namespace of the pod carrying the term.
 
 The index keeps, per topology key in use and per domain, per-namespace counts of label values, so a
-term whose selector looks at a single label key (JobSet's and this project's terms) is answered from counts,
-without visiting pods. Existing anti-affinity terms are grouped by identical term, each with the domains
-it occupies, so the symmetry check costs one selector match per distinct term.
+selector that reads a single label key (JobSet's and this project's terms) is answered from counts, without
+visiting pods. Existing anti-affinity terms are grouped by identical term, each with the domains it occupies,
+so the symmetry check costs one selector match per distinct term.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from kubesim.apiserver.selectors import LabelSelector, selector_from_dict
+from kubesim.apiserver.selectors import LabelSelector, Requirement, selector_from_dict
 
+from .nodefit import label_key_error, label_value_error
 from .objects import Obj
 
 AffinityKind = Literal["podAffinity", "podAntiAffinity"]
 NamespaceLabels = Mapping[str, Mapping[str, str]]
+
+REASON_AFFINITY = "node(s) didn't match pod affinity rules"
+REASON_ANTI_AFFINITY = "node(s) didn't match pod anti-affinity rules"
+REASON_EXISTING_ANTI_AFFINITY = "node(s) didn't satisfy existing pods anti-affinity rules"
 
 
 @dataclass(frozen=True)
@@ -53,11 +63,56 @@ class AffinityTerm:
         return self.matches_namespace(namespace, namespace_labels) and self.selector.matches(labels)
 
 
+@dataclass(frozen=True)
+class PodMatcher:
+    """A conjunction of terms: matches a pod that matches every one of them (podMatchesAllAffinityTerms).
+    With no terms it matches nothing, as upstream's function returns false for an empty list."""
+
+    terms: tuple[AffinityTerm, ...]
+    requirements: tuple[Requirement, ...]
+
+    @classmethod
+    def of(cls, terms: Iterable[AffinityTerm]) -> PodMatcher:
+        listed = tuple(terms)
+        return cls(listed, tuple(r for t in listed for r in t.selector.requirements))
+
+    def matches_namespace(self, namespace: str, namespace_labels: NamespaceLabels) -> bool:
+        return bool(self.terms) and all(t.matches_namespace(namespace, namespace_labels) for t in self.terms)
+
+    def matches_labels(self, labels: Mapping[str, str]) -> bool:
+        return all(r.matches(labels) for r in self.requirements)
+
+    def matches(self, namespace: str, labels: Mapping[str, str], namespace_labels: NamespaceLabels) -> bool:
+        return self.matches_namespace(namespace, namespace_labels) and self.matches_labels(labels)
+
+
+def _selector_errors(selector: Mapping[str, Any] | None) -> list[str]:
+    """What metav1.LabelSelectorAsSelector rejects besides operators: bad keys or values, value counts."""
+    if not selector:
+        return []
+    errors: list[str] = []
+    for key, value in (selector.get("matchLabels") or {}).items():
+        errors += [e for e in (label_key_error(str(key)), label_value_error(str(value))) if e]
+    for expression in selector.get("matchExpressions") or []:
+        key = str(expression.get("key") or "")
+        values = [str(v) for v in expression.get("values") or []]
+        operator = expression.get("operator")
+        errors += [e for e in [label_key_error(key), *(label_value_error(v) for v in values)] if e]
+        if operator in ("In", "NotIn") and not values:
+            errors.append(f"values[{key}]: for 'in', 'notin' operators, values set can't be empty")
+        if operator in ("Exists", "DoesNotExist") and values:
+            errors.append(f"values[{key}]: values set must be empty for exists and does not exist")
+    return errors
+
+
 def parse_term(term: Mapping[str, Any], pod_namespace: str) -> AffinityTerm:
     """Raises ValueError (with the offending field) on a malformed term."""
     topology_key = term.get("topologyKey")
     if not topology_key:
         raise ValueError("pod affinity term: topologyKey is required")
+    errors = _selector_errors(term.get("labelSelector")) + _selector_errors(term.get("namespaceSelector"))
+    if errors:
+        raise ValueError(f"pod affinity term: {'; '.join(errors)}")
     try:
         selector = selector_from_dict(term.get("labelSelector"))
         raw_ns_selector = term.get("namespaceSelector")
@@ -101,6 +156,12 @@ class AffinityIndex:
         self._pods: dict[str, _PlacedPod] = {}
         self._domains: dict[str, dict[str, _Domain]] = {}
         self._anti: dict[AffinityTerm, Counter[str]] = {}
+        self.existing_anti_terms = 0
+        """Required anti-affinity terms of the placed pods (upstream's PreFilter matches each every cycle)."""
+
+    @property
+    def placed_pods(self) -> int:
+        return len(self._pods)
 
     # --- maintenance -----------------------------------------------------------------------------------
 
@@ -126,6 +187,7 @@ class AffinityIndex:
             self.remove_pod(key)
         placed = _PlacedPod(node, namespace, dict(labels), anti_terms)
         self._pods[key] = placed
+        self.existing_anti_terms += len(anti_terms)
         node_labels = self._node_labels.get(node, {})
         for topology_key, domains in self._domains.items():
             value = node_labels.get(topology_key)
@@ -140,6 +202,7 @@ class AffinityIndex:
         placed = self._pods.pop(key, None)
         if placed is None:
             return
+        self.existing_anti_terms -= len(placed.anti_terms)
         node_labels = self._node_labels.get(placed.node, {})
         for topology_key, domains in self._domains.items():
             value = node_labels.get(topology_key)
@@ -183,20 +246,18 @@ class AffinityIndex:
 
     # --- queries ---------------------------------------------------------------------------------------
 
-    def domain_has_match(self, term: AffinityTerm, domain_value: str) -> bool:
-        """Whether the domain `term.topology_key=domain_value` holds a pod matching `term`."""
-        self.track(term.topology_key)
-        domain = self._domains[term.topology_key].get(domain_value)
+    def domain_has_match(self, matcher: PodMatcher, topology_key: str, domain_value: str) -> bool:
+        """Whether the domain `topology_key=domain_value` holds a pod matching `matcher`."""
+        self.track(topology_key)
+        domain = self._domains[topology_key].get(domain_value)
         if domain is None or not domain.pods:
             return False
-        return self._domain_matches(term, domain)
+        return self._domain_matches(matcher, domain)
 
-    def any_match(self, term: AffinityTerm) -> bool:
-        """Whether any domain of `term.topology_key` holds a pod matching `term`."""
-        self.track(term.topology_key)
-        return any(
-            d.pods and self._domain_matches(term, d) for d in self._domains[term.topology_key].values()
-        )
+    def holds_match(self, matcher: PodMatcher, topology_key: str) -> bool:
+        """Whether a pod matching `matcher` runs on any node labelled with `topology_key`."""
+        self.track(topology_key)
+        return any(d.pods and self._domain_matches(matcher, d) for d in self._domains[topology_key].values())
 
     def forbidden_by_existing(
         self, namespace: str, labels: Mapping[str, str]
@@ -209,11 +270,11 @@ class AffinityIndex:
                 forbidden.setdefault(term.topology_key, set()).update(domains)
         return forbidden, len(self._anti)
 
-    def _domain_matches(self, term: AffinityTerm, domain: _Domain) -> bool:
-        requirements = term.selector.requirements
+    def _domain_matches(self, matcher: PodMatcher, domain: _Domain) -> bool:
+        requirements = matcher.requirements
         keys = {r.key for r in requirements}
         for namespace, total in domain.totals.items():
-            if total <= 0 or not term.matches_namespace(namespace, self.namespace_labels):
+            if total <= 0 or not matcher.matches_namespace(namespace, self.namespace_labels):
                 continue
             if not requirements:
                 return True
@@ -228,6 +289,67 @@ class AffinityIndex:
                 continue
             for key in domain.pods:
                 placed = self._pods[key]
-                if placed.namespace == namespace and term.selector.matches(placed.labels):
+                if placed.namespace == namespace and matcher.matches_labels(placed.labels):
                     return True
         return False
+
+
+class AffinityCheck:
+    """InterPodAffinity for one scheduling cycle: PreFilter's state built from the index, and Filter's
+    per-node answer (memoised per distinct combination of the node's values for the keys involved)."""
+
+    def __init__(
+        self,
+        index: AffinityIndex,
+        namespace: str,
+        labels: Mapping[str, str],
+        affinity_terms: list[AffinityTerm],
+        anti_terms: list[AffinityTerm],
+    ) -> None:
+        self._index = index
+        self._forbidden, _ = index.forbidden_by_existing(namespace, labels)
+        self.skip = not affinity_terms and not anti_terms and not self._forbidden
+        """PreFilter returns Skip: nothing constrains this pod, Filter does not run."""
+        incoming = (index.placed_pods * (len(affinity_terms) + len(anti_terms))) if not self.skip else 0
+        self.prefilter_work = incoming + index.existing_anti_terms
+        """Term matches upstream's PreFilter makes: every existing pod against the incoming pod's terms,
+        and every existing pod's required anti-affinity term against the incoming pod."""
+        self.node_work = len(affinity_terms) + len(anti_terms) + (1 if self._forbidden else 0)
+        """Term lookups Filter makes on one node."""
+        self._matcher = PodMatcher.of(affinity_terms)
+        self._affinity_keys = tuple(dict.fromkeys(t.topology_key for t in affinity_terms))
+        self._group_exists = any(index.holds_match(self._matcher, k) for k in self._affinity_keys)
+        self._self_match = self._matcher.matches(namespace, labels, index.namespace_labels)
+        self._anti = [(t.topology_key, PodMatcher.of((t,))) for t in anti_terms]
+        self._keys = tuple(sorted({*self._forbidden, *self._affinity_keys, *(key for key, _ in self._anti)}))
+        self._answers: dict[object, str | None] = {}
+
+    def reason(self, node_labels: Mapping[str, str]) -> str | None:
+        """Why the node fails InterPodAffinity's Filter, or None."""
+        keys = self._keys
+        signature: object = node_labels.get(keys[0]) if len(keys) == 1 else tuple(map(node_labels.get, keys))
+        answers = self._answers
+        if signature in answers:
+            return answers[signature]
+        answer = answers[signature] = self._evaluate(node_labels)
+        return answer
+
+    def _evaluate(self, node_labels: Mapping[str, str]) -> str | None:
+        index = self._index
+        pods_exist = True
+        for key in self._affinity_keys:
+            value = node_labels.get(key)
+            if value is None:
+                return REASON_AFFINITY
+            if pods_exist and not index.domain_has_match(self._matcher, key, value):
+                pods_exist = False
+        if not pods_exist and (self._group_exists or not self._self_match):
+            return REASON_AFFINITY
+        for key, matcher in self._anti:
+            value = node_labels.get(key)
+            if value is not None and index.domain_has_match(matcher, key, value):
+                return REASON_ANTI_AFFINITY
+        for key, domains in self._forbidden.items():
+            if node_labels.get(key) in domains:
+                return REASON_EXISTING_ANTI_AFFINITY
+        return None

@@ -6,7 +6,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from .nodefit import Resources, node_allocatable, node_is_schedulable
+from .nodefit import Resources, node_allocatable
 from .objects import Obj, labels_of
 
 MIN_FEASIBLE_NODES_TO_FIND = 100
@@ -21,8 +21,10 @@ class NodeState:
     allocatable: Resources
     requested: Resources = field(default_factory=Resources)
     pods: set[str] = field(default_factory=set)
-    blocked: str | None = None
-    """Why the node takes no pods at all (cordoned, not Ready); derived from `obj` on every node event."""
+    unschedulable: bool = False
+    """`spec.unschedulable` (cordoned): NodeUnschedulable rejects pods not tolerating the unschedulable taint.
+    kube-scheduler has no filter on the Ready condition: a NotReady node is kept out by the node lifecycle
+    controller's not-ready/unreachable NoSchedule taints (TaintToleration)."""
     hard_taints: list[dict[str, Any]] = field(default_factory=list)
     """Its NoSchedule/NoExecute taints, the only ones the filter looks at."""
     free_cpu: int = 0
@@ -34,10 +36,15 @@ class NodeState:
         self.obj = node
         self.labels = dict(labels_of(node))
         self.allocatable = node_allocatable(node)
-        self.blocked = node_is_schedulable(node)
+        self.unschedulable = bool((node.get("spec") or {}).get("unschedulable"))
         taints = (node.get("spec") or {}).get("taints") or []
         self.hard_taints = [t for t in taints if t.get("effect") in ("NoSchedule", "NoExecute")]
         self.account()
+
+    @property
+    def special(self) -> bool:
+        """Cordoned or tainted: the first two filters may reject it before NodeAffinity looks at it."""
+        return self.unschedulable or bool(self.hard_taints)
 
     def account(self) -> None:
         """Recompute the free capacity after `allocatable` or `requested` changed."""
@@ -71,6 +78,10 @@ def least_allocated_score(node: NodeState, request: Resources) -> int:
     return sum(scores) // len(scores)
 
 
-def unschedulable_message(total: int, reasons: Counter[str]) -> str:
-    detail = ", ".join(f"{count} {reason}" for reason, count in sorted(reasons.items()))
-    return f"0/{total} nodes are available: {detail}." if detail else f"0/{total} nodes are available."
+def unschedulable_message(total: int, reasons: Counter[str], prefilter: str = "") -> str:
+    """FitError.Error (pkg/scheduler/framework/types.go): `0/N nodes are available: ` then the PreFilter
+    rejection, or the histogram of node reasons as "count reason" strings sorted as strings."""
+    if prefilter:
+        return f"0/{total} nodes are available: {prefilter}."
+    detail = ", ".join(sorted(f"{count} {reason}" for reason, count in reasons.items()))
+    return f"0/{total} nodes are available: {detail}." if detail else f"0/{total} nodes are available:"

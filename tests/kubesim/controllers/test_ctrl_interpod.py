@@ -2,7 +2,13 @@
 
 import pytest
 
-from kubesim.controllers.interpod import AffinityIndex, AffinityTerm, parse_term, required_terms
+from kubesim.controllers.interpod import (
+    AffinityIndex,
+    AffinityTerm,
+    PodMatcher,
+    parse_term,
+    required_terms,
+)
 
 KEY = "exclusive-placement.io/job-key"
 POOL = "cloud.google.com/gke-nodepool"
@@ -26,6 +32,14 @@ def _exclusive_terms(own: str, namespace_selector: dict | None = None) -> tuple[
         affinity["namespaceSelector"] = namespace_selector
         anti["namespaceSelector"] = namespace_selector
     return affinity, anti
+
+
+def _has(index: AffinityIndex, term: AffinityTerm, domain: str) -> bool:
+    return index.domain_has_match(PodMatcher.of([term]), term.topology_key, domain)
+
+
+def _anywhere(index: AffinityIndex, term: AffinityTerm) -> bool:
+    return index.holds_match(PodMatcher.of([term]), term.topology_key)
 
 
 def _index() -> AffinityIndex:
@@ -77,20 +91,20 @@ def test_affinity_and_anti_affinity_answers_follow_pod_placement() -> None:
     affinity, anti = _exclusive_terms("job-1")
     own = parse_term(affinity, "default")
     others = parse_term(anti, "default")
-    assert not index.any_match(own)
+    assert not _anywhere(index, own)
     index.add_pod("default/leader-1", "n1", "default", {KEY: "job-1"}, [others])
-    assert index.domain_has_match(own, "a")
-    assert not index.domain_has_match(own, "b")
-    assert index.any_match(own)
+    assert _has(index, own, "a")
+    assert not _has(index, own, "b")
+    assert _anywhere(index, own)
     # a different job's anti-affinity term sees job-1 in pool a only
     other_anti = parse_term(_exclusive_terms("job-2")[1], "default")
-    assert index.domain_has_match(other_anti, "a")
-    assert not index.domain_has_match(other_anti, "b")
+    assert _has(index, other_anti, "a")
+    assert not _has(index, other_anti, "b")
     # and job-1's own anti-affinity term does not match itself
-    assert not index.domain_has_match(others, "a")
+    assert not _has(index, others, "a")
     index.remove_pod("default/leader-1")
-    assert not index.domain_has_match(own, "a")
-    assert not index.any_match(own)
+    assert not _has(index, own, "a")
+    assert not _anywhere(index, own)
 
 
 def test_symmetry_existing_anti_affinity_forbids_its_domain_for_matching_pods() -> None:
@@ -121,13 +135,13 @@ def test_terms_respect_namespaces() -> None:
     index.namespace_labels = {"team-a": {"tier": "ml"}, "team-b": {}}
     index.add_pod("team-a/p", "n1", "team-a", {KEY: "job-1"}, [])
     same_namespace_only = parse_term(_exclusive_terms("job-1")[0], "team-b")
-    assert not index.domain_has_match(same_namespace_only, "a")
+    assert not _has(index, same_namespace_only, "a")
     everywhere = parse_term(_exclusive_terms("job-1", namespace_selector={})[0], "team-b")
-    assert index.domain_has_match(everywhere, "a")
+    assert _has(index, everywhere, "a")
     by_label = parse_term(
         _exclusive_terms("job-1", namespace_selector={"matchLabels": {"tier": "ml"}})[0], "x"
     )
-    assert index.domain_has_match(by_label, "a")
+    assert _has(index, by_label, "a")
 
 
 def test_multi_key_selectors_fall_back_to_visiting_pods() -> None:
@@ -139,8 +153,8 @@ def test_multi_key_selectors_fall_back_to_visiting_pods() -> None:
     wrong = parse_term(
         {"labelSelector": {"matchLabels": {"app": "db", "role": "replica"}}, "topologyKey": POOL}, "default"
     )
-    assert index.domain_has_match(term, "c")
-    assert not index.domain_has_match(wrong, "c")
+    assert _has(index, term, "c")
+    assert not _has(index, wrong, "c")
 
 
 def test_does_not_exist_counts_pods_without_the_label() -> None:
@@ -153,8 +167,8 @@ def test_does_not_exist_counts_pods_without_the_label() -> None:
         },
         "default",
     )
-    assert index.domain_has_match(term, "b")
-    assert not index.domain_has_match(term, "a")
+    assert _has(index, term, "b")
+    assert not _has(index, term, "a")
 
 
 def test_a_topology_key_tracked_late_counts_pods_placed_before() -> None:
@@ -163,18 +177,18 @@ def test_a_topology_key_tracked_late_counts_pods_placed_before() -> None:
     by_host = parse_term(
         {"labelSelector": {"matchLabels": {KEY: "job-1"}}, "topologyKey": "kubernetes.io/hostname"}, "default"
     )
-    assert index.domain_has_match(by_host, "n2")
-    assert not index.domain_has_match(by_host, "n1")
+    assert _has(index, by_host, "n2")
+    assert not _has(index, by_host, "n1")
 
 
 def test_node_relabel_moves_its_pods_to_the_new_domain() -> None:
     index = _index()
     term = parse_term(_exclusive_terms("job-1")[0], "default")
     index.add_pod("default/p", "n4", "default", {KEY: "job-1"}, [])
-    assert index.domain_has_match(term, "c")
+    assert _has(index, term, "c")
     index.set_node("n4", {POOL: "d"})
-    assert not index.domain_has_match(term, "c")
-    assert index.domain_has_match(term, "d")
+    assert not _has(index, term, "c")
+    assert _has(index, term, "d")
 
 
 def test_required_terms_reads_the_pod_spec() -> None:

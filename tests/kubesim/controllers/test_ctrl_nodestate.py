@@ -61,3 +61,14 @@ def test_unschedulable_message_lists_reasons_like_the_scheduler() -> None:
         "0/8 nodes are available: 3 Insufficient nvidia.com/gpu, "
         "5 node(s) didn't match Pod's node affinity/selector."
     )
+
+
+def test_unschedulable_message_sorts_count_and_reason_as_one_string() -> None:
+    """FitError.Error sorts the "count reason" strings: the count leads, and "10 ..." sorts before "3 ..."."""
+    reasons = Counter(
+        {"Insufficient cpu": 5, "node(s) had untolerated taint {a: b}": 3, "node(s) were unschedulable": 10}
+    )
+    assert unschedulable_message(18, reasons) == (
+        "0/18 nodes are available: 10 node(s) were unschedulable, "
+        "3 node(s) had untolerated taint {a: b}, 5 Insufficient cpu."
+    )

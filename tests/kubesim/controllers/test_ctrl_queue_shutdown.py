@@ -27,7 +27,8 @@ def test_a_worker_cancelled_as_a_key_arrives_still_stops(run, queue_kind: str) -
             work.add("ns/job")
         else:
             pods = SchedulingQueue(clock, 1.0, 10.0, 300.0)
-            pods.failed("ns/parked", unschedulable=True)
+            pods.add("ns/parked")
+            pods.failed(await pods.pop(), frozenset({"NodeResourcesFit"}))
             getter = asyncio.create_task(pods.pop())
             await asyncio.sleep(0)
             pods.add("ns/pod")

@@ -72,10 +72,8 @@ def test_affinity_and_anti_affinity_place_one_job_per_pool(run) -> None:
             # a fifth exclusive Job finds no free pool: it stays Pending, marked Unschedulable
             await c.server.create("jobs", _exclusive_job("job-4", 2), namespace="default")
             waiting = await c.wait_for(lambda: _unschedulable(c, "job-4"), 30, "Unschedulable condition")
-            assert (
-                waiting
-                == "0/8 nodes are available: 8 node(s) didn't satisfy existing pods anti-affinity rules."
-            )
+            # InterPodAffinity's Filter checks the pod's own anti-affinity before existing pods' (symmetry)
+            assert waiting == "0/8 nodes are available: 8 node(s) didn't match pod anti-affinity rules."
 
             # freeing a pool (the Job is deleted, its pods garbage-collected) lets it in
             await c.server.delete("jobs", "job-0", namespace="default")

@@ -1,0 +1,133 @@
+"""The scheduler's cache: nodes with their requested resources, assumed/bound pods, and the indexes a
+scheduling cycle reads (upstream's pkg/scheduler/backend/cache plus the inter-pod affinity index)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+
+from .interpod import AffinityIndex, AffinityTerm, required_terms
+from .nodefit import Resources, pod_requests
+from .nodestate import NodeState
+from .objects import Obj, labels_of
+
+log = logging.getLogger(__name__)
+
+
+class SchedulerCache:
+    def __init__(self) -> None:
+        self.nodes: dict[str, NodeState] = {}
+        self.affinity = AffinityIndex()
+        self.special: set[str] = set()
+        """Cordoned or tainted nodes (the only ones the first two filters can reject)."""
+        self._order: list[str] = []
+        self._position: dict[str, int] = {}
+        self._order_stale = False
+        self._label_index: dict[tuple[str, str], set[str]] = {}
+        self._assigned: dict[str, tuple[str, Resources]] = {}
+
+    # --- nodes -----------------------------------------------------------------------------------------
+
+    def node_order(self) -> tuple[list[str], dict[str, int]]:
+        """Node names in the order cycles search them (by name), and each name's position."""
+        if self._order_stale:
+            self._order = sorted(self.nodes)
+            self._position = {name: i for i, name in enumerate(self._order)}
+            self._order_stale = False
+        return self._order, self._position
+
+    def set_node(self, node: Obj) -> Obj | None:
+        """Add or refresh a node; returns the previous version (None when the node is new)."""
+        name = str(node["metadata"]["name"])
+        state = self.nodes.get(name)
+        previous = None if state is None else state.obj
+        if state is None:
+            state = NodeState(name, {}, node, Resources())
+            self.nodes[name] = state
+            self._order_stale = True
+        else:
+            self._unindex(state)
+        state.refresh(node)
+        for item in state.labels.items():
+            self._label_index.setdefault(item, set()).add(name)
+        if state.special:
+            self.special.add(name)
+        else:
+            self.special.discard(name)
+        self.affinity.set_node(name, state.labels)
+        return previous
+
+    def remove_node(self, name: str) -> None:
+        state = self.nodes.pop(name, None)
+        if state is None:
+            return
+        self._unindex(state)
+        self.special.discard(name)
+        self._order_stale = True
+        for key in list(state.pods):
+            self._assigned.pop(key, None)
+        self.affinity.remove_node(name)
+
+    def nodes_labelled(self, selector: Iterable[tuple[str, str]]) -> set[str]:
+        """Names of the nodes carrying every `key=value` pair (a non-empty selector)."""
+        matching: set[str] | None = None
+        for item in selector:
+            names = self._label_index.get(item, set())
+            matching = set(names) if matching is None else matching & names
+            if not matching:
+                return set()
+        return matching or set()
+
+    def _unindex(self, state: NodeState) -> None:
+        for item in state.labels.items():
+            names = self._label_index.get(item)
+            if names is not None:
+                names.discard(state.name)
+                if not names:
+                    del self._label_index[item]
+
+    # --- pods ------------------------------------------------------------------------------------------
+
+    def is_assigned(self, key: str) -> bool:
+        return key in self._assigned
+
+    def assign(
+        self, key: str, pod: Obj, node_name: str, parsed: tuple[Resources, list[AffinityTerm]] | None = None
+    ) -> None:
+        """Account a pod on a node (assumed by this scheduler, or seen bound); `parsed` is its request and
+        anti-affinity terms when the caller has them already."""
+        current = self._assigned.get(key)
+        if current is not None and current[0] == node_name:
+            return
+        if current is not None:
+            self.release(key)
+        if parsed is not None:
+            request, anti_terms = parsed
+        else:
+            try:
+                request, anti_terms = pod_requests(pod), required_terms(pod, "podAntiAffinity")
+            except ValueError as error:
+                log.warning("pod %s on %s: ignoring malformed spec: %s", key, node_name, error)
+                request, anti_terms = Resources(pods=1), []
+        self._assigned[key] = (node_name, request)
+        state = self.nodes.get(node_name)
+        if state is not None:
+            state.requested = state.requested + request
+            state.account()
+            state.pods.add(key)
+        namespace = str(pod["metadata"].get("namespace") or "default")
+        self.affinity.add_pod(key, node_name, namespace, labels_of(pod), anti_terms)
+
+    def release(self, key: str) -> bool:
+        """Forget a pod's accounting; returns whether it was accounted."""
+        current = self._assigned.pop(key, None)
+        if current is None:
+            return False
+        node_name, request = current
+        state = self.nodes.get(node_name)
+        if state is not None:
+            state.requested = state.requested - request
+            state.account()
+            state.pods.discard(key)
+        self.affinity.remove_pod(key)
+        return True
