@@ -138,6 +138,20 @@ def has_gate(pod: Obj, gate: str = LEADER_SCHEDULED_GATE) -> bool:
     return _gate_index(pod, gate) is not None
 
 
+def pinned_domain(pod: Obj) -> str | None:
+    """The domain a pod's nodeSelector pins it to (the value of its topology key), None when unpinned."""
+    key = topology_key(pod)
+    if key is None:
+        return None
+    value = section(section(pod, "spec"), "nodeSelector").get(key)
+    return str(value) if value is not None else None
+
+
+def follower_to_watch(pod: Obj) -> bool:
+    """An unbound follower the resizer keeps: gated (to release) or pinned (to check against its leader)."""
+    return has_gate(pod) or pinned_domain(pod) is not None
+
+
 def _gate_index(pod: Obj, gate: str) -> int | None:
     gates = section(pod, "spec").get("schedulingGates") or []
     for index, entry in enumerate(gates):
@@ -343,11 +357,9 @@ def decide_follower_repair(
     problem = _skip_reason(leader_problem(leader, owner))
     if problem is not None or leader is None:
         return FollowerRepair(problem or SkipReason.NO_LEADER)
-    key = topology_key(follower) or topology_key(leader)
-    if key is None:
-        return FollowerRepair(SkipReason.NO_TOPOLOGY_KEY)
-    pinned_to = section(section(follower, "spec"), "nodeSelector").get(key)
-    if pinned_to is None:
+    key = topology_key(follower)
+    pinned_to = pinned_domain(follower)
+    if key is None or pinned_to is None:
         return FollowerRepair(SkipReason.NOT_PINNED)
     if node is None:
         return FollowerRepair(SkipReason.NODE_UNKNOWN, str(pinned_to))
