@@ -174,7 +174,13 @@ class WatchStream:
             self._response.release_conn()
 
     def interrupt(self) -> None:
-        """From another thread: wake a reader blocked in recv() by shutting the socket down."""
+        """From another thread: wake a reader blocked in recv() by shutting the socket down.
+
+        urllib3's `HTTPResponse.shutdown` reaches the socket even when http.client has already let go of
+        it on the connection (a response with `Connection: close`); without it, `close()` would wait for the
+        blocked reader until the server ends the watch."""
+        with contextlib.suppress(Exception):
+            self._response.shutdown()
         connection = getattr(self._response, "connection", None)
         sock = getattr(connection, "sock", None)
         with contextlib.suppress(OSError):
