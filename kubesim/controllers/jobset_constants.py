@@ -13,8 +13,11 @@ from placement.constants import JOBSET_NODE_SELECTOR_ANNOTATION as NODE_SELECTOR
 from placement.constants import PLACEMENT_VIOLATION_REASON as EXCLUSIVE_PLACEMENT_VIOLATION_REASON
 
 __all__ = [
+    "DEPENDENCY_COMPLETE",
+    "DEPENDENCY_READY",
     "EXCLUSIVE_PLACEMENT_VIOLATION_MESSAGE",
     "EXCLUSIVE_PLACEMENT_VIOLATION_REASON",
+    "IN_ORDER",
     "JOBSET_MANAGER_CLIENT",
     "MAX_PARALLELISM",
     "MUTATING_CONFIGURATION",
@@ -23,6 +26,8 @@ __all__ = [
     "NODE_SELECTOR_STRATEGY_ANNOTATION",
     "NO_SCHEDULE_TAINT_KEY",
     "PRIORITY_LABEL",
+    "STARTUP_COMPLETED",
+    "STARTUP_IN_PROGRESS",
     "VALIDATING_CONFIGURATION",
     "VALIDATING_POD_WEBHOOK",
 ]
@@ -34,6 +39,12 @@ NAMESPACED_JOB_LABEL: Final = "alpha.jobset.sigs.k8s.io/namespaced-job"
 """NamespacedJobKey: node label the node-selector strategy selects on (`<namespace>_<job>`)."""
 NO_SCHEDULE_TAINT_KEY: Final = "alpha.jobset.sigs.k8s.io/no-schedule"
 """NoScheduleTaintKey: taint the node-selector strategy's pods tolerate."""
+IN_ORDER: Final = "InOrder"
+"""StartupPolicyOptions InOrder: replicated Jobs are started one after another."""
+DEPENDENCY_READY: Final = "Ready"
+DEPENDENCY_COMPLETE: Final = "Complete"
+STARTUP_IN_PROGRESS: Final = "StartupPolicyInProgress"
+STARTUP_COMPLETED: Final = "StartupPolicyCompleted"
 
 # --- pkg/constants/constants.go -------------------------------------------------------------------------
 PRIORITY_LABEL: Final = "jobset.sigs.k8s.io/priority"
