@@ -59,12 +59,21 @@ def in_order_jobset(name: str, namespace: str) -> Obj:
     return jobset
 
 
-def test_in_order_jobsets_are_not_shrunk_and_start_in_order(stack: Stack) -> None:
+def test_in_order_jobsets_are_not_shrunk_and_start_in_order(stack_factory: Callable[..., Stack]) -> None:
+    # No resizer: the leaders get Ready before any resize could happen (a resizer restarting, or slower than
+    # a pod's start-up). A shrunk worker Job would then count as ready with its leader alone, and JobSet
+    # would create the driver while the workers' followers do not even exist.
+    stack = stack_factory(resizer_replicas=0)
     namespace = "in-order"
     ensure_namespace(stack.client, namespace)
     with Watch(stack.server, f"/apis/batch/v1/namespaces/{namespace}/jobs") as jobs:
         stack.client.create(in_order_jobset("ordered", namespace))
-        eventually(lambda: running_pods(stack, namespace) == 10, "10 pods running")
+        eventually(
+            lambda: any(
+                kind == "ADDED" and job["metadata"]["name"] == "ordered-driver-0" for kind, job in jobs.events
+            ),
+            "the driver's Job created",
+        )
     workers_seen: dict[str, Obj] = {}
     when_driver_created: list[Obj] = []
     for kind, job in jobs.events:
@@ -79,6 +88,7 @@ def test_in_order_jobsets_are_not_shrunk_and_start_in_order(stack: Stack) -> Non
     ]
     for worker in when_driver_created:
         assert (worker["spec"]["completions"], worker["status"]["ready"]) == (4, 4)
+    eventually(lambda: running_pods(stack, namespace) == 10, "10 pods running")
     for job in stack.client.list("Job", namespace=namespace):
         assert RESIZE_LABEL not in (job["metadata"].get("labels") or {})
         assert job["spec"]["template"]["metadata"]["annotations"][STRATEGY_ANNOTATION] == "gate"
