@@ -288,9 +288,6 @@ def cluster_flags(scenario: Scenario, settings: RunSettings) -> KubesimFlags:
         time_scale=scenario.time_scale or settings.time_scale,
         pod_run_seconds=scenario.pod_run_seconds,
         scheduler_pods_per_second=scenario.scheduler_pods_per_second,
-        # JobSet's own webhooks off until coexistence is handled: with them on, JobSet's vpod.kb.io also
-        # denies this project's scheduling-gate followers (created before their leader is scheduled).
-        jobset_webhooks=False,
     )
 
 

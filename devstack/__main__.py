@@ -84,6 +84,13 @@ def build_parser() -> argparse.ArgumentParser:
             help="turn off JobSet's own pod webhooks and pod reconciler in kubesim's JobSet",
         )
         cmd.add_argument(
+            "--no-jobset-takeover",
+            dest="jobset_takeover",
+            action="store_false",
+            help="the webhook leaves JobSet's exclusive-topology annotation on child Jobs' pod templates, so "
+            "JobSet's own pod webhooks and pod reconciler act on the pods too",
+        )
+        cmd.add_argument(
             "--resizer-replicas",
             type=int,
             default=1,
@@ -125,6 +132,7 @@ def options_from(args: argparse.Namespace) -> StackOptions:
     return StackOptions(
         cluster=cluster,
         default_strategy=args.strategy,
+        jobset_takeover=args.jobset_takeover,
         resizer_replicas=args.resizer_replicas,
         workdir=args.workdir.resolve(),
     )

@@ -109,10 +109,17 @@ def kubesim_command(
 
 
 def webhook_command(
-    *, port: int, cert_dir: Path, server: str, default_strategy: str, python: str | None = None
+    *,
+    port: int,
+    cert_dir: Path,
+    server: str,
+    default_strategy: str,
+    jobset_takeover: bool = True,
+    python: str | None = None,
 ) -> list[str]:
-    """The admission webhook over TLS; ready when `GET https://127.0.0.1:PORT/readyz` answers 200."""
-    return [
+    """The admission webhook over TLS; ready when `GET https://127.0.0.1:PORT/readyz` answers 200.
+    `jobset_takeover=False` adds `--no-jobset-takeover` (JobSet's webhooks then act on the pods too)."""
+    argv = [
         *_python(python),
         "-m",
         "webhook",
@@ -127,6 +134,9 @@ def webhook_command(
         "--default-strategy",
         default_strategy,
     ]
+    if not jobset_takeover:
+        argv.append("--no-jobset-takeover")
+    return argv
 
 
 def resizer_command(

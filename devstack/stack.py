@@ -54,6 +54,8 @@ class StackOptions:
     cluster: KubesimFlags = field(default_factory=KubesimFlags)
     default_strategy: str = DEFAULT_STRATEGY
     """Strategy for Jobs without an `exclusive-placement.io/strategy` annotation."""
+    jobset_takeover: bool = True
+    """The webhook takes JobSet's exclusive-topology annotation over on child Jobs' pod templates."""
     resizer_replicas: int = 1
     """1: no leader election; more: replicas elect a leader through a Lease."""
     workdir: Path | None = None
@@ -205,6 +207,7 @@ class Stack:
             cert_dir=self.cert_dir,
             server=self.server,
             default_strategy=self.options.default_strategy,
+            jobset_takeover=self.options.jobset_takeover,
         )
         self.webhook = ManagedProcess("webhook", argv, self.log_dir / "webhook.log")
         self.webhook.start()

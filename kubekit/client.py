@@ -21,6 +21,7 @@ import urllib3
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
+from placement.constants import JOBSET_GROUP, JOBSET_VERSION
 from placement.objects import Obj
 
 Resource = Literal["jobs", "pods", "nodes"]
@@ -31,6 +32,8 @@ HOME_KUBECONFIG = Path("~/.kube/config")
 LEASES = "/apis/coordination.k8s.io/v1"
 MERGE_PATCH = "application/merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
+STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
+JOBSETS = "jobsets"
 LIST_PAGE_SIZE = 500
 
 
@@ -171,7 +174,13 @@ class WatchStream:
             self._response.release_conn()
 
     def interrupt(self) -> None:
-        """From another thread: wake a reader blocked in recv() by shutting the socket down."""
+        """From another thread: wake a reader blocked in recv() by shutting the socket down.
+
+        urllib3's `HTTPResponse.shutdown` reaches the socket even when http.client has already let go of
+        it on the connection (a response with `Connection: close`); without it, `close()` would wait for the
+        blocked reader until the server ends the watch."""
+        with contextlib.suppress(Exception):
+            self._response.shutdown()
         connection = getattr(self._response, "connection", None)
         sock = getattr(connection, "sock", None)
         with contextlib.suppress(OSError):
@@ -190,6 +199,7 @@ class Kube:
         self.core = client.CoreV1Api(api_client)
         self.batch = client.BatchV1Api(api_client)
         self.coordination = client.CoordinationV1Api(api_client)
+        self.custom = client.CustomObjectsApi(api_client)
 
     def close(self) -> None:
         self.api_client.close()  # type: ignore[no-untyped-call]
@@ -296,6 +306,33 @@ class Kube:
     def patch_pod(self, namespace: str, name: str, json_patch: list[Obj]) -> Obj:
         return self._raw(
             self.core.patch_namespaced_pod, name, namespace, json_patch, _content_type=JSON_PATCH
+        )
+
+    def patch_pod_status(self, namespace: str, name: str, strategic_merge_patch: Obj) -> Obj:
+        """A strategic merge patch of `pods/status` (conditions merge by type)."""
+        return self._raw(
+            self.core.patch_namespaced_pod_status,
+            name,
+            namespace,
+            strategic_merge_patch,
+            _content_type=STRATEGIC_MERGE_PATCH,
+        )
+
+    def delete_pod(self, namespace: str, name: str, uid: str) -> Obj:
+        """Delete exactly this pod (a uid precondition: never a newer pod of the same name), in the
+        background, with the pod's own grace period."""
+        body = {"preconditions": {"uid": uid}, "propagationPolicy": "Background"}
+        return self._raw(self.core.delete_namespaced_pod, name, namespace, body=body)
+
+    def get_jobset(self, namespace: str, name: str, timeout: float | None = None) -> Obj:
+        return self._raw(
+            self.custom.get_namespaced_custom_object,
+            JOBSET_GROUP,
+            JOBSET_VERSION,
+            namespace,
+            JOBSETS,
+            name,
+            timeout=timeout,
         )
 
     def get_node(self, name: str, timeout: float | None = None) -> Obj:

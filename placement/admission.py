@@ -1,7 +1,9 @@
 """Admission decisions for Jobs and pods, as pure functions returning a `Verdict`.
 
-Jobs: `mutate_job(job, default_strategy)` shrinks an `elastic` Job to completions = parallelism = 1 and
-records its target size (or falls back to `gate` with a warning saying why).
+Jobs: `mutate_job(job, default_strategy, owner=..., take_over_jobset=...)` shrinks an `elastic` Job to
+completions = parallelism = 1 and records its target size (or falls back to `gate` with a warning saying
+why), and takes JobSet's exclusive-topology annotation over on the pod template. A JobSet child Job needs
+its JobSet's startup order first: `jobset_to_read(job, default_strategy)` says which JobSet, if any.
 
 Pods, in three steps so the edge can do the one I/O in between:
 1. `plan_pod(pod, namespace, default_strategy)` → `PodPlan` (exclusive pod of a Job) or `Skip`.
@@ -15,12 +17,15 @@ output yields an empty patch (reinvocationPolicy: IfNeeded).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
 from placement.affinity import add_leader_affinity, leader_domain
 from placement.constants import (
     JOB_KEY_LABEL,
+    JOB_NAME_LABEL,
+    LEADER_COMPLETION_INDEX,
     LEADER_SCHEDULED_GATE,
     RESIZE_LABEL,
     RESIZE_PENDING,
@@ -29,11 +34,21 @@ from placement.constants import (
     ROLE_LEADER,
     STRATEGY_ANNOTATION,
     TARGET_COMPLETIONS_ANNOTATION,
+    TARGET_MAX_FAILED_INDEXES_ANNOTATION,
     TARGET_PARALLELISM_ANNOTATION,
     TOPOLOGY_ANNOTATION,
     Strategy,
 )
-from placement.leader import LeaderProblem, leader_problem
+from placement.jobset import (
+    JobSetRef,
+    JobSetUnknown,
+    OwnerJobSet,
+    owning_jobset,
+    replicated_job_of,
+    take_over_exclusive_topology,
+    uses_node_selector_mode,
+)
+from placement.leader import LeaderProblem, Placed, leader_problem
 from placement.objects import (
     JobRef,
     Obj,
@@ -45,13 +60,20 @@ from placement.objects import (
     labels_of,
     metadata,
     node_name,
+    pod_template,
     section,
     topology_key_from_annotations,
     topology_key_of_job,
     topology_key_of_pod,
 )
 from placement.patch import JsonPatch, deep_copy, diff
-from placement.strategy import InvalidStrategy, elastic_ineligibility, select_strategy, strategy_of_job
+from placement.strategy import (
+    InvalidStrategy,
+    elastic_ineligibility,
+    max_failed_indexes_at_size_one,
+    select_strategy,
+    strategy_of_job,
+)
 
 
 @dataclass(frozen=True)
@@ -84,18 +106,55 @@ def _ensure_map(parent: Obj, key: str) -> dict[str, str]:
 # --- Jobs -------------------------------------------------------------------------------------------
 
 
-def mutate_job(job: Obj, default_strategy: Strategy) -> Verdict:
+def in_node_selector_mode(job: Obj) -> bool:
+    """JobSet's node-selector mode, on the Job or its pod template (JobSet copies it to both)."""
+    return uses_node_selector_mode(annotations_of(job)) or uses_node_selector_mode(
+        annotations_of(pod_template(job))
+    )
+
+
+def _is_single_pod(spec: Obj) -> bool:
+    return spec.get("completions") == 1 and spec.get("parallelism", 1) == 1
+
+
+def jobset_to_read(job: Obj, default_strategy: Strategy) -> JobSetRef | None:
+    """The JobSet whose startup order `mutate_job` needs: set only for a JobSet child Job it would shrink."""
+    owner = owning_jobset(job)
+    if owner is None or topology_key_of_job(job) is None or in_node_selector_mode(job):
+        return None
+    try:
+        strategy = strategy_of_job(job, default_strategy)
+    except InvalidStrategy:
+        return None
+    if strategy is not Strategy.ELASTIC or TARGET_COMPLETIONS_ANNOTATION in annotations_of(job):
+        return None
+    if _is_single_pod(section(job, "spec")) or elastic_ineligibility(job) is not None:
+        return None
+    return owner
+
+
+def mutate_job(
+    job: Obj,
+    default_strategy: Strategy,
+    *,
+    owner: OwnerJobSet | None = None,
+    take_over_jobset: bool = False,
+) -> Verdict:
     """CREATE of a Job that asks for exclusive placement (others: allowed untouched, no patch).
 
     `elastic`: shrink to completions = parallelism = 1 and record the target (or fall back to `gate` with a
-    warning saying why). Every strategy: the pod template must tell the pod webhook the same topology key
-    and strategy the Job resolved to, so they are copied into it when it would resolve differently (a Job
-    annotated only on its metadata, or a fallback to `gate`). A JobSet child Job, which carries the
-    annotation on both, needs no template change.
+    warning saying why); `owner` is what `jobset_to_read` asked for (a JobSet child Job without it falls
+    back). Every strategy: the pod template must tell the pod webhook the same topology key and strategy
+    the Job resolved to, so they are copied into it when it would resolve differently (a Job annotated only
+    on its metadata, or a fallback to `gate`); with `take_over_jobset`, JobSet's exclusive-topology
+    annotation on the template becomes ours, so JobSet's pod webhooks and reconciler leave the pods alone.
+    JobSet's node-selector mode is left entirely to JobSet and the user's nodeSelector.
     """
     topology_key = topology_key_of_job(job)
     if topology_key is None:
         return _allow("not-exclusive")
+    if in_node_selector_mode(job):
+        return _allow("jobset-node-selector")
     try:
         strategy = strategy_of_job(job, default_strategy)
     except InvalidStrategy as err:
@@ -103,19 +162,30 @@ def mutate_job(job: Obj, default_strategy: Strategy) -> Verdict:
     mutated = deep_copy(job)
     reason, warnings = f"strategy-{strategy}", tuple[str, ...]()
     if strategy is Strategy.ELASTIC:
-        reason, warnings, strategy = _shrink_for_elastic(mutated)
+        reason, warnings, strategy = _shrink_for_elastic(mutated, _owner_or_unknown(job, owner))
+    if take_over_jobset:
+        _take_over_jobset_annotation(mutated)
     _align_pod_template(mutated, topology_key, strategy, default_strategy)
     return Verdict(allowed=True, reason=reason, patch=diff(job, mutated), warnings=warnings)
 
 
-def _shrink_for_elastic(job: Obj) -> tuple[str, tuple[str, ...], Strategy]:
+def _owner_or_unknown(job: Obj, owner: OwnerJobSet | None) -> OwnerJobSet | None:
+    ref = owning_jobset(job)
+    if owner is None and ref is not None:
+        return JobSetUnknown(ref, "not looked up")
+    return owner
+
+
+def _shrink_for_elastic(job: Obj, owner: OwnerJobSet | None) -> tuple[str, tuple[str, ...], Strategy]:
     """Shrinks `job` in place; returns (reason, warnings, effective strategy)."""
     if TARGET_COMPLETIONS_ANNOTATION in annotations_of(job):
         return "already-shrunk", (), Strategy.ELASTIC
     spec = section(job, "spec")
-    if spec.get("completions") == 1 and spec.get("parallelism", 1) == 1:
+    if _is_single_pod(spec):
         return "single-pod", (), Strategy.ELASTIC
     why_not = elastic_ineligibility(job)
+    if why_not is None and owner is not None:
+        why_not = owner.early_readiness(replicated_job_of(job))
     if why_not is not None:
         warning = f"exclusive placement: strategy elastic is not possible ({why_not}); using {Strategy.GATE}"
         return "elastic-ineligible", (warning,), Strategy.GATE
@@ -124,10 +194,21 @@ def _shrink_for_elastic(job: Obj) -> tuple[str, tuple[str, ...], Strategy]:
     annos = _ensure_map(meta, "annotations")
     annos[TARGET_COMPLETIONS_ANNOTATION] = str(target)
     annos[TARGET_PARALLELISM_ANNOTATION] = str(target)
+    max_failed = max_failed_indexes_at_size_one(job)
+    if max_failed is not None:
+        annos[TARGET_MAX_FAILED_INDEXES_ANNOTATION] = str(job["spec"]["maxFailedIndexes"])
+        job["spec"]["maxFailedIndexes"] = max_failed
     _ensure_map(meta, "labels")[RESIZE_LABEL] = RESIZE_PENDING
     job["spec"]["completions"] = 1
     job["spec"]["parallelism"] = 1
     return "shrunk", (), Strategy.ELASTIC
+
+
+def _take_over_jobset_annotation(job: Obj) -> None:
+    template_meta = section(pod_template(job), "metadata")
+    annotations = template_meta.get("annotations")
+    if isinstance(annotations, dict):
+        take_over_exclusive_topology(annotations)
 
 
 def _align_pod_template(job: Obj, topology_key: str, strategy: Strategy, default_strategy: Strategy) -> None:
@@ -183,19 +264,16 @@ def plan_pod(pod: Obj, namespace: str, default_strategy: Strategy) -> PodPlan | 
     topology_key = topology_key_of_pod(pod)
     if topology_key is None:
         return Skip(_allow("not-exclusive"))
+    if uses_node_selector_mode(annotations_of(pod)):
+        return Skip(_allow("jobset-node-selector"))
     try:
         strategy = select_strategy(annotations_of(pod), default_strategy)
     except InvalidStrategy as err:
         return Skip(_deny("invalid-strategy", str(err)))
     job = job_ref_of_pod(pod)
-    if job is None:
-        return Skip(
-            _allow(
-                "no-job",
-                ("exclusive placement applies to pods of Jobs; this pod has no owning Job: not placed",),
-            )
-        )
     index = completion_index(pod)
+    if job is None:
+        return Skip(_no_job(index))
     if index is None:
         return Skip(
             _allow(
@@ -212,6 +290,23 @@ def plan_pod(pod: Obj, namespace: str, default_strategy: Strategy) -> PodPlan | 
         strategy=strategy,
         leader=is_leader(pod),
         index=index,
+    )
+
+
+def _no_job(index: str | None) -> Verdict:
+    """An exclusive pod without a Job: a leader is admitted unplaced; anything else is denied, as JobSet
+    denies a follower without an owner (`podsOwnedBySameJob`): there is no leader to pin it to."""
+    if index == LEADER_COMPLETION_INDEX:
+        return _allow(
+            "no-job",
+            ("exclusive placement applies to pods of Jobs; this pod has no owning Job: not placed",),
+        )
+    which = "without a completion index" if index is None else f"with completion index {index}"
+    return _deny(
+        "no-job",
+        f"pod {which} asks for exclusive placement but has no owning Job (no controller ownerReference of "
+        f"kind Job, no {JOB_NAME_LABEL} label): a follower is placed next to its Job's leader, so it cannot "
+        "be admitted; create it through an Indexed Job, or remove the topology annotation",
     )
 
 
@@ -237,6 +332,7 @@ class LeaderStatus(StrEnum):
     NOT_SCHEDULED = "not-scheduled"
     NODE_MISSING = "node-missing"
     NODE_WITHOUT_DOMAIN = "node-without-domain"
+    LEADERS_DISAGREE = "leaders-disagree"
 
 
 @dataclass(frozen=True)
@@ -245,10 +341,20 @@ class LeaderState:
     leader_name: str = ""
     node_name: str = ""
     domain: str = ""
+    other_leader: str = ""
+    """LEADERS_DISAGREE: the other live, bound leader of the same Job."""
+    other_domain: str = ""
 
 
-def leader_state(plan: PodPlan, leader: Obj | None, node: Obj | None) -> LeaderState:
-    """What a follower's admission needs to know of its leader (`placement.leader.pick_leader`'s pick)."""
+def leader_state(
+    plan: PodPlan, leader: Obj | None, node: Obj | None, rivals: Sequence[Placed] = ()
+) -> LeaderState:
+    """What a follower's admission needs to know of its leader (`placement.leader.pick_leader`'s pick).
+
+    `rivals` are the other live, bound leaders of the same Job (`placement.leader.rival_leaders`) with
+    their nodes: one in another domain, or on an unknown node, makes the leader ambiguous (as JobSet, which
+    wants exactly one live leader, the follower is denied until the Job controller removes the extra one).
+    """
     if leader is None or leader_problem(leader, plan.job) not in (None, LeaderProblem.LEADER_NOT_BOUND):
         return LeaderState(LeaderStatus.NOT_FOUND)
     name = str(metadata(leader).get("name") or "")
@@ -260,6 +366,17 @@ def leader_state(plan: PodPlan, leader: Obj | None, node: Obj | None) -> LeaderS
     domain = leader_domain(plan.topology_key, node)
     if domain is None:
         return LeaderState(LeaderStatus.NODE_WITHOUT_DOMAIN, leader_name=name, node_name=bound_to)
+    for rival, rival_node in rivals:
+        rival_domain = leader_domain(plan.topology_key, rival_node) if rival_node is not None else None
+        if rival_domain != domain:
+            return LeaderState(
+                LeaderStatus.LEADERS_DISAGREE,
+                leader_name=name,
+                node_name=bound_to,
+                domain=domain,
+                other_leader=str(metadata(rival).get("name") or ""),
+                other_domain=rival_domain or "an unknown domain",
+            )
     return LeaderState(LeaderStatus.BOUND, leader_name=name, node_name=bound_to, domain=domain)
 
 
@@ -322,6 +439,12 @@ def denial_message(plan: PodPlan, state: LeaderState) -> str:
         return (
             f"{who}: leader pod {state.leader_name} is bound to node {state.node_name}, which no longer "
             "exists; delete the leader pod so the Job controller recreates it"
+        )
+    if state.status is LeaderStatus.LEADERS_DISAGREE:
+        return (
+            f"{who}: two live leader pods of this Job are bound in different domains, {state.leader_name} "
+            f"in {plan.topology_key}={state.domain} and {state.other_leader} in {state.other_domain}; "
+            f"expected one leader ({retry})"
         )
     return (
         f"{who}: leader pod {state.leader_name} runs on node {state.node_name}, which has no "

@@ -23,12 +23,17 @@ ROLE_FOLLOWER: Final = "follower"
 
 TARGET_COMPLETIONS_ANNOTATION: Final = f"{DOMAIN}/target-completions"
 TARGET_PARALLELISM_ANNOTATION: Final = f"{DOMAIN}/target-parallelism"
+TARGET_MAX_FAILED_INDEXES_ANNOTATION: Final = f"{DOMAIN}/target-max-failed-indexes"
+"""spec.maxFailedIndexes lowered to 1 while the Job is at size 1 (docs/design.md, "Shrinking safely")."""
 RESIZE_LABEL: Final = f"{DOMAIN}/resize"
 RESIZE_PENDING: Final = "pending"
 RESIZE_DONE: Final = "done"
 
 LEADER_SCHEDULED_GATE: Final = f"{DOMAIN}/leader-scheduled"
 """Scheduling gate on followers (scheduling-gate strategy) until the leader binds."""
+
+PLACEMENT_VIOLATION_REASON: Final = "ExclusivePlacementViolation"
+"""Reason of the DisruptionTarget condition on a follower the resizer deletes (JobSet's own reason)."""
 
 
 # --- Strategies (docs/design.md, "Strategies") --------------------------------------------------------
@@ -50,6 +55,8 @@ DEFAULT_STRATEGY: Final = Strategy.ELASTIC
 
 # --- JobSet's keys (read, and written by kubesim's JobSet controller) --------------------------------
 JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION: Final = "alpha.jobset.sigs.k8s.io/exclusive-topology"
+JOBSET_NODE_SELECTOR_ANNOTATION: Final = "alpha.jobset.sigs.k8s.io/node-selector"
+"""JobSet's node-selector mode (pools pre-labelled by the user): pods are left to their own nodeSelector."""
 JOBSET_NAME_LABEL: Final = "jobset.sigs.k8s.io/jobset-name"
 JOBSET_REPLICATED_JOB_NAME_LABEL: Final = "jobset.sigs.k8s.io/replicatedjob-name"
 JOBSET_JOB_INDEX_LABEL: Final = "jobset.sigs.k8s.io/job-index"
@@ -58,6 +65,11 @@ JOBSET_RESTART_ATTEMPT_LABEL: Final = "jobset.sigs.k8s.io/restart-attempt"
 JOBSET_REPLICATED_JOB_REPLICAS_LABEL: Final = "jobset.sigs.k8s.io/replicatedjob-replicas"
 JOBSET_GROUP: Final = "jobset.x-k8s.io"
 JOBSET_VERSION: Final = "v1alpha2"
+JOBSET_KIND: Final = "JobSet"
+JOBSET_IN_ORDER: Final = "InOrder"
+"""spec.startupPolicy.startupPolicyOrder that starts replicated Jobs one after another."""
+JOBSET_DEPENDENCY_READY: Final = "Ready"
+"""spec.replicatedJobs[].dependsOn[].status that waits for the named replicated Job's readiness."""
 
 # --- Kubernetes' own keys ------------------------------------------------------------------------------
 JOB_COMPLETION_INDEX_ANNOTATION: Final = "batch.kubernetes.io/job-completion-index"
@@ -66,6 +78,8 @@ JOB_NAME_LABEL: Final = "batch.kubernetes.io/job-name"
 CONTROLLER_UID_LABEL: Final = "batch.kubernetes.io/controller-uid"
 LEGACY_JOB_NAME_LABEL: Final = "job-name"
 LEGACY_CONTROLLER_UID_LABEL: Final = "controller-uid"
+DISRUPTION_TARGET_CONDITION: Final = "DisruptionTarget"
+"""Pod condition a podFailurePolicy can match (`onPodConditions`) to ignore a deletion."""
 HOSTNAME_LABEL: Final = "kubernetes.io/hostname"
 ZONE_LABEL: Final = "topology.kubernetes.io/zone"
 GKE_NODEPOOL_LABEL: Final = "cloud.google.com/gke-nodepool"

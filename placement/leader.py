@@ -3,7 +3,8 @@
 The leader of a Job is its completion-index-0 pod. Several candidates can share a Job's name: a leader
 being deleted next to its replacement, a finished one, or leaders of an earlier Job of the same name (a
 re-created Job has a new uid). `pick_leader(candidates, job)` picks the best candidate and
-`leader_problem(pod, job)` says why that pod cannot (yet) place followers, or None when it can.
+`leader_problem(pod, job)` says why that pod cannot (yet) place followers, or None when it can;
+`rival_leaders(candidates, leader, job)` are the other live, bound leaders of the same Job.
 
 A candidate belongs to `job` when its controlling Job has the same name and, where both uids are known,
 the same uid (a pod admitted before its ownerReference is set only carries the Job's name label).
@@ -23,6 +24,9 @@ from placement.objects import (
     job_ref_of_pod,
     node_name,
 )
+
+Placed = tuple[Obj, Obj | None]
+"""A live leader bound to a node, and that Node (None when it is unknown)."""
 
 
 class LeaderProblem(StrEnum):
@@ -76,3 +80,11 @@ def pick_leader(candidates: Iterable[Obj], job: JobRef) -> Obj | None:
         return (is_leader(pod), belongs_to(pod, job), is_live(pod), node_name(pod) is not None)
 
     return max(candidates, key=rank, default=None)
+
+
+def rival_leaders(candidates: Iterable[Obj], leader: Obj | None, job: JobRef) -> list[Obj]:
+    """The other live, bound leaders of `job` besides `leader` (normally none: the Job controller removes
+    a duplicate index, but until it has, the Job has two leaders that may sit in different domains)."""
+    if leader is None:
+        return []
+    return [pod for pod in candidates if pod is not leader and leader_problem(pod, job) is None]

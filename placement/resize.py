@@ -1,30 +1,41 @@
 """What the resizer decides, as pure functions over plain Kubernetes dicts (docs/design.md, "The resizer").
 
-Two decisions, each returning the one patch that acts on it:
+Three decisions, each returning what acts on it:
 - `decide_resize(job, leader)`: should a Job shrunk by the webhook (elastic strategy) be restored to its
-  target size now? The answer carries a merge patch with the Job's resourceVersion as precondition.
-- `decide_gate_release(follower, leader, node)`: should a follower gated by the scheduling-gate strategy be
-  pinned to its leader's domain and released? The answer carries a JSON patch that `test`s the gate first.
+  target size now? The answer carries a merge patch with the Job's resourceVersion as precondition (and
+  the original `maxFailedIndexes` when the webhook lowered it for size 1).
+- `decide_gate_release(follower, leader, node, rivals)`: should a follower gated by the scheduling-gate
+  strategy be pinned to its leader's domain and released? The answer carries a JSON patch that `test`s the
+  gate first.
+- `decide_follower_repair(follower, leader, node, rivals, now)`: is this unbound follower pinned to
+  another domain than its leader's (a leader re-created elsewhere, a pin from a stale cache)? Then it is
+  marked `DisruptionTarget` (reason `ExclusivePlacementViolation`, as JobSet's pod reconciler does, so a
+  podFailurePolicy can ignore the deletion) and deleted; the Job controller re-creates it and the webhook
+  pins it to the leader's domain.
 
 No I/O and no client imports: the resizer observes, these functions decide, the resizer acts.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
 from placement.affinity import leader_domain
 from placement.constants import (
+    DISRUPTION_TARGET_CONDITION,
     LEADER_SCHEDULED_GATE,
+    PLACEMENT_VIOLATION_REASON,
     RESIZE_DONE,
     RESIZE_LABEL,
     RESIZE_PENDING,
     TARGET_COMPLETIONS_ANNOTATION,
+    TARGET_MAX_FAILED_INDEXES_ANNOTATION,
     TARGET_PARALLELISM_ANNOTATION,
 )
-from placement.leader import LeaderProblem, leader_problem
+from placement.leader import LeaderProblem, Placed, leader_problem
 from placement.objects import (
     JobRef,
     Obj,
@@ -66,6 +77,10 @@ class SkipReason(StrEnum):
     NODE_WITHOUT_DOMAIN = "node-without-domain"
     NODE_SELECTOR_CONFLICT = "node-selector-conflict"
     NOT_A_JOB_POD = "not-a-job-pod"
+    LEADERS_DISAGREE = "leaders-disagree"
+    FOLLOWER_GATED = "follower-gated"
+    NOT_PINNED = "not-pinned"
+    IN_LEADER_DOMAIN = "in-leader-domain"
 
 
 @dataclass(frozen=True)
@@ -96,6 +111,21 @@ class GateRelease:
         return self.patch is not None
 
 
+@dataclass(frozen=True)
+class FollowerRepair:
+    """`delete` exactly when the follower must go; `status_patch` (a strategic merge patch of pods/status)
+    marks it first, None when it already carries the condition."""
+
+    reason: SkipReason | None
+    pinned_to: str | None = None
+    domain: str | None = None
+    status_patch: Obj | None = None
+
+    @property
+    def delete(self) -> bool:
+        return self.reason is None
+
+
 # --- small readers over plain dicts (identity helpers live in placement.objects) -------------------------
 
 
@@ -106,6 +136,20 @@ def topology_key(obj: Obj) -> str | None:
 
 def has_gate(pod: Obj, gate: str = LEADER_SCHEDULED_GATE) -> bool:
     return _gate_index(pod, gate) is not None
+
+
+def pinned_domain(pod: Obj) -> str | None:
+    """The domain a pod's nodeSelector pins it to (the value of its topology key), None when unpinned."""
+    key = topology_key(pod)
+    if key is None:
+        return None
+    value = section(section(pod, "spec"), "nodeSelector").get(key)
+    return str(value) if value is not None else None
+
+
+def follower_to_watch(pod: Obj) -> bool:
+    """An unbound follower the resizer keeps: gated (to release) or pinned (to check against its leader)."""
+    return has_gate(pod) or pinned_domain(pod) is not None
 
 
 def _gate_index(pod: Obj, gate: str) -> int | None:
@@ -141,6 +185,11 @@ def _positive_int(value: Any) -> int | None:
         parsed = int(value.strip())
         return parsed if parsed > 0 else None
     return None
+
+
+def _leaders_disagree(key: str, domain: str, rivals: Sequence[Placed]) -> bool:
+    """Another live, bound leader of the Job in another (or an unknown) domain: which one leads is unclear."""
+    return any((leader_domain(key, node) if node is not None else None) != domain for _rival, node in rivals)
 
 
 def _skip_reason(problem: LeaderProblem | None) -> SkipReason | None:
@@ -195,6 +244,11 @@ def decide_resize(job: Obj, leader: Obj | None) -> ResizeDecision:
     if any(current > target for current in currents):
         return skip(SkipReason.WOULD_SHRINK, target)
 
+    raw_max_failed = annotations.get(TARGET_MAX_FAILED_INDEXES_ANNOTATION)
+    max_failed = _positive_int(raw_max_failed) if raw_max_failed is not None else None
+    if raw_max_failed is not None and (max_failed is None or max_failed > target):
+        return skip(SkipReason.INVALID_TARGET, target)
+
     problem = _skip_reason(leader_problem(leader, job_ref(job)))
     if problem is not None:
         return skip(problem, target)
@@ -203,17 +257,23 @@ def decide_resize(job: Obj, leader: Obj | None) -> ResizeDecision:
         "metadata": {"labels": {RESIZE_LABEL: RESIZE_DONE}},
         "spec": {"parallelism": target, "completions": target},
     }
+    if max_failed is not None:
+        patch["spec"]["maxFailedIndexes"] = max_failed
     if meta.get("resourceVersion"):
         patch["metadata"]["resourceVersion"] = meta["resourceVersion"]
     return ResizeDecision(None, target, current_completions, current_parallelism, patch)
 
 
-def decide_gate_release(follower: Obj, leader: Obj | None, node: Obj | None) -> GateRelease:
+def decide_gate_release(
+    follower: Obj, leader: Obj | None, node: Obj | None, rivals: Sequence[Placed] = ()
+) -> GateRelease:
     """Should this gated follower be pinned to its leader's domain and released, with which JSON patch?
 
-    `node` is the leader's Node (only its labels are read). The patch `test`s that the gate is still where
-    it was seen, adds `nodeSelector[<topology key>] = <domain>` (creating the map when missing), and removes
-    the gate — so a concurrent change to the gates makes the API server reject it instead of clobbering it.
+    `node` is the leader's Node (only its labels are read); `rivals` are the other live, bound leaders of
+    the Job (`placement.leader.rival_leaders`) with their nodes: one elsewhere holds the release. The patch
+    `test`s that the gate is still where it was seen, adds `nodeSelector[<topology key>] = <domain>`
+    (creating the map when missing), and removes the gate — so a concurrent change to the gates makes the
+    API server reject it instead of clobbering it.
     """
     gate_index = _gate_index(follower, LEADER_SCHEDULED_GATE)
     if gate_index is None:
@@ -234,6 +294,8 @@ def decide_gate_release(follower: Obj, leader: Obj | None, node: Obj | None) -> 
     domain = leader_domain(key, node)
     if not domain:
         return GateRelease(SkipReason.NODE_WITHOUT_DOMAIN)
+    if _leaders_disagree(key, domain, rivals):
+        return GateRelease(SkipReason.LEADERS_DISAGREE, domain)
 
     spec = section(follower, "spec")
     selector = spec.get("nodeSelector")
@@ -251,3 +313,66 @@ def decide_gate_release(follower: Obj, leader: Obj | None, node: Obj | None) -> 
         patch.append({"op": "add", "path": "/spec/nodeSelector", "value": {key: domain}})
     patch.append({"op": "remove", "path": gate_path})
     return GateRelease(None, domain, patch)
+
+
+def _has_violation_condition(pod: Obj) -> bool:
+    return any(
+        isinstance(condition, dict)
+        and condition.get("type") == DISRUPTION_TARGET_CONDITION
+        and condition.get("status") == "True"
+        for condition in section(pod, "status").get("conditions") or []
+    )
+
+
+def violation_condition(key: str, pinned_to: str, leader_name: str, domain: str, now: str) -> Obj:
+    """The DisruptionTarget condition a repaired follower gets (`now`: RFC 3339, as metav1.Time)."""
+    return {
+        "type": DISRUPTION_TARGET_CONDITION,
+        "status": "True",
+        "reason": PLACEMENT_VIOLATION_REASON,
+        "message": (
+            f"exclusive-placement: pinned to {key}={pinned_to}, but leader pod {leader_name} runs in "
+            f"{key}={domain}; deleted so that the Job controller re-creates it in the leader's domain"
+        ),
+        "lastTransitionTime": now,
+    }
+
+
+def decide_follower_repair(
+    follower: Obj, leader: Obj | None, node: Obj | None, rivals: Sequence[Placed], now: str
+) -> FollowerRepair:
+    """Must this unbound, pinned follower be deleted because its pin disagrees with its leader's domain?
+
+    Only a live leader of the follower's own Job (same uid), bound to a node whose domain is known and
+    that no other live leader of the Job contradicts, can condemn a follower, as in JobSet's pod reconciler
+    (which waits while the leader's domain is unknown). `node` is the leader's Node.
+    """
+    if has_gate(follower):
+        return FollowerRepair(SkipReason.FOLLOWER_GATED)
+    if is_terminating(follower):
+        return FollowerRepair(SkipReason.FOLLOWER_TERMINATING)
+    owner = job_ref_of_pod(follower)
+    if owner is None:
+        return FollowerRepair(SkipReason.NOT_A_JOB_POD)
+    problem = _skip_reason(leader_problem(leader, owner))
+    if problem is not None or leader is None:
+        return FollowerRepair(problem or SkipReason.NO_LEADER)
+    key = topology_key(follower)
+    pinned_to = pinned_domain(follower)
+    if key is None or pinned_to is None:
+        return FollowerRepair(SkipReason.NOT_PINNED)
+    if node is None:
+        return FollowerRepair(SkipReason.NODE_UNKNOWN, str(pinned_to))
+    domain = leader_domain(key, node)
+    if not domain:
+        return FollowerRepair(SkipReason.NODE_WITHOUT_DOMAIN, str(pinned_to))
+    if _leaders_disagree(key, domain, rivals):
+        return FollowerRepair(SkipReason.LEADERS_DISAGREE, str(pinned_to), domain)
+    if pinned_to == domain:
+        return FollowerRepair(SkipReason.IN_LEADER_DOMAIN, str(pinned_to), domain)
+    status_patch = None
+    if not _has_violation_condition(follower):
+        leader_name = str(metadata(leader).get("name") or "")
+        condition = violation_condition(key, str(pinned_to), leader_name, domain, now)
+        status_patch = {"status": {"conditions": [condition]}}
+    return FollowerRepair(None, str(pinned_to), domain, status_patch)

@@ -5,15 +5,27 @@
 - `strategy_of_job(job, default)`: Job metadata first, then the pod template.
 - `elastic_ineligibility(job)`: None when the Job can be shrunk and resized, else the reason (used in the
   admission warning when falling back to `gate`).
+- `max_failed_indexes_at_size_one(job)`: the `spec.maxFailedIndexes` a Job needs while it is at size 1
+  (validation wants it <= completions), or None when its value fits; the resize restores the original.
+
+What the API server checks on a Job at size 1 and on the resize (kubernetes `pkg/apis/batch/validation`,
+`validateJobSpec` and `ValidateJobSpecUpdate`): `maxFailedIndexes` <= completions, and it may change on
+update, so it is lowered and restored; a `successPolicy` rule's `succeededIndexes` < completions and
+`succeededCount` <= completions, and `successPolicy` is immutable, so a policy that does not fit size 1
+makes the Job ineligible (docs/design.md, "Shrinking safely").
 """
 
 from __future__ import annotations
+
+import re
 
 from placement.constants import MAX_HOSTNAME_LENGTH, STRATEGIES, STRATEGY_ANNOTATION, Strategy
 from placement.objects import Obj, annotations_of, metadata, pod_template, section
 
 GENERATED_NAME_SUFFIX_LENGTH = 5
 """The API server appends 5 random characters to generateName."""
+SIZE_ONE_MAX_FAILED_INDEXES = 1
+_INDEX_NUMBER = re.compile(r"\d+")
 
 
 class InvalidStrategy(ValueError):
@@ -78,4 +90,36 @@ def elastic_ineligibility(job: Obj) -> str | None:
             f"pod hostname {hostname!r} at the target size is {len(hostname)} characters, "
             f"over the {MAX_HOSTNAME_LENGTH}-character limit"
         )
+    return success_policy_problem(spec)
+
+
+def success_policy_problem(spec: Obj) -> str | None:
+    """Why `spec.successPolicy` is invalid at size 1 (it cannot be adapted: the field is immutable)."""
+    rules = section(spec, "successPolicy").get("rules")
+    if not isinstance(rules, list):
+        return None
+    for position, rule in enumerate(rules):
+        if not isinstance(rule, dict):
+            continue
+        where = f"spec.successPolicy.rules[{position}]"
+        indexes = rule.get("succeededIndexes")
+        if isinstance(indexes, str) and any(int(n) >= 1 for n in _INDEX_NUMBER.findall(indexes)):
+            return (
+                f"{where}.succeededIndexes {indexes!r} names indexes >= 1, which the API server rejects at "
+                "size 1, and successPolicy cannot be changed afterwards"
+            )
+        count = _int_or_none(rule.get("succeededCount"))
+        if count is not None and count > 1:
+            return (
+                f"{where}.succeededCount is {count}, which the API server rejects at size 1, and "
+                "successPolicy cannot be changed afterwards"
+            )
     return None
+
+
+def max_failed_indexes_at_size_one(job: Obj) -> int | None:
+    """`spec.maxFailedIndexes` to use at size 1 (the largest valid value), None when the current one fits."""
+    current = _int_or_none(section(job, "spec").get("maxFailedIndexes"))
+    if current is None or current <= SIZE_ONE_MAX_FAILED_INDEXES:
+        return None
+    return SIZE_ONE_MAX_FAILED_INDEXES

@@ -13,9 +13,9 @@ from kubekit.client import Kube, Resource, Timeouts, build_api_client
 from kubekit.informer import Handler, Informer, Store
 from placement.constants import RESIZE_LABEL, RESIZE_PENDING, ROLE_FOLLOWER, ROLE_LABEL, ROLE_LEADER
 from placement.objects import Obj
-from placement.resize import has_gate
+from placement.resize import follower_to_watch
 from resizer.controller import (
-    GatedFollowerHandler,
+    FollowerHandler,
     JobHandler,
     LeaderHandler,
     Resizer,
@@ -34,7 +34,8 @@ SHUTDOWN_GRACE = 5.0
 """SIGTERM to exit at most, s: well inside a supervisor's 10 s grace period."""
 
 UNBOUND_PODS = "spec.nodeName="
-"""Gated pods are never bound: watching only unbound followers skips most follower traffic."""
+"""Gated pods are never bound, and a pin is only repaired before the follower binds: watching only unbound
+followers skips most follower traffic."""
 
 
 class ResizerApp:
@@ -93,11 +94,11 @@ class ResizerApp:
             ),
             self._informer(
                 "pods",
-                "gated-followers",
+                "unbound-followers",
                 f"{ROLE_LABEL}={ROLE_FOLLOWER}",
-                GatedFollowerHandler(self.resizer),
-                keep=has_gate,
-                store=self.caches.gated,
+                FollowerHandler(self.resizer),
+                keep=follower_to_watch,
+                store=self.caches.followers,
                 field_selector=UNBOUND_PODS,
             ),
         ]
@@ -152,10 +153,10 @@ class ResizerApp:
                 if stop.is_set():
                     return False
         log.info(
-            "caches synced: %d pending Jobs, %d leaders, %d gated followers",
+            "caches synced: %d pending Jobs, %d leaders, %d unbound followers",
             len(self.caches.jobs),
             len(self.caches.leaders),
-            len(self.caches.gated),
+            len(self.caches.followers),
         )
         return True
 

@@ -1,8 +1,9 @@
 """The reconciler: informer events become Job keys; one worker at a time per key decides and acts.
 
-Observe (informer caches) → decide (`placement.resize`, pure) → act (one patch). Level-triggered: the
-work for a Job key is derived from the current cache every time, so enqueueing a key too often is
-harmless and enqueueing everything after a (re-)list or a leadership change is always safe.
+Observe (informer caches) → decide (`placement.resize`, pure) → act (one patch, or for a follower pinned
+to another domain than its leader's: a status patch then a delete). Level-triggered: the work for a Job
+key is derived from the current cache every time, so enqueueing a key too often is harmless and
+enqueueing everything after a (re-)list or a leadership change is always safe.
 """
 
 from __future__ import annotations
@@ -12,14 +13,16 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from kubekit.client import Kube, KubeError
 from kubekit.informer import Store
 from kubekit.keys import object_key
 from placement.constants import RESIZE_LABEL, RESIZE_PENDING
-from placement.leader import pick_leader
+from placement.leader import Placed, leader_problem, pick_leader, rival_leaders
 from placement.objects import (
+    JobRef,
     Obj,
     is_leader,
     job_ref_of_pod,
@@ -29,7 +32,15 @@ from placement.objects import (
     node_name,
     owner_job_key,
 )
-from placement.resize import SkipReason, decide_gate_release, decide_resize, job_ref
+from placement.resize import (
+    FollowerRepair,
+    SkipReason,
+    decide_follower_repair,
+    decide_gate_release,
+    decide_resize,
+    has_gate,
+    job_ref,
+)
 from resizer.metrics import Metrics
 from resizer.workqueue import ShutDown, WorkQueue
 
@@ -54,12 +65,30 @@ class Caches:
     """Jobs labelled `resize: pending`, by `namespace/name`."""
     leaders: Store
     """Leader pods, indexed by their Job's `namespace/name`."""
-    gated: Store
-    """Followers still carrying our scheduling gate, indexed by their Job's `namespace/name`."""
+    followers: Store
+    """Unbound followers carrying our scheduling gate or pinned to a domain, indexed by their Job's
+    `namespace/name` (`placement.resize.follower_to_watch`)."""
 
 
 def new_caches() -> Caches:
-    return Caches(jobs=Store(), leaders=Store(index=owner_job_key), gated=Store(index=owner_job_key))
+    return Caches(jobs=Store(), leaders=Store(index=owner_job_key), followers=Store(index=owner_job_key))
+
+
+def rfc3339_now() -> str:
+    """metav1.Time's format: RFC 3339, UTC, seconds."""
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass(frozen=True)
+class LeaderView:
+    """A Job's leader as the caches show it: what gate releases and repairs are decided on."""
+
+    owner: JobRef
+    leader: Obj | None
+    node: Obj | None
+    """The leader's Node (labels only), None when unknown."""
+    rivals: list[Placed]
+    """Other live, bound leaders of the Job, with their Nodes."""
 
 
 class Retry(Exception):
@@ -81,6 +110,7 @@ class Resizer:
         *,
         dry_run: bool = False,
         clock: Callable[[], float] = time.monotonic,
+        wall_clock: Callable[[], str] = rfc3339_now,
     ) -> None:
         self.kube = kube
         self.caches = caches
@@ -89,6 +119,7 @@ class Resizer:
         self.leadership = leadership
         self.dry_run = dry_run
         self._clock = clock
+        self._wall_clock = wall_clock
         self._bound_seen: dict[str, float] = {}
         self._bound_lock = threading.Lock()
         self._node_labels: dict[str, Obj] = {}
@@ -104,10 +135,10 @@ class Resizer:
             self.metrics.queue_depth.set(len(self.queue))
 
     def enqueue_all(self) -> None:
-        """Everything that may still need work: pending Jobs and Jobs with gated followers."""
+        """Everything that may still need work: pending Jobs and Jobs with unbound followers."""
         for job in self.caches.jobs.items():
             self.enqueue(object_key(job))
-        for key in self.caches.gated.index_values():
+        for key in self.caches.followers.index_values():
             self.enqueue(key)
 
     def leader_seen(self, old: Obj | None, new: Obj) -> None:
@@ -192,9 +223,9 @@ class Resizer:
         job = self.caches.jobs.get(key)
         if job is not None:
             self._reconcile_resize(key, job)
-        followers = self.caches.gated.by_index(key)
+        followers = self.caches.followers.by_index(key)
         if followers:
-            self._reconcile_gates(key, followers)
+            self._reconcile_followers(key, followers)
 
     def _guard(self, call: Callable[..., Obj], *args: Any) -> Obj | None:
         """Run an API call: None if the object is gone, Retry for transient failures, else raise."""
@@ -267,26 +298,94 @@ class Resizer:
         else:
             log.info("not resizing: %s", reason.value, extra={"job": key, "reason": reason.value})
 
-    def _reconcile_gates(self, key: str, followers: list[Obj]) -> None:
+    def _reconcile_followers(self, key: str, followers: list[Obj]) -> None:
         owner = job_ref_of_pod(followers[0])
         if owner is None:
             return  # the cache indexes followers by their Job: every one has an owner
-        leader = pick_leader(self.caches.leaders.by_index(key), owner)
-        node = self._node(node_name(leader)) if leader is not None else None
-        released = 0
-        for follower in followers:
-            released += self._release_one(key, follower, leader, node)
+        candidates = self.caches.leaders.by_index(key)
+        leader = pick_leader(candidates, owner)
+        view = LeaderView(
+            owner,
+            leader,
+            self._node(node_name(leader)) if leader is not None else None,
+            [(rival, self._node(node_name(rival))) for rival in rival_leaders(candidates, leader, owner)],
+        )
+        released = sum(self._release_one(key, follower, view) for follower in followers if has_gate(follower))
         if released:
             self._observe_latency(key)
+        pinned = [follower for follower in followers if not has_gate(follower)]
+        if pinned:
+            self._repair(key, pinned, view)
 
-    def _release_one(self, key: str, follower: Obj, leader: Obj | None, node: Obj | None) -> int:
+    def _repair(self, key: str, pinned: list[Obj], view: LeaderView) -> None:
+        """Delete the followers pinned to another domain than their leader's (JobSet's pod reconciler)."""
+        now = self._wall_clock()
+        doomed = [
+            (follower, repair)
+            for follower in pinned
+            if (repair := decide_follower_repair(follower, view.leader, view.node, view.rivals, now)).delete
+        ]
+        if not doomed or view.leader is None or not self._leader_confirmed(key, view.owner, view.leader):
+            return
+        for follower, repair in doomed:
+            self._repair_one(key, follower, repair)
+
+    def _leader_confirmed(self, key: str, owner: JobRef, leader: Obj) -> bool:
+        """The leader the cache shows, read again from the API server: a deletion is never decided on a
+        stale cache. A change is not acted on here; its watch event enqueues the Job again."""
+        fresh = self._guard(self.kube.get_pod, namespace_of(leader), str(metadata(leader).get("name")))
+        if fresh is None or leader_problem(fresh, owner) is not None or node_name(fresh) != node_name(leader):
+            log.info("leader changed since it was cached: not repairing yet", extra={"job": key})
+            return False
+        return True
+
+    def _repair_one(self, key: str, follower: Obj, repair: FollowerRepair) -> None:
+        namespace, name = namespace_of(follower), str(metadata(follower).get("name"))
+        pod_key = object_key(follower)
+        if self.dry_run:
+            if pod_key not in self._dry_run_logged:
+                self._dry_run_logged.add(pod_key)
+                log.info(
+                    "dry-run: would delete follower pinned to %s (leader in %s)",
+                    repair.pinned_to,
+                    repair.domain,
+                    extra={"job": key, "pod": pod_key},
+                )
+            return
+        if not self.leadership.is_leader():
+            return
+        if repair.status_patch is not None:
+            marked = self._guard(self.kube.patch_pod_status, namespace, name, repair.status_patch)
+            if marked is None:
+                self.caches.followers.delete(pod_key)
+                return
+        try:
+            deleted = self._guard(
+                self.kube.delete_pod, namespace, name, str(metadata(follower).get("uid") or "")
+            )
+        except KubeError as error:
+            if error.status != 409:  # 409: the uid precondition failed, that pod is already gone
+                raise
+            deleted = None
+        self.caches.followers.delete(pod_key)
+        if deleted is None:
+            return  # already gone: a late watch event had put a stale copy back into the cache
+        self.metrics.follower_repairs.inc()
+        log.info(
+            "deleted follower pinned to %s: its leader runs in %s",
+            repair.pinned_to,
+            repair.domain,
+            extra={"job": key, "pod": pod_key, "domain": repair.domain},
+        )
+
+    def _release_one(self, key: str, follower: Obj, view: LeaderView) -> int:
         namespace, name = namespace_of(follower), str(metadata(follower).get("name"))
         pod_key = object_key(follower)
         for _ in range(MAX_CONFLICT_ROUNDS):
-            release = decide_gate_release(follower, leader, node)
+            release = decide_gate_release(follower, view.leader, view.node, view.rivals)
             if not release.release or release.patch is None:
                 if release.reason == SkipReason.NOT_GATED:
-                    self.caches.gated.delete(pod_key)
+                    self.caches.followers.delete(pod_key)
                 elif release.reason is not None:
                     self.metrics.skips.labels(release.reason.value).inc()
                 return 0
@@ -307,13 +406,14 @@ class Resizer:
                 self.metrics.conflicts.inc()
                 fresh = self._guard(self.kube.get_pod, namespace, name)
                 if fresh is None:
-                    self.caches.gated.delete(pod_key)
+                    self.caches.followers.delete(pod_key)
                     return 0
                 follower = fresh
                 continue
-            self.caches.gated.delete(pod_key)
             if patched is None:
+                self.caches.followers.delete(pod_key)
                 return 0
+            self.caches.followers.upsert(patched)  # now pinned: kept until bound, to check against the leader
             self.metrics.gate_releases.inc()
             log.info(
                 "released gate into %s",
@@ -380,8 +480,9 @@ class LeaderHandler:
             self.resizer.leader_seen(None, pod)
 
 
-class GatedFollowerHandler:
-    """Gated followers, including ones created after their leader bound (the race the webhook can lose)."""
+class FollowerHandler:
+    """Unbound gated or pinned followers, including gated ones created after their leader bound (the race
+    the webhook can lose) and pinned ones whose leader was re-created elsewhere."""
 
     def __init__(self, resizer: Resizer) -> None:
         self.resizer = resizer

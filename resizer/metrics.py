@@ -19,6 +19,12 @@ class Metrics:
             "Followers pinned to their leader's domain and ungated.",
             registry=self.registry,
         )
+        self.follower_repairs = Counter(
+            f"{PREFIX}_follower_repairs",
+            "Unbound followers pinned to another domain than their leader's, marked DisruptionTarget and "
+            "deleted.",
+            registry=self.registry,
+        )
         self.bind_to_resize = Histogram(
             f"{PREFIX}_bind_to_resize_seconds",
             "From observing the leader bound to the Job patch (or the last gate release) being acknowledged.",

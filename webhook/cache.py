@@ -3,7 +3,9 @@
 Two `kubekit.informer.Informer`s keep every leader pod (`exclusive-placement.io/role=leader`, indexed by
 its Job's `namespace/name`) and every node. `LeaderDirectory.leader_state(plan)` answers from them; on a
 miss it makes one live lookup (in a worker thread, never on the event loop) before concluding, with its
-own short timeout so two calls fit in the API server's admission deadline.
+own short timeout so two calls fit in the API server's admission deadline. Other live, bound leaders of the
+same Job (a duplicate the Job controller has not removed yet) are looked at too: in another domain they
+make the follower wait (`LeaderStatus.LEADERS_DISAGREE`).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from kubekit.client import Kube, KubeError
 from kubekit.informer import Informer
 from placement.admission import LeaderState, PodPlan, leader_state
 from placement.constants import JOB_NAME_LABEL, ROLE_LABEL, ROLE_LEADER
-from placement.leader import LeaderProblem, leader_problem, pick_leader
+from placement.leader import LeaderProblem, Placed, leader_problem, pick_leader, rival_leaders
 from placement.objects import Obj, node_name
 from webhook.metrics import Metrics
 
@@ -90,35 +92,51 @@ class LeaderDirectory:
     def ready(self) -> bool:
         return self.pods.synced.is_set() and self.nodes.synced.is_set()
 
-    def from_cache(self, plan: PodPlan) -> tuple[Obj, Obj] | None:
-        """(leader, node) when the cache knows a usable, bound leader of this Job and its node; else None."""
-        leader = pick_leader(self.pods.store.by_index(plan.job_object_key), plan.job)
+    def from_cache(self, plan: PodPlan) -> tuple[Obj, Obj, list[Placed]] | None:
+        """(leader, node, rivals) when the cache knows a usable, bound leader of this Job and the nodes of it
+        and of every rival; else None."""
+        candidates = self.pods.store.by_index(plan.job_object_key)
+        leader = pick_leader(candidates, plan.job)
         if leader is None or leader_problem(leader, plan.job) is not None:
             return None
         node = self.nodes.store.get(str(node_name(leader)))
-        return (leader, node) if node is not None else None
+        rivals = [
+            (rival, self.nodes.store.get(str(node_name(rival))))
+            for rival in rival_leaders(candidates, leader, plan.job)
+        ]
+        if node is None or any(rival_node is None for _rival, rival_node in rivals):
+            return None
+        return leader, node, rivals
 
-    def _live_lookup(self, plan: PodPlan) -> tuple[Obj | None, Obj | None]:
-        try:
-            leader = pick_leader(self._live.list_leaders(plan.namespace, plan.job.name), plan.job)
-        except Exception:
-            self._metrics.live_lookups.labels("pod", "error").inc()
-            raise
-        found = _usable(leader, plan)
-        self._metrics.live_lookups.labels("pod", "found" if found else "not_found").inc()
-        bound_to = node_name(leader) if leader is not None and found else None
-        if bound_to is None:
-            return leader, None
-        node = self.nodes.store.get(bound_to)
+    def _node_live(self, name: str) -> Obj | None:
+        node = self.nodes.store.get(name)
         if node is not None:
-            return leader, node
+            return node
         try:
-            node = self._live.get_node(bound_to)
+            node = self._live.get_node(name)
         except Exception:
             self._metrics.live_lookups.labels("node", "error").inc()
             raise
         self._metrics.live_lookups.labels("node", "found" if node else "not_found").inc()
-        return leader, node
+        return node
+
+    def _live_lookup(self, plan: PodPlan) -> tuple[Obj | None, Obj | None, list[Placed]]:
+        try:
+            candidates = self._live.list_leaders(plan.namespace, plan.job.name)
+        except Exception:
+            self._metrics.live_lookups.labels("pod", "error").inc()
+            raise
+        leader = pick_leader(candidates, plan.job)
+        found = _usable(leader, plan)
+        self._metrics.live_lookups.labels("pod", "found" if found else "not_found").inc()
+        bound_to = node_name(leader) if leader is not None and found else None
+        if bound_to is None:
+            return leader, None, []
+        rivals = [
+            (rival, self._node_live(str(node_name(rival))))
+            for rival in rival_leaders(candidates, leader, plan.job)
+        ]
+        return leader, self._node_live(bound_to), rivals
 
     async def leader_state(self, plan: PodPlan) -> LeaderState:
         cached = self.from_cache(plan)
@@ -126,5 +144,5 @@ class LeaderDirectory:
             self._metrics.cache_lookups.labels("hit").inc()
             return leader_state(plan, *cached)
         self._metrics.cache_lookups.labels("miss").inc()
-        leader, node = await asyncio.to_thread(self._live_lookup, plan)
-        return leader_state(plan, leader, node)
+        leader, node, rivals = await asyncio.to_thread(self._live_lookup, plan)
+        return leader_state(plan, leader, node, rivals)

@@ -1,6 +1,7 @@
 """Admission handlers: an AdmissionRequest in, an AdmissionReview out.
 
-They call the pure placement core and, for followers, the leader source (cache first, live on a miss).
+They call the pure placement core and, for followers, the leader source (cache first, live on a miss);
+for a JobSet child Job about to be shrunk, the JobSet source (its startup order, read once per JobSet).
 Out-of-scope requests (another kind, another operation, non-exclusive objects) return early: allowed,
 no patch. No HTTP here: the routes in `webhook.app` read and write the wire.
 """
@@ -9,13 +10,14 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from placement.admission import (
     LeaderState,
     PodPlan,
     Skip,
     Verdict,
+    jobset_to_read,
     mutate_job,
     mutate_pod,
     mutation_needs_leader,
@@ -26,6 +28,7 @@ from placement.admission import (
 from placement.constants import Strategy
 from placement.objects import Obj
 from webhook.cache import LeaderSource
+from webhook.jobsets import JobSetSource
 from webhook.review import AdmissionRequest, AdmissionReview, BadReview, from_verdict
 
 log = logging.getLogger(__name__)
@@ -68,9 +71,18 @@ def _lookup_failed(plan: PodPlan, err: Exception) -> Verdict:
 
 
 class Admission:
-    def __init__(self, default_strategy: Strategy, leaders: LeaderSource) -> None:
+    def __init__(
+        self,
+        default_strategy: Strategy,
+        leaders: LeaderSource,
+        jobsets: JobSetSource,
+        *,
+        take_over_jobset: bool = True,
+    ) -> None:
         self.default_strategy = default_strategy
         self.leaders = leaders
+        self.jobsets = jobsets
+        self.take_over_jobset = take_over_jobset
 
     def _done(self, request: AdmissionRequest, verdict: Verdict, *, mutating: bool, job: str = "") -> Handled:
         context = {**_context(request), "reason": verdict.reason}
@@ -124,5 +136,11 @@ class Admission:
         job = _in_scope(request, "Job")
         if job is None:
             return self._done(request, Verdict(allowed=True, reason="out-of-scope"), mutating=True)
-        job_name = f"{request.get('namespace', '')}/{(job.get('metadata') or {}).get('name', '')}"
-        return self._done(request, mutate_job(job, self.default_strategy), mutating=True, job=job_name)
+        namespace = request.get("namespace", "")
+        job_name = f"{namespace}/{(job.get('metadata') or {}).get('name', '')}"
+        jobset = jobset_to_read(job, self.default_strategy)
+        owner = None
+        if jobset is not None:
+            owner = await self.jobsets.startup(replace(jobset, namespace=jobset.namespace or namespace))
+        verdict = mutate_job(job, self.default_strategy, owner=owner, take_over_jobset=self.take_over_jobset)
+        return self._done(request, verdict, mutating=True, job=job_name)

@@ -43,6 +43,12 @@ class Metrics:
             ["kind", "outcome"],
             registry=r,
         )
+        self.jobset_lookups = Counter(
+            "exclusive_placement_jobset_lookups_total",
+            "Startup orders of owning JobSets, by source (memory, live) or failure (not_found, error)",
+            ["result"],
+            registry=r,
+        )
         self.errors = Counter(
             "exclusive_placement_errors_total",
             "Unexpected exceptions while handling admission requests",

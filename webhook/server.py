@@ -18,6 +18,7 @@ from placement.objects import owner_job_key
 from webhook.app import create_app
 from webhook.cache import LEADER_SELECTOR, KubeLiveApi, LeaderDirectory
 from webhook.handlers import Admission
+from webhook.jobsets import JobSetDirectory, KubeJobSetApi
 from webhook.limits import AdmissionLimits
 from webhook.metrics import Metrics
 from webhook.protocol import header_timeout_protocol
@@ -32,6 +33,7 @@ class Webhook:
     settings: WebhookSettings
     app: FastAPI
     directory: LeaderDirectory
+    jobsets: JobSetDirectory
     tls: ReloadingTLS | None
     metrics: Metrics
 
@@ -83,7 +85,9 @@ def build_directory(settings: WebhookSettings, metrics: Metrics, kube: Kube) -> 
 
 def build(settings: WebhookSettings) -> Webhook:
     metrics = Metrics()
-    directory = build_directory(settings, metrics, kube_for(settings))
+    kube = kube_for(settings)
+    directory = build_directory(settings, metrics, kube)
+    jobsets = JobSetDirectory(KubeJobSetApi(kube, settings.live_lookup_timeout_seconds), metrics)
     tls = (
         None
         if settings.insecure_dev or settings.cert_dir is None
@@ -98,7 +102,12 @@ def build(settings: WebhookSettings) -> Webhook:
         poller = asyncio.create_task(tls.poll(settings.cert_reload_seconds)) if tls is not None else None
         log.info(
             "webhook started",
-            extra={"port": settings.port, "tls": tls is not None, "strategy": settings.default_strategy},
+            extra={
+                "port": settings.port,
+                "tls": tls is not None,
+                "strategy": settings.default_strategy,
+                "jobset_takeover": settings.jobset_takeover,
+            },
         )
         try:
             yield
@@ -108,14 +117,14 @@ def build(settings: WebhookSettings) -> Webhook:
             await asyncio.to_thread(directory.stop)
 
     app = create_app(
-        Admission(settings.default_strategy, directory),
+        Admission(settings.default_strategy, directory, jobsets, take_over_jobset=settings.jobset_takeover),
         directory,
         metrics,
         tls_loaded=(lambda: tls.loaded) if tls is not None else (lambda: True),
         lifespan=lifespan,
         limits=AdmissionLimits(settings.max_inflight_admissions, settings.body_timeout_seconds),
     )
-    return Webhook(settings, app, directory, tls, metrics)
+    return Webhook(settings, app, directory, jobsets, tls, metrics)
 
 
 def serve(settings: WebhookSettings) -> None:

@@ -68,6 +68,11 @@ class WebhookSettings(ProcessSettings):
     default_strategy: Strategy = Field(
         default=DEFAULT_STRATEGY, description="strategy of Jobs that name none"
     )
+    jobset_takeover: bool = Field(
+        default=True,
+        description="at Job admission, replace JobSet's exclusive-topology annotation on the pod template by "
+        "this project's, so JobSet's pod webhooks and pod reconciler leave the pods to this project",
+    )
 
     @model_validator(mode="after")
     def _tls_unless_dev(self) -> WebhookSettings:

@@ -5,8 +5,9 @@ and `FakeKubeApi` is a small fake Kubernetes API server over real HTTP.
 
 
 Serves what the webhook's informers and live lookups call, with the real REST shapes: list and watch of
-pods (all namespaces or one) and nodes with equality label selectors, GET of a node, resourceVersions,
-bookmarks-free watch streams, and `410 Gone` ERROR events for watches from a compacted resourceVersion.
+pods (all namespaces or one) and nodes with equality label selectors, GET of a node or of a JobSet
+(`jobset.x-k8s.io/v1alpha2`), resourceVersions, bookmarks-free watch streams, and `410 Gone` ERROR events
+for watches from a compacted resourceVersion.
 Counts every request so callers can assert how many API calls an admission cost.
 
     with FakeKubeApi() as api:          # listens on 127.0.0.1, a free port
@@ -33,6 +34,7 @@ import httpx
 import uvicorn
 from fastapi import FastAPI
 
+from placement.constants import JOBSET_GROUP, JOBSET_VERSION
 from placement.objects import Obj
 
 
@@ -142,7 +144,7 @@ class FakeKubeApi:
 
     def __init__(self) -> None:
         self._cond = threading.Condition()
-        self._objects: dict[str, dict[str, Obj]] = {"pods": {}, "nodes": {}}
+        self._objects: dict[str, dict[str, Obj]] = {"pods": {}, "nodes": {}, "jobsets": {}}
         self._events: list[_Event] = []
         self._rv = 1
         self._compacted = 0
@@ -328,6 +330,18 @@ def _handler_for(api: FakeKubeApi) -> type[BaseHTTPRequestHandler]:
             selector = query.get("labelSelector", "")
             parts = [p for p in url.path.split("/") if p]
             namespace: str | None = None
+            if (
+                parts[:3] == ["apis", JOBSET_GROUP, JOBSET_VERSION]
+                and len(parts) == 7
+                and parts[5] == "jobsets"
+            ):
+                api.requests["get"] += 1
+                jobset = api.get_object("jobsets", f"{parts[4]}/{parts[6]}")
+                if jobset is None:
+                    self._not_found(f'jobsets.{JOBSET_GROUP} "{parts[6]}"')
+                else:
+                    self._send_json(200, jobset)
+                return
             if parts[:2] != ["api", "v1"]:
                 api.requests["other"] += 1
                 self._not_found(url.path)

@@ -3,8 +3,9 @@
 Per sync: delete child Jobs of an older restart attempt; when a current child Job failed, either restart
 (status.restarts + 1, which triggers the deletions and then the re-creation with the next
 restart-attempt) while failurePolicy.maxRestarts allows, or mark the JobSet Failed; create missing child
-Jobs; write replicatedJobsStatus and the Completed condition. Deleting the JobSet deletes its Jobs through
-the API server's garbage collector (ownerReferences).
+Jobs of the replicated Jobs whose turn it is (`dependsOn`, `startupPolicy: InOrder`); write
+replicatedJobsStatus, the startup condition and the Completed condition. Deleting the JobSet deletes its
+Jobs through the API server's garbage collector (ownerReferences).
 """
 
 from __future__ import annotations
@@ -27,8 +28,10 @@ from .jobset_jobs import (
     child_job_name,
     replicas_of,
     replicated_jobs_status,
+    replicated_jobs_to_start,
     restarts_of,
     success_reached,
+    with_startup_condition,
 )
 from .objects import Obj, condition_true, labels_of, object_key, uid_of, with_condition
 from .settings import ControllerSettings
@@ -150,11 +153,16 @@ class JobSetController:
             await self._write_status(jobset, status)
             return
         existing = {j["metadata"]["name"] for j in owned}
-        for replicated_job in (jobset.get("spec") or {}).get("replicatedJobs") or []:
+        statuses = replicated_jobs_status(jobset, current)
+        starting, startup = replicated_jobs_to_start(jobset, statuses)
+        for replicated_job in starting:
             for index in range(replicas_of(replicated_job)):
                 if child_job_name(jobset["metadata"]["name"], replicated_job["name"], index) not in existing:
                     await self._create_job(jobset, replicated_job, index)
-        statuses = replicated_jobs_status(jobset, current)
+        if startup is not None:
+            status["conditions"] = with_startup_condition(
+                list(status.get("conditions") or []), startup, Clock.wall_time()
+            )
         status["replicatedJobsStatus"] = statuses
         status.setdefault("restarts", restarts)
         if success_reached(jobset, statuses):

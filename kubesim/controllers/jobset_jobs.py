@@ -5,6 +5,13 @@ same keys as annotations (plus the exclusive-topology annotation, and with it th
 when the JobSet or the replicatedJob sets it), as JobSet's `labelAndAnnotateObject` does. job-key is the
 SHA1 hex of `<namespace>/<job name>`. In node-selector mode `constructJob` adds the namespaced-job
 nodeSelector and the no-schedule toleration to the pod template.
+
+Which child Jobs to create (`reconcileReplicatedJobs`, `dependencyReachedStatus`, `allReplicasStarted`):
+replicated Jobs in spec order; one whose `dependsOn` is not reached waits; with `startupPolicy: InOrder`
+(JobSet not suspended) each replicated Job's Jobs are created only once every Job of the ones before it is
+ready, succeeded or failed, and the JobSet carries `StartupPolicyInProgress` / `StartupPolicyCompleted`.
+A child Job is ready once its ready + succeeded pods reach min(parallelism, completions) of its *current*
+spec (`calculateReplicatedJobStatuses`).
 """
 
 from __future__ import annotations
@@ -23,7 +30,16 @@ from placement.constants import (
     JOBSET_RESTART_ATTEMPT_LABEL,
 )
 
-from .jobset_constants import NAMESPACED_JOB_LABEL, NO_SCHEDULE_TAINT_KEY, NODE_SELECTOR_STRATEGY_ANNOTATION
+from .jobset_constants import (
+    DEPENDENCY_COMPLETE,
+    DEPENDENCY_READY,
+    IN_ORDER,
+    NAMESPACED_JOB_LABEL,
+    NO_SCHEDULE_TAINT_KEY,
+    NODE_SELECTOR_STRATEGY_ANNOTATION,
+    STARTUP_COMPLETED,
+    STARTUP_IN_PROGRESS,
+)
 from .objects import Obj, annotations_of, condition_true, owner_reference
 
 
@@ -112,10 +128,15 @@ def build_child_job(jobset: Obj, replicated_job: Obj, index: int) -> Obj:
 
 
 def job_is_ready(job: Obj) -> bool:
-    """JobSet counts a child Job ready once ready + succeeded pods reach its parallelism."""
+    """calculateReplicatedJobStatuses: ready once ready + succeeded pods reach the Job's current parallelism
+    (the API server defaults it to 1), or its completions when fewer."""
     status = job.get("status") or {}
-    parallelism = (job.get("spec") or {}).get("parallelism")
+    spec = job.get("spec") or {}
+    parallelism = spec.get("parallelism")
     wanted = 1 if parallelism is None else int(parallelism)
+    completions = spec.get("completions")
+    if completions is not None and int(completions) < wanted:
+        wanted = int(completions)
     return int(status.get("ready") or 0) + int(status.get("succeeded") or 0) >= wanted
 
 
@@ -155,3 +176,69 @@ def success_reached(jobset: Obj, statuses: list[dict[str, Any]]) -> bool:
     if policy.get("operator") == "Any":
         return any(s["succeeded"] > 0 for s in chosen)
     return all(s["succeeded"] >= replicas.get(s["name"], 1) for s in chosen)
+
+
+def _status_of(statuses: list[dict[str, Any]], name: str) -> dict[str, Any] | None:
+    return next((status for status in statuses if status["name"] == name), None)
+
+
+def _started(status: dict[str, Any] | None) -> int:
+    """Ready + succeeded + failed Jobs: allReplicasStarted's and DependencyReady's count."""
+    if status is None:
+        return 0
+    return int(status["ready"]) + int(status["succeeded"]) + int(status["failed"])
+
+
+def dependency_reached(replicated_job: Obj, replicas: dict[str, int], statuses: list[dict[str, Any]]) -> bool:
+    """dependencyReachedStatus: every dependsOn entry reached (Complete: all its Jobs succeeded; Ready:
+    all of them ready, succeeded or failed); `replicas` holds the replicated Jobs seen so far."""
+    for dependency in replicated_job.get("dependsOn") or []:
+        status = _status_of(statuses, dependency["name"])
+        if status is None:
+            return False
+        wanted = replicas.get(dependency["name"], 0)
+        if dependency.get("status") == DEPENDENCY_COMPLETE and wanted != int(status["succeeded"]):
+            return False
+        if dependency.get("status") == DEPENDENCY_READY and wanted != _started(status):
+            return False
+    return True
+
+
+def replicated_jobs_to_start(jobset: Obj, statuses: list[dict[str, Any]]) -> tuple[list[Obj], str | None]:
+    """reconcileReplicatedJobs: the replicated Jobs whose missing Jobs are created now, and the startup
+    condition to set (StartupPolicyInProgress / StartupPolicyCompleted, None without InOrder)."""
+    spec = jobset.get("spec") or {}
+    in_order = (spec.get("startupPolicy") or {}).get("startupPolicyOrder") == IN_ORDER
+    ordered = in_order and not spec.get("suspend")
+    seen: dict[str, int] = {}
+    start: list[Obj] = []
+    for replicated_job in spec.get("replicatedJobs") or []:
+        seen[replicated_job["name"]] = replicas_of(replicated_job)
+        if not dependency_reached(replicated_job, seen, statuses):
+            continue
+        status = _status_of(statuses, replicated_job["name"])
+        if ordered and replicas_of(replicated_job) == _started(status):
+            continue
+        start.append(replicated_job)
+        if ordered:
+            return start, STARTUP_IN_PROGRESS
+    return start, STARTUP_COMPLETED if ordered else None
+
+
+def with_startup_condition(conditions: list[dict[str, Any]], kind: str, now: str) -> list[dict[str, Any]]:
+    """updateCondition for the startup conditions: `kind` True (kept as is when already True), and the
+    other one, mutually exclusive with it (exclusiveConditions), False."""
+    other = STARTUP_COMPLETED if kind == STARTUP_IN_PROGRESS else STARTUP_IN_PROGRESS
+    reason, message = (
+        ("InOrderStartupPolicyInProgress", "in order startup policy is in progress")
+        if kind == STARTUP_IN_PROGRESS
+        else ("InOrderStartupPolicyCompleted", "in order startup policy has completed")
+    )
+    result = [
+        {**c, "status": "False"} if c.get("type") == other and c.get("status") == "True" else c
+        for c in conditions
+    ]
+    if any(c.get("type") == kind and c.get("status") == "True" for c in result):
+        return result
+    fresh = {"type": kind, "status": "True", "reason": reason, "message": message, "lastTransitionTime": now}
+    return [c for c in result if c.get("type") != kind] + [fresh]

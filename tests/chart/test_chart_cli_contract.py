@@ -33,9 +33,15 @@ def test_webhook_flags_parse_into_the_chart_settings(strategy: str, mode_values:
     assert settings.port == 9443
     assert settings.cert_dir == Path("/etc/exclusive-placement/certs")
     assert settings.default_strategy == strategy
+    assert settings.jobset_takeover is True
     assert settings.log_format == "json"
     assert settings.kubeconfig is None
     assert settings.server is None, "in a cluster the webhook uses its ServiceAccount"
+
+
+def test_the_jobset_takeover_value_reaches_the_webhook(mode_values: dict[str, Obj]) -> None:
+    objects = render(merged(mode_values["generate"], {"placement": {"jobsetTakeover": False}}))
+    assert load_webhook_settings(args(objects, "webhook")).jobset_takeover is False
 
 
 def test_resizer_flags_parse_into_the_chart_settings(mode_values: dict[str, Obj]) -> None:

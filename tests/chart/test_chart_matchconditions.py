@@ -13,6 +13,7 @@ from placement.constants import (
     JOB_KEY_LABEL,
     JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION,
     JOBSET_NAME_LABEL,
+    JOBSET_NODE_SELECTOR_ANNOTATION,
     TOPOLOGY_ANNOTATION,
     ZONE_LABEL,
 )
@@ -39,6 +40,7 @@ def job(annotations: dict[str, str] | None = None, template_annotations: dict[st
 
 OURS = {TOPOLOGY_ANNOTATION: ZONE_LABEL}
 JOBSETS = {JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION: ZONE_LABEL}
+NODE_SELECTOR_MODE = {**JOBSETS, JOBSET_NODE_SELECTOR_ANNOTATION: "true"}
 OTHER = {"team": "ml"}
 
 POD_CASES = [
@@ -50,6 +52,7 @@ POD_CASES = [
     ("empty annotations", pod({}), False),
     ("JobSet pod without exclusive placement", pod(OTHER, {JOBSET_NAME_LABEL: "js"}), False),
     ("our label but no annotation", pod(None, {JOB_KEY_LABEL: "k"}), False),
+    ("JobSet's node-selector mode", pod(NODE_SELECTOR_MODE), False),
 ]
 JOB_CASES = [
     ("annotation on the Job", job(OURS), True),
@@ -59,6 +62,8 @@ JOB_CASES = [
     ("no annotations anywhere", job(), False),
     ("template metadata without annotations", job(OTHER, {}), False),
     ("unrelated annotations", job(OTHER, OTHER), False),
+    ("JobSet's node-selector mode on the Job", job(NODE_SELECTOR_MODE, JOBSETS), False),
+    ("JobSet's node-selector mode on the template", job(JOBSETS, NODE_SELECTOR_MODE), False),
 ]
 
 

@@ -18,13 +18,23 @@ from chart_rendering import NAMESPACE, Obj, grants_of, of_component, render
 from kubekit.client import Kube
 
 REPO = Path(__file__).resolve().parents[2]
-GROUPS = {"pods": "", "nodes": "", "jobs": "batch", "leases": "coordination.k8s.io"}
+GROUPS = {
+    "pods": "",
+    "pods/status": "",
+    "nodes": "",
+    "jobs": "batch",
+    "leases": "coordination.k8s.io",
+    "jobsets": "jobset.x-k8s.io",
+}
 KUBE_METHODS: dict[str, tuple[str, str]] = {
     # method: (resource, verb); `list_objects` and `watch` take the resource as their first argument
     "get_job": ("jobs", "get"),
     "patch_job": ("jobs", "patch"),
     "get_pod": ("pods", "get"),
     "patch_pod": ("pods", "patch"),
+    "patch_pod_status": ("pods/status", "patch"),
+    "delete_pod": ("pods", "delete"),
+    "get_jobset": ("jobsets", "get"),
     "get_node": ("nodes", "get"),
     "get_lease": ("leases", "get"),
     "create_lease": ("leases", "create"),
@@ -83,3 +93,6 @@ def test_the_call_scanner_sees_what_it_should() -> None:
     assert (NAMESPACE, "coordination.k8s.io", "leases", "update") in api_calls("resizer")
     assert ("cluster", "", "nodes", "get") in api_calls("webhook")
     assert ("cluster", "", "pods", "list") in api_calls("webhook")
+    assert ("cluster", "jobset.x-k8s.io", "jobsets", "get") in api_calls("webhook")
+    assert ("cluster", "", "pods", "delete") in api_calls("resizer")
+    assert ("cluster", "", "pods/status", "patch") in api_calls("resizer")

@@ -163,10 +163,14 @@ def test_image_tag_defaults_to_app_version(values: Obj, expected: str, mode_valu
 # --- RBAC ------------------------------------------------------------------------------------------------
 
 
-def test_webhook_may_only_read_pods_and_nodes(objects: list[Obj]) -> None:
+def test_webhook_may_only_read_pods_nodes_and_get_jobsets(objects: list[Obj]) -> None:
     account = pod_spec(objects, "webhook")["serviceAccountName"]
     assert grants_of(objects, account) == {
-        "cluster": {("", "pods"): {"get", "list", "watch"}, ("", "nodes"): {"get", "list", "watch"}}
+        "cluster": {
+            ("", "pods"): {"get", "list", "watch"},
+            ("", "nodes"): {"get", "list", "watch"},
+            ("jobset.x-k8s.io", "jobsets"): {"get"},
+        }
     }
 
 
@@ -174,7 +178,8 @@ def test_resizer_has_exactly_its_listed_permissions(objects: list[Obj]) -> None:
     account = pod_spec(objects, "resizer")["serviceAccountName"]
     assert grants_of(objects, account) == {
         "cluster": {
-            ("", "pods"): {"get", "list", "watch", "patch"},
+            ("", "pods"): {"get", "list", "watch", "patch", "delete"},
+            ("", "pods/status"): {"patch"},
             ("batch", "jobs"): {"get", "list", "watch", "patch"},
             ("", "events"): {"create"},
             ("", "nodes"): {"get"},

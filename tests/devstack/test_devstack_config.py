@@ -11,6 +11,7 @@ from devstack.commands import KubesimFlags, kubesim_command, resizer_command, we
 from devstack.scenario import PlacementError, expected_jobs, load_manifests
 from devstack.stack import StackOptions
 from devstack.webhooks import local_webhook_configurations, point_at_url
+from webhook.settings import load_settings as load_webhook_settings
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -45,6 +46,15 @@ def test_webhook_command_uses_tls_cert_dir(tmp_path: Path) -> None:
     assert "--insecure-dev" not in argv
     assert argv[argv.index("--cert-dir") + 1] == str(tmp_path)
     assert argv[argv.index("--default-strategy") + 1] == "gate"
+    assert "--no-jobset-takeover" not in argv
+
+
+def test_webhook_command_turns_the_jobset_takeover_off(tmp_path: Path) -> None:
+    argv = webhook_command(
+        port=9443, cert_dir=tmp_path, server="http://s", default_strategy="gate", jobset_takeover=False
+    )
+    assert argv[-1] == "--no-jobset-takeover"
+    assert load_webhook_settings(argv[3:]).jobset_takeover is False
 
 
 @pytest.mark.parametrize(

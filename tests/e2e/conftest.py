@@ -32,6 +32,7 @@ class StackFactory(Protocol):
         cluster: KubesimFlags = ...,
         default_strategy: str = ...,
         resizer_replicas: int = ...,
+        jobset_takeover: bool = ...,
     ) -> Stack: ...
 
 
@@ -40,12 +41,17 @@ def stack_factory(tmp_path: Path) -> Iterator[StackFactory]:
     stacks: list[Stack] = []
 
     def make(
-        *, cluster: KubesimFlags = SMALL_CLUSTER, default_strategy: str = "elastic", resizer_replicas: int = 1
+        *,
+        cluster: KubesimFlags = SMALL_CLUSTER,
+        default_strategy: str = "elastic",
+        resizer_replicas: int = 1,
+        jobset_takeover: bool = True,
     ) -> Stack:
         options = StackOptions(
             cluster=cluster,
             default_strategy=default_strategy,
             resizer_replicas=resizer_replicas,
+            jobset_takeover=jobset_takeover,
             workdir=tmp_path / f"stack-{len(stacks)}",
             startup_timeout=90,
         )

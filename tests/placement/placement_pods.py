@@ -26,9 +26,14 @@ def job(
     name: str = JOB,
     annotations: dict[str, str] | None = None,
     template_annotations: dict[str, str] | None = None,
+    labels: dict[str, str] | None = None,
+    extra_spec: dict[str, Any] | None = None,
+    jobset: str | None = None,
 ) -> dict[str, Any]:
+    """`jobset`: the name of the JobSet controlling the Job (uid `<name>-uid`)."""
     spec: dict[str, Any] = {
-        "template": {"metadata": {}, "spec": {"containers": [{"name": "c", "image": "i"}]}}
+        "template": {"metadata": {}, "spec": {"containers": [{"name": "c", "image": "i"}]}},
+        **(extra_spec or {}),
     }
     if completions is not None:
         spec["completions"] = completions
@@ -41,6 +46,19 @@ def job(
     meta: dict[str, Any] = {"name": name, "namespace": NS}
     if annotations is not None:
         meta["annotations"] = annotations
+    if labels is not None:
+        meta["labels"] = labels
+    if jobset is not None:
+        meta["ownerReferences"] = [
+            {
+                "apiVersion": "jobset.x-k8s.io/v1alpha2",
+                "kind": "JobSet",
+                "name": jobset,
+                "uid": f"{jobset}-uid",
+                "controller": True,
+                "blockOwnerDeletion": True,
+            }
+        ]
     return {"apiVersion": "batch/v1", "kind": "Job", "metadata": meta, "spec": spec}
 
 

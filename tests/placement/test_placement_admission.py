@@ -24,6 +24,7 @@ from placement.admission import (
 from placement.constants import (
     JOB_KEY_LABEL,
     JOBSET_JOB_KEY_LABEL,
+    JOBSET_NODE_SELECTOR_ANNOTATION,
     LEADER_SCHEDULED_GATE,
     RESIZE_LABEL,
     ROLE_LABEL,
@@ -39,6 +40,18 @@ from placement.patch import apply
 
 REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
 BOUND = LeaderState(LeaderStatus.BOUND, "leader-0", "node-1", "zone-a")
+
+
+def _without_job(p: dict[str, Any]) -> dict[str, Any]:
+    p["metadata"].pop("ownerReferences")
+    p["metadata"]["labels"] = {}
+    return p
+
+
+def _node_selector_mode(p: dict[str, Any]) -> dict[str, Any]:
+    p["metadata"]["annotations"][JOBSET_NODE_SELECTOR_ANNOTATION] = "true"
+    p["spec"]["nodeSelector"] = {"alpha.jobset.sigs.k8s.io/namespaced-job": f"{NS}_{JOB}"}
+    return p
 
 
 def _plan(p: dict[str, Any], default: Strategy = Strategy.ELASTIC) -> PodPlan:
@@ -162,8 +175,9 @@ def test_job_with_unknown_strategy_is_denied() -> None:
     [
         (pod(1, topology=None), "not-exclusive", False),
         (pod(None), "not-indexed", True),
-        ({"metadata": {"annotations": {"exclusive-placement.io/topology": ZONE}}}, "no-job", True),
+        (_without_job(pod(0)), "no-job", True),
         (pod(1, strategy="bogus"), "invalid-strategy", False),
+        (_node_selector_mode(pod(1)), "jobset-node-selector", False),
     ],
 )
 def test_out_of_scope_pods(the_pod: dict[str, Any], reason: str, warned: bool) -> None:
@@ -173,6 +187,38 @@ def test_out_of_scope_pods(the_pod: dict[str, Any], reason: str, warned: bool) -
     assert plan.verdict.patch == []
     assert bool(plan.verdict.warnings) is warned
     assert plan.verdict.allowed is (reason != "invalid-strategy")
+
+
+@pytest.mark.parametrize(
+    ("the_pod", "needle"),
+    [
+        (_without_job(pod(3)), "pod with completion index 3 asks for exclusive placement"),
+        (_without_job(pod(None)), "pod without a completion index asks for exclusive placement"),
+        ({"metadata": {"annotations": {TOPOLOGY_ANNOTATION: ZONE}}}, "no controller ownerReference"),
+    ],
+    ids=["follower", "no index", "bare pod"],
+)
+def test_a_follower_without_a_job_is_denied_as_jobset_denies_it(the_pod: dict[str, Any], needle: str) -> None:
+    """JobSet's podsOwnedBySameJob: "follower pod has no owner reference"; there is no leader to follow."""
+    plan = plan_pod(the_pod, NS, Strategy.ELASTIC)
+    assert isinstance(plan, Skip)
+    assert (plan.verdict.allowed, plan.verdict.reason) == (False, "no-job")
+    assert needle in plan.verdict.message
+    assert "create it through an Indexed Job" in plan.verdict.message
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_jobsets_node_selector_mode_is_left_to_the_users_node_selector(strategy: str) -> None:
+    """JobSet's webhooks skip pods with `alpha.jobset.sigs.k8s.io/node-selector`: no affinity, no
+    follower rejection; the pods already select their pre-labelled pool."""
+    for index in (0, 1):
+        plan = plan_pod(_node_selector_mode(pod(index, strategy=strategy)), NS, Strategy.ELASTIC)
+        assert isinstance(plan, Skip)
+        assert (plan.verdict.allowed, plan.verdict.patch, plan.verdict.reason) == (
+            True,
+            [],
+            "jobset-node-selector",
+        )
 
 
 def test_plan_reads_identity_and_jobset_key() -> None:
@@ -350,6 +396,46 @@ def test_leader_state_summarises_leader_and_node() -> None:
     assert leader_state(plan, pod(0, node="node-1"), node()) == LeaderState(
         LeaderStatus.BOUND, f"{JOB}-0-abcde", "node-1", "zone-a"
     )
+
+
+def test_two_live_leaders_bound_in_different_domains_make_the_follower_wait() -> None:
+    """JobSet denies a follower unless exactly one live leader exists (leaderPodForFollower); here two live
+    leaders of the same Job uid in different domains deny it as transient instead of pinning it to one."""
+    plan = _plan(pod(1))
+    leader, rival = pod(0, node="node-1"), pod(0, node="node-2")
+    rival["metadata"]["name"] = f"{JOB}-0-fghij"
+    state = leader_state(plan, leader, node(), [(rival, node("node-2", {ZONE: "zone-b"}))])
+    assert state == LeaderState(
+        LeaderStatus.LEADERS_DISAGREE, f"{JOB}-0-abcde", "node-1", "zone-a", f"{JOB}-0-fghij", "zone-b"
+    )
+    the_pod = pod(1)
+    pinned = apply(the_pod, mutate_pod(the_pod, plan, state).patch)
+    assert ZONE not in (pinned["spec"].get("nodeSelector") or {})
+    verdict = validate_pod(pinned, plan, state)
+    assert (verdict.allowed, verdict.reason) == (False, "leader-leaders-disagree")
+    assert "two live leader pods of this Job are bound in different domains" in verdict.message
+    assert "expected and transient" in verdict.message
+    gated = pod(1, strategy="scheduling-gate")
+    gated_plan = _plan(gated)
+    assert apply(gated, mutate_pod(gated, gated_plan, state).patch)["spec"]["schedulingGates"] == [
+        {"name": LEADER_SCHEDULED_GATE}
+    ]
+
+
+@pytest.mark.parametrize(
+    ("rival_node", "status"),
+    [
+        (node("node-2", {ZONE: "zone-a"}), LeaderStatus.BOUND),
+        (None, LeaderStatus.LEADERS_DISAGREE),
+        (node("node-2", {}), LeaderStatus.LEADERS_DISAGREE),
+    ],
+    ids=["same domain", "unknown node", "node without the label"],
+)
+def test_a_second_leader_only_matters_outside_the_first_ones_domain(
+    rival_node: dict[str, Any] | None, status: LeaderStatus
+) -> None:
+    state = leader_state(_plan(pod(1)), pod(0, node="node-1"), node(), [(pod(0, node="node-2"), rival_node)])
+    assert state.status is status
 
 
 def test_mutation_never_changes_its_input() -> None:

@@ -14,11 +14,13 @@ from placement.constants import (
     LEADER_SCHEDULED_GATE,
     RESIZE_LABEL,
     TARGET_COMPLETIONS_ANNOTATION,
+    TARGET_MAX_FAILED_INDEXES_ANNOTATION,
     TARGET_PARALLELISM_ANNOTATION,
     TOPOLOGY_ANNOTATION,
 )
 from placement.resize import (
     SkipReason,
+    decide_follower_repair,
     decide_gate_release,
     decide_resize,
     escape_json_pointer,
@@ -332,3 +334,163 @@ def test_topology_key_ours_wins(
 )
 def test_escape_json_pointer(token: str, escaped: str) -> None:
     assert escape_json_pointer(token) == escaped
+
+
+# --- two leaders, maxFailedIndexes ------------------------------------------------------------------
+
+OTHER_POOL_NODE = {"metadata": {"name": "node-9", "labels": {POOL: "pool-9"}}}
+
+
+def rival(node: str = "node-9") -> dict[str, Any]:
+    pod = make_pod(node=node)
+    pod["metadata"]["name"] = "js-w-0-0-fghij"
+    return pod
+
+
+@pytest.mark.parametrize(
+    ("rival_node", "reason"),
+    [(OTHER_POOL_NODE, SkipReason.LEADERS_DISAGREE), (None, SkipReason.LEADERS_DISAGREE), (NODE, None)],
+    ids=["other domain", "unknown node", "same domain"],
+)
+def test_gate_release_waits_while_two_leaders_disagree(
+    rival_node: dict[str, Any] | None, reason: SkipReason | None
+) -> None:
+    release = decide_gate_release(gated(FOLLOWER), make_pod(), NODE, [(rival(), rival_node)])
+    assert release.reason == reason
+    assert release.release is (reason is None)
+
+
+@pytest.mark.parametrize(
+    ("raw", "patched"),
+    [("3", 3), ("8", 8)],
+)
+def test_resize_restores_max_failed_indexes(raw: str, patched: int) -> None:
+    annotations = {
+        TARGET_COMPLETIONS_ANNOTATION: "8",
+        TARGET_PARALLELISM_ANNOTATION: "8",
+        TARGET_MAX_FAILED_INDEXES_ANNOTATION: raw,
+    }
+    decision = decide_resize(make_job(metadata__annotations=annotations), make_pod())
+    assert decision.patch is not None
+    assert decision.patch["spec"] == {"parallelism": 8, "completions": 8, "maxFailedIndexes": patched}
+
+
+@pytest.mark.parametrize("raw", ["9", "0", "many"])
+def test_resize_refuses_a_max_failed_indexes_target_the_api_server_would_reject(raw: str) -> None:
+    annotations = {
+        TARGET_COMPLETIONS_ANNOTATION: "8",
+        TARGET_PARALLELISM_ANNOTATION: "8",
+        TARGET_MAX_FAILED_INDEXES_ANNOTATION: raw,
+    }
+    assert decide_resize(make_job(metadata__annotations=annotations), make_pod()).reason == (
+        SkipReason.INVALID_TARGET
+    )
+
+
+# --- repairing followers pinned elsewhere (JobSet's pod reconciler) ---------------------------------
+
+NOW = "2026-05-01T10:00:00Z"
+
+
+def pinned(pool: str, **extra: Any) -> dict[str, Any]:
+    follower = make_pod(index="3", node=None, **extra)
+    follower["spec"]["nodeSelector"] = {"gpu": "a100", POOL: pool}
+    return follower
+
+
+def test_a_follower_pinned_to_another_domain_is_marked_then_deleted() -> None:
+    repair = decide_follower_repair(pinned("pool-1"), make_pod(), NODE, [], NOW)
+    assert repair.delete
+    assert (repair.pinned_to, repair.domain) == ("pool-1", "pool-3")
+    assert repair.status_patch == {
+        "status": {
+            "conditions": [
+                {
+                    "type": "DisruptionTarget",
+                    "status": "True",
+                    "reason": "ExclusivePlacementViolation",
+                    "message": (
+                        f"exclusive-placement: pinned to {POOL}=pool-1, but leader pod js-w-0-0-abcde "
+                        f"runs in {POOL}=pool-3; deleted so that the Job controller re-creates it in the "
+                        "leader's domain"
+                    ),
+                    "lastTransitionTime": NOW,
+                }
+            ]
+        }
+    }
+
+
+def test_a_follower_already_marked_is_deleted_without_a_second_status_write() -> None:
+    marked = pinned("pool-1", status__conditions=[{"type": "DisruptionTarget", "status": "True"}])
+    repair = decide_follower_repair(marked, make_pod(), NODE, [], NOW)
+    assert repair.delete
+    assert repair.status_patch is None
+
+
+REPAIR_SKIPS = [
+    ("in the leader's domain", pinned("pool-3"), make_pod(), NODE, [], SkipReason.IN_LEADER_DOMAIN),
+    ("not pinned", make_pod(index="3", node=None), make_pod(), NODE, [], SkipReason.NOT_PINNED),
+    ("gated", gated(pinned("pool-1")), make_pod(), NODE, [], SkipReason.FOLLOWER_GATED),
+    (
+        "deleting",
+        pinned("pool-1", metadata__deletionTimestamp=NOW),
+        make_pod(),
+        NODE,
+        [],
+        SkipReason.FOLLOWER_TERMINATING,
+    ),
+    ("no leader", pinned("pool-1"), None, NODE, [], SkipReason.NO_LEADER),
+    ("leader not bound", pinned("pool-1"), make_pod(node=None), NODE, [], SkipReason.LEADER_NOT_BOUND),
+    (
+        "leader terminating",
+        pinned("pool-1"),
+        make_pod(metadata__deletionTimestamp=NOW),
+        NODE,
+        [],
+        SkipReason.LEADER_TERMINATING,
+    ),
+    (
+        "leader of an older Job",
+        pinned("pool-1"),
+        make_pod(uid="old"),
+        NODE,
+        [],
+        SkipReason.LEADER_OF_OTHER_JOB,
+    ),
+    ("leader's node unknown", pinned("pool-1"), make_pod(), None, [], SkipReason.NODE_UNKNOWN),
+    (
+        "leader's node without the label",
+        pinned("pool-1"),
+        make_pod(),
+        {"metadata": {"labels": {}}},
+        [],
+        SkipReason.NODE_WITHOUT_DOMAIN,
+    ),
+    (
+        "two leaders disagree",
+        pinned("pool-1"),
+        make_pod(),
+        NODE,
+        [(rival(), OTHER_POOL_NODE)],
+        SkipReason.LEADERS_DISAGREE,
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("follower", "leader", "node", "rivals", "reason"),
+    [c[1:] for c in REPAIR_SKIPS],
+    ids=[c[0] for c in REPAIR_SKIPS],
+)
+def test_follower_repair_says_why_not(
+    follower: dict[str, Any],
+    leader: dict[str, Any] | None,
+    node: dict[str, Any] | None,
+    rivals: list[tuple[dict[str, Any], dict[str, Any] | None]],
+    reason: SkipReason,
+) -> None:
+    repair = decide_follower_repair(follower, leader, node, rivals, NOW)
+    assert not repair.delete
+    assert repair.reason == reason
+    assert repair.status_patch is None

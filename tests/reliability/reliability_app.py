@@ -10,7 +10,8 @@ from typing import Any
 from fastapi import FastAPI
 
 from placement.admission import LeaderState, LeaderStatus, PodPlan
-from placement.constants import DEFAULT_STRATEGY
+from placement.constants import DEFAULT_STRATEGY, Strategy
+from placement.jobset import JobSetRef, JobSetStartup, OwnerJobSet
 from webhook.app import create_app
 from webhook.handlers import Admission
 from webhook.metrics import Metrics
@@ -47,8 +48,16 @@ class SettableLeaders:
         return self.state
 
 
+class UnorderedJobSets:
+    """A JobSetSource: every owning JobSet starts its replicated Jobs in any order."""
+
+    async def startup(self, ref: JobSetRef) -> OwnerJobSet:
+        return JobSetStartup()
+
+
 def admission_app(leaders: SettableLeaders, strategy: str = DEFAULT_STRATEGY) -> FastAPI:
-    return create_app(Admission(strategy, leaders), leaders, Metrics(), tls_loaded=lambda: True)
+    admission = Admission(Strategy(strategy), leaders, UnorderedJobSets())
+    return create_app(admission, leaders, Metrics(), tls_loaded=lambda: True)
 
 
 def response_patch(review: dict[str, Any]) -> list[dict[str, Any]] | None:

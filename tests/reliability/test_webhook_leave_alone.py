@@ -78,7 +78,8 @@ CASES: dict[str, Callable[[], Review]] = {
     "plain pod (fixture)": lambda: load_fixture("non-exclusive-pod.json"),
     "Job without topology annotation": lambda: without_topology("indexed-job.json"),
     "JobSet child Job without topology annotation": lambda: without_topology("jobset-child-job.json"),
-    "pod owned by a ReplicaSet": lambda: owned_by_replicaset("follower-pod.json"),
+    # A non-leader with the annotation and no Job is denied, as JobSet denies it (tests/webhook/
+    # test_webhook_jobset.py::test_a_follower_without_a_job_is_denied); a leader is let through unplaced.
     "leader pod owned by a ReplicaSet": lambda: owned_by_replicaset("leader-pod.json"),
     "a JobSet sent to the pod endpoints": lambda: with_kind("leader-pod.json", "JobSet"),
     "a Deployment sent to the Job endpoint": lambda: with_kind("indexed-job.json", "Deployment"),

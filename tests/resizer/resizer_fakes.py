@@ -23,6 +23,8 @@ class FakeKube:
         self.calls: list[tuple[str, str]] = []
         self.fail_next: list[KubeError] = []
         self.timeouts: list[float | None] = []
+        self.deleted: list[Obj] = []
+        """Pods as they were when deleted (their status shows what was written before the delete)."""
 
     # --- helpers for tests
     def put(self, kind: str, obj: Obj) -> Obj:
@@ -87,6 +89,29 @@ class FakeKube:
             patched["metadata"]["resourceVersion"] = str(self.version)
             self.objects[("pods", namespace, name)] = patched
             return copy.deepcopy(patched)
+
+    def patch_pod_status(self, namespace: str, name: str, strategic_merge_patch: Obj) -> Obj:
+        """Conditions merge by type, as a strategic merge patch of pods/status does."""
+        with self.lock:
+            self._enter("patch-status", f"pods/{name}")
+            pod = self._get("pods", namespace, name)
+            conditions = {c["type"]: c for c in pod.setdefault("status", {}).get("conditions") or []}
+            for condition in strategic_merge_patch.get("status", {}).get("conditions", []):
+                conditions[condition["type"]] = condition
+            pod["status"]["conditions"] = list(conditions.values())
+            self.version += 1
+            pod["metadata"]["resourceVersion"] = str(self.version)
+            return copy.deepcopy(pod)
+
+    def delete_pod(self, namespace: str, name: str, uid: str) -> Obj:
+        with self.lock:
+            self._enter("delete", f"pods/{name}")
+            pod = self._get("pods", namespace, name)
+            if uid and pod["metadata"].get("uid") != uid:
+                raise KubeError(409, "Conflict", "Precondition failed: UID in precondition")
+            self.deleted.append(copy.deepcopy(pod))
+            del self.objects[("pods", namespace, name)]
+            return {"kind": "Status", "status": "Success"}
 
     def get_node(self, name: str) -> Obj:
         with self.lock:

@@ -17,6 +17,7 @@ from placement.constants import (
     TARGET_COMPLETIONS_ANNOTATION,
     TARGET_PARALLELISM_ANNOTATION,
 )
+from placement.resize import has_gate
 from resizer.controller import Resizer, new_caches
 from resizer.metrics import Metrics
 from resizer.workqueue import WorkQueue
@@ -83,6 +84,7 @@ class World:
             self.metrics,
             self.switch,
             dry_run=dry_run,
+            wall_clock=lambda: "2026-05-01T10:00:00Z",
         )
         self.kube.put("nodes", {"metadata": {"name": "node-5", "labels": {POOL: "pool-2"}}})
 
@@ -203,7 +205,7 @@ def test_becoming_leader_enqueues_pending_and_gated_work() -> None:
     world.add_job(job())
     other = pod(1, gated=True)
     other["metadata"]["ownerReferences"][0]["name"] = "train-1"
-    world.add_pod(other, "gated")
+    world.add_pod(other, "followers")
     world.resizer.enqueue_all()
     assert {world.queue.get(timeout=0), world.queue.get(timeout=0)} == {KEY, "team/train-1"}
 
@@ -212,21 +214,22 @@ def test_gated_followers_are_pinned_to_the_leader_domain_and_released() -> None:
     world = World()
     world.add_pod(pod(0, node="node-5"), "leaders")
     for index in (1, 2, 3):
-        world.add_pod(pod(index, gated=True), "gated")
+        world.add_pod(pod(index, gated=True), "followers")
     world.resizer.process(KEY)
     for index in (1, 2, 3):
         stored = world.kube.stored("pods", "team", f"train-0-{index}")
         assert stored["spec"]["nodeSelector"] == {POOL: "pool-2"}
         assert stored["spec"]["schedulingGates"] == []
     assert world.metric("gate_releases_total") == 3
-    assert len(world.caches.gated) == 0
+    # kept, now pinned, until they bind: a leader re-created elsewhere would have them repaired
+    assert not any(has_gate(follower) for follower in world.caches.followers.items())
     assert world.kube.count("get") == 1  # the leader's node, once
 
 
 def test_gate_release_retries_when_gates_changed_under_it() -> None:
     world = World()
     world.add_pod(pod(0, node="node-5"), "leaders")
-    cached = world.add_pod(pod(1, gated=True), "gated")
+    cached = world.add_pod(pod(1, gated=True), "followers")
     changed = copy.deepcopy(cached)
     changed["spec"]["schedulingGates"].insert(0, {"name": "kueue.x-k8s.io/topology"})
     world.kube.put("pods", changed)
@@ -240,7 +243,99 @@ def test_gate_release_retries_when_gates_changed_under_it() -> None:
 def test_gated_followers_wait_for_the_leader() -> None:
     world = World()
     world.add_pod(pod(0), "leaders")
-    world.add_pod(pod(1, gated=True), "gated")
+    world.add_pod(pod(1, gated=True), "followers")
     world.resizer.process(KEY)
     assert world.kube.count("patch") == 0
     assert world.metric("skips_total", reason="leader-not-bound") == 1
+
+
+# --- repair: JobSet's pod reconciler, for followers pinned to a domain their leader left ------------------
+
+
+def pinned(index: int, pool: str) -> dict[str, Any]:
+    follower = pod(index)
+    follower["metadata"]["uid"] = f"pod-uid-{index}"
+    follower["spec"]["nodeSelector"] = {POOL: pool}
+    return follower
+
+
+def repair_world(*, dry_run: bool = False) -> World:
+    """The leader was re-created and bound in pool-2; followers 1-2 still pinned to the old pool-1."""
+    world = World(dry_run=dry_run)
+    world.add_pod(pod(0, node="node-5"), "leaders")
+    world.add_pod(pinned(1, "pool-1"), "followers")
+    world.add_pod(pinned(2, "pool-1"), "followers")
+    world.add_pod(pinned(3, "pool-2"), "followers")
+    return world
+
+
+def test_followers_pinned_where_the_leader_no_longer_is_are_marked_then_deleted() -> None:
+    world = repair_world()
+    world.resizer.process(KEY)
+    assert sorted(p["metadata"]["name"] for p in world.kube.deleted) == ["train-0-1", "train-0-2"]
+    for deleted in world.kube.deleted:
+        (condition,) = deleted["status"]["conditions"]
+        assert (condition["type"], condition["status"], condition["reason"]) == (
+            "DisruptionTarget",
+            "True",
+            "ExclusivePlacementViolation",
+        )
+        assert condition["lastTransitionTime"] == "2026-05-01T10:00:00Z"
+    assert world.kube.stored("pods", "team", "train-0-3")["spec"]["nodeSelector"] == {POOL: "pool-2"}
+    # the leader is read again before anything is deleted; each follower: status first, then delete
+    verbs = [verb for verb, _ in world.kube.calls]
+    assert verbs == ["get", "get", "patch-status", "delete", "patch-status", "delete"]
+    assert world.kube.calls[1] == ("get", "pods/train-0-0")
+    assert world.metric("follower_repairs_total") == 2
+    assert len(world.caches.followers) == 1
+    world.resizer.process(KEY)
+    assert world.metric("follower_repairs_total") == 2
+
+
+def test_a_stale_copy_of_a_repaired_follower_is_not_counted_again() -> None:
+    world = repair_world()
+    world.resizer.process(KEY)
+    # a late watch event (the status write) puts the deleted follower back into the cache
+    (stale,) = [p for p in world.kube.deleted if p["metadata"]["name"] == "train-0-1"]
+    world.caches.followers.upsert(copy.deepcopy(stale))
+    world.resizer.process(KEY)
+    assert world.metric("follower_repairs_total") == 2
+    assert ("delete", "pods/train-0-1") in world.kube.calls[6:]
+    assert len(world.caches.followers) == 1
+
+
+def test_no_repair_when_the_api_server_shows_another_leader_than_the_cache() -> None:
+    world = repair_world()
+    moved = pod(0, node="node-7")
+    world.kube.put("pods", moved)  # the cache still has it on node-5
+    world.resizer.process(KEY)
+    assert world.kube.deleted == []
+    assert world.kube.count("delete") == 0
+    assert world.metric("follower_repairs_total") == 0
+
+
+def test_no_repair_while_two_live_leaders_sit_in_different_domains() -> None:
+    world = repair_world()
+    world.kube.put("nodes", {"metadata": {"name": "node-7", "labels": {POOL: "pool-1"}}})
+    duplicate = pod(0, node="node-7")
+    duplicate["metadata"]["name"] = "train-0-0-dup"
+    world.add_pod(duplicate, "leaders")
+    world.resizer.process(KEY)
+    assert world.kube.count("delete") == 0
+    assert world.kube.count("patch-status") == 0
+
+
+def test_dry_run_deletes_nothing() -> None:
+    world = repair_world(dry_run=True)
+    world.resizer.process(KEY)
+    assert world.kube.count("delete") == 0
+    assert world.kube.count("patch-status") == 0
+    assert world.metric("follower_repairs_total") == 0
+
+
+def test_a_follower_gone_before_the_status_write_is_dropped_quietly() -> None:
+    world = repair_world()
+    del world.kube.objects[("pods", "team", "train-0-1")]
+    world.resizer.process(KEY)
+    assert [p["metadata"]["name"] for p in world.kube.deleted] == ["train-0-2"]
+    assert world.metric("errors_total", reason="404") == 0

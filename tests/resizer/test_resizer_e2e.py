@@ -1,13 +1,14 @@
-"""End to end on kubesim with the real webhook registered (devstack: every component a real process).
+"""End to end on kubesim with the real webhook registered (devstack: every component a real process), and
+JobSet's own pod webhooks and pod reconciler on, as in a cluster with JobSet installed.
 
 A JobSet of 4 Jobs x 8 pods, exclusive on the node-pool label: each Job must end at 8/8 with all its pods
-Running in one pool of its own, and no pod creation may have been rejected.
+Running in one pool of its own, every pod created exactly once, and no pod creation rejected by either
+project's webhooks.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -91,6 +92,7 @@ def test_elastic_jobset_lands_one_job_per_pool_without_rejected_creations(tmp_pa
         cluster=CLUSTER, default_strategy="elastic", workdir=tmp_path / "stack", startup_timeout=90
     )
     with Stack(options) as stack:
+        stack.client.reset_stats()
         stack.client.create(exclusive_jobset("train", jobs=JOBS, pods_per_job=PODS))
         wait_for(f"{JOBS * PODS} pods Running", lambda: all_running(stack), 120, interval=0.25)
         assert_exclusive_and_complete(stack)
@@ -100,14 +102,12 @@ def test_elastic_jobset_lands_one_job_per_pool_without_rejected_creations(tmp_pa
 
 
 def test_scheduling_gate_followers_are_released_into_their_leaders_pool(tmp_path: Path) -> None:
-    # JobSet's own webhooks off until coexistence is handled: JobSet's vpod.kb.io would deny the gated
-    # followers this test needs ("follower pod node selector not set").
-    cluster = replace(CLUSTER, jobset_webhooks=False)
     options = StackOptions(
-        cluster=cluster, default_strategy="scheduling-gate", workdir=tmp_path / "stack", startup_timeout=90
+        cluster=CLUSTER, default_strategy="scheduling-gate", workdir=tmp_path / "stack", startup_timeout=90
     )
     with Stack(options) as stack:
         set_maintenance_taint(stack, on=True)  # leaders wait, so every follower is created gated
+        stack.client.reset_stats()
         stack.client.create(exclusive_jobset("train", jobs=JOBS, pods_per_job=PODS))
         wait_for("every follower created gated", lambda: gated_pods(stack) == JOBS * (PODS - 1), 60)
         set_maintenance_taint(stack, on=False)
@@ -124,4 +124,8 @@ def assert_exclusive_and_complete(stack: Stack) -> None:
         assert (job["spec"]["completions"], job["spec"]["parallelism"]) == (PODS, PODS)
     assert all(len(used) == 1 for used in pools.values()), pools
     assert len({next(iter(used)) for used in pools.values()}) == JOBS, pools
-    assert stack.client.stats()["pods"]["create_rejected"] == 0
+    stats = stack.client.stats()
+    assert stats["pods"]["create_rejected"] == 0
+    assert stats["pods"]["create_accepted"] == JOBS * PODS  # every pod created exactly once
+    assert stats["jobset_webhooks"]["calls"] >= JOBS * PODS  # JobSet's webhooks saw every pod...
+    assert stats["jobset_webhooks"]["denied"] == 0  # ...and left them to this project

@@ -7,7 +7,15 @@ import copy
 from typing import Any
 
 import pytest
-from webhook_support import POOL, Running, fixture_review, leader_from_fixture, node_obj, wait_for
+from webhook_support import (
+    POOL,
+    Running,
+    fixture_review,
+    jobset_of_fixture,
+    leader_from_fixture,
+    node_obj,
+    wait_for,
+)
 
 from placement.constants import (
     JOB_KEY_LABEL,
@@ -57,6 +65,7 @@ def _seed_bound_leader(running: Running, pool: str = "pool-a") -> None:
 
 @pytest.mark.parametrize("fixture", ["jobset-child-job.json", "indexed-job.json"])
 def test_elastic_jobs_are_shrunk(running: Running, fixture: str) -> None:
+    running.api.put("jobsets", jobset_of_fixture())
     review = fixture_review(fixture)
     job = _patched(review, running.post("/mutate-jobs", review))
     target = str(_object(review)["spec"]["completions"])

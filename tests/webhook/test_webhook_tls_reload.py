@@ -10,6 +10,7 @@ import uvicorn
 from webhook_support import wait_for
 
 from certs.files import write_dev_certs
+from placement.constants import Strategy
 from webhook.app import create_app
 from webhook.handlers import Admission
 from webhook.metrics import Metrics
@@ -89,7 +90,8 @@ def test_not_ready_without_certificate(tmp_path: Path) -> None:
     metrics = Metrics()
     tls = ReloadingTLS(tmp_path, metrics)
     leaders = AlwaysSynced()
-    app = create_app(Admission("elastic", leaders), leaders, metrics, tls_loaded=lambda: tls.loaded)  # type: ignore[arg-type]
+    admission = Admission(Strategy.ELASTIC, leaders, jobsets=None)  # type: ignore[arg-type]
+    app = create_app(admission, leaders, metrics, tls_loaded=lambda: tls.loaded)  # type: ignore[arg-type]
     config = uvicorn.Config(app, host="127.0.0.1", port=0, log_config=None, lifespan="off")
     with ServerThread(config) as server, httpx.Client(base_url=f"http://127.0.0.1:{server.port}") as client:
         answer = client.get("/readyz")

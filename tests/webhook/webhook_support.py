@@ -50,6 +50,17 @@ def leader_from_fixture(node_name: str | None) -> dict[str, Any]:
     return pod
 
 
+def jobset_of_fixture(spec: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The JobSet that owns jobset-child-job.json's Job, as the API server stores it."""
+    owner = fixture_review("jobset-child-job.json")["request"]["object"]["metadata"]["ownerReferences"][0]
+    return {
+        "apiVersion": owner["apiVersion"],
+        "kind": "JobSet",
+        "metadata": {"name": owner["name"], "namespace": "team-a", "uid": owner["uid"]},
+        "spec": {"replicatedJobs": [{"name": "workers", "replicas": 2}], **(spec or {})},
+    }
+
+
 def node_obj(name: str, pool: str | None) -> dict[str, Any]:
     labels = {"kubernetes.io/hostname": name}
     if pool is not None:

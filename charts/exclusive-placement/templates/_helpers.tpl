@@ -143,6 +143,12 @@ webhook acts on (placement/objects.py). Call with the CEL path of the metadata, 
 (has({{ . }}.annotations) && ('exclusive-placement.io/topology' in {{ . }}.annotations || 'alpha.jobset.sigs.k8s.io/exclusive-topology' in {{ . }}.annotations))
 {{- end -}}
 
+{{/* CEL: true when the metadata at the given CEL path carries JobSet's node-selector mode annotation (pools
+pre-labelled by the user: JobSet and this project leave such objects to their own nodeSelector). */}}
+{{- define "ep.cel.inNodeSelectorMode" -}}
+(has({{ . }}.annotations) && 'alpha.jobset.sigs.k8s.io/node-selector' in {{ . }}.annotations)
+{{- end -}}
+
 {{/* CEL: true when the metadata at the given CEL path carries the exclusive-placement.io/job-key label. */}}
 {{- define "ep.cel.hasJobKeyLabel" -}}
 (has({{ . }}.labels) && 'exclusive-placement.io/job-key' in {{ . }}.labels)

@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 
 import pytest
 from ctrl_harness import Cluster, cluster, pod_spec
 
 from kubesim.controllers.jobset_constants import NODE_SELECTOR_STRATEGY_ANNOTATION
-from kubesim.controllers.jobset_jobs import build_child_job, job_key
+from kubesim.controllers.jobset_jobs import (
+    build_child_job,
+    job_is_ready,
+    job_key,
+    replicated_jobs_to_start,
+    with_startup_condition,
+)
 from kubesim.controllers.objects import condition_true
 from placement.constants import (
     GKE_NODEPOOL_LABEL,
@@ -239,3 +246,137 @@ async def _restarted(c: Cluster, first: dict[str, str]) -> list[dict] | None:
     jobs = await _jobs(c)
     fresh = [j for j in jobs if j["metadata"]["uid"] not in first.values()]
     return fresh if len(fresh) == len(first) and len(jobs) == len(first) else None
+
+
+# --- startupPolicy InOrder and dependsOn (jobset_controller.go reconcileReplicatedJobs) --------------------
+
+
+def _status(name: str, ready: int = 0, succeeded: int = 0, failed: int = 0) -> dict:
+    return {
+        "name": name,
+        "ready": ready,
+        "succeeded": succeeded,
+        "failed": failed,
+        "active": 0,
+        "suspended": 0,
+    }
+
+
+def _spec(*replicated: dict, in_order: bool = False, suspend: bool = False) -> dict:
+    spec: dict = {"replicatedJobs": list(replicated), "suspend": suspend}
+    if in_order:
+        spec["startupPolicy"] = {"startupPolicyOrder": "InOrder"}
+    return {"spec": spec}
+
+
+A, B = {"name": "a", "replicas": 2}, {"name": "b", "replicas": 1}
+B_AFTER_A_READY = {"name": "b", "replicas": 1, "dependsOn": [{"name": "a", "status": "Ready"}]}
+B_AFTER_A_COMPLETE = {"name": "b", "replicas": 1, "dependsOn": [{"name": "a", "status": "Complete"}]}
+
+
+@pytest.mark.parametrize(
+    ("jobset", "statuses", "started", "condition"),
+    [
+        (_spec(A, B), [_status("a"), _status("b")], ["a", "b"], None),
+        (_spec(A, B, in_order=True), [_status("a"), _status("b")], ["a"], "StartupPolicyInProgress"),
+        (_spec(A, B, in_order=True), [_status("a", ready=1), _status("b")], ["a"], "StartupPolicyInProgress"),
+        (
+            _spec(A, B, in_order=True),
+            [_status("a", ready=1, failed=1), _status("b")],
+            ["b"],
+            "StartupPolicyInProgress",
+        ),
+        (
+            _spec(A, B, in_order=True),
+            [_status("a", ready=2), _status("b", succeeded=1)],
+            [],
+            "StartupPolicyCompleted",
+        ),
+        (_spec(A, B, in_order=True, suspend=True), [_status("a"), _status("b")], ["a", "b"], None),
+        (_spec(A, B_AFTER_A_READY), [_status("a", ready=1), _status("b")], ["a"], None),
+        (_spec(A, B_AFTER_A_READY), [_status("a", ready=2), _status("b")], ["a", "b"], None),
+        (_spec(A, B_AFTER_A_COMPLETE), [_status("a", ready=2), _status("b")], ["a"], None),
+        (_spec(A, B_AFTER_A_COMPLETE), [_status("a", succeeded=2), _status("b")], ["a", "b"], None),
+    ],
+    ids=[
+        "any order",
+        "InOrder: the first",
+        "InOrder: the first not all ready",
+        "InOrder: failed counts as started",
+        "InOrder: all started",
+        "InOrder while suspended",
+        "dependsOn Ready: not yet",
+        "dependsOn Ready: reached",
+        "dependsOn Complete: ready is not enough",
+        "dependsOn Complete: reached",
+    ],
+)
+def test_which_replicated_jobs_are_started(
+    jobset: dict, statuses: list[dict], started: list[str], condition: str | None
+) -> None:
+    to_start, startup = replicated_jobs_to_start(jobset, statuses)
+    assert [replicated["name"] for replicated in to_start] == started
+    assert startup == condition
+
+
+@pytest.mark.parametrize(
+    ("spec", "status", "ready"),
+    [
+        ({"parallelism": 8, "completions": 8}, {"ready": 1}, False),
+        ({"parallelism": 1, "completions": 1}, {"ready": 1}, True),  # a shrunk Job: its leader alone
+        ({"parallelism": 8, "completions": 2}, {"ready": 2}, True),  # min(parallelism, completions)
+        ({"parallelism": 4, "completions": 4}, {"ready": 3, "succeeded": 1}, True),
+        ({}, {"ready": 1}, True),  # parallelism defaults to 1
+    ],
+)
+def test_a_child_job_is_ready_from_its_current_spec(spec: dict, status: dict, ready: bool) -> None:
+    assert job_is_ready({"spec": spec, "status": status}) is ready
+
+
+def test_startup_conditions_are_mutually_exclusive() -> None:
+    now = "2026-05-01T10:00:00Z"
+    in_progress = with_startup_condition([], "StartupPolicyInProgress", now)
+    assert [(c["type"], c["status"]) for c in in_progress] == [("StartupPolicyInProgress", "True")]
+    assert with_startup_condition(in_progress, "StartupPolicyInProgress", "later") == in_progress
+    completed = with_startup_condition(in_progress, "StartupPolicyCompleted", now)
+    assert [(c["type"], c["status"]) for c in completed] == [
+        ("StartupPolicyInProgress", "False"),
+        ("StartupPolicyCompleted", "True"),
+    ]
+    assert completed[1]["reason"] == "InOrderStartupPolicyCompleted"
+
+
+def test_in_order_jobsets_start_each_replicated_job_once_the_previous_is_ready(run) -> None:
+    async def scenario() -> None:
+        async with cluster(nodes=8, pools=4) as c:
+            seen: dict[str, dict] = {}
+            workers_when_driver_came: list[dict] = []
+
+            async def follow_jobs() -> None:
+                """The Jobs' writes in resourceVersion order: what the workers were when the driver came."""
+                async for event in c.server.watch("jobs", namespace="default"):
+                    job = event["object"]
+                    if event["type"] == "ADDED" and job["metadata"]["name"] == "train-driver-0":
+                        workers_when_driver_came.extend(seen.values())
+                    elif job["metadata"]["name"].startswith("train-workers"):
+                        seen[job["metadata"]["name"]] = job
+
+            watching = asyncio.create_task(follow_jobs())
+            jobset = _jobset(replicas=2, size=2)
+            jobset["spec"]["startupPolicy"] = {"startupPolicyOrder": "InOrder"}
+            await c.server.create("jobsets", jobset, namespace="default")
+            jobs = await c.wait_for(lambda: _at_least(_jobs(c), 2), 30, "the workers' Jobs")
+            assert sorted(j["metadata"]["name"] for j in jobs) == ["train-workers-0", "train-workers-1"]
+            assert condition_true(
+                await c.server.get("jobsets", "train", namespace="default"), "StartupPolicyInProgress"
+            )
+            await c.wait_for(lambda: workers_when_driver_came, 30, "the driver's Job")
+            watching.cancel()
+            assert sorted(w["metadata"]["name"] for w in workers_when_driver_came) == [
+                "train-workers-0",
+                "train-workers-1",
+            ]
+            assert all((w.get("status") or {}).get("ready") == 2 for w in workers_when_driver_came)
+            await c.wait_for(lambda: _condition(c, "StartupPolicyCompleted"), 30, "StartupPolicyCompleted")
+
+    run(scenario())

@@ -1,0 +1,128 @@
+"""What this project reads of JobSet, as pure functions (docs/jobset-parity.md).
+
+- `owning_jobset(job)`: the JobSet that controls a child Job (its controller ownerReference), or None.
+- `jobset_startup(jobset)`: the parts of a JobSet's spec that make JobSet wait for a child Job's readiness
+  (`startupPolicy: InOrder`, `dependsOn` with status Ready). They are immutable in JobSet's API, so what was
+  read once for a JobSet uid stays true for it.
+- `JobSetStartup.early_readiness(replicated_job)`: why a child Job of that replicated Job must keep its
+  size. JobSet counts a child Job ready when its ready + succeeded pods reach min(parallelism,
+  completions) of the Job's *current* spec (jobset_controller.go, calculateReplicatedJobStatuses); at size
+  1 that is its leader alone, so JobSet would start what waits for it while the followers do not exist yet.
+- `uses_node_selector_mode(annotations)`: JobSet's node-selector mode (pools pre-labelled by the user),
+  which this project leaves to the pods' own nodeSelector and tolerations, as JobSet's webhooks do.
+- `take_over_exclusive_topology(annotations)`: JobSet's exclusive-topology annotation replaced by ours,
+  so JobSet's pod webhooks and pod reconciler, which key on JobSet's annotation, leave the pods alone.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from placement.constants import (
+    JOBSET_DEPENDENCY_READY,
+    JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION,
+    JOBSET_GROUP,
+    JOBSET_IN_ORDER,
+    JOBSET_KIND,
+    JOBSET_NODE_SELECTOR_ANNOTATION,
+    JOBSET_REPLICATED_JOB_NAME_LABEL,
+    TOPOLOGY_ANNOTATION,
+)
+from placement.objects import Obj, labels_of, metadata, namespace_of, section
+
+
+@dataclass(frozen=True)
+class JobSetRef:
+    namespace: str
+    name: str
+    uid: str
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+@dataclass(frozen=True)
+class JobSetStartup:
+    """What of a JobSet decides whether its child Jobs may be shrunk."""
+
+    in_order: bool = False
+    """startupPolicy InOrder: each replicated Job waits for the previous one's readiness."""
+    ready_dependencies: frozenset[str] = field(default_factory=frozenset)
+    """Replicated Jobs another replicated Job `dependsOn` with status Ready."""
+
+    def early_readiness(self, replicated_job: str) -> str | None:
+        """None when JobSet waits for nothing on this replicated Job's readiness, else the reason."""
+        if self.in_order:
+            return (
+                "its JobSet has startupPolicy InOrder: JobSet counts a child Job ready from its current "
+                "parallelism, so at size 1 it would start the next replicated Job once the leader is ready"
+            )
+        if replicated_job in self.ready_dependencies:
+            return (
+                f"replicated Job {replicated_job!r} is a dependsOn (status Ready) of another: JobSet counts "
+                "a child Job ready from its current parallelism, so at size 1 it would start the dependent "
+                "replicated Job once the leader is ready"
+            )
+        return None
+
+
+@dataclass(frozen=True)
+class JobSetUnknown:
+    """The owning JobSet could not be read, so shrinking its child Job is not known to be safe."""
+
+    ref: JobSetRef
+    error: str
+
+    def early_readiness(self, _replicated_job: str) -> str | None:
+        return f"its JobSet {self.ref} could not be read ({self.error}), so its startup order is unknown"
+
+
+OwnerJobSet = JobSetStartup | JobSetUnknown
+"""What the Job webhook learned of a child Job's JobSet."""
+
+
+def owning_jobset(job: Obj) -> JobSetRef | None:
+    meta = metadata(job)
+    for ref in meta.get("ownerReferences") or []:
+        if (
+            isinstance(ref, dict)
+            and ref.get("controller")
+            and ref.get("kind") == JOBSET_KIND
+            and str(ref.get("apiVersion") or "").split("/", 1)[0] == JOBSET_GROUP
+            and ref.get("name")
+        ):
+            return JobSetRef(namespace_of(job), str(ref["name"]), str(ref.get("uid") or ""))
+    return None
+
+
+def replicated_job_of(job: Obj) -> str:
+    return labels_of(job).get(JOBSET_REPLICATED_JOB_NAME_LABEL, "")
+
+
+def jobset_startup(jobset: Obj) -> JobSetStartup:
+    spec = section(jobset, "spec")
+    in_order = section(spec, "startupPolicy").get("startupPolicyOrder") == JOBSET_IN_ORDER
+    ready: set[str] = set()
+    for replicated in spec.get("replicatedJobs") or []:
+        if not isinstance(replicated, dict):
+            continue
+        for dependency in replicated.get("dependsOn") or []:
+            if isinstance(dependency, dict) and dependency.get("status") == JOBSET_DEPENDENCY_READY:
+                ready.add(str(dependency.get("name") or ""))
+    return JobSetStartup(in_order=in_order, ready_dependencies=frozenset(ready))
+
+
+def uses_node_selector_mode(annotations: dict[str, str]) -> bool:
+    """JobSet's own test is the annotation's presence (its value does not matter)."""
+    return JOBSET_NODE_SELECTOR_ANNOTATION in annotations
+
+
+def take_over_exclusive_topology(annotations: dict[str, str]) -> bool:
+    """Move JobSet's exclusive-topology value to our annotation (ours, when set, wins and stays);
+    True when `annotations` changed."""
+    value = annotations.pop(JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION, None)
+    if value is None:
+        return False
+    if not annotations.get(TOPOLOGY_ANNOTATION, "").strip() and value.strip():
+        annotations[TOPOLOGY_ANNOTATION] = value
+    return True
