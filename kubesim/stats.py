@@ -19,12 +19,16 @@ class Stats:
     requests_writes: int = 0
     by_verb_resource: Counter[str] = field(default_factory=Counter)
     by_client: Counter[str] = field(default_factory=Counter)
+    by_client_verb_resource: Counter[tuple[str, str]] = field(default_factory=Counter)
+    """(client, "verb resource"): which component made which request (where a strategy's cost comes from)."""
     pods_create_accepted: int = 0
     pods_create_rejected: int = 0
     pods_patched: int = 0
     pods_bound: int = 0
     pods_running: int = 0
     jobs_patched: int = 0
+    event_writes_by_reason: Counter[str] = field(default_factory=Counter)
+    """Event creates and updates/patches the API server stored, by the event's reason (either API group)."""
     admission_calls: int = 0
     admission_denied: int = 0
     admission_errors: int = 0
@@ -42,13 +46,24 @@ class Stats:
         self.requests_total += 1
         if verb in WRITE_VERBS:
             self.requests_writes += 1
-        self.by_verb_resource[f"{verb} {resource}"] += 1
+        verb_resource = f"{verb} {resource}"
+        self.by_verb_resource[verb_resource] += 1
         self.by_client[client] += 1
+        self.by_client_verb_resource[client, verb_resource] += 1
+
+    def count_event_write(self, event: dict[str, Any]) -> None:
+        self.event_writes_by_reason[str(event.get("reason") or "")] += 1
 
     def reset(self) -> None:
         fresh = Stats()
         for name in self.__dataclass_fields__:
             setattr(self, name, getattr(fresh, name))
+
+    def _by_client_verb_resource(self) -> dict[str, dict[str, int]]:
+        nested: dict[str, dict[str, int]] = {}
+        for (client, verb_resource), count in sorted(self.by_client_verb_resource.items()):
+            nested.setdefault(client, {})[verb_resource] = count
+        return nested
 
     def snapshot(self) -> dict[str, Any]:
         return {
@@ -57,6 +72,7 @@ class Stats:
                 "writes": self.requests_writes,
                 "by_verb_resource": dict(self.by_verb_resource),
                 "by_client": dict(self.by_client),
+                "by_client_verb_resource": self._by_client_verb_resource(),
             },
             "pods": {
                 "create_accepted": self.pods_create_accepted,
@@ -66,6 +82,7 @@ class Stats:
                 "running": self.pods_running,
             },
             "jobs": {"patched": self.jobs_patched},
+            "events": {"writes_by_reason": dict(self.event_writes_by_reason)},
             "admission": {
                 "calls": self.admission_calls,
                 "denied": self.admission_denied,

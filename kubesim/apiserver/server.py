@@ -126,6 +126,8 @@ class ApiServer:
 
     def _commit(self, rt: ResourceType, event: str, obj: Obj, old: Obj | None) -> Obj:
         obj["metadata"]["resourceVersion"] = str(self.store.next_rv())
+        if rt.plural == "events" and event != "DELETED":
+            self.stats.count_event_write(obj)
         return self.store.write(rt.plural, event, obj, old)
 
     def _warn(self, warnings: list[str]) -> None:
