@@ -98,8 +98,8 @@ def markdown_table(report: dict[str, Any]) -> str:
     off = [s for s in report["scenarios"] if not s.get("jobset_webhooks", True)]
     if off:
         lines.append(
-            f"\nJobSet's webhooks were on for the `jobset` baseline only in {len(off)} of "
-            f"{len(report['scenarios'])} scenarios: this project's strategies ran without them "
+            f"\nIn {len(off)} of {len(report['scenarios'])} scenarios JobSet's webhooks were on for the "
+            "`jobset` baseline only: this project's strategies ran on a kubesim without them "
             "(`jobset_webhooks` per strategy in the JSON)."
         )
     lines += ["", "Wasted requests, by cause:", "", *_rows(report, WASTE_COLUMNS), ""]

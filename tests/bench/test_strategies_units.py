@@ -572,7 +572,7 @@ def test_markdown_table_and_failures() -> None:
     assert rows[4] == "| 4x8 on 4 pools | n/a | n/a | n/a | n/a | n/a | n/a |"
     assert failures(REPORT) == ["4x8/gate: timeout"]
     assert "Behind a backlog" not in table
-    assert "JobSet's webhooks were on for the `jobset` baseline only in 1 of 1 scenarios" in table
+    assert "In 1 of 1 scenarios JobSet's webhooks were on for the `jobset` baseline only" in table
     scenario = {"jobs": 2, "pods_per_job": 2, "pools": 2, "contended": False, "backlog_pods": 800}
     footer = markdown_table({"time_scale": 1.0, "scenarios": [{**scenario, "results": {}}]})
     assert "Behind a backlog: the JobSet is created once every backlog pod exists" in footer
