@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -213,6 +214,24 @@ QUICK_SCENARIOS: tuple[Scenario, ...] = (
         long_wait=True,
     ),
 )
+
+
+LARGE_SCENARIOS: tuple[Scenario, ...] = (Scenario("64x64", jobs=64, pods_per_job=64, pools=64),)
+"""Beyond `make bench`'s 15-minute budget on 2 cores: run by name (`--scenario 64x64`). kubesim alone spent
+~140 CPU-seconds per strategy run of 64x64 once the kubelet's status writes and events were modelled
+(~10 requests per pod), so five strategies take over 11 minutes on their own."""
+
+
+def scenarios_named(names: Sequence[str]) -> tuple[Scenario, ...]:
+    """The scenarios called `names` (full, quick and large ones), in that order; ValueError naming any
+    unknown name."""
+    known: dict[str, Scenario] = {}
+    for scenario in FULL_SCENARIOS + QUICK_SCENARIOS + LARGE_SCENARIOS:
+        known.setdefault(scenario.name, scenario)
+    unknown = [name for name in names if name not in known]
+    if unknown or not names:
+        raise ValueError(f"unknown scenarios {unknown}; known: {', '.join(known)}")
+    return tuple(known[name] for name in names)
 
 
 def jobset_manifest(

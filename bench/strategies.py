@@ -52,6 +52,7 @@ from bench.scenarios import (
     Scenario,
     backlog_jobs,
     jobset_manifest,
+    scenarios_named,
 )
 from devstack.commands import KubesimFlags
 from devstack.exclusivity import node_domains
@@ -447,6 +448,13 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"wall seconds per strategy run before it counts as failed (default: {FULL_RUN_TIMEOUT:g}, "
         f"{QUICK_RUN_TIMEOUT:g} with --quick)",
     )
+    parser.add_argument(
+        "--scenario",
+        action="append",
+        dest="scenarios",
+        metavar="NAME",
+        help="run only this scenario (repeatable; any of the full, quick and large ones, e.g. 64x64)",
+    )
     parser.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
     return parser
 
@@ -457,6 +465,10 @@ def main(argv: list[str] | None = None) -> int:
     logging.getLogger("httpx").setLevel(logging.WARNING)
     try:
         chosen = contenders([s.strip() for s in args.strategies.split(",") if s.strip()])
+        if args.scenarios:
+            scenarios = scenarios_named(args.scenarios)
+        else:
+            scenarios = QUICK_SCENARIOS if args.quick else FULL_SCENARIOS
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
@@ -467,7 +479,7 @@ def main(argv: list[str] | None = None) -> int:
 
     started = time.monotonic()
     report = run_benchmark(
-        QUICK_SCENARIOS if args.quick else FULL_SCENARIOS,
+        scenarios,
         chosen,
         RunSettings(
             args.time_scale, args.run_timeout or (QUICK_RUN_TIMEOUT if args.quick else FULL_RUN_TIMEOUT)

@@ -21,6 +21,9 @@ class Stats:
     by_client: Counter[str] = field(default_factory=Counter)
     by_client_verb_resource: Counter[tuple[str, str]] = field(default_factory=Counter)
     """(client, "verb resource"): which component made which request (where a strategy's cost comes from)."""
+    by_namespace: Counter[str] = field(default_factory=Counter)
+    """Requests about one namespace's objects (cluster-scoped and all-namespace requests are not counted)."""
+    writes_by_namespace: Counter[str] = field(default_factory=Counter)
     pods_create_accepted: int = 0
     pods_create_rejected: int = 0
     pods_patched: int = 0
@@ -41,11 +44,19 @@ class Stats:
     watch_streams_dropped: int = 0
     faults_injected: Counter[str] = field(default_factory=Counter)
 
-    def count_request(self, verb: str, resource: str, client: str = "external") -> None:
-        """Count one API request; `resource` may carry a subresource, e.g. "pods/binding"."""
+    def count_request(
+        self, verb: str, resource: str, client: str = "external", namespace: str | None = None
+    ) -> None:
+        """Count one API request; `resource` may carry a subresource, e.g. "pods/binding"; `namespace`: the
+        namespace the request is about (None: cluster-scoped, or across all namespaces)."""
         self.requests_total += 1
-        if verb in WRITE_VERBS:
+        write = verb in WRITE_VERBS
+        if write:
             self.requests_writes += 1
+        if namespace:
+            self.by_namespace[namespace] += 1
+            if write:
+                self.writes_by_namespace[namespace] += 1
         verb_resource = f"{verb} {resource}"
         self.by_verb_resource[verb_resource] += 1
         self.by_client[client] += 1
@@ -73,6 +84,10 @@ class Stats:
                 "by_verb_resource": dict(self.by_verb_resource),
                 "by_client": dict(self.by_client),
                 "by_client_verb_resource": self._by_client_verb_resource(),
+                "by_namespace": {
+                    ns: {"total": n, "writes": self.writes_by_namespace[ns]}
+                    for ns, n in sorted(self.by_namespace.items())
+                },
             },
             "pods": {
                 "create_accepted": self.pods_create_accepted,

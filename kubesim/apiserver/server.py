@@ -61,6 +61,15 @@ def now_rfc3339() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def _request_namespace(namespace: str | None, obj: Any) -> str | None:
+    """The namespace a create or update is about: the request's, else the body's (a controller's call)."""
+    if namespace or not isinstance(obj, dict):
+        return namespace
+    meta = obj.get("metadata")
+    value = meta.get("namespace") if isinstance(meta, dict) else None
+    return value if isinstance(value, str) and value else None
+
+
 def _sub(resource: str, subresource: str | None) -> str:
     return f"{resource}/{subresource}" if subresource else resource
 
@@ -185,7 +194,9 @@ class ApiServer:
         copy: bool = True,
     ) -> dict[str, Any]:
         rt = resource_type(resource)
-        self.stats.count_request("create", _sub(resource, subresource), client)
+        self.stats.count_request(
+            "create", _sub(resource, subresource), client, _request_namespace(namespace, obj)
+        )
         if not isinstance(obj, dict):
             raise bad_request("the body of the request must be a JSON object")
         obj = deep_copy(obj)
@@ -305,7 +316,7 @@ class ApiServer:
         copy: bool = True,
     ) -> dict[str, Any]:
         rt = resource_type(resource)
-        self.stats.count_request("get", resource, client)
+        self.stats.count_request("get", resource, client, namespace)
         obj = self._existing(rt, self._namespace(rt, namespace), name)
         return deep_copy(obj) if copy else obj
 
@@ -341,7 +352,7 @@ class ApiServer:
         """One page of matching objects (stored snapshots, not copies), the list resourceVersion and the
         continue token. Pages follow (namespace, name) order; a page continues from the live state."""
         rt = resource_type(resource)
-        self.stats.count_request("list", resource, client)
+        self.stats.count_request("list", resource, client, namespace)
         labels = parse_label_selector(label_selector)
         fields = parse_field_selector(field_selector)
         ns = namespace if rt.namespaced and namespace else None
@@ -397,7 +408,9 @@ class ApiServer:
         copy: bool = True,
     ) -> dict[str, Any]:
         rt = resource_type(resource)
-        self.stats.count_request("update", _sub(resource, subresource), client)
+        self.stats.count_request(
+            "update", _sub(resource, subresource), client, _request_namespace(namespace, obj)
+        )
         if not isinstance(obj, dict):
             raise bad_request("the body of the request must be a JSON object")
         obj = deep_copy(obj)
@@ -430,7 +443,7 @@ class ApiServer:
         copy: bool = True,
     ) -> dict[str, Any]:
         rt = resource_type(resource)
-        self.stats.count_request("patch", _sub(resource, subresource), client)
+        self.stats.count_request("patch", _sub(resource, subresource), client, namespace)
         ns = self._namespace(rt, namespace, patch if isinstance(patch, dict) else None)
         old = self.store.get(rt.plural, ns, name)
         if old is None:
@@ -592,7 +605,7 @@ class ApiServer:
         copy: bool = True,
     ) -> dict[str, Any]:
         rt = resource_type(resource)
-        self.stats.count_request("delete", resource, client)
+        self.stats.count_request("delete", resource, client, namespace)
         ns = self._namespace(rt, namespace)
         old = self._existing(rt, ns, name)
         result = self._delete(
@@ -728,7 +741,7 @@ class ApiServer:
         propagation_policy: str | None = None,
     ) -> builtins.list[Obj]:
         rt = resource_type(resource)
-        self.stats.count_request("deletecollection", resource, client)
+        self.stats.count_request("deletecollection", resource, client, namespace)
         labels = parse_label_selector(label_selector)
         fields = parse_field_selector(field_selector)
         ns = namespace if rt.namespaced and namespace else None
@@ -758,7 +771,7 @@ class ApiServer:
         client: str = "controller",
     ) -> Watcher:
         rt = resource_type(resource)
-        self.stats.count_request("watch", resource, client)
+        self.stats.count_request("watch", resource, client, namespace)
         try:
             rv = int(resource_version) if resource_version not in (None, "") else None
         except ValueError as exc:

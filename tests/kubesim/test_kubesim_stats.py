@@ -108,3 +108,27 @@ def test_reset_clears_the_attribution_counters() -> None:
     snapshot = asyncio.run(body())
     assert snapshot["requests"]["by_client_verb_resource"] == {}
     assert snapshot["events"]["writes_by_reason"] == {}
+
+
+def test_requests_are_counted_per_namespace_they_are_about() -> None:
+    async def body() -> dict[str, Any]:
+        api = ApiServer()
+        try:
+            for name in (NAMESPACE, "other"):
+                await api.create("namespaces", {"metadata": {"name": name}})  # cluster-scoped: not counted
+            await api.create("events", event("a", "FailedCreate"), namespace=NAMESPACE)
+            await api.patch("events", "a", {"count": 2}, namespace=NAMESPACE, patch_type="strategic")
+            in_body = {**event("b", "Scheduled"), "metadata": {"name": "b", "namespace": "other"}}
+            await api.create("events", in_body)  # a controller naming the namespace in the body only
+            await api.get("events", "a", namespace=NAMESPACE)
+            await api.list("events", namespace=NAMESPACE)
+            await api.list("events")  # across all namespaces: not counted
+            await api.delete("events", "b", namespace="other")
+            return api.stats.snapshot()["requests"]["by_namespace"]
+        finally:
+            await api.aclose()
+
+    assert asyncio.run(body()) == {
+        NAMESPACE: {"total": 4, "writes": 2},
+        "other": {"total": 2, "writes": 2},
+    }
