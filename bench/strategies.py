@@ -31,7 +31,13 @@ from typing import Any
 
 import httpx
 
-from bench.contenders import CONTENDER_KEYS, Contender, contenders, placement_problems
+from bench.contenders import (
+    CONTENDER_KEYS,
+    JOBSET_BASELINE,
+    Contender,
+    contenders,
+    placement_problems,
+)
 from bench.measures import (
     LOOKUP_VERBS,
     RESIZER_CLIENT,
@@ -57,7 +63,7 @@ from bench.scenarios import (
 from devstack.commands import KubesimFlags
 from devstack.exclusivity import node_domains
 from devstack.stack import Stack, StackOptions
-from placement.constants import JOBSET_GROUP, JOBSET_VERSION
+from placement.constants import JOBSET_GROUP, JOBSET_VERSION, Strategy
 
 log = logging.getLogger("bench.strategies")
 
@@ -97,12 +103,16 @@ def jobset_webhooks_on(scenario: Scenario, contender: Contender) -> bool:
     return not contender.uses_project_webhooks or PROJECT_STRATEGIES_WITH_JOBSET_WEBHOOKS
 
 
-def result_from_stats(stats: dict[str, Any], seconds: float, violations: int) -> dict[str, Any]:
-    """The counters of one strategy run, from its `/debug/stats` snapshot: the issue's fields, wasted
-    requests (bench.measures.Waste) and their parts, JobSet's webhook calls, what this project's webhook
-    and resizer asked of the API server, scheduling cycles, and the request breakdown by verb and resource
-    and by client (where the differences come from)."""
+def result_from_stats(
+    stats: dict[str, Any], seconds: float, violations: int, *, namespace: str
+) -> dict[str, Any]:
+    """The counters of one strategy run, from its `/debug/stats` snapshot: the issue's fields, the
+    requests about the measured JobSet's `namespace` (without a backlog's or the nodes'), wasted requests
+    (bench.measures.Waste) and their parts, JobSet's webhook calls, what this project's webhook and resizer
+    asked of the API server, scheduling cycles, and the request breakdown by verb and resource and by
+    client (where the differences come from)."""
     waste = waste_from_stats(stats)
+    in_namespace = stats["requests"].get("by_namespace", {}).get(namespace, {"total": 0, "writes": 0})
     admission_calls = stats["admission"]["calls"]
     jobset_webhooks = stats.get("jobset_webhooks", {"calls": 0, "denied": 0})
     return {
@@ -110,6 +120,8 @@ def result_from_stats(stats: dict[str, Any], seconds: float, violations: int) ->
         "pod_creates_accepted": stats["pods"]["create_accepted"],
         "api_requests": stats["requests"]["total"],
         "api_writes": stats["requests"]["writes"],
+        "api_requests_in_namespace": in_namespace["total"],
+        "api_writes_in_namespace": in_namespace["writes"],
         "admission_calls": admission_calls,
         "jobset_webhook_calls": jobset_webhooks["calls"],
         "jobset_webhook_denied": jobset_webhooks["denied"],
@@ -295,7 +307,9 @@ async def _measure(http: httpx.AsyncClient, run: Run) -> dict[str, Any]:
         raise BenchError(f"{scenario.name}/{run.contender.key}: {ran} ({reason})")
     jobs = (await _request(http, "GET", f"/apis/batch/v1/namespaces/{run.namespace}/jobs"))["items"]
     pods = (await _request(http, "GET", f"/api/v1/namespaces/{run.namespace}/pods"))["items"]
-    result = result_from_stats(stats, recorder.all_running_at - start, recorder.replay.violations)
+    result = result_from_stats(
+        stats, recorder.all_running_at - start, recorder.replay.violations, namespace=run.namespace
+    )
     result["jobset_webhooks"] = run.jobset_webhooks
     result.update(timeline_fields(recorder.timelines, scenario.pods_per_job, run.time_scale))
     if scenario.long_wait:
@@ -389,7 +403,8 @@ def run_scenario(
     if scenario.long_wait:
         minutes = [r["waiting_job_minutes"] for r in results.values() if "waiting_job_minutes" in r]
         record["waiting_job_minutes"] = round(statistics.fmean(minutes), 1) if minutes else None
-    record["elastic_vs_jobset"] = headline_ratios(record["results"])
+    record["elastic_vs_jobset"] = headline_ratios(record["results"], baseline=JOBSET_BASELINE)
+    record["elastic_vs_gate"] = headline_ratios(record["results"], baseline=Strategy.GATE)
     return record
 
 

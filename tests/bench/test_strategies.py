@@ -74,7 +74,10 @@ def test_every_strategy_ran_in_every_scenario_with_every_field(quick_report: dic
             assert result["jobs_timed"] == scenario["jobs"], (scenario["name"], strategy)
             p50 = result["leader_bind_to_all_running_seconds_p50"]
             assert p50 <= result["leader_bind_to_all_running_seconds_p99"]
-        assert set(scenario["elastic_vs_jobset"]) >= {"api_requests", "wasted_requests"}
+        for baseline in ("elastic_vs_jobset", "elastic_vs_gate"):
+            assert set(scenario[baseline]) >= {"api_requests_in_namespace", "wasted_requests"}
+        for result in scenario["results"].values():
+            assert 0 < result["api_requests_in_namespace"] <= result["api_requests"]
 
 
 def test_every_pod_ran_each_job_whole_in_its_own_pool(quick_report: dict[str, Any]) -> None:
