@@ -201,7 +201,7 @@ def plot(
     else:
         ax.set_yscale("symlog", linthresh=1)  # log scale that still shows the zeros
         ax.set_ylim(0, max(10.0, highest * 3))
-        ax.set_ylabel(title + " (log scale)")
+        ax.set_ylabel(title.split(", ", maxsplit=1)[0] + "\n(log scale)")
         ax.set_title(f"{title} per strategy (time scale {report['time_scale']} unless noted)")
     ax.legend(fontsize="small")
     ax.grid(axis="y", alpha=0.3)
@@ -214,13 +214,10 @@ PLOTS: tuple[tuple[str, str, str], ...] = (
     ("api_writes", "API writes", "api_writes.png"),
     ("seconds_to_all_running", "seconds to all pods running", "time_to_running.png"),
     ("pod_creates_rejected", "rejected pod creations", "rejected_creates.png"),
-    ("wasted_requests", "wasted requests (caused by rejected creations)", "wasted_requests.png"),
-    (
-        "leader_bind_to_all_running_seconds_p50",
-        "seconds from a leader's bind to all its Job's pods running (p50 over Jobs)",
-        "leader_bind_to_running.png",
-    ),
+    ("wasted_requests", "wasted requests", "wasted_requests.png"),
+    ("leader_bind_to_all_running_seconds_p50", "s leader bind → Job running", "leader_bind_to_running.png"),
 )
+"""(result key, short title: also the y label, file). A `_p50` key is drawn with its `_p99` as a dash."""
 BASELINE = "jobset"
 
 
@@ -232,10 +229,11 @@ def write_outputs(report: dict[str, Any], out: Path, *, plots: bool = True) -> l
     if plots:
         for key, title, name in PLOTS:
             upper = key.replace("_p50", "_p99") if key.endswith("_p50") else None
-            plot(report, key, title + (" (dash: p99)" if upper else ""), out / name, upper_key=upper)
+            plot(report, key, title + (", p50 (dash: p99)" if upper else ""), out / name, upper_key=upper)
             paths.append(out / name)
         if any(BASELINE in scenario["results"] for scenario in report["scenarios"]):
             name = f"api_requests_vs_{BASELINE}.png"
-            plot(report, "api_requests", "API requests", out / name, relative_to=BASELINE)
+            title = "API requests (JobSet's namespace)"
+            plot(report, "api_requests_in_namespace", title, out / name, relative_to=BASELINE)
             paths.append(out / name)
     return paths
