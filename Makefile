@@ -43,14 +43,20 @@ run: $(STAMP) ## Bring up kubesim + webhook + resizer, run examples/jobset-exclu
 demo: $(STAMP) ## Scripted end to end, non-interactive; exits 0 when every Job is placed
 	$(PY) -m devstack demo
 
-bench: $(STAMP) ## Strategy comparison on kubesim (writes bench/results/)
+bench: $(STAMP) ## JobSet vs the four strategies on kubesim, ~15 min (writes bench/results/)
 	$(PY) -m bench strategies
 
-bench-quick: $(STAMP) ## Quick strategy comparison (as run by make test)
-	$(PY) -m bench strategies --quick
+bench-quick: $(STAMP) ## Quick strategy comparison, ~3 min (as run by make test; writes .bench-quick/)
+	$(PY) -m bench strategies --quick --out .bench-quick
 
-bench-webhook: $(STAMP) ## Webhook admission load vs a no-op endpoint
-	$(PY) -m bench webhook
+bench-webhook: $(STAMP) ## Webhook admission load vs a no-op endpoint (needs hey: apt-get install hey)
+	@command -v hey >/dev/null 2>&1 || { \
+		echo "make bench-webhook needs the load generator hey, which is not installed:"; \
+		echo "  Debian/Ubuntu: sudo apt-get install hey    (or: go install github.com/rakyll/hey@latest)"; \
+		echo "Without it, 'python -m bench webhook --tool httpx' runs with a Python client that is"; \
+		echo "usually slower than the webhook itself, and then reports no throughput ratio."; \
+		exit 2; }
+	$(PY) -m bench webhook --tool hey
 
 bench-resizer: $(STAMP) ## Bind-to-resize latency and resizer RSS over 1,000 Jobs
 	$(PY) -m bench resizer
@@ -62,6 +68,6 @@ kubesim: $(STAMP) ## Run kubesim alone on :6443 (kubeconfig in .kubesim/kubeconf
 	$(PY) -m kubesim serve --port 6443
 
 clean: ## Remove the venv, caches and dev state
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis .kubesim .dev
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis .kubesim .dev .bench-quick
 
 .PHONY: help venv test test-slow lint fmt certs run demo bench bench-quick bench-webhook bench-resizer soak kubesim clean

@@ -1,4 +1,5 @@
-"""Follows a namespace's pods over ONE watch stream: exclusivity replay and time to all running.
+"""Follows a namespace's pods over ONE watch stream: exclusivity replay, time to all running, and each
+Job's timeline (leader created, leader bound, each index first Running).
 
 One long request instead of polling keeps the measurement itself out of the API counters (the watch is
 opened before the counters are reset, so it is not counted at all).
@@ -15,8 +16,9 @@ from typing import Any
 
 import httpx
 
-from devstack.exclusivity import ExclusivityReplay, job_of, pod_state
-from placement.constants import JOB_COMPLETION_INDEX_ANNOTATION
+from bench.measures import JobTimeline
+from devstack.exclusivity import ExclusivityReplay, pod_state
+from placement.constants import JOB_COMPLETION_INDEX_ANNOTATION, LEADER_COMPLETION_INDEX
 
 STARTED_PHASES = frozenset({"Running", "Succeeded"})
 
@@ -34,26 +36,28 @@ class PodRecorder:
         self.all_running = asyncio.Event()
         self.connected = asyncio.Event()
         self.events = 0
-        self._leader_seen: dict[str, float] = {}
-        self.leader_waits: dict[str, float] = {}
-        """Leader pod (index 0) key → wall seconds from its creation being seen to its bind being seen:
-        how long leaders queued in the scheduler (what `gate` rejects followers during)."""
+        self.timelines: dict[str, JobTimeline] = {}
+        """Job key → its leader's creation and bind and each index's first Running, as seen on the watch."""
 
     def observe(self, event_type: str, pod: dict[str, Any]) -> None:
         self.events += 1
         state = pod_state(pod, deleted=event_type == "DELETED")
         self.replay.observe(state)
-        annotations = pod["metadata"].get("annotations") or {}
-        if annotations.get(JOB_COMPLETION_INDEX_ANNOTATION) == "0" and state.key not in self.leader_waits:
-            now = self._clock()
-            seen = self._leader_seen.setdefault(state.key, now)
-            if state.node:
-                self.leader_waits[state.key] = now - seen
-        if event_type != "DELETED" and (pod.get("status") or {}).get("phase") in STARTED_PHASES:
-            index = annotations.get(JOB_COMPLETION_INDEX_ANNOTATION, "")
-            self.started.add((job_of(pod), index))
+        if event_type == "DELETED" or not state.job:
+            return
+        now = self._clock()
+        timeline = self.timelines.setdefault(state.job, JobTimeline())
+        index = (pod["metadata"].get("annotations") or {}).get(JOB_COMPLETION_INDEX_ANNOTATION, "")
+        if index == LEADER_COMPLETION_INDEX:
+            if timeline.leader_created is None:
+                timeline.leader_created = now
+            if state.node and timeline.leader_bound is None:
+                timeline.leader_bound = now
+        if (pod.get("status") or {}).get("phase") in STARTED_PHASES:
+            timeline.running.setdefault(index, now)
+            self.started.add((state.job, index))
             if len(self.started) >= self.expected_pods and self.all_running_at is None:
-                self.all_running_at = self._clock()
+                self.all_running_at = now
                 self.all_running.set()
 
     async def follow(self, http: httpx.AsyncClient, namespace: str) -> None:

@@ -6,25 +6,42 @@ import json
 from pathlib import Path
 from typing import Any
 
+from bench.measures import HEADLINE_METRICS
+
 COLUMNS: tuple[tuple[str, str], ...] = (
     ("pod_creates_rejected", "rejected pod creates"),
-    ("pod_creates_accepted", "accepted pod creates"),
+    ("wasted_requests", "wasted requests"),
     ("api_requests", "API requests"),
+    ("api_requests_in_namespace", "of which JobSet's namespace"),
     ("api_writes", "API writes"),
-    ("admission_calls", "admission calls"),
+    ("admission_calls", "project webhook calls"),
+    ("jobset_webhook_calls", "JobSet webhook calls"),
+    ("jobset_webhook_denied", "JobSet webhook denials"),
     ("job_patches", "Job patches"),
     ("pod_patches", "pod patches"),
     ("scheduler_filter_evaluations", "filter evals"),
     ("scheduler_affinity_evaluations", "affinity evals"),
     ("leader_wait_max_seconds", "max s leader waited"),
+    ("leader_bind_to_all_running_seconds_p50", "s leader bind → all running p50"),
+    ("leader_bind_to_all_running_seconds_p99", "p99"),
     ("seconds_to_all_running", "s to all running"),
     ("exclusive_violations", "violations"),
+)
+WASTE_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("wasted_rejected_creates", "rejected creates"),
+    ("wasted_event_writes", "FailedCreate event writes"),
+    ("wasted_webhook_lookups", "webhook lookups"),
+    ("wasted_requests", "wasted requests"),
+    ("waiting_job_minutes", "waiting Job-minutes (simulated)"),
+    ("wasted_requests_per_waiting_job_minute", "wasted per waiting Job-minute"),
 )
 
 
 def scenario_label(scenario: dict[str, Any], default_time_scale: float | None = None) -> str:
     label = f"{scenario['jobs']}x{scenario['pods_per_job']} on {scenario['pools']} pools"
-    if scenario["contended"]:
+    if scenario.get("long_wait"):
+        label += f", long wait (pods run {scenario['pod_run_seconds'] / 60:g} min)"
+    elif scenario["contended"]:
         label += ", contended"
     if scenario.get("scheduler_pods_per_second"):
         label += f", scheduler {scenario['scheduler_pods_per_second']:g} pods/s"
@@ -36,23 +53,42 @@ def scenario_label(scenario: dict[str, Any], default_time_scale: float | None = 
     return label
 
 
-def markdown_table(report: dict[str, Any]) -> str:
-    header = ["scenario", "strategy", *(title for _, title in COLUMNS)]
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join(["---", "---"] + ["---:"] * len(COLUMNS)) + "|"]
+def _rows(report: dict[str, Any], columns: tuple[tuple[str, str], ...]) -> list[str]:
+    header = ["scenario", "strategy", *(title for _, title in columns)]
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join(["---", "---"] + ["---:"] * len(columns)) + "|"]
     for scenario in report["scenarios"]:
+        label = scenario_label(scenario, report["time_scale"])
         for strategy, result in scenario["results"].items():
             if "error" in result:
-                cells = [f"FAILED: {result['error']}"] + [""] * (len(COLUMNS) - 1)
+                cells = [f"FAILED: {result['error']}"] + [""] * (len(columns) - 1)
             else:
-                cells = [_cell(result[key]) for key, _ in COLUMNS]
-            label = scenario_label(scenario, report["time_scale"])
+                cells = [_cell(result.get(key)) for key, _ in columns]
             lines.append("| " + " | ".join([label, f"`{strategy}`", *cells]) + " |")
+    return lines
+
+
+def ratios_table(report: dict[str, Any], key: str) -> list[str]:
+    """The scenarios' `key` ratios (e.g. elastic_vs_jobset) of the headline figures."""
+    header = ["scenario", *(title for _, title in HEADLINE_METRICS)]
+    lines = ["| " + " | ".join(header) + " |", "|---|" + "---:|" * len(HEADLINE_METRICS)]
+    for scenario in report["scenarios"]:
+        ratios = scenario.get(key) or {}
+        cells = [_cell(ratios.get(metric)) for metric, _ in HEADLINE_METRICS]
+        lines.append("| " + " | ".join([scenario_label(scenario, report["time_scale"]), *cells]) + " |")
+    return lines
+
+
+def markdown_table(report: dict[str, Any]) -> str:
+    lines = _rows(report, COLUMNS)
     lines.append("")
     lines.append(
         f"Time scale {report['time_scale']} (real seconds per simulated second) unless the scenario says "
         "otherwise: times are wall seconds on this machine at that scale. Counters are kubesim's "
         '`/debug/stats` from JobSet creation to the moment every pod had run. "max s leader waited": '
-        "the longest any leader pod took from creation to bind (wall seconds, seen on the pod watch)."
+        'the longest any leader pod took from creation to bind; "leader bind → all running": per Job, '
+        "from its leader's bind to every one of its pods Running, p50 and p99 over the Jobs (nearest "
+        'rank); both wall seconds, seen on the pod watch. "wasted requests": the requests rejected pod '
+        "creations caused (the table below)."
     )
     if any(scenario.get("backlog_pods") for scenario in report["scenarios"]):
         lines.append(
@@ -60,6 +96,40 @@ def markdown_table(report: dict[str, Any]) -> str:
             "count the backlog pods bound and started in that window (the same for every strategy; "
             "`backlog_pods_bound_in_window` in the JSON)."
         )
+    off = [s for s in report["scenarios"] if not s.get("jobset_webhooks", True)]
+    if off:
+        lines.append(
+            f"\nIn {len(off)} of {len(report['scenarios'])} scenarios JobSet's webhooks were on for the "
+            "`jobset` baseline only: this project's strategies ran on a kubesim without them "
+            "(`jobset_webhooks` per strategy in the JSON)."
+        )
+    lines += ["", "Wasted requests, by cause:", "", *_rows(report, WASTE_COLUMNS), ""]
+    lines.append(
+        "Rejected creates: pod creates the API server refused; FailedCreate event writes: the Job "
+        "controller's Event creates and count patches recording them; webhook lookups: this project's "
+        "webhook's live leader lookups for them (two per rejection, at most the lookups it made). Waiting "
+        "Job-minutes (long-wait scenarios): the sum over Jobs of the simulated minutes from the leader's "
+        "creation to its bind."
+    )
+    lines += [
+        "",
+        "elastic / jobset (below 1: elastic needs less):",
+        "",
+        *ratios_table(report, "elastic_vs_jobset"),
+    ]
+    lines += [
+        "",
+        "elastic / gate (same webhook transport):",
+        "",
+        *ratios_table(report, "elastic_vs_gate"),
+        "",
+    ]
+    lines.append(
+        "Requests and writes in the ratios are those about the JobSet's namespace (a backlog's traffic "
+        "excluded). JobSet's webhooks run inside kubesim (no HTTPS round trip), this project's are a "
+        "separate TLS server: times against `jobset` favour JobSet; `gate` pays the same transport as "
+        "`elastic`."
+    )
     return "\n".join(lines) + "\n"
 
 
@@ -73,10 +143,19 @@ def _cell(value: Any) -> str:
     return str(value)
 
 
-def plot(report: dict[str, Any], key: str, title: str, path: Path, *, relative_to: str | None = None) -> None:
+def plot(
+    report: dict[str, Any],
+    key: str,
+    title: str,
+    path: Path,
+    *,
+    relative_to: str | None = None,
+    upper_key: str | None = None,
+) -> None:
     """Grouped bars per scenario and strategy. With `relative_to`, each value is divided by that strategy's
     value in the same scenario (side-by-side ratios; a linear axis with the reference at 1.0), else the raw
-    values on a log axis that still shows zeros."""
+    values on a log axis that still shows zeros. With `upper_key`, that value (e.g. the p99 of a p50 bar)
+    is marked above each bar."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -89,17 +168,27 @@ def plot(report: dict[str, Any], key: str, title: str, path: Path, *, relative_t
     fig, ax = plt.subplots(figsize=(max(9.0, 1.9 * len(scenarios)), 5), dpi=100)
     highest = 0.0
     for i, strategy in enumerate(strategies):
-        xs, ys = [], []
+        xs, ys, upper_xs, uppers = [], [], [], []
         for x, scenario in enumerate(scenarios):
-            value = scenario["results"].get(strategy, {}).get(key)
+            result = scenario["results"].get(strategy, {})
+            value = result.get(key)
             if relative_to is not None and value is not None:
                 reference = scenario["results"].get(relative_to, {}).get(key)
                 value = value / reference if reference else None
+            position = x + (i - (len(strategies) - 1) / 2) * width
             if value is not None:
-                xs.append(x + (i - (len(strategies) - 1) / 2) * width)
+                xs.append(position)
                 ys.append(value)
                 highest = max(highest, float(value))
-        ax.bar(xs, ys, width=width, label=strategy)
+            upper = result.get(upper_key) if upper_key else None
+            if upper is not None:
+                upper_xs.append(position)
+                uppers.append(upper)
+                highest = max(highest, float(upper))
+        color = f"C{i}"  # matplotlib's default cycle: the bars' own colour
+        ax.bar(xs, ys, width=width, label=strategy, color=color)
+        if uppers:
+            ax.scatter(upper_xs, uppers, marker="_", s=120, color=color, zorder=3)
     labels = [scenario_label(s, report["time_scale"]).replace(", ", "\n") for s in scenarios]
     ax.set_xticks(range(len(scenarios)), labels, fontsize="small")
     if relative_to is not None:
@@ -112,7 +201,7 @@ def plot(report: dict[str, Any], key: str, title: str, path: Path, *, relative_t
     else:
         ax.set_yscale("symlog", linthresh=1)  # log scale that still shows the zeros
         ax.set_ylim(0, max(10.0, highest * 3))
-        ax.set_ylabel(title + " (log scale)")
+        ax.set_ylabel(title.split(", ", maxsplit=1)[0] + "\n(log scale)")
         ax.set_title(f"{title} per strategy (time scale {report['time_scale']} unless noted)")
     ax.legend(fontsize="small")
     ax.grid(axis="y", alpha=0.3)
@@ -121,20 +210,30 @@ def plot(report: dict[str, Any], key: str, title: str, path: Path, *, relative_t
     plt.close(fig)
 
 
+PLOTS: tuple[tuple[str, str, str], ...] = (
+    ("api_writes", "API writes", "api_writes.png"),
+    ("seconds_to_all_running", "seconds to all pods running", "time_to_running.png"),
+    ("pod_creates_rejected", "rejected pod creations", "rejected_creates.png"),
+    ("wasted_requests", "wasted requests", "wasted_requests.png"),
+    ("leader_bind_to_all_running_seconds_p50", "s leader bind → Job running", "leader_bind_to_running.png"),
+)
+"""(result key, short title: also the y label, file). A `_p50` key is drawn with its `_p99` as a dash."""
+BASELINE = "jobset"
+
+
 def write_outputs(report: dict[str, Any], out: Path, *, plots: bool = True) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     paths = [out / "strategies.json", out / "strategies.md"]
     paths[0].write_text(json.dumps(report, indent=2) + "\n")
     paths[1].write_text(markdown_table(report))
     if plots:
-        for key, title, name in (
-            ("api_writes", "API writes", "api_writes.png"),
-            ("seconds_to_all_running", "seconds to all pods running", "time_to_running.png"),
-            ("pod_creates_rejected", "rejected pod creations", "rejected_creates.png"),
-        ):
-            plot(report, key, title, out / name)
+        for key, title, name in PLOTS:
+            upper = key.replace("_p50", "_p99") if key.endswith("_p50") else None
+            plot(report, key, title + (", p50 (dash: p99)" if upper else ""), out / name, upper_key=upper)
             paths.append(out / name)
-        if any("gate" in scenario["results"] for scenario in report["scenarios"]):
-            plot(report, "api_requests", "API requests", out / "api_requests_vs_gate.png", relative_to="gate")
-            paths.append(out / "api_requests_vs_gate.png")
+        if any(BASELINE in scenario["results"] for scenario in report["scenarios"]):
+            name = f"api_requests_vs_{BASELINE}.png"
+            title = "API requests (JobSet's namespace)"
+            plot(report, "api_requests_in_namespace", title, out / name, relative_to=BASELINE)
+            paths.append(out / name)
     return paths

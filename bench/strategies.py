@@ -1,10 +1,15 @@
-"""`python -m bench strategies [--quick] [--out DIR]`: the four strategies side by side on kubesim.
+"""`python -m bench strategies [--quick] [--out DIR]`: JobSet and this project's four strategies side by
+side on kubesim.
 
-For each scenario one stack (kubesim + the real webhook + the real resizer, as `make run` starts them) is
-brought up; then each strategy runs in turn in a fresh namespace, selected per Job by the
-`exclusive-placement.io/strategy` annotation on the JobSet's pod template (one webhook process serves all
-four, so nothing but the strategy differs between runs). Between runs the previous JobSet is deleted and
-its pods are gone before kubesim's counters are reset.
+For each scenario a stack (kubesim + the real webhook + the real resizer, as `make run` starts them) is
+brought up; then each strategy runs in turn in a fresh namespace. This project's strategies are selected
+per Job by the `exclusive-placement.io/strategy` annotation on the JobSet's pod template (one webhook
+process serves all four, so nothing but the strategy differs between runs); the `jobset` baseline's
+namespace is exempt from this project's webhooks (the chart's `webhook.admission.exemptNamespaces`), so
+JobSet's own pod webhooks alone place its pods. Between runs the previous JobSet is deleted and its pods
+are gone before kubesim's counters are reset. JobSet's own webhooks are on for every strategy unless the
+scenario turns them off: this project's strategies take JobSet's annotation over on the child Jobs' pod
+templates, so JobSet's webhooks pass their pods.
 
 A scenario with a backlog first submits plain, non-exclusive batch Jobs in a second namespace and creates
 the measured JobSet once all of their pods exist, so its leaders queue behind what the (throttled)
@@ -27,36 +32,48 @@ from typing import Any
 
 import httpx
 
+from bench.contenders import (
+    CONTENDER_KEYS,
+    JOBSET_BASELINE,
+    Contender,
+    contenders,
+    placement_problems,
+)
+from bench.measures import (
+    LOOKUP_VERBS,
+    RESIZER_CLIENT,
+    WEBHOOK_CLIENT,
+    client_requests,
+    headline_ratios,
+    timeline_fields,
+    waste_from_stats,
+)
 from bench.recorder import BacklogTracker, PodRecorder, stop
 from bench.scenarios import (
     FULL_SCENARIOS,
     GPUS_PER_NODE,
+    LONG_WAIT_TIME_SCALE,
     QUICK_SCENARIOS,
     TOPOLOGY_KEY,
     Backlog,
     Scenario,
     backlog_jobs,
     jobset_manifest,
+    scenarios_named,
 )
 from devstack.commands import KubesimFlags
 from devstack.exclusivity import node_domains
 from devstack.stack import Stack, StackOptions
-from placement.constants import (
-    JOBSET_GROUP,
-    JOBSET_VERSION,
-    RESIZE_DONE,
-    RESIZE_LABEL,
-    ROLE_FOLLOWER,
-    ROLE_LABEL,
-    STRATEGIES,
-    Strategy,
-)
+from placement.constants import JOBSET_GROUP, JOBSET_VERSION, Strategy
 
 log = logging.getLogger("bench.strategies")
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "results"
 JOBSET_NAME = "bench"
 JOBSETS_PATH = f"/apis/{JOBSET_GROUP}/{JOBSET_VERSION}/namespaces/{{namespace}}/jobsets"
+FULL_RUN_TIMEOUT = 600.0
+QUICK_RUN_TIMEOUT = 180.0
+"""Wall seconds a quick run may take: every quick run takes under 30 s here; a stuck one fails in time."""
 BACKLOG_CREATION_TIMEOUT = 120.0
 """Wall seconds for the Job controller to create every backlog pod before the run counts as failed."""
 
@@ -73,17 +90,35 @@ class RunSettings:
 
 
 def result_from_stats(
-    stats: dict[str, Any], seconds: float, violations: int, leader_waits: Sequence[float] = ()
+    stats: dict[str, Any], seconds: float, violations: int, *, namespace: str
 ) -> dict[str, Any]:
-    """The per-strategy record of strategies.json, from a `/debug/stats` snapshot: the issue's fields,
-    plus scheduling cycles, how long leaders waited to be bound (wall seconds, seen on the watch) and the
-    request breakdown by verb and resource (where the differences come from)."""
+    """The counters of one strategy run, from its `/debug/stats` snapshot: the issue's fields, the
+    requests about the measured JobSet's `namespace` (without a backlog's or the nodes'), wasted requests
+    (bench.measures.Waste) and their parts, JobSet's webhook calls, what this project's webhook and resizer
+    asked of the API server, scheduling cycles, and the request breakdown by verb and resource and by
+    client (where the differences come from)."""
+    waste = waste_from_stats(stats)
+    in_namespace = stats["requests"].get("by_namespace", {}).get(namespace, {"total": 0, "writes": 0})
+    admission_calls = stats["admission"]["calls"]
+    jobset_webhooks = stats.get("jobset_webhooks", {"calls": 0, "denied": 0})
     return {
         "pod_creates_rejected": stats["pods"]["create_rejected"],
         "pod_creates_accepted": stats["pods"]["create_accepted"],
         "api_requests": stats["requests"]["total"],
         "api_writes": stats["requests"]["writes"],
-        "admission_calls": stats["admission"]["calls"],
+        "api_requests_in_namespace": in_namespace["total"],
+        "api_writes_in_namespace": in_namespace["writes"],
+        "admission_calls": admission_calls,
+        "jobset_webhook_calls": jobset_webhooks["calls"],
+        "jobset_webhook_denied": jobset_webhooks["denied"],
+        "all_webhook_calls": admission_calls + jobset_webhooks["calls"],
+        "wasted_requests": waste.total,
+        "wasted_rejected_creates": waste.rejected_creates,
+        "wasted_event_writes": waste.event_writes,
+        "wasted_webhook_lookups": waste.webhook_lookups,
+        "webhook_lookups": client_requests(stats, WEBHOOK_CLIENT, LOOKUP_VERBS),
+        "resizer_requests": client_requests(stats, RESIZER_CLIENT)
+        - client_requests(stats, RESIZER_CLIENT, ["watch"]),
         "job_patches": stats["jobs"]["patched"],
         "pod_patches": stats["pods"]["patched"],
         "scheduler_filter_evaluations": stats["scheduler"]["filter_evaluations"],
@@ -91,40 +126,31 @@ def result_from_stats(
         "seconds_to_all_running": round(seconds, 3),
         "exclusive_violations": violations,
         "scheduler_attempts": stats["scheduler"].get("attempts", 0),
-        "leader_wait_mean_seconds": round(statistics.fmean(leader_waits), 3) if leader_waits else None,
-        "leader_wait_max_seconds": round(max(leader_waits), 3) if leader_waits else None,
         "api_requests_by_verb_resource": dict(sorted(stats["requests"].get("by_verb_resource", {}).items())),
+        "api_requests_by_client": dict(sorted(stats["requests"].get("by_client", {}).items())),
     }
 
 
-def strategy_problems(
-    strategy: str, jobs: list[dict[str, Any]], pods: list[dict[str, Any]], expected_jobs: int
-) -> list[str]:
-    """Checks that the run measured what it claims: the Jobs exist and the strategy really applied
-    (elastic Jobs were resized; affinity followers carry anti-affinity, the others a nodeSelector)."""
-    problems: list[str] = []
-    if len(jobs) != expected_jobs:
-        problems.append(f"expected {expected_jobs} Jobs, found {len(jobs)}")
-    for job in jobs:
-        label = (job["metadata"].get("labels") or {}).get(RESIZE_LABEL)
-        name = job["metadata"]["name"]
-        if strategy == Strategy.ELASTIC and label != RESIZE_DONE:
-            problems.append(f"Job {name}: elastic but {RESIZE_LABEL}={label!r} (not resized)")
-        if strategy != Strategy.ELASTIC and label is not None:
-            problems.append(
-                f"Job {name}: strategy {strategy} but the Job was shrunk ({RESIZE_LABEL}={label})"
-            )
-    for pod in pods:
-        if (pod["metadata"].get("labels") or {}).get(ROLE_LABEL) != ROLE_FOLLOWER:
-            continue
-        spec = pod.get("spec") or {}
-        anti = "podAntiAffinity" in (spec.get("affinity") or {})
-        pinned = TOPOLOGY_KEY in (spec.get("nodeSelector") or {})
-        if strategy == Strategy.AFFINITY and not anti:
-            problems.append(f"pod {pod['metadata']['name']}: affinity follower without podAntiAffinity")
-        if strategy != Strategy.AFFINITY and (anti or not pinned):
-            problems.append(f"pod {pod['metadata']['name']}: {strategy} follower not pinned by nodeSelector")
-    return problems[:20]
+def long_wait_fields(result: dict[str, Any]) -> dict[str, Any]:
+    """Wasted requests per simulated minute a Job spent waiting for its leader to bind."""
+    minutes = result["waiting_job_minutes"]
+    per_minute = round(result["wasted_requests"] / minutes, 3) if minutes > 0 else None
+    return {"wasted_requests_per_waiting_job_minute": per_minute}
+
+
+def baseline_problems(contender: Contender, result: dict[str, Any]) -> list[str]:
+    """The `jobset` baseline is JobSet alone: JobSet's webhooks answered, this project's webhook was never
+    called (its namespace is exempt) and the resizer asked nothing of the API server."""
+    if contender.uses_project_webhooks:
+        return []
+    problems = []
+    if result["jobset_webhook_calls"] == 0:
+        problems.append("JobSet's pod webhooks were never called: the baseline is not JobSet")
+    if result["admission_calls"]:
+        problems.append(f"this project's webhook was called {result['admission_calls']} times")
+    if result["resizer_requests"]:
+        problems.append(f"the resizer made {result['resizer_requests']} requests")
+    return problems
 
 
 def backlog_namespace(namespace: str) -> str:
@@ -156,31 +182,37 @@ async def _wait_pods_gone(http: httpx.AsyncClient, namespace: str, timeout: floa
     raise BenchError(f"pods of namespace {namespace} still present {timeout:.0f}s after deleting the JobSet")
 
 
-async def run_strategy(
-    server: str,
-    scenario: Scenario,
-    strategy: str,
-    *,
-    namespace: str,
-    nodes: dict[str, str],
-    settings: RunSettings,
-) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Run:
+    """One strategy run: what it measures, where, on which cluster."""
+
+    scenario: Scenario
+    contender: Contender
+    namespace: str
+    nodes: dict[str, str]
+    """node name → its topology domain."""
+    time_scale: float
+    """The time scale kubesim runs at (the scenario's own, else the bench's)."""
+    jobset_webhooks: bool
+    run_timeout: float
+
+
+async def run_strategy(server: str, run: Run) -> dict[str, Any]:
     """One measured run: create the JobSet, wait until every pod has run, snapshot the counters, clean up."""
     timeout = httpx.Timeout(30.0, read=None)
     async with httpx.AsyncClient(base_url=server, timeout=timeout, headers={"User-Agent": "bench"}) as http:
-        namespaces = [namespace] + ([backlog_namespace(namespace)] if scenario.backlog else [])
+        backlog = run.scenario.backlog
+        namespaces = [run.namespace] + ([backlog_namespace(run.namespace)] if backlog else [])
         for name in namespaces:
             ns = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
             (await http.post("/api/v1/namespaces", json=ns)).raise_for_status()
         try:
-            return await _measure(
-                http, scenario, strategy, namespace=namespace, nodes=nodes, settings=settings
-            )
+            return await _measure(http, run)
         finally:
             # Also after a failed run: the next strategy needs every pool free and an empty queue again.
-            await _request(http, "DELETE", f"{JOBSETS_PATH.format(namespace=namespace)}/{JOBSET_NAME}")
-            if scenario.backlog:
-                await _delete_backlog(http, scenario.backlog, backlog_namespace(namespace))
+            await _request(http, "DELETE", f"{JOBSETS_PATH.format(namespace=run.namespace)}/{JOBSET_NAME}")
+            if backlog:
+                await _delete_backlog(http, backlog, backlog_namespace(run.namespace))
             for name in namespaces:
                 await _wait_pods_gone(http, name, timeout=120)
 
@@ -221,34 +253,31 @@ async def _fill_queue(
         raise BenchError(f"{len(tracker.created)}/{backlog.pods} backlog pods created ({reason})")
 
 
-async def _measure(
-    http: httpx.AsyncClient,
-    scenario: Scenario,
-    strategy: str,
-    *,
-    namespace: str,
-    nodes: dict[str, str],
-    settings: RunSettings,
-) -> dict[str, Any]:
-    recorder = PodRecorder(nodes, scenario.total_pods)
-    watch = asyncio.create_task(recorder.follow(http, namespace))
+async def _measure(http: httpx.AsyncClient, run: Run) -> dict[str, Any]:
+    scenario = run.scenario
+    recorder = PodRecorder(run.nodes, scenario.total_pods)
+    watch = asyncio.create_task(recorder.follow(http, run.namespace))
     backlog = BacklogTracker(scenario.backlog.pods) if scenario.backlog else None
     backlog_watch = (
-        asyncio.create_task(backlog.follow(http, backlog_namespace(namespace))) if backlog else None
+        asyncio.create_task(backlog.follow(http, backlog_namespace(run.namespace))) if backlog else None
     )
     backlog_pending = backlog_bound_at_submit = backlog_bound_at_end = 0
     try:
         await asyncio.wait_for(recorder.connected.wait(), 30)
         if scenario.backlog and backlog and backlog_watch:
-            await _fill_queue(http, scenario.backlog, backlog_namespace(namespace), backlog, backlog_watch)
+            await _fill_queue(
+                http, scenario.backlog, backlog_namespace(run.namespace), backlog, backlog_watch
+            )
             backlog_pending, backlog_bound_at_submit = backlog.pending, len(backlog.bound)
         await _request(http, "POST", "/debug/reset-stats")
         start = time.monotonic()
-        manifest = jobset_manifest(scenario, strategy, name=JOBSET_NAME, namespace=namespace)
-        (await http.post(JOBSETS_PATH.format(namespace=namespace), json=manifest)).raise_for_status()
+        manifest = jobset_manifest(
+            scenario, run.contender.strategy, name=JOBSET_NAME, namespace=run.namespace
+        )
+        (await http.post(JOBSETS_PATH.format(namespace=run.namespace), json=manifest)).raise_for_status()
         done = asyncio.create_task(recorder.all_running.wait())
         finished, _ = await asyncio.wait(
-            {done, watch}, timeout=settings.run_timeout, return_when=asyncio.FIRST_COMPLETED
+            {done, watch}, timeout=run.run_timeout, return_when=asyncio.FIRST_COMPLETED
         )
         stats = await _request(http, "GET", "/debug/stats")
         backlog_bound_at_end = len(backlog.bound) if backlog else 0
@@ -259,28 +288,35 @@ async def _measure(
         if backlog_watch:
             await stop(backlog_watch)
     if recorder.all_running_at is None:
-        reason = watch_ended or f"timeout after {settings.run_timeout:.0f}s"
+        reason = watch_ended or f"timeout after {run.run_timeout:.0f}s"
         ran = f"{len(recorder.started)}/{scenario.total_pods} pods ran"
-        raise BenchError(f"{scenario.name}/{strategy}: {ran} ({reason})")
-    seconds = recorder.all_running_at - start
-    jobs = (await _request(http, "GET", f"/apis/batch/v1/namespaces/{namespace}/jobs"))["items"]
-    pods = (await _request(http, "GET", f"/api/v1/namespaces/{namespace}/pods"))["items"]
+        raise BenchError(f"{scenario.name}/{run.contender.key}: {ran} ({reason})")
+    jobs = (await _request(http, "GET", f"/apis/batch/v1/namespaces/{run.namespace}/jobs"))["items"]
+    pods = (await _request(http, "GET", f"/api/v1/namespaces/{run.namespace}/pods"))["items"]
     result = result_from_stats(
-        stats, seconds, recorder.replay.violations, list(recorder.leader_waits.values())
+        stats, recorder.all_running_at - start, recorder.replay.violations, namespace=run.namespace
     )
+    result["jobset_webhooks"] = run.jobset_webhooks
+    result.update(timeline_fields(recorder.timelines, scenario.pods_per_job, run.time_scale))
+    if scenario.long_wait:
+        result.update(long_wait_fields(result))
     if backlog:
         # The window's counters include these backlog pods' binds and kubelet updates (alike per strategy).
         result["backlog_pods_pending_at_submit"] = backlog_pending
         result["backlog_pods_bound_in_window"] = backlog_bound_at_end - backlog_bound_at_submit
-    problems = strategy_problems(strategy, jobs, pods, scenario.jobs) + recorder.replay.describe()
+    problems = (
+        placement_problems(run.contender, jobs, pods, expected_jobs=scenario.jobs, topology_key=TOPOLOGY_KEY)
+        + baseline_problems(run.contender, result)
+        + recorder.replay.describe()
+    )
     if problems:
         result["problems"] = problems
     return result
 
 
-def cluster_flags(scenario: Scenario, settings: RunSettings) -> KubesimFlags:
-    """The scenario's kubesim: its pools, pod run time, scheduler throughput and (if it has its own) time
-    scale; the bench's time scale otherwise."""
+def cluster_flags(scenario: Scenario, settings: RunSettings, *, jobset_webhooks: bool) -> KubesimFlags:
+    """The scenario's kubesim: its pools, pod run time, scheduler throughput, JobSet's webhooks and (if it
+    has its own) time scale; the bench's time scale otherwise."""
     return KubesimFlags(
         nodes=scenario.nodes,
         pools=scenario.pools,
@@ -288,53 +324,67 @@ def cluster_flags(scenario: Scenario, settings: RunSettings) -> KubesimFlags:
         time_scale=scenario.time_scale or settings.time_scale,
         pod_run_seconds=scenario.pod_run_seconds,
         scheduler_pods_per_second=scenario.scheduler_pods_per_second,
+        jobset_webhooks=jobset_webhooks,
     )
 
 
-def run_scenario(scenario: Scenario, strategies: tuple[str, ...], settings: RunSettings) -> dict[str, Any]:
-    cluster = cluster_flags(scenario, settings)
+def run_namespace(scenario: Scenario, contender: Contender) -> str:
+    return f"bench-{scenario.name}-{contender.key}".lower()[:63]
+
+
+def _run_contenders(scenario: Scenario, group: Sequence[Contender], settings: RunSettings) -> dict[str, Any]:
+    """Every contender of `scenario` one after the other on one kubesim, JobSet's webhooks on or off as
+    the scenario says (this project's strategies take JobSet's annotation over on their child Jobs' pod
+    templates, so they coexist with JobSet's webhooks; `jobset_webhook_denied` shows it)."""
+    jobset_webhooks = scenario.jobset_webhooks
+    cluster = cluster_flags(scenario, settings, jobset_webhooks=jobset_webhooks)
+    # The namespaces JobSet alone places: exempt from this project's webhooks, as a user would exempt them.
+    exempt = tuple(run_namespace(scenario, c) for c in group if not c.uses_project_webhooks)
     results: dict[str, Any] = {}
-    with Stack(StackOptions(cluster=cluster, startup_timeout=120)) as stack:
+    options = StackOptions(cluster=cluster, startup_timeout=120, exempt_namespaces=exempt)
+    with Stack(options) as stack:
         domains = node_domains(stack.client.list("Node"), TOPOLOGY_KEY)
-        for strategy in strategies:
-            namespace = f"bench-{scenario.name}-{strategy}".lower()[:63]
-            log.info("scenario %s, strategy %s: %s pods", scenario.name, strategy, scenario.total_pods)
+        for contender in group:
+            run = Run(
+                scenario,
+                contender,
+                run_namespace(scenario, contender),
+                domains,
+                cluster.time_scale,
+                jobset_webhooks,
+                settings.run_timeout,
+            )
+            log.info("scenario %s, strategy %s: %s pods", scenario.name, contender.key, scenario.total_pods)
             try:
-                results[strategy] = asyncio.run(
-                    run_strategy(
-                        stack.server,
-                        scenario,
-                        strategy,
-                        namespace=namespace,
-                        nodes=domains,
-                        settings=settings,
-                    )
-                )
+                results[contender.key] = asyncio.run(run_strategy(stack.server, run))
             except (BenchError, httpx.HTTPError) as err:
-                log.error("%s/%s failed: %s", scenario.name, strategy, err)
-                results[strategy] = {"error": f"{type(err).__name__}: {err}"}
+                log.error("%s/%s failed: %s", scenario.name, contender.key, err)
+                results[contender.key] = {"error": f"{type(err).__name__}: {err}"}
             stack.check_alive()
-            log.info("  %s", json.dumps(results[strategy]))
-    return {
-        "name": scenario.name,
-        "jobs": scenario.jobs,
-        "pods_per_job": scenario.pods_per_job,
-        "pools": scenario.pools,
-        "nodes": scenario.nodes,
-        "contended": scenario.contended,
-        "pod_run_seconds": scenario.pod_run_seconds,
-        "scheduler_pods_per_second": scenario.scheduler_pods_per_second,
-        "time_scale": cluster.time_scale,
-        "backlog_pods": scenario.backlog.pods if scenario.backlog else None,
-        "results": results,
-    }
+            log.info("  %s", json.dumps(results[contender.key]))
+    return results
+
+
+def run_scenario(
+    scenario: Scenario, contenders: Sequence[Contender], settings: RunSettings
+) -> dict[str, Any]:
+    results = _run_contenders(scenario, contenders, settings)
+    record = scenario.fields(scenario.time_scale or settings.time_scale)
+    record["jobset_webhooks"] = scenario.jobset_webhooks
+    record["results"] = {c.key: results[c.key] for c in contenders}
+    if scenario.long_wait:
+        minutes = [r["waiting_job_minutes"] for r in results.values() if "waiting_job_minutes" in r]
+        record["waiting_job_minutes"] = round(statistics.fmean(minutes), 1) if minutes else None
+    record["elastic_vs_jobset"] = headline_ratios(record["results"], baseline=JOBSET_BASELINE)
+    record["elastic_vs_gate"] = headline_ratios(record["results"], baseline=Strategy.GATE)
+    return record
 
 
 def run_benchmark(
-    scenarios: tuple[Scenario, ...], strategies: tuple[str, ...], settings: RunSettings
+    scenarios: tuple[Scenario, ...], contenders: Sequence[Contender], settings: RunSettings
 ) -> dict[str, Any]:
     return {
-        "scenarios": [run_scenario(s, strategies, settings) for s in scenarios],
+        "scenarios": [run_scenario(s, contenders, settings) for s in scenarios],
         "time_scale": settings.time_scale,
     }
 
@@ -357,7 +407,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--quick",
         action="store_true",
-        help="small scenarios (4x8, contended 6x4 on 2 pools, 4x8 with a 60 pods/s scheduler): ~1 min",
+        help="small scenarios (4x8 with a 60 pods/s scheduler, a long wait of 4x4 on 2 pools): ~3 min",
     )
     parser.add_argument(
         "--out",
@@ -369,19 +419,28 @@ def build_parser() -> argparse.ArgumentParser:
         "--time-scale",
         type=float,
         default=0.1,
-        help="kubesim real seconds per simulated second (default: %(default)s); throttled-scheduler "
-        "scenarios always run at 1.0 so their throttle, not the Python control plane, is the bottleneck",
+        help="kubesim real seconds per simulated second (default: %(default)s) of scenarios without their "
+        "own: throttled-scheduler scenarios run at 1.0 so their throttle, not the Python control plane, is "
+        f"the bottleneck; long-wait ones at {LONG_WAIT_TIME_SCALE} so their hours of waves fit in a minute",
     )
     parser.add_argument(
         "--strategies",
-        default=",".join(STRATEGIES),
-        help="comma-separated subset of strategies (default: all four)",
+        default=",".join(CONTENDER_KEYS),
+        help="comma-separated subset of strategies (default: all five: %(default)s)",
     )
     parser.add_argument(
         "--run-timeout",
         type=float,
-        default=600.0,
-        help="wall seconds per strategy run before it counts as failed (default: %(default)s)",
+        default=None,
+        help=f"wall seconds per strategy run before it counts as failed (default: {FULL_RUN_TIMEOUT:g}, "
+        f"{QUICK_RUN_TIMEOUT:g} with --quick)",
+    )
+    parser.add_argument(
+        "--scenario",
+        action="append",
+        dest="scenarios",
+        metavar="NAME",
+        help="run only this scenario (repeatable; any of the full, quick and large ones, e.g. 64x64)",
     )
     parser.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
     return parser
@@ -391,10 +450,14 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)
-    strategies = tuple(s.strip() for s in args.strategies.split(",") if s.strip())
-    unknown = [s for s in strategies if s not in STRATEGIES]
-    if unknown or not strategies:
-        print(f"error: unknown strategies {unknown}; valid: {', '.join(STRATEGIES)}", file=sys.stderr)
+    try:
+        chosen = contenders([s.strip() for s in args.strategies.split(",") if s.strip()])
+        if args.scenarios:
+            scenarios = scenarios_named(args.scenarios)
+        else:
+            scenarios = QUICK_SCENARIOS if args.quick else FULL_SCENARIOS
+    except ValueError as err:
+        print(f"error: {err}", file=sys.stderr)
         return 2
     if args.time_scale <= 0:
         print("error: --time-scale must be > 0", file=sys.stderr)
@@ -403,13 +466,16 @@ def main(argv: list[str] | None = None) -> int:
 
     started = time.monotonic()
     report = run_benchmark(
-        QUICK_SCENARIOS if args.quick else FULL_SCENARIOS,
-        strategies,
-        RunSettings(args.time_scale, args.run_timeout),
+        scenarios,
+        chosen,
+        RunSettings(
+            args.time_scale, args.run_timeout or (QUICK_RUN_TIMEOUT if args.quick else FULL_RUN_TIMEOUT)
+        ),
     )
+    report["wall_seconds"] = round(time.monotonic() - started)
     paths = write_outputs(report, args.out, plots=not args.no_plots)
     print((args.out / "strategies.md").read_text())
-    print(f"wrote {', '.join(str(p) for p in paths)} in {time.monotonic() - started:.0f}s")
+    print(f"wrote {', '.join(str(p) for p in paths)} in {report['wall_seconds']}s")
     problems = failures(report)
     if problems:
         print("FAILED:\n  " + "\n  ".join(problems), file=sys.stderr)

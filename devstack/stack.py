@@ -62,6 +62,9 @@ class StackOptions:
     """Certificates, kubeconfig and logs; None: a temporary directory removed on exit."""
     startup_timeout: float = 60.0
     """Seconds each component may take to become ready (2 busy cores can be slow)."""
+    exempt_namespaces: tuple[str, ...] = ()
+    """Namespaces the webhooks never see (the chart's `webhook.admission.exemptNamespaces`): e.g. one where
+    JobSet alone places its pods, as the benchmark's `jobset` baseline needs."""
 
     def __post_init__(self) -> None:
         if self.default_strategy not in STRATEGIES:
@@ -229,7 +232,10 @@ class Stack:
     def register_webhooks(self) -> None:
         """Create (or replace) the chart's webhook configurations, pointed at the local webhook."""
         configurations = local_webhook_configurations(
-            self.webhook_url, ca_bundle_b64(self.ca_file), self.options.default_strategy
+            self.webhook_url,
+            ca_bundle_b64(self.ca_file),
+            self.options.default_strategy,
+            exempt_namespaces=self.options.exempt_namespaces,
         )
         for configuration in configurations:
             self.client.create_or_replace(configuration)

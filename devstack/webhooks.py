@@ -9,6 +9,7 @@ so the local stack routes admissions exactly as an installed release does.
 from __future__ import annotations
 
 import copy
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -25,12 +26,18 @@ class ChartError(RuntimeError):
     pass
 
 
-def chart_values(ca_bundle_b64: str, default_strategy: str) -> dict[str, Any]:
-    """Values for a local render: a provided certificate (ours), and the stack's default strategy."""
-    return {
+def chart_values(
+    ca_bundle_b64: str, default_strategy: str, exempt_namespaces: Sequence[str] = ()
+) -> dict[str, Any]:
+    """Values for a local render: a provided certificate (ours), the stack's default strategy, and the
+    namespaces the webhooks must never see (`webhook.admission.exemptNamespaces`, as a user sets it)."""
+    values: dict[str, Any] = {
         "certs": {"mode": "provided", "provided": {"caBundle": ca_bundle_b64}},
         "placement": {"defaultStrategy": default_strategy},
     }
+    if exempt_namespaces:
+        values["webhook"] = {"admission": {"exemptNamespaces": list(exempt_namespaces)}}
+    return values
 
 
 def render_chart(values: dict[str, Any], chart_path: Path = CHART_PATH) -> list[dict[str, Any]]:
@@ -74,10 +81,15 @@ def point_at_url(configuration: dict[str, Any], base_url: str, ca_bundle_b64: st
 
 
 def local_webhook_configurations(
-    base_url: str, ca_bundle_b64: str, default_strategy: str, chart_path: Path = CHART_PATH
+    base_url: str,
+    ca_bundle_b64: str,
+    default_strategy: str,
+    chart_path: Path = CHART_PATH,
+    *,
+    exempt_namespaces: Sequence[str] = (),
 ) -> list[dict[str, Any]]:
     """The chart's Mutating/ValidatingWebhookConfigurations, calling the local webhook at `base_url`."""
-    objects = render_chart(chart_values(ca_bundle_b64, default_strategy), chart_path)
+    objects = render_chart(chart_values(ca_bundle_b64, default_strategy, exempt_namespaces), chart_path)
     configurations = [
         point_at_url(obj, base_url, ca_bundle_b64)
         for obj in objects

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
@@ -30,6 +31,9 @@ from kubesim.interface import PatchType
 log = logging.getLogger(__name__)
 
 CLIENT = "external"
+"""Client name of an HTTP request without a User-Agent; with one, `external:<product>` (`client_name`)."""
+_PRODUCT_CHARS = re.compile(r"[^A-Za-z0-9._-]")
+MAX_PRODUCT_LENGTH = 64
 PATCH_TYPES: dict[str, PatchType] = {
     "application/merge-patch+json": "merge",
     "application/strategic-merge-patch+json": "strategic",
@@ -41,6 +45,16 @@ PATCH_TYPES: dict[str, PatchType] = {
 OPENAPI_V2_PROTOBUF = "application/com.github.proto-openapi.spec.v2.v1.0+protobuf"
 NAMESPACE_SUBRESOURCES = frozenset({"status", "finalize"})
 DEFAULT_WATCH_TIMEOUT = 1800.0
+
+
+def client_name(request: Request) -> str:
+    """The stats' client of an HTTP request: `external:` + the User-Agent's product (its first token up to
+    "/", e.g. `external:kubectl`, `external:exclusive-placement-webhook`), so the requests of the webhook, the
+    resizer and kubectl are counted apart, as kube-apiserver's audit log tells them apart by userAgent;
+    `external` when the header is absent. Characters outside [A-Za-z0-9._-] become "_", at most 64 kept."""
+    agent = request.headers.get("user-agent", "").strip()
+    product = _PRODUCT_CHARS.sub("_", agent.split(maxsplit=1)[0].split("/", 1)[0]) if agent else ""
+    return f"{CLIENT}:{product[:MAX_PRODUCT_LENGTH]}" if product else CLIENT
 
 
 def json_response(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
@@ -234,21 +248,30 @@ class RestApi:
             if method == "POST":
                 body = await self._body(request, protobuf=decodes(rt.api_version, rt.kind))
                 created = await self.api.create(
-                    rt.plural, body, namespace=namespace, dry_run=_dry_run(request), client=CLIENT, copy=False
+                    rt.plural,
+                    body,
+                    namespace=namespace,
+                    dry_run=_dry_run(request),
+                    client=client_name(request),
+                    copy=False,
                 )
                 return json_response(created, 201)
             if method == "DELETE":
                 return await self._delete_collection(request, rt, namespace)
             raise method_not_allowed()
         if method == "GET" and sub is None:
-            obj = await self.api.get(rt.plural, name, namespace=namespace, client=CLIENT, copy=False)
+            obj = await self.api.get(
+                rt.plural, name, namespace=namespace, client=client_name(request), copy=False
+            )
             if wants_table(request.headers.get("accept", "")):
                 rv = obj["metadata"]["resourceVersion"]
                 return json_response(table(rt, [obj], resource_version=rv, include_object=_include(request)))
             return json_response(obj)
         if method == "GET" and sub == "status":
             return json_response(
-                await self.api.get(rt.plural, name, namespace=namespace, client=CLIENT, copy=False)
+                await self.api.get(
+                    rt.plural, name, namespace=namespace, client=client_name(request), copy=False
+                )
             )
         if method == "POST" and sub == "binding":
             body = await self._body(request)
@@ -259,7 +282,7 @@ class RestApi:
                 namespace=namespace,
                 subresource="binding",
                 dry_run=_dry_run(request),
-                client=CLIENT,
+                client=client_name(request),
             )
             return json_response(result, 201)
         if method == "PUT":
@@ -275,7 +298,7 @@ class RestApi:
                 body,
                 namespace=namespace,
                 subresource=sub,
-                client=CLIENT,
+                client=client_name(request),
                 dry_run=_dry_run(request),
                 copy=False,
             )
@@ -292,7 +315,7 @@ class RestApi:
                 name,
                 namespace=namespace,
                 grace_period_seconds=int(grace) if grace is not None else None,
-                client=CLIENT,
+                client=client_name(request),
                 dry_run=_dry_run(request) or bool(options.get("dryRun")),
                 propagation_policy=query.get("propagationPolicy", options.get("propagationPolicy")),
                 precondition_rv=preconditions.get("resourceVersion"),
@@ -340,7 +363,7 @@ class RestApi:
             patch_type=patch_type,
             namespace=namespace,
             subresource=sub,
-            client=CLIENT,
+            client=client_name(request),
             dry_run=_dry_run(request),
             copy=False,
         )
@@ -356,7 +379,7 @@ class RestApi:
             field_selector=query.get("fieldSelector"),
             limit=int(limit) if limit else None,
             continue_token=query.get("continue"),
-            client=CLIENT,
+            client=client_name(request),
         )
         if wants_table(request.headers.get("accept", "")):
             doc = table(
@@ -378,7 +401,7 @@ class RestApi:
             namespace=namespace,
             label_selector=query.get("labelSelector"),
             field_selector=query.get("fieldSelector"),
-            client=CLIENT,
+            client=client_name(request),
             dry_run=_dry_run(request),
             propagation_policy=query.get("propagationPolicy", options.get("propagationPolicy")),
         )
@@ -401,7 +424,7 @@ class RestApi:
             label_selector=query.get("labelSelector"),
             field_selector=query.get("fieldSelector"),
             initial=not query.get("resourceVersion"),
-            client=CLIENT,
+            client=client_name(request),
         )
         timeout = float(query.get("timeoutSeconds") or DEFAULT_WATCH_TIMEOUT)
         lifetime = self.faults.watch_lifetime() if self.faults is not None else None

@@ -65,6 +65,15 @@ def now_rfc3339() -> str:
 _DELETED_UIDS_KEPT = 100_000
 
 
+def _request_namespace(namespace: str | None, obj: Any) -> str | None:
+    """The namespace a create or update is about: the request's, else the body's (a controller's call)."""
+    if namespace or not isinstance(obj, dict):
+        return namespace
+    meta = obj.get("metadata")
+    value = meta.get("namespace") if isinstance(meta, dict) else None
+    return value if isinstance(value, str) and value else None
+
+
 def _sub(resource: str, subresource: str | None) -> str:
     return f"{resource}/{subresource}" if subresource else resource
 
@@ -132,6 +141,8 @@ class ApiServer:
 
     def _commit(self, rt: ResourceType, event: str, obj: Obj, old: Obj | None) -> Obj:
         obj["metadata"]["resourceVersion"] = str(self.store.next_rv())
+        if rt.plural == "events" and event != "DELETED":
+            self.stats.count_event_write(obj)
         return self.store.write(rt.plural, event, obj, old)
 
     def _warn(self, warnings: list[str]) -> None:
@@ -189,7 +200,9 @@ class ApiServer:
         copy: bool = True,
     ) -> dict[str, Any]:
         rt = resource_type(resource)
-        self.stats.count_request("create", _sub(resource, subresource), client)
+        self.stats.count_request(
+            "create", _sub(resource, subresource), client, _request_namespace(namespace, obj)
+        )
         if not isinstance(obj, dict):
             raise bad_request("the body of the request must be a JSON object")
         obj = deep_copy(obj)
@@ -311,7 +324,7 @@ class ApiServer:
         copy: bool = True,
     ) -> dict[str, Any]:
         rt = resource_type(resource)
-        self.stats.count_request("get", resource, client)
+        self.stats.count_request("get", resource, client, namespace)
         obj = self._existing(rt, self._namespace(rt, namespace), name)
         return deep_copy(obj) if copy else obj
 
@@ -347,7 +360,7 @@ class ApiServer:
         """One page of matching objects (stored snapshots, not copies), the list resourceVersion and the
         continue token. Pages follow (namespace, name) order; a page continues from the live state."""
         rt = resource_type(resource)
-        self.stats.count_request("list", resource, client)
+        self.stats.count_request("list", resource, client, namespace)
         labels = parse_label_selector(label_selector)
         fields = parse_field_selector(field_selector)
         ns = namespace if rt.namespaced and namespace else None
@@ -403,7 +416,9 @@ class ApiServer:
         copy: bool = True,
     ) -> dict[str, Any]:
         rt = resource_type(resource)
-        self.stats.count_request("update", _sub(resource, subresource), client)
+        self.stats.count_request(
+            "update", _sub(resource, subresource), client, _request_namespace(namespace, obj)
+        )
         if not isinstance(obj, dict):
             raise bad_request("the body of the request must be a JSON object")
         obj = deep_copy(obj)
@@ -436,7 +451,7 @@ class ApiServer:
         copy: bool = True,
     ) -> dict[str, Any]:
         rt = resource_type(resource)
-        self.stats.count_request("patch", _sub(resource, subresource), client)
+        self.stats.count_request("patch", _sub(resource, subresource), client, namespace)
         ns = self._namespace(rt, namespace, patch if isinstance(patch, dict) else None)
         old = self.store.get(rt.plural, ns, name)
         if old is None:
@@ -598,7 +613,7 @@ class ApiServer:
         copy: bool = True,
     ) -> dict[str, Any]:
         rt = resource_type(resource)
-        self.stats.count_request("delete", resource, client)
+        self.stats.count_request("delete", resource, client, namespace)
         ns = self._namespace(rt, namespace)
         old = self._existing(rt, ns, name)
         result = self._delete(
@@ -747,7 +762,7 @@ class ApiServer:
         propagation_policy: str | None = None,
     ) -> builtins.list[Obj]:
         rt = resource_type(resource)
-        self.stats.count_request("deletecollection", resource, client)
+        self.stats.count_request("deletecollection", resource, client, namespace)
         labels = parse_label_selector(label_selector)
         fields = parse_field_selector(field_selector)
         ns = namespace if rt.namespaced and namespace else None
@@ -777,7 +792,7 @@ class ApiServer:
         client: str = "controller",
     ) -> Watcher:
         rt = resource_type(resource)
-        self.stats.count_request("watch", resource, client)
+        self.stats.count_request("watch", resource, client, namespace)
         try:
             rv = int(resource_version) if resource_version not in (None, "") else None
         except ValueError as exc:

@@ -119,3 +119,18 @@ def test_chart_configurations_call_the_local_webhook_and_keep_the_scoping() -> N
         assert exempt["operator"] == "NotIn"
         assert "exclusive-placement" in exempt["values"]
         assert webhook["sideEffects"] == "None"
+
+
+def test_exempt_namespaces_join_the_chart_exemptions_of_every_webhook() -> None:
+    configs = local_webhook_configurations(
+        "https://127.0.0.1:9443", "Q0E=", "elastic", exempt_namespaces=("bench-x-jobset",)
+    )
+    webhooks = [w for c in configs for w in c["webhooks"]]
+    assert len(webhooks) == 3
+    for webhook in webhooks:
+        (exempt,) = webhook["namespaceSelector"]["matchExpressions"]
+        assert exempt == {
+            "key": "kubernetes.io/metadata.name",
+            "operator": "NotIn",
+            "values": ["exclusive-placement", "kube-system", "bench-x-jobset"],
+        }

@@ -1,0 +1,145 @@
+"""What one strategy run measures, computed from what it recorded (pure functions, no I/O).
+
+Two sources: kubesim's `/debug/stats` snapshot of the run's window (counters) and the per-Job timeline the
+pod watch recorded (`JobTimeline`: wall-clock instants on the watch). The definitions here are the ones
+docs/results.md states.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+WEBHOOK_CLIENT = "external:exclusive-placement-webhook"
+"""kubesim's client name for this project's webhook (its User-Agent, webhook/server.py)."""
+RESIZER_CLIENT = "external:exclusive-placement-resizer"
+"""kubesim's client name for the resizer (its User-Agent, resizer/app.py)."""
+LOOKUP_VERBS = frozenset({"get", "list"})
+"""A client's live reads; its watches (opened before the run, renewed every few minutes) are not lookups."""
+FAILED_CREATE_REASON = "FailedCreate"
+"""The Job controller's Event for a pod create the API server refused (RealPodControl.CreatePods)."""
+LOOKUPS_PER_REJECTION = 2
+"""This project's webhook admits a follower in two calls (mutating, validating); a follower is rejected only
+when its leader is not cached as bound, which is a cache miss, and each miss costs one live LIST of the
+Job's leader (webhook/cache.py `LeaderDirectory.leader_state`). An unbound leader needs no node lookup."""
+
+
+@dataclass
+class JobTimeline:
+    """One Job's instants on the pod watch (wall seconds of the recorder's clock)."""
+
+    leader_created: float | None = None
+    """When its leader pod (completion index 0) was first seen: within milliseconds of the Job's creation."""
+    leader_bound: float | None = None
+    """When its leader was first seen with a node."""
+    running: dict[str, float] = field(default_factory=dict)
+    """Completion index → when that pod was first seen Running (or already Succeeded)."""
+
+    @property
+    def leader_wait(self) -> float | None:
+        if self.leader_created is None or self.leader_bound is None:
+            return None
+        return self.leader_bound - self.leader_created
+
+    def bind_to_all_running(self, pods_per_job: int) -> float | None:
+        """From the leader's bind to the moment every pod of the Job (the leader included) had been Running;
+        None until then."""
+        if self.leader_bound is None or len(self.running) < pods_per_job:
+            return None
+        return max(self.running.values()) - self.leader_bound
+
+
+def nearest_rank(values: Sequence[float], quantile: float) -> float | None:
+    """The nearest-rank percentile (an observed value, never interpolated); None for no values."""
+    if not 0 < quantile <= 1:
+        raise ValueError(f"quantile must be in (0, 1], got {quantile}")
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(quantile * len(ordered)) - 1)]
+
+
+def _rounded(value: float | None, digits: int = 3) -> float | None:
+    return None if value is None else round(value, digits)
+
+
+def timeline_fields(
+    timelines: Mapping[str, JobTimeline], pods_per_job: int, time_scale: float
+) -> dict[str, Any]:
+    """Per-Job figures of the run: leader waits (creation → bind, wall seconds), leader bind → all of the
+    Job's pods Running (p50/p99 over Jobs, wall seconds), and the waiting it adds up to in simulated
+    minutes (sum over Jobs of creation → leader bind, divided by the time scale)."""
+    waits = [w for t in timelines.values() if (w := t.leader_wait) is not None]
+    spans = [s for t in timelines.values() if (s := t.bind_to_all_running(pods_per_job)) is not None]
+    return {
+        "leader_wait_mean_seconds": _rounded(sum(waits) / len(waits)) if waits else None,
+        "leader_wait_max_seconds": _rounded(max(waits)) if waits else None,
+        "leader_bind_to_all_running_seconds_p50": _rounded(nearest_rank(spans, 0.5)),
+        "leader_bind_to_all_running_seconds_p99": _rounded(nearest_rank(spans, 0.99)),
+        "jobs_timed": len(spans),
+        "waiting_job_minutes": round(sum(waits) / time_scale / 60, 2),
+    }
+
+
+def client_requests(stats: Mapping[str, Any], client: str, verbs: Iterable[str] | None = None) -> int:
+    """Requests `client` made in the window (only those with one of `verbs`, if given)."""
+    by_verb_resource: dict[str, int] = stats["requests"].get("by_client_verb_resource", {}).get(client, {})
+    wanted = None if verbs is None else frozenset(verbs)
+    return sum(n for key, n in by_verb_resource.items() if wanted is None or key.split(" ", 1)[0] in wanted)
+
+
+@dataclass(frozen=True)
+class Waste:
+    """API requests caused by rejected pod creations (docs/results.md, "Wasted requests")."""
+
+    rejected_creates: int
+    """Pod creates the API server refused (`pods.create_rejected`)."""
+    event_writes: int
+    """Event creates and count patches recording them (`events.writes_by_reason.FailedCreate`)."""
+    webhook_lookups: int
+    """Live leader lookups this project's webhook made while admitting them: LOOKUPS_PER_REJECTION per
+    rejection, never more than the lookups it made in the window (kubesim's count of its GET/LIST)."""
+
+    @property
+    def total(self) -> int:
+        return self.rejected_creates + self.event_writes + self.webhook_lookups
+
+
+def waste_from_stats(stats: Mapping[str, Any]) -> Waste:
+    rejected = int(stats["pods"]["create_rejected"])
+    events = int(stats.get("events", {}).get("writes_by_reason", {}).get(FAILED_CREATE_REASON, 0))
+    lookups = client_requests(stats, WEBHOOK_CLIENT, LOOKUP_VERBS)
+    return Waste(rejected, events, min(LOOKUPS_PER_REJECTION * rejected, lookups))
+
+
+def ratio(value: float | None, reference: float | None) -> float | None:
+    """value / reference, rounded; None when either is missing or the reference is 0."""
+    if value is None or not reference:
+        return None
+    return round(value / reference, 3)
+
+
+HEADLINE_METRICS: tuple[tuple[str, str], ...] = (
+    ("api_requests_in_namespace", "API requests (JobSet's namespace)"),
+    ("api_writes_in_namespace", "API writes (JobSet's namespace)"),
+    ("all_webhook_calls", "admission calls (both webhooks)"),
+    ("wasted_requests", "wasted requests"),
+    ("seconds_to_all_running", "time to all running"),
+    ("leader_bind_to_all_running_seconds_p50", "leader bind → all running (p50)"),
+)
+"""The figures `headline_ratios` compares: elastic's value over a baseline's. Requests and writes are those
+about the measured JobSet's namespace, so a backlog's traffic in the window does not dilute them."""
+
+
+def headline_ratios(
+    results: Mapping[str, Mapping[str, Any]], *, baseline: str, strategy: str = "elastic"
+) -> dict[str, float | None]:
+    """`strategy`'s value / `baseline`'s for each HEADLINE_METRICS key; {} when either run is missing or
+    failed. Admission calls count both webhooks' calls (this project's and JobSet's), as the baseline has
+    only JobSet's."""
+    mine, theirs = results.get(strategy), results.get(baseline)
+    if not mine or not theirs or "error" in mine or "error" in theirs:
+        return {}
+    return {key: ratio(mine.get(key), theirs.get(key)) for key, _ in HEADLINE_METRICS}
