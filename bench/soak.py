@@ -39,6 +39,7 @@ from devstack.stack import Stack, StackOptions
 from placement.constants import (
     GKE_NODEPOOL_LABEL,
     GPU_RESOURCE,
+    JOB_COMPLETION_INDEX_ANNOTATION,
     RESIZE_DONE,
     RESIZE_LABEL,
     STRATEGY_ANNOTATION,
@@ -105,7 +106,7 @@ QUICK = SoakPlan(
     time_scale=0.05,
     faults=("kill-resizer", "fail-pool", "restart-webhook", "kill-resizer"),
     fault_interval=4.0,
-    timeout=240.0,
+    timeout=150.0,  # under pytest's 180 s, so a stuck run reports what is stuck
     submit_batch=4,
 )
 
@@ -234,6 +235,35 @@ def job_outcomes(jobs: list[dict[str, Any]], strategies: dict[str, str], target:
     return out
 
 
+def describe_job(job: dict[str, Any], pods: list[dict[str, Any]]) -> dict[str, Any]:
+    """What a Job that did not converge looks like at the end: its size, counts, conditions and pods."""
+    spec, status, name = job.get("spec") or {}, job.get("status") or {}, job["metadata"]["name"]
+    own = [p for p in pods if (p["metadata"].get("labels") or {}).get("job-name") == name]
+    return {
+        "parallelism": spec.get("parallelism"),
+        "completions": spec.get("completions"),
+        "resize": (job["metadata"].get("labels") or {}).get(RESIZE_LABEL),
+        "counts": {k: status.get(k) for k in ("active", "ready", "succeeded", "failed", "terminating")},
+        "conditions": [f"{c.get('type')}={c.get('status')}" for c in status.get("conditions") or []],
+        "pods": [
+            {
+                "name": p["metadata"]["name"],
+                "phase": (p.get("status") or {}).get("phase"),
+                "node": (p.get("spec") or {}).get("nodeName"),
+                "pinned": ((p.get("spec") or {}).get("nodeSelector") or {}).get(TOPOLOGY_KEY),
+                "gates": [g.get("name") for g in (p.get("spec") or {}).get("schedulingGates") or []],
+                "terminating": bool(p["metadata"].get("deletionTimestamp")),
+                "conditions": [
+                    f"{c.get('type')}={c.get('status')}:{c.get('reason', '')}"
+                    for c in (p.get("status") or {}).get("conditions") or []
+                    if c.get("status") != "True" or c.get("type") == "DisruptionTarget"
+                ],
+            }
+            for p in own
+        ],
+    }
+
+
 def pending_pods(pods: list[dict[str, Any]]) -> list[str]:
     return sorted(
         p["metadata"]["name"]
@@ -335,11 +365,15 @@ class PodFollower:
 async def fail_busy_pool(
     http: httpx.AsyncClient, follower: PodFollower, domains: dict[str, str]
 ) -> dict[str, Any]:
-    """Fail the node pool of a running elastic Job (so the failure hits a resized Job, not an idle pool)."""
+    """Fail the node pool of an elastic Job whose leader is running (so the failure hits a resized Job,
+    not an idle pool). Not one whose leader has finished: its completion index 0 never runs again, so its
+    failed followers can only return to that same, failed pool (docs/design.md, "A finished leader")."""
     running = sorted(
         (p["metadata"]["name"], p["spec"]["nodeName"])
         for p in follower.known.values()
-        if (p.get("status") or {}).get("phase") == "Running" and p["metadata"]["name"].startswith("el-")
+        if (p.get("status") or {}).get("phase") == "Running"
+        and p["metadata"]["name"].startswith("el-")
+        and (p["metadata"].get("annotations") or {}).get(JOB_COMPLETION_INDEX_ANNOTATION) == "0"
     )
     busy = [domains[node] for _, node in running if node in domains]
     if not busy:
@@ -509,6 +543,9 @@ def report(
             problems.append(f"{fault}: {injected[counter]} injected, {plan.faults.count(fault)} scheduled")
     if problems:
         result["problems"] = problems
+        by_name = {j["metadata"]["name"]: j for j in jobs}
+        stuck = sorted(set(names) - set(outcomes["at_target"]) - set(outcomes["missing"]))[:5]
+        result["stuck_jobs"] = {n: describe_job(by_name[n], pods) for n in stuck}
     return result
 
 
