@@ -2,11 +2,12 @@
 side on kubesim.
 
 For each scenario a stack (kubesim + the real webhook + the real resizer, as `make run` starts them) is
-brought up; then each strategy runs in turn in a fresh namespace. This project's strategies are selected
-per Job by the `exclusive-placement.io/strategy` annotation on the JobSet's pod template (one webhook
-process serves all four, so nothing but the strategy differs between runs); the `jobset` baseline's
-namespace is exempt from this project's webhooks (the chart's `webhook.admission.exemptNamespaces`), so
-JobSet's own pod webhooks alone place its pods. Between runs the previous JobSet is deleted and its pods
+brought up, and for each strategy of a large scenario a fresh one (`FRESH_STACK_PODS`); each strategy runs
+in a namespace of its own on an idle cluster. This project's strategies are selected per Job by the
+`exclusive-placement.io/strategy` annotation on the JobSet's pod template (the same webhook binary serves
+all four, so nothing but the strategy differs between runs); the `jobset` baseline's namespace is exempt
+from this project's webhooks (the chart's `webhook.admission.exemptNamespaces`), so JobSet's own pod
+webhooks alone place its pods. Between runs on a shared stack the previous JobSet is deleted and its pods
 are gone before kubesim's counters are reset. JobSet's own webhooks are on for every strategy unless the
 scenario turns them off: this project's strategies take JobSet's annotation over on the child Jobs' pod
 templates, so JobSet's webhooks pass their pods.
@@ -197,8 +198,9 @@ class Run:
     run_timeout: float
 
 
-async def run_strategy(server: str, run: Run) -> dict[str, Any]:
-    """One measured run: create the JobSet, wait until every pod has run, snapshot the counters, clean up."""
+async def run_strategy(server: str, run: Run, *, clean_up: bool) -> dict[str, Any]:
+    """One measured run: create the JobSet, wait until every pod has run, snapshot the counters; with
+    `clean_up`, delete what it created and wait until its pods are gone (the stack serves another run)."""
     timeout = httpx.Timeout(30.0, read=None)
     async with httpx.AsyncClient(base_url=server, timeout=timeout, headers={"User-Agent": "bench"}) as http:
         backlog = run.scenario.backlog
@@ -210,11 +212,14 @@ async def run_strategy(server: str, run: Run) -> dict[str, Any]:
             return await _measure(http, run)
         finally:
             # Also after a failed run: the next strategy needs every pool free and an empty queue again.
-            await _request(http, "DELETE", f"{JOBSETS_PATH.format(namespace=run.namespace)}/{JOBSET_NAME}")
-            if backlog:
-                await _delete_backlog(http, backlog, backlog_namespace(run.namespace))
-            for name in namespaces:
-                await _wait_pods_gone(http, name, timeout=120)
+            if clean_up:
+                await _request(
+                    http, "DELETE", f"{JOBSETS_PATH.format(namespace=run.namespace)}/{JOBSET_NAME}"
+                )
+                if backlog:
+                    await _delete_backlog(http, backlog, backlog_namespace(run.namespace))
+                for name in namespaces:
+                    await _wait_pods_gone(http, name, timeout=120)
 
 
 async def _submit_backlog(http: httpx.AsyncClient, backlog: Backlog, namespace: str) -> None:
@@ -332,10 +337,28 @@ def run_namespace(scenario: Scenario, contender: Contender) -> str:
     return f"bench-{scenario.name}-{contender.key}".lower()[:63]
 
 
+FRESH_STACK_PODS = 200
+"""Above this many pods (backlog included) each strategy run gets a fresh stack: deleting a JobSet of
+1,024 pods takes the Job controller over a minute at its 20 qps (a finalizer patch per pod), longer than
+starting a stack (~6 s). Smaller scenarios share one stack and wait until the previous run's pods are
+gone. Either way a run starts on an idle cluster with its counters reset."""
+
+
+def fresh_stack_per_strategy(scenario: Scenario) -> bool:
+    backlog_pods = scenario.backlog.pods if scenario.backlog else 0
+    return scenario.total_pods + backlog_pods > FRESH_STACK_PODS
+
+
 def _run_contenders(scenario: Scenario, group: Sequence[Contender], settings: RunSettings) -> dict[str, Any]:
-    """Every contender of `scenario` one after the other on one kubesim, JobSet's webhooks on or off as
-    the scenario says (this project's strategies take JobSet's annotation over on their child Jobs' pod
-    templates, so they coexist with JobSet's webhooks; `jobset_webhook_denied` shows it)."""
+    """Every contender of `scenario`, one after the other (`FRESH_STACK_PODS`), JobSet's webhooks on or
+    off as the scenario says (this project's strategies take JobSet's annotation over on their child Jobs'
+    pod templates, so they coexist with JobSet's webhooks; `jobset_webhook_denied` shows it)."""
+    if fresh_stack_per_strategy(scenario):
+        return {c.key: _run_on_stack(scenario, [c], settings)[c.key] for c in group}
+    return _run_on_stack(scenario, group, settings)
+
+
+def _run_on_stack(scenario: Scenario, group: Sequence[Contender], settings: RunSettings) -> dict[str, Any]:
     jobset_webhooks = scenario.jobset_webhooks
     cluster = cluster_flags(scenario, settings, jobset_webhooks=jobset_webhooks)
     # The namespaces JobSet alone places: exempt from this project's webhooks, as a user would exempt them.
@@ -344,7 +367,7 @@ def _run_contenders(scenario: Scenario, group: Sequence[Contender], settings: Ru
     options = StackOptions(cluster=cluster, startup_timeout=120, exempt_namespaces=exempt)
     with Stack(options) as stack:
         domains = node_domains(stack.client.list("Node"), TOPOLOGY_KEY)
-        for contender in group:
+        for index, contender in enumerate(group):
             run = Run(
                 scenario,
                 contender,
@@ -355,8 +378,9 @@ def _run_contenders(scenario: Scenario, group: Sequence[Contender], settings: Ru
                 settings.run_timeout,
             )
             log.info("scenario %s, strategy %s: %s pods", scenario.name, contender.key, scenario.total_pods)
+            clean_up = index < len(group) - 1
             try:
-                results[contender.key] = asyncio.run(run_strategy(stack.server, run))
+                results[contender.key] = asyncio.run(run_strategy(stack.server, run, clean_up=clean_up))
             except (BenchError, httpx.HTTPError) as err:
                 log.error("%s/%s failed: %s", scenario.name, contender.key, err)
                 results[contender.key] = {"error": f"{type(err).__name__}: {err}"}

@@ -31,6 +31,7 @@ from bench.strategies import (
     baseline_problems,
     cluster_flags,
     failures,
+    fresh_stack_per_strategy,
     long_wait_fields,
     result_from_stats,
     run_namespace,
@@ -125,6 +126,16 @@ def test_a_throttled_scheduler_scenario_runs_in_real_time(scenarios: tuple[Scena
         cluster_flags(FULL_SCENARIOS[0], SETTINGS, jobset_webhooks=True), port=0, kubeconfig=Path("kc")
     )
     assert "--jobset-webhooks" not in on  # kubesim's default: JobSet's webhooks on
+
+
+def test_large_scenarios_run_each_strategy_on_a_fresh_stack() -> None:
+    by_name = {s.name: s for s in FULL_SCENARIOS + QUICK_SCENARIOS}
+    assert fresh_stack_per_strategy(by_name["throttled-32x32"])  # 1,024 pods
+    assert fresh_stack_per_strategy(by_name["backlog-16x16"])  # 256 pods behind 800
+    assert not fresh_stack_per_strategy(by_name["contended-16x8-on-4"])  # 128 pods
+    assert not fresh_stack_per_strategy(by_name["throttled-4x8"])
+    assert not fresh_stack_per_strategy(Scenario("edge", jobs=25, pods_per_job=8, pools=25))  # 200
+    assert fresh_stack_per_strategy(Scenario("over", jobs=67, pods_per_job=3, pools=67))  # 201
 
 
 def test_contenders_are_the_issue_keys_in_order() -> None:
