@@ -7,9 +7,9 @@ from collections.abc import Iterator
 
 import pytest
 from kubernetes import client, config
-from kubesim_webhook_fixture import FakeWebhook, running_webhook
 
 from kubesim.testing import KubesimServer
+from tests.kubesim.kubesim_webhook_fixture import FakeWebhook, running_webhook
 
 
 @pytest.fixture(scope="module")

@@ -11,9 +11,9 @@ from typing import Any
 import httpx
 import pytest
 from kubernetes import client, config
-from kubesim_webhook_fixture import FakeWebhook, free_port
 
 from kubesim.testing import KubesimServer
+from tests.kubesim.kubesim_webhook_fixture import FakeWebhook, free_port, register, webhook_entry
 
 
 @pytest.fixture
@@ -27,29 +27,6 @@ def kube(sim: KubesimServer) -> Iterator[client.ApiClient]:
     api_client = config.new_client_from_config(str(sim.kubeconfig_path))
     yield api_client
     api_client.close()
-
-
-def webhook_entry(name: str, url: str, ca_bundle: str, **extra: Any) -> dict[str, Any]:
-    return {
-        "name": name,
-        "clientConfig": {"url": url, "caBundle": ca_bundle},
-        "rules": [
-            {"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods"]}
-        ],
-        "sideEffects": "None",
-        "admissionReviewVersions": ["v1"],
-        "timeoutSeconds": 5,
-        **extra,
-    }
-
-
-def register(kube: client.ApiClient, kind: str, name: str, *webhooks: dict[str, Any]) -> None:
-    admission = client.AdmissionregistrationV1Api(kube)
-    body = {"metadata": {"name": name}, "webhooks": list(webhooks)}
-    if kind == "mutating":
-        admission.create_mutating_webhook_configuration(body)
-    else:
-        admission.create_validating_webhook_configuration(body)
 
 
 def pod(name: str, **labels: str) -> dict[str, Any]:

@@ -12,8 +12,6 @@ from typing import Any, cast
 
 import pytest
 from kubernetes import client, config
-from kubesim_webhook_fixture import FakeWebhook
-from test_kubesim_admission import register, webhook_entry
 
 from kubesim.__main__ import build_parser, options_from_args
 from kubesim.apiserver.server import ApiServer
@@ -21,6 +19,7 @@ from kubesim.controllers.informer import Informer
 from kubesim.controllers.jobset_webhooks import JobSetPodWebhooks, pod_webhook_configurations
 from kubesim.interface import KubeApi, WebhookReply
 from kubesim.testing import KubesimProcess, KubesimServer
+from tests.kubesim.kubesim_webhook_fixture import FakeWebhook, register, webhook_entry
 
 JOBSET_NAME = "jobset.sigs.k8s.io/jobset-name"
 PRIORITY = "jobset.sigs.k8s.io/priority"

@@ -8,7 +8,6 @@ from typing import Any
 
 import pytest
 from kubernetes import client, config
-from kubesim_webhook_fixture import FakeWebhook
 
 from devstack.webhooks import local_webhook_configurations
 from kubesim.apiserver.cel import compile_conditions, evaluate
@@ -19,6 +18,7 @@ from placement.constants import (
     ZONE_LABEL,
     Strategy,
 )
+from tests.kubesim.kubesim_webhook_fixture import FakeWebhook
 
 MISSING_KEY = "object.metadata.annotations['team'] == 'ml'"  # errors when the pod has no annotations
 

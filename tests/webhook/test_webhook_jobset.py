@@ -8,16 +8,6 @@ import copy
 from typing import Any
 
 import pytest
-from webhook_support import (
-    POOL,
-    Running,
-    fixture_review,
-    jobset_of_fixture,
-    leader_from_fixture,
-    node_obj,
-    settings_for,
-    wait_for,
-)
 
 from placement.constants import (
     JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION,
@@ -27,6 +17,16 @@ from placement.constants import (
     TOPOLOGY_ANNOTATION,
 )
 from placement.patch import apply
+from tests.webhook.webhook_support import (
+    POOL,
+    Running,
+    fixture_review,
+    jobset_of_fixture,
+    leader_from_fixture,
+    node_obj,
+    settings_for,
+    wait_for,
+)
 from webhook.review import decode_patch
 from webhook.server import build
 from webhook.testing import AsgiClient, FakeKubeApi

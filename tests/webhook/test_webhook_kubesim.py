@@ -8,10 +8,10 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
-from webhook_support import fixture_review, leader_from_fixture, wait_for
 
 from kubesim.testing import KubesimServer
 from placement.admission import LeaderStatus, PodPlan, plan_pod
+from tests.webhook.webhook_support import fixture_review, leader_from_fixture, wait_for
 from webhook.server import Webhook, build
 from webhook.settings import WebhookSettings
 

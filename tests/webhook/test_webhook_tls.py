@@ -12,9 +12,9 @@ from pathlib import Path
 
 import httpx
 import pytest
-from webhook_support import fixture_review
 
 from certs.files import write_dev_certs
+from tests.webhook.webhook_support import fixture_review
 from webhook.testing import FakeKubeApi
 from webhook.tls import server_context
 

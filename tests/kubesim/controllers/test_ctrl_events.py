@@ -10,9 +10,9 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
-from ctrl_harness import Cluster, cluster, index_of, indexed_job, pod_spec
 
 from kubesim.controllers.scheduler import NOTE_LENGTH_LIMIT, truncate_note
+from tests.kubesim.controllers.ctrl_harness import Cluster, cluster, index_of, indexed_job, pod_spec
 
 Obj = dict[str, Any]
 

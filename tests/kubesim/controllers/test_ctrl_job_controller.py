@@ -6,11 +6,17 @@ import itertools
 import time
 
 import pytest
-from ctrl_harness import Cluster, cluster, index_of, indexed_job, standalone_job_controller
 
 from kubesim.apiserver.server import ApiServer
 from kubesim.controllers.job_pods import build_pod
 from kubesim.controllers.objects import condition_true
+from tests.kubesim.controllers.ctrl_harness import (
+    Cluster,
+    cluster,
+    index_of,
+    indexed_job,
+    standalone_job_controller,
+)
 
 JOB_ONLY = ("job-controller",)
 

@@ -7,10 +7,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from ctrl_harness import Cluster, cluster, pod_spec, standalone_job_controller
 
 from kubesim.apiserver.server import ApiServer
 from kubesim.stats import Stats
+from tests.kubesim.controllers.ctrl_harness import Cluster, cluster, pod_spec, standalone_job_controller
 
 JOB_ONLY = ("job-controller",)
 FINALIZER = "batch.kubernetes.io/job-tracking"

@@ -7,10 +7,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from ctrl_harness import Cluster, cluster, index_of, indexed_job
 
 from kubesim.apiserver.store import Watcher
 from kubesim.controllers.objects import condition_true
+from tests.kubesim.controllers.ctrl_harness import Cluster, cluster, index_of, indexed_job
 
 JOB_ONLY = ("job-controller",)
 FINALIZER = "batch.kubernetes.io/job-tracking"

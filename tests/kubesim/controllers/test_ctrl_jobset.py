@@ -6,7 +6,6 @@ import asyncio
 import hashlib
 
 import pytest
-from ctrl_harness import Cluster, cluster, pod_spec
 
 from kubesim.controllers.jobset_constants import NODE_SELECTOR_STRATEGY_ANNOTATION
 from kubesim.controllers.jobset_jobs import (
@@ -27,6 +26,7 @@ from placement.constants import (
     JOBSET_REPLICATED_JOB_REPLICAS_LABEL,
     JOBSET_RESTART_ATTEMPT_LABEL,
 )
+from tests.kubesim.controllers.ctrl_harness import Cluster, cluster, pod_spec
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -12,7 +12,6 @@ import asyncio
 from typing import Any
 
 import pytest
-from ctrl_harness import Cluster, cluster, index_of, pod_spec
 
 from kubesim.apiserver.server import ApiServer
 from kubesim.controllers import Controllers, ControllerSettings
@@ -25,6 +24,7 @@ from placement.constants import (
     JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION,
     JOBSET_JOB_KEY_LABEL,
 )
+from tests.kubesim.controllers.ctrl_harness import Cluster, cluster, index_of, pod_spec
 
 pytestmark = pytest.mark.timeout(60)
 

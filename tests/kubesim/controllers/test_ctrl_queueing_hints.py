@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from ctrl_harness import Cluster, cluster, pod_spec
 
 from kubesim.controllers.cluster_events import (
     Action,
@@ -35,6 +34,7 @@ from kubesim.controllers.podinfo import (
 )
 from kubesim.controllers.queueing_hints import worth_requeuing
 from placement.constants import GKE_NODEPOOL_LABEL
+from tests.kubesim.controllers.ctrl_harness import Cluster, cluster, pod_spec
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -6,13 +6,13 @@ import asyncio
 from typing import Any
 
 import pytest
-from ctrl_harness import cluster, indexed_job, pod_spec
 
 from kubesim.apiserver.server import ApiServer
 from kubesim.controllers import Controllers, ControllerSettings
 from kubesim.controllers.client import ComponentClient, TokenBucket
 from kubesim.controllers.informer import Handlers
 from kubesim.stats import Stats
+from tests.kubesim.controllers.ctrl_harness import cluster, indexed_job, pod_spec
 
 
 class FakeClock:

@@ -8,10 +8,9 @@ import time
 from collections import Counter
 
 import pytest
-from ctrl_harness import cluster, indexed_job, pod_spec
-from test_ctrl_scheduler import _exclusive_job
 
 from placement.constants import GKE_NODEPOOL_LABEL
+from tests.kubesim.controllers.ctrl_harness import cluster, exclusive_job, indexed_job, pod_spec
 
 
 async def _fill(nodes: int, pools: int, jobs: int, size: int, exclusive: bool) -> dict[str, float]:
@@ -20,7 +19,7 @@ async def _fill(nodes: int, pools: int, jobs: int, size: int, exclusive: bool) -
         for number in range(jobs):
             name = f"fill-{number}"
             job = (
-                _exclusive_job(name, size, gpus=8)
+                exclusive_job(name, size, gpus=8)
                 if exclusive
                 else indexed_job(name, size, spec=pod_spec(gpus=8))
             )

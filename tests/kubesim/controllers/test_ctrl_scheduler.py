@@ -6,43 +6,11 @@ from __future__ import annotations
 from collections import defaultdict
 
 import pytest
-from ctrl_harness import Cluster, cluster, indexed_job, pod_spec
 
 from placement.constants import GKE_NODEPOOL_LABEL, JOB_KEY_LABEL
+from tests.kubesim.controllers.ctrl_harness import Cluster, cluster, exclusive_job, indexed_job, pod_spec
 
 pytestmark = pytest.mark.timeout(120)
-
-
-def _exclusive_job(name: str, size: int, gpus: int = 1) -> dict:
-    """A Job whose pods all carry JobSet's original exclusive terms (the `affinity` strategy)."""
-    affinity = {
-        "podAffinity": {
-            "requiredDuringSchedulingIgnoredDuringExecution": [
-                {
-                    "labelSelector": {
-                        "matchExpressions": [{"key": JOB_KEY_LABEL, "operator": "In", "values": [name]}]
-                    },
-                    "topologyKey": GKE_NODEPOOL_LABEL,
-                    "namespaceSelector": {},
-                }
-            ]
-        },
-        "podAntiAffinity": {
-            "requiredDuringSchedulingIgnoredDuringExecution": [
-                {
-                    "labelSelector": {
-                        "matchExpressions": [
-                            {"key": JOB_KEY_LABEL, "operator": "Exists"},
-                            {"key": JOB_KEY_LABEL, "operator": "NotIn", "values": [name]},
-                        ]
-                    },
-                    "topologyKey": GKE_NODEPOOL_LABEL,
-                    "namespaceSelector": {},
-                }
-            ]
-        },
-    }
-    return indexed_job(name, size, spec=pod_spec(gpus=gpus, affinity=affinity), labels={JOB_KEY_LABEL: name})
 
 
 async def _pool_of(c: Cluster) -> dict[str, str]:
@@ -59,7 +27,7 @@ def test_affinity_and_anti_affinity_place_one_job_per_pool(run) -> None:
     async def scenario() -> None:
         async with cluster(nodes=8, pools=4) as c:
             for number in range(4):
-                await c.server.create("jobs", _exclusive_job(f"job-{number}", 2), namespace="default")
+                await c.server.create("jobs", exclusive_job(f"job-{number}", 2), namespace="default")
             pods = await c.wait_for(lambda: _bound(c, 8), 30, "eight bound pods")
             pools = await _pool_of(c)
             by_job: dict[str, set[str]] = defaultdict(set)
@@ -70,7 +38,7 @@ def test_affinity_and_anti_affinity_place_one_job_per_pool(run) -> None:
             assert c.stats.scheduler_affinity_evaluations > 0
 
             # a fifth exclusive Job finds no free pool: it stays Pending, marked Unschedulable
-            await c.server.create("jobs", _exclusive_job("job-4", 2), namespace="default")
+            await c.server.create("jobs", exclusive_job("job-4", 2), namespace="default")
             waiting = await c.wait_for(lambda: _unschedulable(c, "job-4"), 30, "Unschedulable condition")
             # InterPodAffinity's Filter checks the pod's own anti-affinity before existing pods' (symmetry)
             assert waiting == "0/8 nodes are available: 8 node(s) didn't match pod anti-affinity rules."

@@ -6,10 +6,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from ctrl_harness import Cluster, cluster, pod_spec
 
 from kubesim.cluster import pool_name
 from placement.constants import GKE_NODEPOOL_LABEL
+from tests.kubesim.controllers.ctrl_harness import Cluster, cluster, pod_spec
 
 pytestmark = pytest.mark.timeout(120)
 

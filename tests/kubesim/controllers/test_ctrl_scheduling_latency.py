@@ -7,13 +7,12 @@ import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
-from ctrl_harness import cluster, indexed_job, pod_spec
-
 from kubesim.apiserver.server import ApiServer
 from kubesim.clock import Clock
 from kubesim.controllers.informer import Handlers, Informer
 from kubesim.interface import WatchEvent
 from placement.constants import JOB_COMPLETION_INDEX_ANNOTATION
+from tests.kubesim.controllers.ctrl_harness import cluster, indexed_job, pod_spec
 
 
 def _index(pod: dict[str, Any]) -> str | None:
