@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from bench.contenders import contenders
 from bench.scenarios import ANTI_AFFINITY_PODS_PER_SECOND, Backlog, Scenario
 from bench.strategies import RunSettings, run_scenario
 from placement.constants import STRATEGIES, Strategy
@@ -26,7 +27,7 @@ SMALL_BACKLOG = Scenario(
 
 @pytest.fixture(scope="module")
 def backlog_run() -> dict[str, Any]:
-    return run_scenario(SMALL_BACKLOG, STRATEGIES, RunSettings(time_scale=1.0, run_timeout=120))
+    return run_scenario(SMALL_BACKLOG, contenders(STRATEGIES), RunSettings(time_scale=1.0, run_timeout=120))
 
 
 def test_every_strategy_placed_every_job_behind_the_backlog(backlog_run: dict[str, Any]) -> None:

@@ -26,6 +26,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from certs.generate import create_ca, create_serving_cert
+from tests.support.kube import as_body
 
 
 @dataclass
@@ -136,6 +137,6 @@ def register(kube: client.ApiClient, kind: str, name: str, *webhooks: dict[str, 
     admission = client.AdmissionregistrationV1Api(kube)
     body = {"metadata": {"name": name}, "webhooks": list(webhooks)}
     if kind == "mutating":
-        admission.create_mutating_webhook_configuration(body)
+        admission.create_mutating_webhook_configuration(as_body(body))
     else:
-        admission.create_validating_webhook_configuration(body)
+        admission.create_validating_webhook_configuration(as_body(body))

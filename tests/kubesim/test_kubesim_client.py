@@ -7,9 +7,10 @@ import json
 from typing import Any
 
 import pytest
-from kubernetes import client, watch
+from kubernetes import client
 
 from kubesim.testing import KubesimServer
+from tests.support.kube import as_body, error_status, watch_events
 
 _names = (f"c{i}" for i in itertools.count())
 
@@ -42,7 +43,7 @@ def job_body(name: str) -> dict[str, Any]:
 def test_pod_crud(kube: client.ApiClient) -> None:
     core = client.CoreV1Api(kube)
     name = next(_names)
-    created = core.create_namespaced_pod("default", pod_body(name))
+    created = core.create_namespaced_pod("default", as_body(pod_body(name)))
     assert created.metadata.uid
     assert (
         core.read_namespaced_pod(name, "default").metadata.resource_version
@@ -56,7 +57,7 @@ def test_pod_crud(kube: client.ApiClient) -> None:
     with pytest.raises(client.ApiException) as info:
         core.read_namespaced_pod(name, "default")
     assert info.value.status == 404
-    assert json.loads(info.value.body)["message"] == f'pods "{name}" not found'
+    assert error_status(info.value)["message"] == f'pods "{name}" not found'
 
 
 PATCHES = [
@@ -77,7 +78,7 @@ def test_pod_patch_content_types(
 ) -> None:
     core = client.CoreV1Api(kube)
     name = next(_names)
-    core.create_namespaced_pod("default", pod_body(name))
+    core.create_namespaced_pod("default", as_body(pod_body(name)))
     if patch is None:
         patch = pod_body(name, app="client-test", patched="apply")
         patched = core.patch_namespaced_pod(
@@ -102,14 +103,14 @@ def test_server_side_apply_creates_when_missing(kube: client.ApiClient) -> None:
 def test_job_crud_and_elastic_resize(kube: client.ApiClient) -> None:
     batch = client.BatchV1Api(kube)
     name = next(_names)
-    created = batch.create_namespaced_job("default", job_body(name))
+    created = batch.create_namespaced_job("default", as_body(job_body(name)))
     assert created.spec.selector.match_labels["batch.kubernetes.io/controller-uid"] == created.metadata.uid
     resized = batch.patch_namespaced_job(name, "default", {"spec": {"completions": 4, "parallelism": 4}})
     assert (resized.spec.completions, resized.spec.parallelism) == (4, 4)
     with pytest.raises(client.ApiException) as info:
         batch.patch_namespaced_job(name, "default", {"spec": {"completions": 5}})
     assert info.value.status == 422
-    assert "spec.completions" in json.loads(info.value.body)["message"]
+    assert "spec.completions" in error_status(info.value)["message"]
     batch.delete_namespaced_job(name, "default")
     assert name not in [j.metadata.name for j in batch.list_namespaced_job("default").items]
 
@@ -127,7 +128,8 @@ def test_lease_update_with_stale_resource_version_conflicts(kube: client.ApiClie
     coord = client.CoordinationV1Api(kube)
     name = next(_names)
     lease = coord.create_namespaced_lease(
-        "default", {"metadata": {"name": name}, "spec": {"holderIdentity": "a", "leaseDurationSeconds": 15}}
+        "default",
+        as_body({"metadata": {"name": name}, "spec": {"holderIdentity": "a", "leaseDurationSeconds": 15}}),
     )
     lease.spec.holder_identity = "b"
     updated = coord.replace_namespaced_lease(name, "default", lease)
@@ -143,11 +145,11 @@ def test_watch_streams_changes_from_a_list(kube: client.ApiClient) -> None:
     core = client.CoreV1Api(kube)
     name = next(_names)
     rv = core.list_namespaced_pod("default").metadata.resource_version
-    core.create_namespaced_pod("default", pod_body(name, watched="yes"))
+    core.create_namespaced_pod("default", as_body(pod_body(name, watched="yes")))
     core.patch_namespaced_pod(name, "default", {"metadata": {"labels": {"step": "2"}}})
     core.delete_namespaced_pod(name, "default")
     events = []
-    for event in watch.Watch().stream(
+    for event in watch_events(
         core.list_namespaced_pod,
         "default",
         label_selector="watched=yes",
@@ -167,16 +169,16 @@ def test_watch_from_expired_resource_version_gets_410_and_relist_recovers(
     old_rv = core.list_namespaced_pod("default").metadata.resource_version
     for _ in range(210):  # more than the fixture's watch history (200 events per resource)
         name = next(_names)
-        core.create_namespaced_pod("default", pod_body(name, churn="yes"))
+        core.create_namespaced_pod("default", as_body(pod_body(name, churn="yes")))
     with pytest.raises(client.ApiException) as info:
-        for _ in watch.Watch().stream(
+        for _ in watch_events(
             core.list_namespaced_pod, "default", resource_version=old_rv, timeout_seconds=2
         ):
             pass
     assert info.value.status == 410
     fresh = core.list_namespaced_pod("default", label_selector="churn=yes")
     assert len(fresh.items) == 210
-    stream = watch.Watch().stream(
+    stream = watch_events(
         core.list_namespaced_pod,
         "default",
         resource_version=fresh.metadata.resource_version,
@@ -206,8 +208,10 @@ def test_bookmarks_are_sent_when_allowed(kube: client.ApiClient) -> None:
 def test_status_body_for_bad_requests(kube: client.ApiClient) -> None:
     core = client.CoreV1Api(kube)
     with pytest.raises(client.ApiException) as info:
-        core.create_namespaced_pod("default", {"metadata": {"name": "Bad_Name"}, "spec": {"containers": []}})
-    body = json.loads(info.value.body)
+        core.create_namespaced_pod(
+            "default", as_body({"metadata": {"name": "Bad_Name"}, "spec": {"containers": []}})
+        )
+    body = error_status(info.value)
     assert info.value.status == 422
     assert body["kind"] == "Status"
     assert body["reason"] == "Invalid"

@@ -183,7 +183,9 @@ def test_leader_affinity_terms_shape() -> None:
 
 
 def test_add_leader_affinity_keeps_existing_terms_and_is_idempotent() -> None:
-    node_affinity = {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": []}}
+    node_affinity: dict[str, Any] = {
+        "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": []}
+    }
     mine = {"labelSelector": {"matchLabels": {"app": "db"}}, "topologyKey": "kubernetes.io/hostname"}
     spec: dict[str, Any] = {
         "affinity": {

@@ -67,7 +67,7 @@ class Ignore:
 def test_informer_stopped_while_its_watch_is_opening_ends_without_waiting_for_the_stream() -> None:
     kube = SlowToOpenWatchKube()
     informer = Informer(
-        kube,  # type: ignore[arg-type]
+        kube,
         "pods",
         name="opening",
         namespace="default",

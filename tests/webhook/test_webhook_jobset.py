@@ -135,7 +135,7 @@ def test_the_takeover_can_be_turned_off(fake_api: FakeKubeApi) -> None:
         wait_for(lambda: client.get("/readyz").status_code == 200)
         review = child_job_review()
         answer = client.post("/mutate-jobs", json=review).json()
-        job = apply(review["request"]["object"], decode_patch(answer))  # type: ignore[arg-type]
+        job = apply(review["request"]["object"], decode_patch(answer))
     annotations = job["spec"]["template"]["metadata"]["annotations"]
     assert annotations[JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION] == POOL
     assert TOPOLOGY_ANNOTATION not in annotations

@@ -8,9 +8,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator, Callable, Collection
+from collections.abc import AsyncIterator, Callable, Collection, Coroutine
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from kubesim.apiserver.server import ApiServer
 from kubesim.clock import Clock
@@ -26,6 +26,15 @@ from kubesim.stats import Stats
 from placement.constants import GKE_NODEPOOL_LABEL, JOB_COMPLETION_INDEX_ANNOTATION, JOB_KEY_LABEL
 
 Obj = dict[str, Any]
+
+
+T = TypeVar("T")
+
+
+class Run(Protocol):
+    """The `run` fixture: runs one coroutine on a fresh event loop and returns its result."""
+
+    def __call__(self, main: Coroutine[Any, Any, T], /) -> T: ...
 
 
 @dataclass
