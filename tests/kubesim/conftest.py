@@ -22,9 +22,8 @@ def api_only_sim() -> Iterator[KubesimServer]:
 
 @pytest.fixture(scope="module")
 def kube(api_only_sim: KubesimServer) -> Iterator[client.ApiClient]:
-    api_client = kube_client(api_only_sim.kubeconfig_path)
-    yield api_client
-    api_client.close()
+    with kube_client(api_only_sim.kubeconfig_path) as api_client:
+        yield api_client
 
 
 @pytest.fixture(scope="module")

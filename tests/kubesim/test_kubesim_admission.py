@@ -13,7 +13,7 @@ from kubernetes import client
 
 from kubesim.testing import KubesimServer
 from tests.kubesim.kubesim_webhook_fixture import FakeWebhook, free_port, register, webhook_entry
-from tests.support.kube import as_body, error_status, kube_client
+from tests.support.kube import as_body, error_status, kube_client, labels_of, name_of
 
 
 @pytest.fixture
@@ -24,9 +24,8 @@ def sim() -> Iterator[KubesimServer]:
 
 @pytest.fixture
 def kube(sim: KubesimServer) -> Iterator[client.ApiClient]:
-    api_client = kube_client(sim.kubeconfig_path)
-    yield api_client
-    api_client.close()
+    with kube_client(sim.kubeconfig_path) as api_client:
+        yield api_client
 
 
 def pod(name: str, **labels: str) -> dict[str, Any]:
@@ -54,7 +53,7 @@ def test_mutating_webhook_patches_pods_and_validating_webhook_denies(
     core = client.CoreV1Api(kube)
 
     created = core.create_namespaced_pod("default", as_body(pod("allowed")))
-    assert created.metadata.labels["mutated"] == "1"
+    assert labels_of(created)["mutated"] == "1"
     raw = httpx.post(f"{sim.url}/api/v1/namespaces/default/pods", json=pod("warned"))
     assert raw.status_code == 201
     assert raw.headers["warning"] == '299 - "mutated by test"'
@@ -90,7 +89,7 @@ def test_generate_name_pods_reach_webhooks_with_an_empty_name(
             {"metadata": {"generateName": "gen-"}, "spec": {"containers": [{"name": "c", "image": "i"}]}}
         ),
     )
-    assert created.metadata.name.startswith("gen-")
+    assert name_of(created).startswith("gen-")
     request = webhook.reviews[-1]["request"]
     assert request["name"] == ""
     assert request["object"]["metadata"].get("name") in (None, "")
@@ -109,7 +108,7 @@ def test_failure_policy_when_the_webhook_is_down(
     )
     core = client.CoreV1Api(kube)
     if expected_status == 201:
-        assert core.create_namespaced_pod("default", as_body(pod("p"))).metadata.name == "p"
+        assert name_of(core.create_namespaced_pod("default", as_body(pod("p")))) == "p"
         assert sim.stats()["pods"]["create_rejected"] == 0
     else:
         with pytest.raises(client.ApiException) as info:
@@ -139,17 +138,15 @@ def test_selectors_scope_which_requests_are_sent(kube: client.ApiClient, webhook
         ),
     )
     core = client.CoreV1Api(kube)
-    assert "mutated" not in (
-        core.create_namespaced_pod("default", as_body(pod("plain", a="b"))).metadata.labels or {}
-    )
+    assert "mutated" not in (labels_of(core.create_namespaced_pod("default", as_body(pod("plain", a="b")))))
     assert (
-        core.create_namespaced_pod("default", as_body(pod("opted", **{"opt-in": "yes"}))).metadata.labels[
+        labels_of(core.create_namespaced_pod("default", as_body(pod("opted", **{"opt-in": "yes"}))))[
             "mutated"
         ]
         == "1"
     )
     exempt = core.create_namespaced_pod("kube-system", as_body(pod("system", **{"opt-in": "yes"})))
-    assert "mutated" not in exempt.metadata.labels
+    assert "mutated" not in labels_of(exempt)
 
 
 def test_reinvocation_if_needed_reruns_an_earlier_webhook_once(
@@ -167,7 +164,7 @@ def test_reinvocation_if_needed_reruns_an_earlier_webhook_once(
     )
     created = client.CoreV1Api(kube).create_namespaced_pod("default", as_body(pod("again")))
     assert webhook.calls["mutate:again"] == 3
-    assert created.metadata.labels["mutated"] == "3"
+    assert labels_of(created)["mutated"] == "3"
 
 
 def test_dry_run_is_refused_by_webhooks_with_side_effects(
@@ -184,8 +181,10 @@ def test_dry_run_is_refused_by_webhooks_with_side_effects(
 
 
 def test_controller_pod_creations_go_through_admission(tmp_path: Path, webhook: FakeWebhook) -> None:
-    with KubesimServer(nodes=2, pools=1, time_scale=0.01) as sim:
-        api_client = kube_client(sim.kubeconfig_path)
+    with (
+        KubesimServer(nodes=2, pools=1, time_scale=0.01) as sim,
+        kube_client(sim.kubeconfig_path) as api_client,
+    ):
         register(
             api_client,
             "validating",
@@ -211,7 +210,6 @@ def test_controller_pod_creations_go_through_admission(tmp_path: Path, webhook: 
         while time.monotonic() < deadline and sim.stats()["pods"]["create_rejected"] < 2:
             time.sleep(0.05)
         stats = sim.stats()
-        api_client.close()
     assert stats["pods"]["create_rejected"] >= 2
     assert stats["pods"]["create_accepted"] == 0
     assert stats["admission"]["denied"] == stats["pods"]["create_rejected"]

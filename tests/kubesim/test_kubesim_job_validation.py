@@ -402,6 +402,7 @@ def test_client_reads_the_field_path_of_a_rejected_resize(kube: client.ApiClient
     resized = batch.patch_namespaced_job(
         "resize-tandem", "default", {"spec": {"completions": 6, "parallelism": 6}}
     )
+    assert resized.spec is not None
     assert (resized.spec.completions, resized.spec.parallelism) == (6, 6)
 
 

@@ -19,7 +19,7 @@ from kubesim.controllers.jobset_webhooks import JobSetPodWebhooks, pod_webhook_c
 from kubesim.interface import KubeApi, WebhookReply
 from kubesim.testing import KubesimProcess, KubesimServer
 from tests.kubesim.kubesim_webhook_fixture import FakeWebhook, register, webhook_entry
-from tests.support.kube import as_body, error_status, kube_client
+from tests.support.kube import as_body, error_status, kube_client, labels_of
 
 JOBSET_NAME = "jobset.sigs.k8s.io/jobset-name"
 PRIORITY = "jobset.sigs.k8s.io/priority"
@@ -53,9 +53,8 @@ def sim() -> Iterator[KubesimServer]:
 
 @pytest.fixture
 def kube(sim: KubesimServer) -> Iterator[client.ApiClient]:
-    api_client = kube_client(sim.kubeconfig_path)
-    yield api_client
-    api_client.close()
+    with kube_client(sim.kubeconfig_path) as api_client:
+        yield api_client
 
 
 def test_mpod_runs_between_the_external_configurations_its_name_sorts_between(
@@ -76,8 +75,8 @@ def test_mpod_runs_between_the_external_configurations_its_name_sorts_between(
         if r["request"]["name"] == "ordered"
     ]
     assert [PRIORITY in labels for labels in seen] == [False, True]  # JobSet's mpod.kb.io ran in between
-    assert created.metadata.labels[PRIORITY] == "0"
-    assert created.metadata.labels["mutated"] == "2"
+    assert labels_of(created)[PRIORITY] == "0"
+    assert labels_of(created)["mutated"] == "2"
     stats = sim.stats()
     assert stats["admission"] == {"calls": 2, "denied": 0, "errors": 0}  # external calls only
     assert stats["jobset_webhooks"] == {"calls": 2, "denied": 0}  # mpod.kb.io + vpod.kb.io
@@ -113,13 +112,10 @@ def test_serve_flag_turns_jobsets_webhooks_off() -> None:
     args = build_parser().parse_args(["serve", "--jobset-webhooks", "false"])
     assert options_from_args(args).controller_overrides == {"jobset_webhooks": False}
     with KubesimProcess(nodes=2, pools=1, jobset_webhooks=False) as proc:
-        api_client = kube_client(proc.kubeconfig_path)
-        try:
+        with kube_client(proc.kubeconfig_path) as api_client:
             client.CoreV1Api(api_client).create_namespaced_pod(
                 "default", as_body(jobset_pod("follower", follower=True))
             )
-        finally:
-            api_client.close()
         assert proc.stats()["jobset_webhooks"] == {"calls": 0, "denied": 0}
 
 

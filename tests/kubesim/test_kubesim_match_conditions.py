@@ -18,7 +18,7 @@ from placement.constants import (
     Strategy,
 )
 from tests.kubesim.kubesim_webhook_fixture import FakeWebhook
-from tests.support.kube import as_body, error_status, kube_client
+from tests.support.kube import as_body, error_status, kube_client, labels_of, name_of
 
 MISSING_KEY = "object.metadata.annotations['team'] == 'ml'"  # errors when the pod has no annotations
 
@@ -31,9 +31,8 @@ def sim() -> Iterator[KubesimServer]:
 
 @pytest.fixture
 def kube(sim: KubesimServer) -> Iterator[client.ApiClient]:
-    api_client = kube_client(sim.kubeconfig_path)
-    yield api_client
-    api_client.close()
+    with kube_client(sim.kubeconfig_path) as api_client:
+        yield api_client
 
 
 def conditions(*expressions: str) -> list[dict[str, str]]:
@@ -96,7 +95,7 @@ def test_webhook_is_called_only_when_every_condition_is_true(
     name = f"t-{case.replace(' ', '-')}"
     created = client.CoreV1Api(kube).create_namespaced_pod("default", as_body(pod(name, annotations)))
     assert webhook.calls[f"mutate:{name}"] == (1 if called else 0), case
-    assert ("mutated" in (created.metadata.labels or {})) is called, case
+    assert ("mutated" in (labels_of(created))) is called, case
 
 
 def test_evaluation_error_under_fail_rejects_without_calling_the_webhook(
@@ -126,8 +125,8 @@ def test_evaluation_error_under_ignore_admits_without_calling_the_webhook(
         kube, "erring", mutating_entry(webhook, "erring.kubesim.test", MISSING_KEY, failurePolicy="Ignore")
     )
     created = client.CoreV1Api(kube).create_namespaced_pod("default", as_body(pod("fail-open")))
-    assert created.metadata.name == "fail-open"
-    assert "mutated" not in (created.metadata.labels or {})
+    assert name_of(created) == "fail-open"
+    assert "mutated" not in (labels_of(created))
     assert webhook.calls["mutate:fail-open"] == 0
     assert sim.stats()["admission"]["calls"] == 0
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -21,10 +22,14 @@ class _HasMetadata(Protocol):
     def metadata(self) -> client.V1ObjectMeta | None: ...
 
 
-def kube_client(kubeconfig: Path) -> client.ApiClient:
-    """A client for the cluster in `kubeconfig` (the caller closes it)."""
+@contextmanager
+def kube_client(kubeconfig: Path) -> Iterator[client.ApiClient]:
+    """A client for the cluster in `kubeconfig`, closed on exit."""
     api: client.ApiClient = config.new_client_from_config(str(kubeconfig))  # type: ignore[no-untyped-call]
-    return api
+    try:
+        yield api
+    finally:
+        api.close()  # type: ignore[no-untyped-call]
 
 
 def as_body(manifest: Mapping[str, Any]) -> Any:
@@ -37,14 +42,27 @@ def meta(obj: _HasMetadata) -> client.V1ObjectMeta:
     return obj.metadata
 
 
-def labels(obj: _HasMetadata) -> dict[str, str]:
+def labels_of(obj: _HasMetadata) -> dict[str, str]:
     return meta(obj).labels or {}
 
 
-def name(obj: _HasMetadata) -> str:
+def name_of(obj: _HasMetadata) -> str:
     value = meta(obj).name
     assert value is not None, f"{type(obj).__name__} without a name"
     return value
+
+
+class _HasListMetadata(Protocol):
+    @property
+    def metadata(self) -> client.V1ListMeta | None: ...
+
+
+def list_version(listed: _HasListMetadata) -> str:
+    """The resourceVersion of a list, to watch from."""
+    assert listed.metadata is not None, "a list without metadata"
+    version = listed.metadata.resource_version
+    assert version, "a list without a resourceVersion"
+    return version
 
 
 def error_status(error: ApiException) -> dict[str, Any]:
