@@ -112,13 +112,6 @@ def running_webhook(tmp_path: Path) -> Iterator[FakeWebhook]:
         sock.close()
 
 
-def free_port() -> int:
-    """A port nothing listens on (bound then released): a webhook that is down."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def webhook_entry(name: str, url: str, ca_bundle: str, **extra: Any) -> dict[str, Any]:
     return {
         "name": name,

@@ -11,8 +11,9 @@ import httpx
 import pytest
 from kubernetes import client
 
+from devstack.ports import free_port
 from kubesim.testing import KubesimServer
-from tests.kubesim.kubesim_webhook_fixture import FakeWebhook, free_port, register, webhook_entry
+from tests.kubesim.kubesim_webhook_fixture import FakeWebhook, register, webhook_entry
 from tests.support.kube import as_body, error_status, kube_client, labels_of, name_of
 
 
