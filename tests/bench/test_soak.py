@@ -99,7 +99,7 @@ def finished_job(
 
 
 def test_job_outcomes_classify_every_failure_mode() -> None:
-    strategies = {
+    strategies: dict[str, str] = {
         "ok-el": Strategy.ELASTIC,
         "ok-sg": Strategy.SCHEDULING_GATE,
         "twice": Strategy.ELASTIC,

@@ -46,7 +46,8 @@ def results(report: dict[str, Any]) -> list[tuple[dict[str, Any], str, dict[str,
 
 
 def long_wait(report: dict[str, Any]) -> dict[str, Any]:
-    (scenario,) = [sc for sc in report["scenarios"] if sc["long_wait"]]
+    long_waits: list[dict[str, Any]] = [sc for sc in report["scenarios"] if sc["long_wait"]]
+    (scenario,) = long_waits
     return scenario
 
 

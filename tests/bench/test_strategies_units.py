@@ -540,7 +540,7 @@ def test_job_timeline_figures(
     assert timeline.bind_to_all_running(pods_per_job) == span
 
 
-REPORT = {
+REPORT: dict[str, Any] = {
     "time_scale": 0.1,
     "scenarios": [
         {
@@ -591,7 +591,7 @@ def test_outputs_written(tmp_path: Path) -> None:
                 "results": {"jobset": result_from_stats(STATS, 1.0, 0, namespace="ns")},
             }
         ],
-    }  # type: ignore[dict-item]
+    }
     paths = write_outputs(report, tmp_path)
     assert json.loads((tmp_path / "strategies.json").read_text()) == report
     pngs = [p for p in paths if p.suffix == ".png"]
@@ -641,7 +641,12 @@ def test_headline_ratios_compare_elastic_with_a_baseline() -> None:
     jobset = dict.fromkeys(metrics, 200.0) | {"wasted_requests": 40}
     elastic = dict.fromkeys(metrics, 150.0) | {"wasted_requests": 0}
     gate = dict.fromkeys(metrics, 0.0)
-    results = {"jobset": jobset, "elastic": elastic, "gate": gate, "broken": {"error": "x"}}
+    results: dict[str, dict[str, Any]] = {
+        "jobset": jobset,
+        "elastic": elastic,
+        "gate": gate,
+        "broken": {"error": "x"},
+    }
     ratios = headline_ratios(results, baseline="jobset")
     assert ratios == dict.fromkeys(metrics, 0.75) | {"wasted_requests": 0.0}
     assert set(headline_ratios(results, baseline="gate").values()) == {None}  # no ratio to a zero

@@ -1,7 +1,8 @@
 from __future__ import annotations
 
 import pytest
-from chart_rendering import Obj, cert_mode_values, make_ca_bundle
+
+from tests.chart.chart_rendering import Obj, cert_mode_values, make_ca_bundle
 
 
 @pytest.fixture(scope="session")

@@ -8,7 +8,10 @@ import datetime
 import helm_python
 import pytest
 import yaml
-from chart_rendering import (
+from cryptography import x509
+from cryptography.hazmat.primitives.serialization import load_pem_private_key
+
+from tests.chart.chart_rendering import (
     CHART_DIR,
     NAMESPACE,
     RELEASE,
@@ -20,9 +23,7 @@ from chart_rendering import (
     render,
     webhooks,
 )
-from cryptography import x509
-from cryptography.hazmat.primitives.serialization import load_pem_private_key
-from fake_secrets_api import FakeSecretsApi, serve
+from tests.chart.fake_secrets_api import FakeSecretsApi, serve
 
 SERVICE = "exclusive-placement-webhook"
 SERVICE_DNS = {

@@ -6,9 +6,9 @@ import os
 from pathlib import Path
 
 import pytest
-from chart_rendering import NAMESPACE, Obj, merged, of_component, render
 
 from resizer.settings import load_settings as load_resizer_settings
+from tests.chart.chart_rendering import NAMESPACE, Obj, merged, of_component, render
 from webhook.settings import load_settings as load_webhook_settings
 
 

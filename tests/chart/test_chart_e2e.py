@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from chart_rendering import NAMESPACE, Obj, render, webhooks
 
 from certs.files import ca_bundle_b64
 from devstack.commands import KubesimFlags
@@ -32,6 +31,7 @@ from placement.constants import (
     ROLE_LABEL,
     TARGET_COMPLETIONS_ANNOTATION,
 )
+from tests.chart.chart_rendering import NAMESPACE, Obj, render, webhooks
 
 pytestmark = pytest.mark.e2e
 

@@ -7,8 +7,6 @@ rendered objects are checked for scope (the webhooks' namespaceSelector) and nam
 from __future__ import annotations
 
 import pytest
-from cel_evaluation import all_true
-from chart_rendering import Obj, merged, of_kind, one, render, webhooks
 
 from placement.constants import (
     JOB_KEY_LABEL,
@@ -17,6 +15,8 @@ from placement.constants import (
     TOPOLOGY_ANNOTATION,
     ZONE_LABEL,
 )
+from tests.chart.cel_evaluation import all_true
+from tests.chart.chart_rendering import Obj, merged, of_kind, one, render, webhooks
 
 ENABLED: Obj = {"webhook": {"jobKeyPolicy": {"enabled": True}}}
 POLICY_KINDS = {"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}

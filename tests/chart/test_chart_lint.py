@@ -6,7 +6,8 @@ from typing import Any
 
 import helm_python
 import pytest
-from chart_rendering import CHART_DIR, NAMESPACE, Obj, merged
+
+from tests.chart.chart_rendering import CHART_DIR, NAMESPACE, Obj, merged
 
 WARNING = 2
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import kubernetes_validate
 import pytest
-from chart_rendering import KUBERNETES_VERSION, Obj, merged, render
+
+from tests.chart.chart_rendering import KUBERNETES_VERSION, Obj, merged, render
 
 # Custom resources have no schema in kubernetes-validate; they are checked field by field in test_chart_certs.
 CUSTOM_RESOURCES = {

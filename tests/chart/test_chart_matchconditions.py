@@ -6,8 +6,6 @@ Their meaning is checked here, case by case; kubesim also evaluates them end to 
 from __future__ import annotations
 
 import pytest
-from cel_evaluation import all_true
-from chart_rendering import Obj, render, webhooks
 
 from placement.constants import (
     JOB_KEY_LABEL,
@@ -17,6 +15,8 @@ from placement.constants import (
     TOPOLOGY_ANNOTATION,
     ZONE_LABEL,
 )
+from tests.chart.cel_evaluation import all_true
+from tests.chart.chart_rendering import Obj, render, webhooks
 
 
 def pod(annotations: dict[str, str] | None = None, labels: dict[str, str] | None = None) -> Obj:

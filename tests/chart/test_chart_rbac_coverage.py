@@ -13,9 +13,9 @@ import re
 from pathlib import Path
 
 import pytest
-from chart_rendering import NAMESPACE, Obj, grants_of, of_component, render
 
 from kubekit.client import Kube
+from tests.chart.chart_rendering import NAMESPACE, Obj, grants_of, of_component, render
 
 REPO = Path(__file__).resolve().parents[2]
 GROUPS = {

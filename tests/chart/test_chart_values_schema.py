@@ -10,7 +10,8 @@ from typing import Any
 import helm_python
 import pytest
 import yaml
-from chart_rendering import CHART_DIR, Obj, render
+
+from tests.chart.chart_rendering import CHART_DIR, Obj, render
 
 BAD_VALUES = [
     (

@@ -7,9 +7,9 @@ were rendered: a loop over an empty rendering cannot pass."""
 from __future__ import annotations
 
 import pytest
-from chart_rendering import NAMESPACE, Obj, merged, of_component, of_kind, render, webhooks
 
 from placement.constants import METADATA_NAME_LABEL
+from tests.chart.chart_rendering import NAMESPACE, Obj, merged, of_component, of_kind, render, webhooks
 
 EXPECTED_WEBHOOKS = {
     # name: (configuration kind, path, API group, resource, values key)

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from chart_rendering import NAMESPACE, Obj, grants_of, merged, of_component, of_kind, render
 
 from placement.constants import HOSTNAME_LABEL
+from tests.chart.chart_rendering import NAMESPACE, Obj, grants_of, merged, of_component, of_kind, render
 
 APP_VERSION = "0.1.0"
 

@@ -10,11 +10,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from compose_model import argv, resolved
 
 from devstack.__main__ import build_parser, options_from
 from devstack.commands import certs_command, kubesim_command, resizer_command, webhook_command
 from devstack.stack import StackOptions
+from tests.compose.compose_model import argv, resolved
 
 PYTHON = "python"
 CERT_DIR = Path("/var/lib/exclusive-placement/certs")

@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from compose_model import COMPOSE_FILE, argv, dependencies, resolved, run_compose
+
+from tests.compose.compose_model import COMPOSE_FILE, argv, dependencies, resolved, run_compose
 
 LONG_RUNNING = ("kubesim", "webhook", "resizer")
 ONE_SHOTS = ("certs", "register-webhooks")

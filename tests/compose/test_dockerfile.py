@@ -9,7 +9,16 @@ import re
 from pathlib import Path
 
 import pytest
-from compose_model import DOCKERFILE, DOCKERIGNORE, REPO, Stage, dockerfile_stages, lineage, resolved
+
+from tests.compose.compose_model import (
+    DOCKERFILE,
+    DOCKERIGNORE,
+    REPO,
+    Stage,
+    dockerfile_stages,
+    lineage,
+    resolved,
+)
 
 COMPONENTS = ("webhook", "resizer", "kubesim", "certs")
 PRODUCT = ("webhook", "resizer", "certs")

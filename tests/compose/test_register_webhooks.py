@@ -9,11 +9,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from compose_model import REPO
 
 from certs.files import write_dev_certs
 from devstack.kube import KubeClient
 from kubesim.testing import KubesimServer
+from tests.compose.compose_model import REPO
 
 SCRIPT = REPO / "images" / "register_webhooks.py"
 WEBHOOK_URL = "https://127.0.0.1:9443"

@@ -16,16 +16,6 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from jobset_e2e_support import (
-    Watch,
-    assert_each_job_whole_in_its_own_pool,
-    domains_by_job,
-    eventually,
-    pods_of,
-    resizer_metric,
-    running_pods,
-    set_taint,
-)
 
 from devstack.commands import KubesimFlags
 from devstack.exclusivity import node_domains
@@ -39,6 +29,16 @@ from placement.constants import (
     STRATEGY_ANNOTATION,
     TARGET_MAX_FAILED_INDEXES_ANNOTATION,
     TOPOLOGY_ANNOTATION,
+)
+from tests.e2e.jobset_e2e_support import (
+    Watch,
+    assert_each_job_whole_in_its_own_pool,
+    domains_by_job,
+    eventually,
+    pods_of,
+    resizer_metric,
+    running_pods,
+    set_taint,
 )
 
 pytestmark = pytest.mark.e2e

@@ -14,13 +14,6 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from jobset_e2e_support import (
-    assert_each_job_whole_in_its_own_pool,
-    eventually,
-    pods_of,
-    running_pods,
-    set_taint,
-)
 
 from devstack.manifests import exclusive_jobset
 from devstack.scenario import ensure_namespace
@@ -33,6 +26,13 @@ from placement.constants import (
     STRATEGIES,
     TOPOLOGY_ANNOTATION,
     Strategy,
+)
+from tests.e2e.jobset_e2e_support import (
+    assert_each_job_whole_in_its_own_pool,
+    eventually,
+    pods_of,
+    running_pods,
+    set_taint,
 )
 
 pytestmark = pytest.mark.e2e

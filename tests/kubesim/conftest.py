@@ -6,10 +6,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from kubernetes import client, config
-from kubesim_webhook_fixture import FakeWebhook, running_webhook
+from kubernetes import client
 
 from kubesim.testing import KubesimServer
+from tests.kubesim.kubesim_webhook_fixture import FakeWebhook, running_webhook
+from tests.support.kube import kube_client
 
 
 @pytest.fixture(scope="module")
@@ -21,9 +22,8 @@ def api_only_sim() -> Iterator[KubesimServer]:
 
 @pytest.fixture(scope="module")
 def kube(api_only_sim: KubesimServer) -> Iterator[client.ApiClient]:
-    api_client = config.new_client_from_config(str(api_only_sim.kubeconfig_path))
-    yield api_client
-    api_client.close()
+    with kube_client(api_only_sim.kubeconfig_path) as api_client:
+        yield api_client
 
 
 @pytest.fixture(scope="module")

@@ -19,12 +19,14 @@ from pathlib import Path
 from typing import Any
 
 import uvicorn
+from kubernetes import client
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from certs.generate import create_ca, create_serving_cert
+from tests.support.kube import as_body
 
 
 @dataclass
@@ -110,8 +112,24 @@ def running_webhook(tmp_path: Path) -> Iterator[FakeWebhook]:
         sock.close()
 
 
-def free_port() -> int:
-    """A port nothing listens on (bound then released): a webhook that is down."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+def webhook_entry(name: str, url: str, ca_bundle: str, **extra: Any) -> dict[str, Any]:
+    return {
+        "name": name,
+        "clientConfig": {"url": url, "caBundle": ca_bundle},
+        "rules": [
+            {"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods"]}
+        ],
+        "sideEffects": "None",
+        "admissionReviewVersions": ["v1"],
+        "timeoutSeconds": 5,
+        **extra,
+    }
+
+
+def register(kube: client.ApiClient, kind: str, name: str, *webhooks: dict[str, Any]) -> None:
+    admission = client.AdmissionregistrationV1Api(kube)
+    body = {"metadata": {"name": name}, "webhooks": list(webhooks)}
+    if kind == "mutating":
+        admission.create_mutating_webhook_configuration(as_body(body))
+    else:
+        admission.create_validating_webhook_configuration(as_body(body))

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -10,10 +9,12 @@ from typing import Any
 
 import httpx
 import pytest
-from kubernetes import client, config
-from kubesim_webhook_fixture import FakeWebhook, free_port
+from kubernetes import client
 
+from devstack.ports import free_port
 from kubesim.testing import KubesimServer
+from tests.kubesim.kubesim_webhook_fixture import FakeWebhook, register, webhook_entry
+from tests.support.kube import as_body, error_status, kube_client, labels_of, name_of
 
 
 @pytest.fixture
@@ -24,32 +25,8 @@ def sim() -> Iterator[KubesimServer]:
 
 @pytest.fixture
 def kube(sim: KubesimServer) -> Iterator[client.ApiClient]:
-    api_client = config.new_client_from_config(str(sim.kubeconfig_path))
-    yield api_client
-    api_client.close()
-
-
-def webhook_entry(name: str, url: str, ca_bundle: str, **extra: Any) -> dict[str, Any]:
-    return {
-        "name": name,
-        "clientConfig": {"url": url, "caBundle": ca_bundle},
-        "rules": [
-            {"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods"]}
-        ],
-        "sideEffects": "None",
-        "admissionReviewVersions": ["v1"],
-        "timeoutSeconds": 5,
-        **extra,
-    }
-
-
-def register(kube: client.ApiClient, kind: str, name: str, *webhooks: dict[str, Any]) -> None:
-    admission = client.AdmissionregistrationV1Api(kube)
-    body = {"metadata": {"name": name}, "webhooks": list(webhooks)}
-    if kind == "mutating":
-        admission.create_mutating_webhook_configuration(body)
-    else:
-        admission.create_validating_webhook_configuration(body)
+    with kube_client(sim.kubeconfig_path) as api_client:
+        yield api_client
 
 
 def pod(name: str, **labels: str) -> dict[str, Any]:
@@ -76,15 +53,15 @@ def test_mutating_webhook_patches_pods_and_validating_webhook_denies(
     )
     core = client.CoreV1Api(kube)
 
-    created = core.create_namespaced_pod("default", pod("allowed"))
-    assert created.metadata.labels["mutated"] == "1"
+    created = core.create_namespaced_pod("default", as_body(pod("allowed")))
+    assert labels_of(created)["mutated"] == "1"
     raw = httpx.post(f"{sim.url}/api/v1/namespaces/default/pods", json=pod("warned"))
     assert raw.status_code == 201
     assert raw.headers["warning"] == '299 - "mutated by test"'
 
     with pytest.raises(client.ApiException) as info:
-        core.create_namespaced_pod("default", pod("refused", deny="yes"))
-    body = json.loads(info.value.body)
+        core.create_namespaced_pod("default", as_body(pod("refused", deny="yes")))
+    body = error_status(info.value)
     assert info.value.status == 403
     assert body["message"] == 'admission webhook "deny.kubesim.test" denied the request: denied by test'
     assert body["reason"] == "Forbidden"
@@ -109,9 +86,11 @@ def test_generate_name_pods_reach_webhooks_with_an_empty_name(
     )
     created = client.CoreV1Api(kube).create_namespaced_pod(
         "default",
-        {"metadata": {"generateName": "gen-"}, "spec": {"containers": [{"name": "c", "image": "i"}]}},
+        as_body(
+            {"metadata": {"generateName": "gen-"}, "spec": {"containers": [{"name": "c", "image": "i"}]}}
+        ),
     )
-    assert created.metadata.name.startswith("gen-")
+    assert name_of(created).startswith("gen-")
     request = webhook.reviews[-1]["request"]
     assert request["name"] == ""
     assert request["object"]["metadata"].get("name") in (None, "")
@@ -130,13 +109,13 @@ def test_failure_policy_when_the_webhook_is_down(
     )
     core = client.CoreV1Api(kube)
     if expected_status == 201:
-        assert core.create_namespaced_pod("default", pod("p")).metadata.name == "p"
+        assert name_of(core.create_namespaced_pod("default", as_body(pod("p")))) == "p"
         assert sim.stats()["pods"]["create_rejected"] == 0
     else:
         with pytest.raises(client.ApiException) as info:
-            core.create_namespaced_pod("default", pod("p"))
+            core.create_namespaced_pod("default", as_body(pod("p")))
         assert info.value.status == 500
-        message = json.loads(info.value.body)["message"]
+        message = error_status(info.value)["message"]
         assert message.startswith('Internal error occurred: failed calling webhook "down.kubesim.test"')
         assert sim.stats()["pods"]["create_rejected"] == 1
     assert sim.stats()["admission"]["errors"] == 1
@@ -160,13 +139,15 @@ def test_selectors_scope_which_requests_are_sent(kube: client.ApiClient, webhook
         ),
     )
     core = client.CoreV1Api(kube)
-    assert "mutated" not in (core.create_namespaced_pod("default", pod("plain", a="b")).metadata.labels or {})
+    assert "mutated" not in (labels_of(core.create_namespaced_pod("default", as_body(pod("plain", a="b")))))
     assert (
-        core.create_namespaced_pod("default", pod("opted", **{"opt-in": "yes"})).metadata.labels["mutated"]
+        labels_of(core.create_namespaced_pod("default", as_body(pod("opted", **{"opt-in": "yes"}))))[
+            "mutated"
+        ]
         == "1"
     )
-    exempt = core.create_namespaced_pod("kube-system", pod("system", **{"opt-in": "yes"}))
-    assert "mutated" not in exempt.metadata.labels
+    exempt = core.create_namespaced_pod("kube-system", as_body(pod("system", **{"opt-in": "yes"})))
+    assert "mutated" not in labels_of(exempt)
 
 
 def test_reinvocation_if_needed_reruns_an_earlier_webhook_once(
@@ -182,9 +163,9 @@ def test_reinvocation_if_needed_reruns_an_earlier_webhook_once(
         "b-second",
         webhook_entry("b.kubesim.test", f"{webhook.url}/mutate", webhook.ca_bundle),
     )
-    created = client.CoreV1Api(kube).create_namespaced_pod("default", pod("again"))
+    created = client.CoreV1Api(kube).create_namespaced_pod("default", as_body(pod("again")))
     assert webhook.calls["mutate:again"] == 3
-    assert created.metadata.labels["mutated"] == "3"
+    assert labels_of(created)["mutated"] == "3"
 
 
 def test_dry_run_is_refused_by_webhooks_with_side_effects(
@@ -195,14 +176,16 @@ def test_dry_run_is_refused_by_webhooks_with_side_effects(
     )
     register(kube, "mutating", "effects", hook)
     with pytest.raises(client.ApiException) as info:
-        client.CoreV1Api(kube).create_namespaced_pod("default", pod("dry"), dry_run="All")
+        client.CoreV1Api(kube).create_namespaced_pod("default", as_body(pod("dry")), dry_run="All")
     assert info.value.status == 400
-    assert "does not support dry run" in json.loads(info.value.body)["message"]
+    assert "does not support dry run" in error_status(info.value)["message"]
 
 
 def test_controller_pod_creations_go_through_admission(tmp_path: Path, webhook: FakeWebhook) -> None:
-    with KubesimServer(nodes=2, pools=1, time_scale=0.01) as sim:
-        api_client = config.new_client_from_config(str(sim.kubeconfig_path))
+    with (
+        KubesimServer(nodes=2, pools=1, time_scale=0.01) as sim,
+        kube_client(sim.kubeconfig_path) as api_client,
+    ):
         register(
             api_client,
             "validating",
@@ -223,12 +206,11 @@ def test_controller_pod_creations_go_through_admission(tmp_path: Path, webhook: 
                 },
             },
         }
-        client.BatchV1Api(api_client).create_namespaced_job("default", job)
+        client.BatchV1Api(api_client).create_namespaced_job("default", as_body(job))
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline and sim.stats()["pods"]["create_rejected"] < 2:
             time.sleep(0.05)
         stats = sim.stats()
-        api_client.close()
     assert stats["pods"]["create_rejected"] >= 2
     assert stats["pods"]["create_accepted"] == 0
     assert stats["admission"]["denied"] == stats["pods"]["create_rejected"]

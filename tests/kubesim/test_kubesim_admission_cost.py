@@ -6,10 +6,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from kubesim_webhook_fixture import running_webhook
-
 from kubesim.apiserver.server import ApiServer
 from kubesim.testing import KubesimServer
+from tests.kubesim.kubesim_webhook_fixture import running_webhook
 
 CREATES = 300
 

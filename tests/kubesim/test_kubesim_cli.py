@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 import yaml
-from kubernetes import client, config
+from kubernetes import client
 
 from kubesim.testing import REPO_ROOT, KubesimProcess
+from tests.support.kube import kube_client, name_of
 
 
 def test_serve_writes_a_kubeconfig_and_exits_zero_on_sigterm(tmp_path: Path) -> None:
@@ -21,9 +22,8 @@ def test_serve_writes_a_kubeconfig_and_exits_zero_on_sigterm(tmp_path: Path) -> 
         document = yaml.safe_load(kubeconfig.read_text())
         assert document["clusters"][0]["cluster"]["server"] == process.url
         assert oct(kubeconfig.stat().st_mode & 0o777) == "0o600"
-        api_client = config.new_client_from_config(str(kubeconfig))
-        assert len(client.CoreV1Api(api_client).list_node().items) == 3
-        api_client.close()
+        with kube_client(kubeconfig) as api_client:
+            assert len(client.CoreV1Api(api_client).list_node().items) == 3
     finally:
         code = process.stop()
     assert code == 0
@@ -32,9 +32,8 @@ def test_serve_writes_a_kubeconfig_and_exits_zero_on_sigterm(tmp_path: Path) -> 
 def test_tls_serving_with_the_ca_in_the_kubeconfig() -> None:
     with KubesimProcess(nodes=1, pools=1, tls=True, controllers=False) as process:
         assert process.url.startswith("https://127.0.0.1:")
-        api_client = config.new_client_from_config(str(process.kubeconfig_path))
-        namespaces = {n.metadata.name for n in client.CoreV1Api(api_client).list_namespace().items}
-        api_client.close()
+        with kube_client(process.kubeconfig_path) as api_client:
+            namespaces = {name_of(n) for n in client.CoreV1Api(api_client).list_namespace().items}
         assert {"default", "kube-system"} <= namespaces
         assert process.stats()["requests"]["by_verb_resource"]["list namespaces"] == 1
 

@@ -7,9 +7,10 @@ import json
 from typing import Any
 
 import pytest
-from kubernetes import client, watch
+from kubernetes import client
 
 from kubesim.testing import KubesimServer
+from tests.support.kube import as_body, error_status, labels_of, list_version, meta, name_of, watch_events
 
 _names = (f"c{i}" for i in itertools.count())
 
@@ -42,21 +43,18 @@ def job_body(name: str) -> dict[str, Any]:
 def test_pod_crud(kube: client.ApiClient) -> None:
     core = client.CoreV1Api(kube)
     name = next(_names)
-    created = core.create_namespaced_pod("default", pod_body(name))
-    assert created.metadata.uid
-    assert (
-        core.read_namespaced_pod(name, "default").metadata.resource_version
-        == created.metadata.resource_version
-    )
+    created = core.create_namespaced_pod("default", as_body(pod_body(name)))
+    assert meta(created).uid
+    assert meta(core.read_namespaced_pod(name, "default")).resource_version == meta(created).resource_version
     listed = core.list_namespaced_pod(
         "default", label_selector="app=client-test", field_selector=f"metadata.name={name}"
     )
-    assert [p.metadata.name for p in listed.items] == [name]
+    assert [name_of(p) for p in listed.items] == [name]
     core.delete_namespaced_pod(name, "default")
     with pytest.raises(client.ApiException) as info:
         core.read_namespaced_pod(name, "default")
     assert info.value.status == 404
-    assert json.loads(info.value.body)["message"] == f'pods "{name}" not found'
+    assert error_status(info.value)["message"] == f'pods "{name}" not found'
 
 
 PATCHES = [
@@ -77,7 +75,7 @@ def test_pod_patch_content_types(
 ) -> None:
     core = client.CoreV1Api(kube)
     name = next(_names)
-    core.create_namespaced_pod("default", pod_body(name))
+    core.create_namespaced_pod("default", as_body(pod_body(name)))
     if patch is None:
         patch = pod_body(name, app="client-test", patched="apply")
         patched = core.patch_namespaced_pod(
@@ -85,8 +83,8 @@ def test_pod_patch_content_types(
         )
     else:
         patched = core.patch_namespaced_pod(name, "default", patch, _content_type=content_type)
-    assert patched.metadata.labels["patched"] == expected
-    assert core.read_namespaced_pod(name, "default").metadata.labels["patched"] == expected
+    assert labels_of(patched)["patched"] == expected
+    assert labels_of(core.read_namespaced_pod(name, "default"))["patched"] == expected
 
 
 def test_server_side_apply_creates_when_missing(kube: client.ApiClient) -> None:
@@ -95,42 +93,50 @@ def test_server_side_apply_creates_when_missing(kube: client.ApiClient) -> None:
     applied = core.patch_namespaced_pod(
         name, "default", pod_body(name), field_manager="test", _content_type="application/apply-patch+yaml"
     )
-    assert applied.metadata.uid
-    assert core.read_namespaced_pod(name, "default").metadata.name == name
+    assert meta(applied).uid
+    assert name_of(core.read_namespaced_pod(name, "default")) == name
 
 
 def test_job_crud_and_elastic_resize(kube: client.ApiClient) -> None:
     batch = client.BatchV1Api(kube)
     name = next(_names)
-    created = batch.create_namespaced_job("default", job_body(name))
-    assert created.spec.selector.match_labels["batch.kubernetes.io/controller-uid"] == created.metadata.uid
+    created = batch.create_namespaced_job("default", as_body(job_body(name)))
+    assert created.spec is not None
+    assert created.spec.selector is not None
+    assert (created.spec.selector.match_labels or {})["batch.kubernetes.io/controller-uid"] == meta(
+        created
+    ).uid
     resized = batch.patch_namespaced_job(name, "default", {"spec": {"completions": 4, "parallelism": 4}})
+    assert resized.spec is not None
     assert (resized.spec.completions, resized.spec.parallelism) == (4, 4)
     with pytest.raises(client.ApiException) as info:
         batch.patch_namespaced_job(name, "default", {"spec": {"completions": 5}})
     assert info.value.status == 422
-    assert "spec.completions" in json.loads(info.value.body)["message"]
+    assert "spec.completions" in error_status(info.value)["message"]
     batch.delete_namespaced_job(name, "default")
-    assert name not in [j.metadata.name for j in batch.list_namespaced_job("default").items]
+    assert name not in [name_of(j) for j in batch.list_namespaced_job("default").items]
 
 
 def test_nodes_list_get_patch(kube: client.ApiClient) -> None:
     core = client.CoreV1Api(kube)
     nodes = core.list_node().items
     assert len(nodes) == 4
-    name = nodes[0].metadata.name
+    name = name_of(nodes[0])
     core.patch_node(name, {"metadata": {"labels": {"kubesim-test": "yes"}}})
-    assert core.list_node(label_selector="kubesim-test=yes").items[0].metadata.name == name
+    assert name_of(core.list_node(label_selector="kubesim-test=yes").items[0]) == name
 
 
 def test_lease_update_with_stale_resource_version_conflicts(kube: client.ApiClient) -> None:
     coord = client.CoordinationV1Api(kube)
     name = next(_names)
     lease = coord.create_namespaced_lease(
-        "default", {"metadata": {"name": name}, "spec": {"holderIdentity": "a", "leaseDurationSeconds": 15}}
+        "default",
+        as_body({"metadata": {"name": name}, "spec": {"holderIdentity": "a", "leaseDurationSeconds": 15}}),
     )
+    assert lease.spec is not None
     lease.spec.holder_identity = "b"
     updated = coord.replace_namespaced_lease(name, "default", lease)
+    assert updated.spec is not None
     assert updated.spec.holder_identity == "b"
     lease.spec.holder_identity = "c"
     with pytest.raises(client.ApiException) as info:
@@ -142,12 +148,12 @@ def test_lease_update_with_stale_resource_version_conflicts(kube: client.ApiClie
 def test_watch_streams_changes_from_a_list(kube: client.ApiClient) -> None:
     core = client.CoreV1Api(kube)
     name = next(_names)
-    rv = core.list_namespaced_pod("default").metadata.resource_version
-    core.create_namespaced_pod("default", pod_body(name, watched="yes"))
+    rv = list_version(core.list_namespaced_pod("default"))
+    core.create_namespaced_pod("default", as_body(pod_body(name, watched="yes")))
     core.patch_namespaced_pod(name, "default", {"metadata": {"labels": {"step": "2"}}})
     core.delete_namespaced_pod(name, "default")
     events = []
-    for event in watch.Watch().stream(
+    for event in watch_events(
         core.list_namespaced_pod,
         "default",
         label_selector="watched=yes",
@@ -164,22 +170,22 @@ def test_watch_from_expired_resource_version_gets_410_and_relist_recovers(
     api_only_sim: KubesimServer, kube: client.ApiClient
 ) -> None:
     core = client.CoreV1Api(kube)
-    old_rv = core.list_namespaced_pod("default").metadata.resource_version
+    old_rv = list_version(core.list_namespaced_pod("default"))
     for _ in range(210):  # more than the fixture's watch history (200 events per resource)
         name = next(_names)
-        core.create_namespaced_pod("default", pod_body(name, churn="yes"))
+        core.create_namespaced_pod("default", as_body(pod_body(name, churn="yes")))
     with pytest.raises(client.ApiException) as info:
-        for _ in watch.Watch().stream(
+        for _ in watch_events(
             core.list_namespaced_pod, "default", resource_version=old_rv, timeout_seconds=2
         ):
             pass
     assert info.value.status == 410
     fresh = core.list_namespaced_pod("default", label_selector="churn=yes")
     assert len(fresh.items) == 210
-    stream = watch.Watch().stream(
+    stream = watch_events(
         core.list_namespaced_pod,
         "default",
-        resource_version=fresh.metadata.resource_version,
+        resource_version=list_version(fresh),
         timeout_seconds=5,
     )
     core.delete_namespaced_pod(name, "default")
@@ -193,7 +199,7 @@ def test_bookmarks_are_sent_when_allowed(kube: client.ApiClient) -> None:
     import urllib.request
 
     host = kube.configuration.host
-    rv = client.CoreV1Api(kube).list_namespaced_pod("default").metadata.resource_version
+    rv = list_version(client.CoreV1Api(kube).list_namespaced_pod("default"))
     query = f"watch=1&allowWatchBookmarks=true&timeoutSeconds=1&resourceVersion={rv}"
     url = f"{host}/api/v1/namespaces/default/pods?{query}"
     with urllib.request.urlopen(url, timeout=10) as reply:
@@ -206,8 +212,10 @@ def test_bookmarks_are_sent_when_allowed(kube: client.ApiClient) -> None:
 def test_status_body_for_bad_requests(kube: client.ApiClient) -> None:
     core = client.CoreV1Api(kube)
     with pytest.raises(client.ApiException) as info:
-        core.create_namespaced_pod("default", {"metadata": {"name": "Bad_Name"}, "spec": {"containers": []}})
-    body = json.loads(info.value.body)
+        core.create_namespaced_pod(
+            "default", as_body({"metadata": {"name": "Bad_Name"}, "spec": {"containers": []}})
+        )
+    body = error_status(info.value)
     assert info.value.status == 422
     assert body["kind"] == "Status"
     assert body["reason"] == "Invalid"

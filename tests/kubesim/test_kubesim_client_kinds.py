@@ -8,7 +8,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from kubernetes import client, watch
+from kubernetes import client
+
+from tests.support.kube import watch_events
 
 _ids = itertools.count()
 
@@ -90,7 +92,7 @@ def test_crud_watch_and_every_patch_type(kube: client.ApiClient, kind: Kind) -> 
         kind.api(kube), f"list_namespaced_{kind.suffix}" if kind.namespaced else f"list_{kind.suffix}"
     )
     args = ("default",) if kind.namespaced else ()
-    stream = watch.Watch().stream(
+    stream = watch_events(
         list_fn, *args, resource_version=listed.metadata.resource_version,
         field_selector=f"metadata.name={name}", timeout_seconds=5,
     )  # fmt: skip

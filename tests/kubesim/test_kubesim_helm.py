@@ -5,9 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from kubernetes import client, config
+from kubernetes import client
 
 from kubesim.testing import KubesimServer
+from tests.support.kube import kube_client, name_of
 
 helm_python = pytest.importorskip("helm_python", reason="helm-python-sdk is not installed")
 
@@ -68,14 +69,16 @@ def test_helm_install_and_uninstall(tmp_path: Path) -> None:
         chart = helm_python.Chart.load(str(write_chart(tmp_path)))
         release = helm.install(chart, "rel", {"strategy": "gate"}, namespace="default")
         assert release["status"] == "deployed"
-        api_client = config.new_client_from_config(str(sim.kubeconfig_path))
-        core, batch = client.CoreV1Api(api_client), client.BatchV1Api(api_client)
-        assert core.read_namespaced_config_map("rel-settings", "default").data == {"strategy": "gate"}
-        assert batch.read_namespaced_job("rel-job", "default").spec.completions == 2
-        assert (
-            client.AppsV1Api(api_client).read_namespaced_deployment("rel-app", "default").spec.replicas == 1
-        )
-        helm.uninstall("rel")
-        assert [c.metadata.name for c in core.list_namespaced_config_map("default").items] == []
-        assert batch.list_namespaced_job("default").items == []
-        api_client.close()
+        with kube_client(sim.kubeconfig_path) as api_client:
+            core, batch = client.CoreV1Api(api_client), client.BatchV1Api(api_client)
+            assert core.read_namespaced_config_map("rel-settings", "default").data == {"strategy": "gate"}
+            job = batch.read_namespaced_job("rel-job", "default")
+            assert job.spec is not None
+            assert job.spec.completions == 2
+            assert (
+                client.AppsV1Api(api_client).read_namespaced_deployment("rel-app", "default").spec.replicas
+                == 1
+            )
+            helm.uninstall("rel")
+            assert [name_of(c) for c in core.list_namespaced_config_map("default").items] == []
+            assert batch.list_namespaced_job("default").items == []

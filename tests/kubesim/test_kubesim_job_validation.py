@@ -5,7 +5,6 @@ names the upstream rule it pins."""
 from __future__ import annotations
 
 import copy
-import json
 from typing import Any
 
 import pytest
@@ -14,6 +13,7 @@ from kubernetes import client
 from kubesim.apiserver.defaults import apply_defaults, prepare_for_create
 from kubesim.apiserver.job_validation import validate_job, validate_job_update
 from kubesim.errors import invalid
+from tests.support.kube import as_body, error_status
 
 Obj = dict[str, Any]
 LONG_NAME = "j" * 61
@@ -378,7 +378,7 @@ def _body(name: str, **spec: Any) -> Obj:
 
 def _status(error: client.ApiException) -> Obj:
     assert error.status == 422
-    body: Obj = json.loads(error.body)
+    body: Obj = error_status(error)
     assert (body["kind"], body["reason"], body["code"]) == ("Status", "Invalid", 422)
     assert body["details"]["group"] == "batch"
     assert body["details"]["kind"] == "Job"
@@ -387,7 +387,7 @@ def _status(error: client.ApiException) -> Obj:
 
 def test_client_reads_the_field_path_of_a_rejected_resize(kube: client.ApiClient) -> None:
     batch = client.BatchV1Api(kube)
-    batch.create_namespaced_job("default", _body("resize-tandem"))
+    batch.create_namespaced_job("default", as_body(_body("resize-tandem")))
     with pytest.raises(client.ApiException) as info:
         batch.patch_namespaced_job("resize-tandem", "default", {"spec": {"completions": 6}})
     body = _status(info.value)
@@ -402,13 +402,14 @@ def test_client_reads_the_field_path_of_a_rejected_resize(kube: client.ApiClient
     resized = batch.patch_namespaced_job(
         "resize-tandem", "default", {"spec": {"completions": 6, "parallelism": 6}}
     )
+    assert resized.spec is not None
     assert (resized.spec.completions, resized.spec.parallelism) == (6, 6)
 
 
 def test_client_reads_every_cause_of_a_shrink_below_the_success_policy(kube: client.ApiClient) -> None:
     batch = client.BatchV1Api(kube)
     success = {"rules": [{"succeededIndexes": "0-3", "succeededCount": 4}]}
-    batch.create_namespaced_job("default", _body("resize-policy", successPolicy=success))
+    batch.create_namespaced_job("default", as_body(_body("resize-policy", successPolicy=success)))
     with pytest.raises(client.ApiException) as info:
         batch.patch_namespaced_job("resize-policy", "default", {"spec": {"completions": 2, "parallelism": 2}})
     body = _status(info.value)
@@ -435,7 +436,7 @@ def test_client_reads_every_cause_of_a_shrink_below_the_success_policy(kube: cli
 def test_client_reads_a_required_cause_on_create(kube: client.ApiClient) -> None:
     batch = client.BatchV1Api(kube)
     with pytest.raises(client.ApiException) as info:
-        batch.create_namespaced_job("default", _body("no-per-index", maxFailedIndexes=1))
+        batch.create_namespaced_job("default", as_body(_body("no-per-index", maxFailedIndexes=1)))
     body = _status(info.value)
     assert body["details"]["causes"] == [
         {

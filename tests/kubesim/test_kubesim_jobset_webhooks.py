@@ -5,15 +5,12 @@ counted apart (`/debug/stats` `jobset_webhooks`); `--jobset-webhooks false` turn
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from collections.abc import Iterator
 from typing import Any, cast
 
 import pytest
-from kubernetes import client, config
-from kubesim_webhook_fixture import FakeWebhook
-from test_kubesim_admission import register, webhook_entry
+from kubernetes import client
 
 from kubesim.__main__ import build_parser, options_from_args
 from kubesim.apiserver.server import ApiServer
@@ -21,6 +18,8 @@ from kubesim.controllers.informer import Informer
 from kubesim.controllers.jobset_webhooks import JobSetPodWebhooks, pod_webhook_configurations
 from kubesim.interface import KubeApi, WebhookReply
 from kubesim.testing import KubesimProcess, KubesimServer
+from tests.kubesim.kubesim_webhook_fixture import FakeWebhook, register, webhook_entry
+from tests.support.kube import as_body, error_status, kube_client, labels_of
 
 JOBSET_NAME = "jobset.sigs.k8s.io/jobset-name"
 PRIORITY = "jobset.sigs.k8s.io/priority"
@@ -54,9 +53,8 @@ def sim() -> Iterator[KubesimServer]:
 
 @pytest.fixture
 def kube(sim: KubesimServer) -> Iterator[client.ApiClient]:
-    api_client = config.new_client_from_config(str(sim.kubeconfig_path))
-    yield api_client
-    api_client.close()
+    with kube_client(sim.kubeconfig_path) as api_client:
+        yield api_client
 
 
 def test_mpod_runs_between_the_external_configurations_its_name_sorts_between(
@@ -69,7 +67,7 @@ def test_mpod_runs_between_the_external_configurations_its_name_sorts_between(
     register(kube, "mutating", "zz-after", webhook_entry("after.kubesim.test", url, webhook.ca_bundle))
     sim.reset_stats()
 
-    created = client.CoreV1Api(kube).create_namespaced_pod("default", jobset_pod("ordered"))
+    created = client.CoreV1Api(kube).create_namespaced_pod("default", as_body(jobset_pod("ordered")))
 
     seen = [
         r["request"]["object"]["metadata"]["labels"]
@@ -77,8 +75,8 @@ def test_mpod_runs_between_the_external_configurations_its_name_sorts_between(
         if r["request"]["name"] == "ordered"
     ]
     assert [PRIORITY in labels for labels in seen] == [False, True]  # JobSet's mpod.kb.io ran in between
-    assert created.metadata.labels[PRIORITY] == "0"
-    assert created.metadata.labels["mutated"] == "2"
+    assert labels_of(created)[PRIORITY] == "0"
+    assert labels_of(created)["mutated"] == "2"
     stats = sim.stats()
     assert stats["admission"] == {"calls": 2, "denied": 0, "errors": 0}  # external calls only
     assert stats["jobset_webhooks"] == {"calls": 2, "denied": 0}  # mpod.kb.io + vpod.kb.io
@@ -89,8 +87,10 @@ def test_a_follower_without_a_scheduled_leader_is_denied_as_jobset_denies_it(
 ) -> None:
     sim.reset_stats()
     with pytest.raises(client.ApiException) as info:
-        client.CoreV1Api(kube).create_namespaced_pod("default", jobset_pod("follower", follower=True))
-    body = json.loads(info.value.body)
+        client.CoreV1Api(kube).create_namespaced_pod(
+            "default", as_body(jobset_pod("follower", follower=True))
+        )
+    body = error_status(info.value)
     assert (info.value.status, body["reason"], body["message"]) == (403, "Forbidden", NOT_SET)
     stats = sim.stats()
     assert stats["jobset_webhooks"] == {"calls": 2, "denied": 1}
@@ -104,7 +104,7 @@ def test_pods_outside_jobset_are_never_sent_to_jobsets_webhooks(
     sim.reset_stats()
     plain = jobset_pod("plain")
     plain["metadata"]["labels"].pop(JOBSET_NAME)  # the objectSelector reads the label
-    client.CoreV1Api(kube).create_namespaced_pod("default", plain)
+    client.CoreV1Api(kube).create_namespaced_pod("default", as_body(plain))
     assert sim.stats()["jobset_webhooks"] == {"calls": 0, "denied": 0}
 
 
@@ -112,13 +112,10 @@ def test_serve_flag_turns_jobsets_webhooks_off() -> None:
     args = build_parser().parse_args(["serve", "--jobset-webhooks", "false"])
     assert options_from_args(args).controller_overrides == {"jobset_webhooks": False}
     with KubesimProcess(nodes=2, pools=1, jobset_webhooks=False) as proc:
-        api_client = config.new_client_from_config(str(proc.kubeconfig_path))
-        try:
+        with kube_client(proc.kubeconfig_path) as api_client:
             client.CoreV1Api(api_client).create_namespaced_pod(
-                "default", jobset_pod("follower", follower=True)
+                "default", as_body(jobset_pod("follower", follower=True))
             )
-        finally:
-            api_client.close()
         assert proc.stats()["jobset_webhooks"] == {"calls": 0, "denied": 0}
 
 

@@ -8,9 +8,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from kubectl_fixture import KUBECTL, kubectl
 
 from kubesim.testing import KubesimServer
+from tests.kubesim.kubectl_fixture import KUBECTL, kubectl
 
 pytestmark = [
     pytest.mark.kubectl,

@@ -14,11 +14,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kubectl_fixture import KUBECTL, kubectl, run_kubectl, versioned_kubectl
 
 from certs.generate import create_ca
 from kubesim.apiserver.protobuf.decode import decode_object
 from kubesim.testing import KubesimServer
+from tests.kubesim.kubectl_fixture import KUBECTL, kubectl, run_kubectl, versioned_kubectl
 
 pytestmark = [
     pytest.mark.kubectl,

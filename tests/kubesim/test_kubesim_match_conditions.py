@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from kubernetes import client, config
-from kubesim_webhook_fixture import FakeWebhook
+from kubernetes import client
 
 from devstack.webhooks import local_webhook_configurations
 from kubesim.apiserver.cel import compile_conditions, evaluate
@@ -19,6 +17,8 @@ from placement.constants import (
     ZONE_LABEL,
     Strategy,
 )
+from tests.kubesim.kubesim_webhook_fixture import FakeWebhook
+from tests.support.kube import as_body, error_status, kube_client, labels_of, name_of
 
 MISSING_KEY = "object.metadata.annotations['team'] == 'ml'"  # errors when the pod has no annotations
 
@@ -31,9 +31,8 @@ def sim() -> Iterator[KubesimServer]:
 
 @pytest.fixture
 def kube(sim: KubesimServer) -> Iterator[client.ApiClient]:
-    api_client = config.new_client_from_config(str(sim.kubeconfig_path))
-    yield api_client
-    api_client.close()
+    with kube_client(sim.kubeconfig_path) as api_client:
+        yield api_client
 
 
 def conditions(*expressions: str) -> list[dict[str, str]]:
@@ -57,7 +56,7 @@ def mutating_entry(webhook: FakeWebhook, name: str, *expressions: str, **extra: 
 
 def register_mutating(kube: client.ApiClient, name: str, *webhooks: dict[str, Any]) -> None:
     client.AdmissionregistrationV1Api(kube).create_mutating_webhook_configuration(
-        {"metadata": {"name": name}, "webhooks": list(webhooks)}
+        as_body({"metadata": {"name": name}, "webhooks": list(webhooks)})
     )
 
 
@@ -69,7 +68,7 @@ def pod(name: str, annotations: dict[str, str] | None = None) -> dict[str, Any]:
 
 
 def api_error(info: pytest.ExceptionInfo[client.ApiException]) -> tuple[int, dict[str, Any]]:
-    return int(info.value.status), json.loads(info.value.body)
+    return int(info.value.status), error_status(info.value)
 
 
 MATCH_CASES = [
@@ -94,9 +93,9 @@ def test_webhook_is_called_only_when_every_condition_is_true(
 ) -> None:
     register_mutating(kube, "conditional", mutating_entry(webhook, "conditional.kubesim.test", *expressions))
     name = f"t-{case.replace(' ', '-')}"
-    created = client.CoreV1Api(kube).create_namespaced_pod("default", pod(name, annotations))
+    created = client.CoreV1Api(kube).create_namespaced_pod("default", as_body(pod(name, annotations)))
     assert webhook.calls[f"mutate:{name}"] == (1 if called else 0), case
-    assert ("mutated" in (created.metadata.labels or {})) is called, case
+    assert ("mutated" in (labels_of(created))) is called, case
 
 
 def test_evaluation_error_under_fail_rejects_without_calling_the_webhook(
@@ -107,7 +106,7 @@ def test_evaluation_error_under_fail_rejects_without_calling_the_webhook(
     )
     core = client.CoreV1Api(kube)
     with pytest.raises(client.ApiException) as info:
-        core.create_namespaced_pod("default", pod("fail-closed"))
+        core.create_namespaced_pod("default", as_body(pod("fail-closed")))
     status, body = api_error(info)
     assert status == 403
     assert body["reason"] == "Forbidden"
@@ -115,7 +114,7 @@ def test_evaluation_error_under_fail_rejects_without_calling_the_webhook(
     assert webhook.calls["mutate:fail-closed"] == 0
     assert sim.stats()["admission"]["calls"] == 0
     # The same webhook is called once the expression can be evaluated.
-    core.create_namespaced_pod("default", pod("fail-evaluable", {"team": "ml"}))
+    core.create_namespaced_pod("default", as_body(pod("fail-evaluable", {"team": "ml"})))
     assert webhook.calls["mutate:fail-evaluable"] == 1
 
 
@@ -125,9 +124,9 @@ def test_evaluation_error_under_ignore_admits_without_calling_the_webhook(
     register_mutating(
         kube, "erring", mutating_entry(webhook, "erring.kubesim.test", MISSING_KEY, failurePolicy="Ignore")
     )
-    created = client.CoreV1Api(kube).create_namespaced_pod("default", pod("fail-open"))
-    assert created.metadata.name == "fail-open"
-    assert "mutated" not in (created.metadata.labels or {})
+    created = client.CoreV1Api(kube).create_namespaced_pod("default", as_body(pod("fail-open")))
+    assert name_of(created) == "fail-open"
+    assert "mutated" not in (labels_of(created))
     assert webhook.calls["mutate:fail-open"] == 0
     assert sim.stats()["admission"]["calls"] == 0
 
@@ -175,7 +174,7 @@ def test_invalid_match_conditions_are_refused_when_the_configuration_is_created(
         else admission.create_validating_webhook_configuration
     )
     with pytest.raises(client.ApiException) as info:
-        create(body)
+        create(as_body(body))
     status, status_body = api_error(info)
     assert status == 422
     assert status_body["reason"] == "Invalid"
@@ -194,12 +193,12 @@ def test_a_configuration_update_recompiles_its_conditions(
 ) -> None:
     register_mutating(kube, "updated", mutating_entry(webhook, "updated.kubesim.test", "false"))
     core = client.CoreV1Api(kube)
-    core.create_namespaced_pod("default", pod("before-update"))
+    core.create_namespaced_pod("default", as_body(pod("before-update")))
     admission = client.AdmissionregistrationV1Api(kube)
     admission.patch_mutating_webhook_configuration(
         "updated", [{"op": "replace", "path": "/webhooks/0/matchConditions/0/expression", "value": "true"}]
     )
-    core.create_namespaced_pod("default", pod("after-update"))
+    core.create_namespaced_pod("default", as_body(pod("after-update")))
     assert (webhook.calls["mutate:before-update"], webhook.calls["mutate:after-update"]) == (0, 1)
 
 
@@ -227,19 +226,19 @@ def test_chart_webhooks_see_only_annotated_pods_and_jobs(
     admission = client.AdmissionregistrationV1Api(kube)
     for configuration in chart_configurations(webhook):
         if configuration["kind"] == "MutatingWebhookConfiguration":
-            admission.create_mutating_webhook_configuration(configuration)
+            admission.create_mutating_webhook_configuration(as_body(configuration))
         else:
-            admission.create_validating_webhook_configuration(configuration)
+            admission.create_validating_webhook_configuration(as_body(configuration))
     core, batch = client.CoreV1Api(kube), client.BatchV1Api(kube)
     validations_before = webhook.calls["deny"]
 
-    core.create_namespaced_pod("default", pod("chart-plain", {"team": "ml"}))
+    core.create_namespaced_pod("default", as_body(pod("chart-plain", {"team": "ml"})))
     assert webhook.calls["mutate:chart-plain"] == 0
     assert webhook.calls["deny"] == validations_before
 
-    core.create_namespaced_pod("default", pod("chart-ours", {TOPOLOGY_ANNOTATION: ZONE_LABEL}))
+    core.create_namespaced_pod("default", as_body(pod("chart-ours", {TOPOLOGY_ANNOTATION: ZONE_LABEL})))
     core.create_namespaced_pod(
-        "default", pod("chart-jobset", {JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION: ZONE_LABEL})
+        "default", as_body(pod("chart-jobset", {JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION: ZONE_LABEL}))
     )
     assert webhook.calls["mutate:chart-ours"] >= 1
     assert webhook.calls["mutate:chart-jobset"] >= 1
@@ -251,7 +250,9 @@ def test_chart_webhooks_see_only_annotated_pods_and_jobs(
         template["spec"]["restartPolicy"] = "Never"
         return {"metadata": {"name": name}, "spec": {"template": template}}
 
-    batch.create_namespaced_job("default", job("chart-job-plain", None))
-    batch.create_namespaced_job("default", job("chart-job-annotated", {TOPOLOGY_ANNOTATION: ZONE_LABEL}))
+    batch.create_namespaced_job("default", as_body(job("chart-job-plain", None)))
+    batch.create_namespaced_job(
+        "default", as_body(job("chart-job-annotated", {TOPOLOGY_ANNOTATION: ZONE_LABEL}))
+    )
     assert webhook.calls["mutate:chart-job-plain"] == 0
     assert webhook.calls["mutate:chart-job-annotated"] == 1

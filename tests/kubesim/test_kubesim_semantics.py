@@ -262,7 +262,7 @@ def test_watch_replays_from_resource_version_and_reports_selector_transitions() 
         await api.patch("pods", "a", {"metadata": {"labels": {"app": "y"}}}, namespace="default")
         await api.patch("pods", "a", {"metadata": {"labels": {"app": "x"}}}, namespace="default")
         await api.delete("pods", "a", namespace="default")
-        events = []
+        events: list[tuple[str, str]] = []
         stream = api.watch("pods", namespace="default", resource_version=start, label_selector="app=x")
         async for event in stream:
             events.append((event["type"], event["object"]["metadata"]["labels"]["app"]))

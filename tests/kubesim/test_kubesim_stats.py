@@ -63,7 +63,8 @@ def test_in_process_clients_keep_their_names_per_verb_and_resource() -> None:
             await api.list("pods", namespace=NAMESPACE, client="job-controller")
             await api.list("pods", namespace=NAMESPACE, client="job-controller")
             await api.get("namespaces", NAMESPACE, client="scheduler")
-            return api.stats.snapshot()["requests"]["by_client_verb_resource"]
+            figures: dict[str, Any] = api.stats.snapshot()["requests"]["by_client_verb_resource"]
+            return figures
         finally:
             await api.aclose()
 
@@ -87,7 +88,8 @@ def test_event_writes_are_counted_per_reason_creates_and_patches_alike() -> None
             # A pod write is no event write, whatever its fields.
             pod = {"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "i"}]}}
             await api.create("pods", pod, namespace=NAMESPACE)
-            return api.stats.snapshot()["events"]
+            figures: dict[str, Any] = api.stats.snapshot()["events"]
+            return figures
         finally:
             await api.aclose()
 
@@ -101,7 +103,8 @@ def test_reset_clears_the_attribution_counters() -> None:
             await api.create("namespaces", {"metadata": {"name": NAMESPACE}}, client="x")
             await api.create("events", event("a", "FailedCreate"), namespace=NAMESPACE)
             api.stats.reset()
-            return api.stats.snapshot()
+            figures: dict[str, Any] = api.stats.snapshot()
+            return figures
         finally:
             await api.aclose()
 
@@ -124,7 +127,8 @@ def test_requests_are_counted_per_namespace_they_are_about() -> None:
             await api.list("events", namespace=NAMESPACE)
             await api.list("events")  # across all namespaces: not counted
             await api.delete("events", "b", namespace="other")
-            return api.stats.snapshot()["requests"]["by_namespace"]
+            figures: dict[str, Any] = api.stats.snapshot()["requests"]["by_namespace"]
+            return figures
         finally:
             await api.aclose()
 

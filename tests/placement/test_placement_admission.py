@@ -6,7 +6,6 @@ import copy
 from typing import Any
 
 import pytest
-from placement_pods import JOB, NS, UID, ZONE, job, node, pod
 
 from placement.admission import (
     LeaderState,
@@ -37,6 +36,7 @@ from placement.constants import (
 )
 from placement.objects import JobRef, hashed_job_key
 from placement.patch import apply
+from tests.placement.placement_pods import JOB, NS, UID, ZONE, job, node, pod
 
 REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
 BOUND = LeaderState(LeaderStatus.BOUND, "leader-0", "node-1", "zone-a")

@@ -10,7 +10,6 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from placement_pods import JOB, NS, ZONE, job
 
 from kubesim.apiserver.job_validation import validate_job_spec_update, validate_job_template_spec
 from kubesim.apiserver.patches import merge_patch
@@ -31,6 +30,7 @@ from placement.objects import pod_template
 from placement.patch import apply
 from placement.resize import decide_resize
 from placement.strategy import max_failed_indexes_at_size_one, success_policy_problem
+from tests.placement.placement_pods import JOB, NS, ZONE, job
 
 JOBSET = {JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION: ZONE}
 BOUND_LEADER = {

@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from placement_pods import JOB, NS, UID, ZONE, job, node, pod
 
 from placement.affinity import (
     add_leader_affinity,
@@ -37,6 +36,7 @@ from placement.objects import (
     topology_key_of_pod,
 )
 from placement.strategy import InvalidStrategy, elastic_ineligibility, select_strategy, strategy_of_job
+from tests.placement.placement_pods import JOB, NS, UID, ZONE, job, node, pod
 
 
 @pytest.mark.parametrize(
@@ -183,7 +183,9 @@ def test_leader_affinity_terms_shape() -> None:
 
 
 def test_add_leader_affinity_keeps_existing_terms_and_is_idempotent() -> None:
-    node_affinity = {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": []}}
+    node_affinity: dict[str, Any] = {
+        "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": []}
+    }
     mine = {"labelSelector": {"matchLabels": {"app": "db"}}, "topologyKey": "kubernetes.io/hostname"}
     spec: dict[str, Any] = {
         "affinity": {

@@ -247,7 +247,7 @@ def test_gate_release_patch_fails_if_gate_moved() -> None:
         jsonpatch.apply_patch(concurrently_changed, release.patch)
 
 
-RELEASE_SKIPS = [
+RELEASE_SKIPS: list[tuple[str, dict[str, Any], dict[str, Any] | None, dict[str, Any] | None, SkipReason]] = [
     ("not gated", FOLLOWER, make_pod(), NODE, SkipReason.NOT_GATED),
     ("leader missing", gated(FOLLOWER), None, NODE, SkipReason.NO_LEADER),
     ("leader unbound", gated(FOLLOWER), make_pod(node=None), NODE, SkipReason.LEADER_NOT_BOUND),
@@ -428,7 +428,16 @@ def test_a_follower_already_marked_is_deleted_without_a_second_status_write() ->
     assert repair.status_patch is None
 
 
-REPAIR_SKIPS = [
+REPAIR_SKIPS: list[
+    tuple[
+        str,
+        dict[str, Any],
+        dict[str, Any] | None,
+        dict[str, Any] | None,
+        list[tuple[dict[str, Any], dict[str, Any] | None]],
+        SkipReason,
+    ]
+] = [
     ("in the leader's domain", pinned("pool-3"), make_pod(), NODE, [], SkipReason.IN_LEADER_DOMAIN),
     ("not pinned", make_pod(index="3", node=None), make_pod(), NODE, [], SkipReason.NOT_PINNED),
     ("gated", gated(pinned("pool-1")), make_pod(), NODE, [], SkipReason.FOLLOWER_GATED),

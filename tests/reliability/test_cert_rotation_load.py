@@ -10,14 +10,14 @@ from collections import Counter
 from pathlib import Path
 
 import httpx
-from reliability_processes import (
+
+from tests.reliability.reliability_processes import (
     WebhookUnderTest,
     dev_certs,
     file_certificate_der,
     fixture_review,
     served_certificate_der,
 )
-
 from webhook.testing import FakeKubeApi
 
 ROTATIONS = 3

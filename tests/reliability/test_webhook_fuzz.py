@@ -18,12 +18,12 @@ from typing import Any
 
 import jsonpatch
 import pytest
-from fuzz_inputs import mutated_reviews, raw_bodies
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from reliability_app import LEADER_STATES, SettableLeaders, admission_app, response_patch
 
 from placement.constants import STRATEGIES
+from tests.reliability.fuzz_inputs import mutated_reviews, raw_bodies
+from tests.reliability.reliability_app import LEADER_STATES, SettableLeaders, admission_app, response_patch
 from webhook.testing import AsgiClient
 
 ENDPOINTS = ("/mutate-pods", "/validate-pods", "/mutate-jobs")

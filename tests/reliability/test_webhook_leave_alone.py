@@ -12,8 +12,6 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from fuzz_inputs import OPERATIONS, load_fixture
-from reliability_app import LEADER_STATES, SettableLeaders, admission_app
 
 from placement.constants import (
     JOB_NAME_LABEL,
@@ -21,6 +19,8 @@ from placement.constants import (
     STRATEGIES,
     TOPOLOGY_ANNOTATION,
 )
+from tests.reliability.fuzz_inputs import OPERATIONS, load_fixture
+from tests.reliability.reliability_app import LEADER_STATES, SettableLeaders, admission_app
 from webhook.testing import AsgiClient
 
 Review = dict[str, Any]

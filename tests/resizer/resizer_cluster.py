@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -20,16 +19,11 @@ from typing import Any, TypeVar
 import httpx
 
 from bench.resizer_latency import shrunk_job
+from devstack.ports import free_port
 from kubesim.testing import KubesimServer
 from placement.constants import RESIZE_LABEL
 
 T = TypeVar("T")
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def wait_for(what: str, check: Callable[[], T | None], timeout: float, interval: float = 0.1) -> T:

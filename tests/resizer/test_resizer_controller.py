@@ -6,7 +6,6 @@ import copy
 from typing import Any
 
 import pytest
-from resizer_fakes import FakeKube
 
 from kubekit.client import KubeError
 from placement.constants import (
@@ -21,6 +20,7 @@ from placement.resize import has_gate
 from resizer.controller import Resizer, new_caches
 from resizer.metrics import Metrics
 from resizer.workqueue import WorkQueue
+from tests.resizer.resizer_fakes import FakeKube
 
 POOL = "cloud.google.com/gke-nodepool"
 KEY = "team/train-0"

@@ -14,12 +14,12 @@ from typing import Any
 
 import httpx
 import pytest
-from resizer_cluster import wait_for
 
 from devstack.commands import KubesimFlags
 from devstack.manifests import exclusive_jobset
 from devstack.stack import Stack, StackOptions
 from placement.constants import GKE_NODEPOOL_LABEL, JOBSET_NAME_LABEL, RESIZE_LABEL
+from tests.resizer.resizer_cluster import wait_for
 
 pytestmark = pytest.mark.e2e
 

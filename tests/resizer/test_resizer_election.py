@@ -5,7 +5,6 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import pytest
-from resizer_fakes import FakeClock, FakeKube
 
 from kubekit.client import KubeError
 from resizer.election import (
@@ -17,6 +16,7 @@ from resizer.election import (
     next_record,
     parse_micro_time,
 )
+from tests.resizer.resizer_fakes import FakeClock, FakeKube
 
 NOW = "2026-11-29T19:00:00.123456Z"
 

@@ -9,9 +9,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from resizer_cluster import kubesim, resized, resizers, wait_for
-
 from placement.constants import RESIZE_LABEL
+from tests.resizer.resizer_cluster import kubesim, resized, resizers, wait_for
 
 FAST = {"time_scale": 0.05, "nodes": 16, "pools": 4}
 QUICK_LEASE = (

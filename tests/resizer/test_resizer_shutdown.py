@@ -7,13 +7,12 @@ from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from typing import Any
 
-from resizer_fakes import FakeClock, FakeKube
-
 from kubekit.informer import Informer
 from resizer.controller import Resizer, new_caches
 from resizer.election import ElectionConfig, LeaderElector, LeaseRecord
 from resizer.metrics import Metrics
 from resizer.workqueue import WorkQueue
+from tests.resizer.resizer_fakes import FakeClock, FakeKube
 
 Obj = dict[str, Any]
 
@@ -68,7 +67,7 @@ class Ignore:
 def test_informer_stopped_while_its_watch_is_opening_ends_without_waiting_for_the_stream() -> None:
     kube = SlowToOpenWatchKube()
     informer = Informer(
-        kube,  # type: ignore[arg-type]
+        kube,
         "pods",
         name="opening",
         namespace="default",

@@ -5,9 +5,9 @@ from __future__ import annotations
 import threading
 
 import pytest
-from resizer_fakes import FakeClock
 
 from resizer.workqueue import ShutDown, WorkQueue
+from tests.resizer.resizer_fakes import FakeClock
 
 
 def test_duplicate_adds_are_collapsed() -> None:

@@ -1,5 +1,5 @@
 """Fixtures of the security tests (defined in security_support)."""
 
-from security_support import limited_webhook
+from tests.security.security_support import limited_webhook
 
 __all__ = ["limited_webhook"]

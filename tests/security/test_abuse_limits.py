@@ -14,8 +14,14 @@ from collections import Counter
 from collections.abc import Iterator
 
 import httpx
-from security_support import BODY_TIMEOUT, HEADER_TIMEOUT, MAX_INFLIGHT, WebhookProcess, fixture_review
 
+from tests.security.security_support import (
+    BODY_TIMEOUT,
+    HEADER_TIMEOUT,
+    MAX_INFLIGHT,
+    WebhookProcess,
+    fixture_review,
+)
 from webhook.settings import MAX_BODY_BYTES
 
 REQUEST_HEAD = "POST /mutate-pods HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"

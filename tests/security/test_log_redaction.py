@@ -8,8 +8,8 @@ import json
 from pathlib import Path
 
 import pytest
-from security_support import SECRET_MARKER, fixture_review, start_webhook, with_secrets
 
+from tests.security.security_support import SECRET_MARKER, fixture_review, start_webhook, with_secrets
 from webhook.testing import FakeKubeApi
 
 OBJECT_FIXTURES = (

@@ -16,9 +16,9 @@ from pathlib import Path
 import httpx
 import pytest
 from pydantic import ValidationError
-from security_support import ROOT, WebhookProcess
 
 from certs.files import write_dev_certs
+from tests.security.security_support import ROOT, WebhookProcess
 from webhook.settings import WebhookSettings
 
 # What OpenSSL reports when the SERVER refuses the version (an alert, or it hangs up on the ClientHello),

@@ -1,5 +1,5 @@
 """Pytest fixtures of the webhook tests (defined in webhook_support)."""
 
-from webhook_support import fake_api, running
+from tests.webhook.webhook_support import fake_api, running
 
 __all__ = ["fake_api", "running"]

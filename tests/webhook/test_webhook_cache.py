@@ -7,10 +7,10 @@ import asyncio
 from collections.abc import Iterator
 
 import pytest
-from webhook_support import leader_from_fixture, node_obj, settings_for, wait_for
 
 from placement.admission import LeaderStatus, PodPlan, plan_pod
 from placement.constants import Strategy
+from tests.webhook.webhook_support import leader_from_fixture, node_obj, settings_for, wait_for
 from webhook.cache import LeaderDirectory
 from webhook.metrics import Metrics
 from webhook.server import build_directory, kube_for
@@ -18,7 +18,7 @@ from webhook.testing import FakeKubeApi
 
 
 def _follower_plan() -> PodPlan:
-    from webhook_support import fixture_review
+    from tests.webhook.webhook_support import fixture_review
 
     review = fixture_review("follower-pod.json")
     plan = plan_pod(review["request"]["object"], review["request"]["namespace"], Strategy.ELASTIC)

@@ -7,15 +7,6 @@ import copy
 from typing import Any
 
 import pytest
-from webhook_support import (
-    POOL,
-    Running,
-    fixture_review,
-    jobset_of_fixture,
-    leader_from_fixture,
-    node_obj,
-    wait_for,
-)
 
 from placement.constants import (
     JOB_KEY_LABEL,
@@ -25,6 +16,15 @@ from placement.constants import (
     TARGET_PARALLELISM_ANNOTATION,
 )
 from placement.patch import apply
+from tests.webhook.webhook_support import (
+    POOL,
+    Running,
+    fixture_review,
+    jobset_of_fixture,
+    leader_from_fixture,
+    node_obj,
+    wait_for,
+)
 from webhook.review import decode_patch
 from webhook.server import build
 from webhook.settings import MAX_BODY_BYTES, WebhookSettings
@@ -167,7 +167,7 @@ def test_non_create_operations_are_out_of_scope(running: Running) -> None:
     [("malformed-no-request.json", "no request"), ("malformed-not-json.json", "not JSON")],
 )
 def test_malformed_reviews_are_http_400(running: Running, fixture: str, needle: str) -> None:
-    from webhook_support import FIXTURES
+    from tests.webhook.webhook_support import FIXTURES
 
     response = running.client.post(
         "/mutate-pods",

@@ -8,16 +8,6 @@ import copy
 from typing import Any
 
 import pytest
-from webhook_support import (
-    POOL,
-    Running,
-    fixture_review,
-    jobset_of_fixture,
-    leader_from_fixture,
-    node_obj,
-    settings_for,
-    wait_for,
-)
 
 from placement.constants import (
     JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION,
@@ -27,6 +17,16 @@ from placement.constants import (
     TOPOLOGY_ANNOTATION,
 )
 from placement.patch import apply
+from tests.webhook.webhook_support import (
+    POOL,
+    Running,
+    fixture_review,
+    jobset_of_fixture,
+    leader_from_fixture,
+    node_obj,
+    settings_for,
+    wait_for,
+)
 from webhook.review import decode_patch
 from webhook.server import build
 from webhook.testing import AsgiClient, FakeKubeApi
@@ -135,7 +135,7 @@ def test_the_takeover_can_be_turned_off(fake_api: FakeKubeApi) -> None:
         wait_for(lambda: client.get("/readyz").status_code == 200)
         review = child_job_review()
         answer = client.post("/mutate-jobs", json=review).json()
-        job = apply(review["request"]["object"], decode_patch(answer))  # type: ignore[arg-type]
+        job = apply(review["request"]["object"], decode_patch(answer))
     annotations = job["spec"]["template"]["metadata"]["annotations"]
     assert annotations[JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION] == POOL
     assert TOPOLOGY_ANNOTATION not in annotations

@@ -8,10 +8,11 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
-from webhook_support import fixture_review, leader_from_fixture, wait_for
 
 from kubesim.testing import KubesimServer
 from placement.admission import LeaderStatus, PodPlan, plan_pod
+from placement.constants import Strategy
+from tests.webhook.webhook_support import fixture_review, leader_from_fixture, wait_for
 from webhook.server import Webhook, build
 from webhook.settings import WebhookSettings
 
@@ -26,7 +27,7 @@ def kubesim() -> Iterator[KubesimServer]:
 
 def _plan() -> PodPlan:
     review = fixture_review("follower-pod.json")
-    plan = plan_pod(review["request"]["object"], review["request"]["namespace"], "elastic")
+    plan = plan_pod(review["request"]["object"], review["request"]["namespace"], Strategy.ELASTIC)
     assert isinstance(plan, PodPlan)
     return plan
 

@@ -12,20 +12,14 @@ from pathlib import Path
 
 import httpx
 import pytest
-from webhook_support import fixture_review
 
 from certs.files import write_dev_certs
+from devstack.ports import free_port
+from tests.webhook.webhook_support import fixture_review
 from webhook.testing import FakeKubeApi
 from webhook.tls import server_context
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def trust(ca_file: Path) -> ssl.SSLContext:

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import httpx
 import uvicorn
-from webhook_support import wait_for
 
 from certs.files import write_dev_certs
 from placement.constants import Strategy
+from tests.webhook.webhook_support import wait_for
 from webhook.app import create_app
 from webhook.handlers import Admission
 from webhook.metrics import Metrics

@@ -1,8 +1,7 @@
 """Helpers for the webhook tests: fixture reviews, object builders, the fake API and the real app wired to it
 (served in-process over ASGI; tests/webhook/test_webhook_tls.py is the one that goes through a real socket).
 
-A uniquely named module (not conftest) so `from webhook_support import ...` is unambiguous in a full run;
-`conftest.py` re-exports the pytest fixtures.
+Imported as `tests.webhook.webhook_support`; `conftest.py` re-exports the pytest fixtures.
 """
 
 from __future__ import annotations

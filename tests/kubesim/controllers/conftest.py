@@ -1,11 +1,11 @@
 import asyncio
-from collections.abc import Callable, Coroutine
-from typing import Any
 
 import pytest
 
+from tests.kubesim.controllers.ctrl_harness import Run
+
 
 @pytest.fixture
-def run() -> Callable[[Coroutine[Any, Any, Any]], Any]:
+def run() -> Run:
     """Run one coroutine on a fresh event loop (the suite has no asyncio plugin)."""
     return asyncio.run

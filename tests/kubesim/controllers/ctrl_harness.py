@@ -8,9 +8,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator, Callable, Collection
+from collections.abc import AsyncIterator, Callable, Collection, Coroutine
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from kubesim.apiserver.server import ApiServer
 from kubesim.clock import Clock
@@ -23,9 +23,18 @@ from kubesim.controllers.settings import ControllerSettings
 from kubesim.errors import ApiError
 from kubesim.interface import WatchEvent
 from kubesim.stats import Stats
-from placement.constants import JOB_COMPLETION_INDEX_ANNOTATION
+from placement.constants import GKE_NODEPOOL_LABEL, JOB_COMPLETION_INDEX_ANNOTATION, JOB_KEY_LABEL
 
 Obj = dict[str, Any]
+
+
+T = TypeVar("T")
+
+
+class Run(Protocol):
+    """The `run` fixture: runs one coroutine on a fresh event loop and returns its result."""
+
+    def __call__(self, main: Coroutine[Any, Any, T], /) -> T: ...
 
 
 @dataclass
@@ -274,3 +283,35 @@ def standalone_job_controller(server: ApiServer, **settings: Any) -> Standalone:
         recorder=EventRecorder(server, "job-controller", enabled=False),
     )
     return Standalone(controller, jobs, pods)
+
+
+def exclusive_job(name: str, size: int, gpus: int = 1) -> Obj:
+    """A Job whose pods all carry JobSet's original exclusive terms (the `affinity` strategy)."""
+    affinity = {
+        "podAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                {
+                    "labelSelector": {
+                        "matchExpressions": [{"key": JOB_KEY_LABEL, "operator": "In", "values": [name]}]
+                    },
+                    "topologyKey": GKE_NODEPOOL_LABEL,
+                    "namespaceSelector": {},
+                }
+            ]
+        },
+        "podAntiAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                {
+                    "labelSelector": {
+                        "matchExpressions": [
+                            {"key": JOB_KEY_LABEL, "operator": "Exists"},
+                            {"key": JOB_KEY_LABEL, "operator": "NotIn", "values": [name]},
+                        ]
+                    },
+                    "topologyKey": GKE_NODEPOOL_LABEL,
+                    "namespaceSelector": {},
+                }
+            ]
+        },
+    }
+    return indexed_job(name, size, spec=pod_spec(gpus=gpus, affinity=affinity), labels={JOB_KEY_LABEL: name})

@@ -1,6 +1,7 @@
 """Generated nodes: pools, zones, racks, capacity, readiness."""
 
 from collections import Counter
+from typing import Any
 
 import pytest
 
@@ -57,6 +58,6 @@ def test_cpu_only_nodes_have_no_gpu_resource() -> None:
         (4, 2, {"gpus_per_node": -1}, "gpus_per_node"),
     ],
 )
-def test_bad_arguments_are_clear_errors(count: int, pools: int, kwargs: dict, message: str) -> None:
+def test_bad_arguments_are_clear_errors(count: int, pools: int, kwargs: dict[str, Any], message: str) -> None:
     with pytest.raises(ValueError, match=message):
         make_nodes(count, pools, **kwargs)

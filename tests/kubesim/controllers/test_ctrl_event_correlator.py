@@ -167,7 +167,7 @@ def test_spam_filter_allows_a_burst_of_25_then_one_event_per_300_seconds(
     clock = FakeClock()
     start = clock.seconds
     spam = SpamFilter(clock.now)
-    results = []
+    results: list[bool] = []
     for offset in offsets:
         clock.seconds = start + offset
         results.append(not spam.filter(make_event(f"message {len(results)}")))

@@ -26,11 +26,11 @@ from kubesim.stats import Stats
 Obj = dict[str, Any]
 
 
-class ScriptedApi:
+class ScriptedApi(ApiServer):
     """The real API server, with scripted failures for the next event writes (None = let it through)."""
 
-    def __init__(self, server: ApiServer) -> None:
-        self.server = server
+    def __init__(self) -> None:
+        super().__init__(Stats(), seed=0)
         self.failures: list[BaseException | None] = []
         self.calls: list[str] = []
 
@@ -43,11 +43,11 @@ class ScriptedApi:
 
     async def create(self, resource: str, obj: Obj, **kwargs: Any) -> Obj:
         self._maybe_fail("create")
-        return await self.server.create(resource, obj, **kwargs)
+        return await super().create(resource, obj, **kwargs)
 
     async def patch(self, resource: str, name: str, patch: Any, **kwargs: Any) -> Obj:
         self._maybe_fail("patch")
-        return await self.server.patch(resource, name, patch, **kwargs)
+        return await super().patch(resource, name, patch, **kwargs)
 
 
 class ManualClock(Clock):
@@ -137,8 +137,7 @@ def test_record_to_sink_retries_transport_errors_only(
     run: Callable[[Any], Any], failures: list[BaseException | None], calls: int, stored: int
 ) -> None:
     async def scenario() -> None:
-        server = ApiServer(Stats(), seed=0)
-        api = ScriptedApi(server)
+        api = server = ScriptedApi()
         api.failures = list(failures)
         recorder = EventRecorder(api, "job-controller", clock=Clock(1e-5))
         async with running(recorder.run()):
@@ -155,8 +154,7 @@ def test_record_to_sink_retries_transport_errors_only(
 
 def test_a_count_patch_of_a_vanished_event_creates_it_again(run: Callable[[Any], Any]) -> None:
     async def scenario() -> None:
-        server = ApiServer(Stats(), seed=0)
-        api = ScriptedApi(server)
+        api = server = ScriptedApi()
         recorder = EventRecorder(api, "job-controller", clock=Clock(1e-5))
         async with running(recorder.run()):
             recorder.record(job(), "Warning", "FailedCreate", "Error creating: denied")

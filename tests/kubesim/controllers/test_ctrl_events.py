@@ -10,9 +10,9 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
-from ctrl_harness import Cluster, cluster, index_of, indexed_job, pod_spec
 
 from kubesim.controllers.scheduler import NOTE_LENGTH_LIMIT, truncate_note
+from tests.kubesim.controllers.ctrl_harness import Cluster, cluster, index_of, indexed_job, pod_spec
 
 Obj = dict[str, Any]
 
@@ -130,7 +130,10 @@ def test_the_kubelet_writes_pending_then_running_then_terminal_status_each_a_get
     run: Callable[[Any], Any], run_seconds: float | None, versions: list[Any]
 ) -> None:
     async def scenario() -> None:
-        settings = {"pod_run_seconds": run_seconds, "kubelet_start_delay_seconds": START_DELAY}
+        settings: dict[str, Any] = {
+            "pod_run_seconds": run_seconds,
+            "kubelet_start_delay_seconds": START_DELAY,
+        }
         async with cluster(components=SCHEDULER_AND_KUBELET, **settings) as c:
             async with watching(c, "p") as seen:
                 await c.server.create("pods", bare_pod(), namespace="default")
@@ -204,7 +207,7 @@ def test_deleting_a_running_pod_stops_its_containers_then_removes_it(run: Callab
 # --- scheduler: FailedScheduling as an events.k8s.io series, Unschedulable only on change --------------
 
 
-UNSCHEDULABLE = {"scheduler_unschedulable_flush_seconds": 1.0}
+UNSCHEDULABLE: dict[str, Any] = {"scheduler_unschedulable_flush_seconds": 1.0}
 
 
 @pytest.mark.parametrize(

@@ -143,7 +143,7 @@ def test_equal_scores_are_broken_uniformly_at_random() -> None:
         {"metadata": {"name": "p", "namespace": "default"}, "spec": {"containers": [{"name": "c"}]}}
     )
     picks = [finder.find(info).node for _ in range(400)]
-    assert {name: picks.count(name) for name in sorted(set(picks))} == pytest.approx(
+    assert {name: picks.count(name) for name in sorted(set(picks), key=str)} == pytest.approx(
         {"n0": 100, "n1": 100, "n2": 100, "n3": 100}, abs=30
     )
 

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 from kubesim.controllers.informer import Handlers, Informer
 from kubesim.errors import ApiError
 from kubesim.interface import WatchEvent
+from tests.kubesim.controllers.ctrl_harness import Run
 
 
 def _pod(name: str, rv: int, **labels: str) -> dict[str, Any]:
@@ -38,7 +39,7 @@ class ScriptedApi:
         return self._play(script)
 
     @staticmethod
-    async def _play(script: list[WatchEvent] | ApiError) -> AsyncIterator[WatchEvent]:
+    async def _play(script: Sequence[WatchEvent] | ApiError) -> AsyncIterator[WatchEvent]:
         if isinstance(script, ApiError):
             raise script
         for event in script:
@@ -47,7 +48,7 @@ class ScriptedApi:
             await asyncio.sleep(3600)
 
 
-def test_informer_relists_on_410_and_reports_what_changed_meanwhile(run) -> None:
+def test_informer_relists_on_410_and_reports_what_changed_meanwhile(run: Run) -> None:
     async def scenario() -> None:
         api = ScriptedApi(
             lists=[([_pod("a", 1), _pod("b", 2)], "2"), ([_pod("a", 5, x="y"), _pod("c", 6)], "6")],

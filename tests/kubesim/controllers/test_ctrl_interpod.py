@@ -1,5 +1,7 @@
 """Inter-pod affinity terms and the domain-count index that answers them."""
 
+from typing import Any
+
 import pytest
 
 from kubesim.controllers.interpod import (
@@ -14,7 +16,9 @@ KEY = "exclusive-placement.io/job-key"
 POOL = "cloud.google.com/gke-nodepool"
 
 
-def _exclusive_terms(own: str, namespace_selector: dict | None = None) -> tuple[dict, dict]:
+def _exclusive_terms(
+    own: str, namespace_selector: dict[str, Any] | None = None
+) -> tuple[dict[str, Any], dict[str, Any]]:
     affinity = {
         "labelSelector": {"matchExpressions": [{"key": KEY, "operator": "In", "values": [own]}]},
         "topologyKey": POOL,
@@ -81,7 +85,7 @@ def test_namespace_selector_reads_namespace_labels() -> None:
         ),
     ],
 )
-def test_malformed_terms_are_clear_errors(term: dict, message: str) -> None:
+def test_malformed_terms_are_clear_errors(term: dict[str, Any], message: str) -> None:
     with pytest.raises(ValueError, match=message):
         parse_term(term, "default")
 

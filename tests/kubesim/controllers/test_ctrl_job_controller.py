@@ -4,18 +4,26 @@ from __future__ import annotations
 
 import itertools
 import time
+from typing import Any
 
 import pytest
-from ctrl_harness import Cluster, cluster, index_of, indexed_job, standalone_job_controller
 
 from kubesim.apiserver.server import ApiServer
 from kubesim.controllers.job_pods import build_pod
 from kubesim.controllers.objects import condition_true
+from tests.kubesim.controllers.ctrl_harness import (
+    Cluster,
+    Run,
+    cluster,
+    index_of,
+    indexed_job,
+    standalone_job_controller,
+)
 
 JOB_ONLY = ("job-controller",)
 
 
-async def _job(c: Cluster, name: str) -> dict:
+async def _job(c: Cluster, name: str) -> dict[str, Any]:
     return await c.server.get("jobs", name, namespace="default")
 
 
@@ -23,7 +31,7 @@ def _intervals(c: Cluster, times: list[float]) -> list[float]:
     return [c.simulated(b - a) for a, b in itertools.pairwise(times)]
 
 
-def test_denied_pods_are_retried_with_a_doubling_per_job_backoff_one_create_per_sync(run) -> None:
+def test_denied_pods_are_retried_with_a_doubling_per_job_backoff_one_create_per_sync(run: Run) -> None:
     async def scenario() -> None:
         async with cluster(components=JOB_ONLY, time_scale=0.1) as c:
             c.api.deny = lambda _pod: "leader pod not yet scheduled"
@@ -49,7 +57,7 @@ def test_denied_pods_are_retried_with_a_doubling_per_job_backoff_one_create_per_
     run(scenario())
 
 
-def test_an_owned_pod_update_requeues_the_job_after_about_one_second(run) -> None:
+def test_an_owned_pod_update_requeues_the_job_after_about_one_second(run: Run) -> None:
     async def scenario() -> None:
         async with cluster(components=JOB_ONLY, time_scale=0.1) as c:
             gate_open = False
@@ -87,7 +95,7 @@ def test_an_owned_pod_update_requeues_the_job_after_about_one_second(run) -> Non
     run(scenario())
 
 
-def test_pod_update_retry_lands_one_second_after_the_update(run) -> None:
+def test_pod_update_retry_lands_one_second_after_the_update(run: Run) -> None:
     async def scenario() -> None:
         async with cluster(components=JOB_ONLY, time_scale=0.1) as c:
             c.api.deny = lambda pod: None if _index(pod) == "0" else "leader pod not yet scheduled"
@@ -106,7 +114,7 @@ def test_pod_update_retry_lands_one_second_after_the_update(run) -> None:
     run(scenario())
 
 
-def test_elastic_resize_creates_exactly_the_new_indexes_and_deletes_out_of_range(run) -> None:
+def test_elastic_resize_creates_exactly_the_new_indexes_and_deletes_out_of_range(run: Run) -> None:
     async def scenario() -> None:
         async with cluster(components=JOB_ONLY) as c:
             await c.server.create("jobs", indexed_job("elastic", 1), namespace="default")
@@ -137,7 +145,7 @@ def test_elastic_resize_creates_exactly_the_new_indexes_and_deletes_out_of_range
     run(scenario())
 
 
-def test_pods_that_succeed_complete_the_job(run) -> None:
+def test_pods_that_succeed_complete_the_job(run: Run) -> None:
     async def scenario() -> None:
         async with cluster(pod_run_seconds=5) as c:
             await c.server.create("jobs", indexed_job("done", 3), namespace="default")
@@ -154,7 +162,7 @@ def test_pods_that_succeed_complete_the_job(run) -> None:
     run(scenario())
 
 
-def test_failed_pods_are_replaced_and_counted(run) -> None:
+def test_failed_pods_are_replaced_and_counted(run: Run) -> None:
     async def scenario() -> None:
         async with cluster(nodes=4, pools=2) as c:
             await c.server.create("jobs", indexed_job("survivor", 1), namespace="default")
@@ -170,7 +178,7 @@ def test_failed_pods_are_replaced_and_counted(run) -> None:
     run(scenario())
 
 
-def test_a_job_fails_once_past_its_backoff_limit(run) -> None:
+def test_a_job_fails_once_past_its_backoff_limit(run: Run) -> None:
     async def scenario() -> None:
         async with cluster(nodes=4, pools=2) as c:
             await c.server.create("jobs", indexed_job("fragile", 2, backoff_limit=0), namespace="default")
@@ -185,7 +193,7 @@ def test_a_job_fails_once_past_its_backoff_limit(run) -> None:
     run(scenario())
 
 
-def test_non_indexed_job_runs_parallel_pods_to_completion(run) -> None:
+def test_non_indexed_job_runs_parallel_pods_to_completion(run: Run) -> None:
     async def scenario() -> None:
         async with cluster(pod_run_seconds=3) as c:
             job = indexed_job("plain", 4, parallelism=2)
@@ -200,7 +208,7 @@ def test_non_indexed_job_runs_parallel_pods_to_completion(run) -> None:
     run(scenario())
 
 
-def test_a_spec_change_syncs_at_once_and_a_pod_change_after_the_batch_period(run) -> None:
+def test_a_spec_change_syncs_at_once_and_a_pod_change_after_the_batch_period(run: Run) -> None:
     """updateJob: a new generation is enqueued immediately; addPod/updatePod wait syncJobBatchPeriod (1 s)."""
 
     async def scenario() -> None:
@@ -232,7 +240,7 @@ def test_a_spec_change_syncs_at_once_and_a_pod_change_after_the_batch_period(run
     run(scenario())
 
 
-def test_scaling_down_unfinalizes_then_deletes_and_counts_no_failure(run) -> None:
+def test_scaling_down_unfinalizes_then_deletes_and_counts_no_failure(run: Run) -> None:
     """deleteJobPods: the tracking finalizer comes off before the DELETE: a removed pod is never counted."""
 
     async def scenario() -> None:
@@ -263,7 +271,7 @@ def test_scaling_down_unfinalizes_then_deletes_and_counts_no_failure(run) -> Non
     run(scenario())
 
 
-def test_deletions_take_precedence_over_creations_within_a_sync(run) -> None:
+def test_deletions_take_precedence_over_creations_within_a_sync(run: Run) -> None:
     """manageJob: a sync that deletes pods (an out-of-range index) creates none; the next one creates."""
 
     async def scenario() -> None:
@@ -287,7 +295,7 @@ def test_deletions_take_precedence_over_creations_within_a_sync(run) -> None:
     run(scenario())
 
 
-def test_a_suspended_job_runs_no_pods_until_resumed(run) -> None:
+def test_a_suspended_job_runs_no_pods_until_resumed(run: Run) -> None:
     """manageJob with spec.suspend: every active pod is deleted (finalizer first), none is counted failed."""
 
     async def scenario() -> None:
@@ -308,18 +316,18 @@ def test_a_suspended_job_runs_no_pods_until_resumed(run) -> None:
     run(scenario())
 
 
-def _index(pod: dict) -> str | None:
+def _index(pod: dict[str, Any]) -> str | None:
     return ((pod.get("metadata") or {}).get("annotations") or {}).get(
         "batch.kubernetes.io/job-completion-index"
     )
 
 
-async def _n_pods(c: Cluster, n: int, exact: bool = False) -> list[dict] | None:
+async def _n_pods(c: Cluster, n: int, exact: bool = False) -> list[dict[str, Any]] | None:
     pods = [p for p in await c.pods() if not p["metadata"].get("deletionTimestamp")]
     return pods if (len(pods) == n if exact else len(pods) >= n) else None
 
 
-async def _running(c: Cluster, n: int) -> list[dict] | None:
+async def _running(c: Cluster, n: int) -> list[dict[str, Any]] | None:
     pods = [p for p in await c.pods() if (p.get("status") or {}).get("phase") == "Running"]
     return pods if len(pods) >= n else None
 
@@ -337,7 +345,7 @@ async def _status(c: Cluster, name: str, field: str, value: int | None) -> bool:
     return ((await _job(c, name)).get("status") or {}).get(field) == value
 
 
-async def _finished(c: Cluster, name: str) -> dict | None:
+async def _finished(c: Cluster, name: str) -> dict[str, Any] | None:
     job = await _job(c, name)
     return job if condition_true(job, "Complete") or condition_true(job, "Failed") else None
 

@@ -7,10 +7,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from ctrl_harness import Cluster, cluster, pod_spec, standalone_job_controller
 
 from kubesim.apiserver.server import ApiServer
 from kubesim.stats import Stats
+from tests.kubesim.controllers.ctrl_harness import Cluster, Run, cluster, pod_spec, standalone_job_controller
 
 JOB_ONLY = ("job-controller",)
 FINALIZER = "batch.kubernetes.io/job-tracking"
@@ -47,7 +47,7 @@ def controller_uid(pod: Obj) -> str | None:
     return str(refs[0]["uid"]) if refs else None
 
 
-def test_an_orphan_pod_matching_the_selector_is_adopted_and_counted(run) -> None:
+def test_an_orphan_pod_matching_the_selector_is_adopted_and_counted(run: Run) -> None:
     async def scenario() -> None:
         async with cluster(components=JOB_ONLY) as c:
             await c.server.create("pods", bare_pod("stray", "adopt"), namespace="default")
@@ -68,7 +68,7 @@ def test_an_orphan_pod_matching_the_selector_is_adopted_and_counted(run) -> None
     run(scenario())
 
 
-def test_a_pod_that_stops_matching_is_released_not_deleted(run) -> None:
+def test_a_pod_that_stops_matching_is_released_not_deleted(run: Run) -> None:
     async def scenario() -> None:
         async with cluster(components=JOB_ONLY) as c:
             job = await c.server.create("jobs", selected_job("releaser", "rel"), namespace="default")
@@ -86,7 +86,7 @@ def test_a_pod_that_stops_matching_is_released_not_deleted(run) -> None:
     run(scenario())
 
 
-def test_a_job_being_deleted_adopts_nothing_even_when_its_cache_is_stale(run) -> None:
+def test_a_job_being_deleted_adopts_nothing_even_when_its_cache_is_stale(run: Run) -> None:
     """RecheckDeletionTimestamp: the controller's cached Job is not being deleted, a fresh GET says it is."""
 
     async def scenario() -> None:
@@ -115,7 +115,7 @@ def test_a_job_being_deleted_adopts_nothing_even_when_its_cache_is_stale(run) ->
     run(scenario())
 
 
-def test_a_job_with_a_stale_cache_that_is_not_being_deleted_adopts(run) -> None:
+def test_a_job_with_a_stale_cache_that_is_not_being_deleted_adopts(run: Run) -> None:
     """The same setup without the deletion: the recheck passes and the orphan is adopted (control case)."""
 
     async def scenario() -> None:

@@ -1,5 +1,7 @@
 """Pure Job controller decisions: index bookkeeping, pod construction, create/delete plans."""
 
+from typing import Any
+
 import pytest
 
 from kubesim.controllers.job_pods import (
@@ -56,7 +58,7 @@ def test_generate_name_keeps_the_index_within_58_characters(
     assert len(generate_name(job, index)) <= 58
 
 
-def _job(indexed: bool = True) -> dict:
+def _job(indexed: bool = True) -> dict[str, Any]:
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
@@ -114,8 +116,8 @@ def test_building_a_pod_does_not_touch_the_job_template() -> None:
     assert "hostname" not in job["spec"]["template"]["spec"]
 
 
-def _pod(index: int, name: str | None = None, node: str | None = None, ready: bool = False) -> dict:
-    pod: dict = {
+def _pod(index: int, name: str | None = None, node: str | None = None, ready: bool = False) -> dict[str, Any]:
+    pod: dict[str, Any] = {
         "metadata": {
             "name": name or f"p{index}",
             "annotations": {JOB_COMPLETION_INDEX_ANNOTATION: str(index)},

@@ -7,10 +7,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from ctrl_harness import Cluster, cluster, index_of, indexed_job
 
 from kubesim.apiserver.store import Watcher
 from kubesim.controllers.objects import condition_true
+from tests.kubesim.controllers.ctrl_harness import Cluster, Run, cluster, index_of, indexed_job
 
 JOB_ONLY = ("job-controller",)
 FINALIZER = "batch.kubernetes.io/job-tracking"
@@ -44,7 +44,7 @@ async def job_status(c: Cluster, name: str) -> Obj:
     return dict((await c.server.get("jobs", name, namespace="default")).get("status") or {})
 
 
-def test_every_pod_the_job_creates_carries_the_tracking_finalizer(run) -> None:
+def test_every_pod_the_job_creates_carries_the_tracking_finalizer(run: Run) -> None:
     async def scenario() -> None:
         async with cluster(components=JOB_ONLY) as c:
             await c.server.create("jobs", indexed_job("held", 3), namespace="default")
@@ -54,7 +54,7 @@ def test_every_pod_the_job_creates_carries_the_tracking_finalizer(run) -> None:
     run(scenario())
 
 
-def test_a_succeeded_pod_is_recorded_uncounted_then_unfinalized_then_counted(run) -> None:
+def test_a_succeeded_pod_is_recorded_uncounted_then_unfinalized_then_counted(run: Run) -> None:
     async def scenario() -> None:
         async with cluster(components=JOB_ONLY) as c:
             await c.server.create("jobs", non_indexed_job("tracked", 2), namespace="default")
@@ -89,7 +89,7 @@ def test_a_succeeded_pod_is_recorded_uncounted_then_unfinalized_then_counted(run
     run(scenario())
 
 
-def test_a_pod_deleted_before_succeeding_counts_as_failed_and_is_replaced(run) -> None:
+def test_a_pod_deleted_before_succeeding_counts_as_failed_and_is_replaced(run: Run) -> None:
     async def scenario() -> None:
         async with cluster(nodes=4, pools=2) as c:
             await c.server.create("jobs", indexed_job("evicted", 2), namespace="default")
@@ -109,7 +109,7 @@ def test_a_pod_deleted_before_succeeding_counts_as_failed_and_is_replaced(run) -
     run(scenario())
 
 
-def test_a_job_failing_past_its_backoff_limit_is_failed_only_after_its_pods_are_gone(run) -> None:
+def test_a_job_failing_past_its_backoff_limit_is_failed_only_after_its_pods_are_gone(run: Run) -> None:
     async def scenario() -> None:
         async with cluster(nodes=4, pools=2) as c:
             await c.server.create("jobs", indexed_job("fragile", 2, backoff_limit=0), namespace="default")
@@ -129,7 +129,7 @@ def test_a_job_failing_past_its_backoff_limit_is_failed_only_after_its_pods_are_
     run(scenario())
 
 
-def test_pods_orphaned_by_the_garbage_collector_lose_the_tracking_finalizer(run) -> None:
+def test_pods_orphaned_by_the_garbage_collector_lose_the_tracking_finalizer(run: Run) -> None:
     async def scenario() -> None:
         async with cluster(components=JOB_ONLY) as c:
             await c.server.create("jobs", indexed_job("abandoned", 2), namespace="default")
@@ -143,7 +143,7 @@ def test_pods_orphaned_by_the_garbage_collector_lose_the_tracking_finalizer(run)
     run(scenario())
 
 
-def test_deleting_a_job_deletes_its_running_pods_despite_the_finalizer(run) -> None:
+def test_deleting_a_job_deletes_its_running_pods_despite_the_finalizer(run: Run) -> None:
     async def scenario() -> None:
         async with cluster(nodes=4, pools=2) as c:
             await c.server.create("jobs", indexed_job("short-lived", 2), namespace="default")
@@ -154,7 +154,7 @@ def test_deleting_a_job_deletes_its_running_pods_despite_the_finalizer(run) -> N
     run(scenario())
 
 
-def test_a_completed_job_has_counted_every_pod_and_kept_none_finalized(run) -> None:
+def test_a_completed_job_has_counted_every_pod_and_kept_none_finalized(run: Run) -> None:
     async def scenario() -> None:
         async with cluster(pod_run_seconds=5) as c:
             await c.server.create("jobs", non_indexed_job("done", 3), namespace="default")

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+from collections.abc import Awaitable
+from typing import Any
 
 import pytest
-from ctrl_harness import Cluster, cluster, pod_spec
 
 from kubesim.controllers.jobset_constants import NODE_SELECTOR_STRATEGY_ANNOTATION
 from kubesim.controllers.jobset_jobs import (
@@ -27,11 +28,12 @@ from placement.constants import (
     JOBSET_REPLICATED_JOB_REPLICAS_LABEL,
     JOBSET_RESTART_ATTEMPT_LABEL,
 )
+from tests.kubesim.controllers.ctrl_harness import Cluster, Run, cluster, pod_spec
 
 pytestmark = pytest.mark.timeout(120)
 
 
-def _jobset(name: str = "train", replicas: int = 2, size: int = 2, max_restarts: int = 0) -> dict:
+def _jobset(name: str = "train", replicas: int = 2, size: int = 2, max_restarts: int = 0) -> dict[str, Any]:
     job_template = {
         "metadata": {"labels": {"team": "ml"}, "annotations": {"note": "kept"}},
         "spec": {
@@ -142,12 +144,12 @@ def test_node_selector_annotation_without_exclusive_placement_is_not_node_select
     assert "nodeSelector" not in job["spec"]["template"]["spec"]
 
 
-async def _jobs(c: Cluster) -> list[dict]:
+async def _jobs(c: Cluster) -> list[dict[str, Any]]:
     items, _ = await c.server.list("jobs", namespace="default")
     return items
 
 
-def test_jobset_creates_its_child_jobs_and_counts_them(run) -> None:
+def test_jobset_creates_its_child_jobs_and_counts_them(run: Run) -> None:
     async def scenario() -> None:
         async with cluster(nodes=8, pools=4) as c:
             await c.server.create("jobsets", _jobset(), namespace="default")
@@ -181,7 +183,7 @@ def test_jobset_creates_its_child_jobs_and_counts_them(run) -> None:
     run(scenario())
 
 
-def test_jobset_completes_when_all_child_jobs_complete(run) -> None:
+def test_jobset_completes_when_all_child_jobs_complete(run: Run) -> None:
     async def scenario() -> None:
         async with cluster(nodes=8, pools=4, pod_run_seconds=5) as c:
             await c.server.create("jobsets", _jobset(replicas=1), namespace="default")
@@ -193,7 +195,7 @@ def test_jobset_completes_when_all_child_jobs_complete(run) -> None:
     run(scenario())
 
 
-def test_a_failed_child_job_restarts_the_jobset_then_fails_it_past_max_restarts(run) -> None:
+def test_a_failed_child_job_restarts_the_jobset_then_fails_it_past_max_restarts(run: Run) -> None:
     async def scenario() -> None:
         async with cluster(nodes=8, pools=4) as c:
             await c.server.create("jobsets", _jobset(replicas=1, size=1, max_restarts=1), namespace="default")
@@ -216,33 +218,33 @@ def test_a_failed_child_job_restarts_the_jobset_then_fails_it_past_max_restarts(
     run(scenario())
 
 
-async def _at_least(items_coro, n: int) -> list[dict] | None:
+async def _at_least(items_coro: Awaitable[list[dict[str, Any]]], n: int) -> list[dict[str, Any]] | None:
     items = await items_coro
     return items if len(items) >= n else None
 
 
-async def _none(items_coro) -> bool:
+async def _none(items_coro: Awaitable[list[dict[str, Any]]]) -> bool:
     return not await items_coro
 
 
-async def _running_pods(c: Cluster, n: int) -> list[dict] | None:
+async def _running_pods(c: Cluster, n: int) -> list[dict[str, Any]] | None:
     pods = [p for p in await c.pods() if p.get("status", {}).get("phase") == "Running"]
     return pods if len(pods) >= n else None
 
 
-async def _ready(c: Cluster, wanted: dict[str, int]) -> dict | None:
+async def _ready(c: Cluster, wanted: dict[str, int]) -> dict[str, Any] | None:
     """The JobSet once each named replicatedJob reports at least its wanted number of ready Jobs."""
     jobset = await c.server.get("jobsets", "train", namespace="default")
     ready = {s["name"]: s["ready"] for s in (jobset.get("status") or {}).get("replicatedJobsStatus") or []}
     return jobset if all(ready.get(name, 0) >= n for name, n in wanted.items()) else None
 
 
-async def _condition(c: Cluster, kind: str) -> dict | None:
+async def _condition(c: Cluster, kind: str) -> dict[str, Any] | None:
     jobset = await c.server.get("jobsets", "train", namespace="default")
     return jobset if condition_true(jobset, kind) else None
 
 
-async def _restarted(c: Cluster, first: dict[str, str]) -> list[dict] | None:
+async def _restarted(c: Cluster, first: dict[str, str]) -> list[dict[str, Any]] | None:
     jobs = await _jobs(c)
     fresh = [j for j in jobs if j["metadata"]["uid"] not in first.values()]
     return fresh if len(fresh) == len(first) and len(jobs) == len(first) else None
@@ -251,7 +253,7 @@ async def _restarted(c: Cluster, first: dict[str, str]) -> list[dict] | None:
 # --- startupPolicy InOrder and dependsOn (jobset_controller.go reconcileReplicatedJobs) --------------------
 
 
-def _status(name: str, ready: int = 0, succeeded: int = 0, failed: int = 0) -> dict:
+def _status(name: str, ready: int = 0, succeeded: int = 0, failed: int = 0) -> dict[str, Any]:
     return {
         "name": name,
         "ready": ready,
@@ -262,8 +264,8 @@ def _status(name: str, ready: int = 0, succeeded: int = 0, failed: int = 0) -> d
     }
 
 
-def _spec(*replicated: dict, in_order: bool = False, suspend: bool = False) -> dict:
-    spec: dict = {"replicatedJobs": list(replicated), "suspend": suspend}
+def _spec(*replicated: dict[str, Any], in_order: bool = False, suspend: bool = False) -> dict[str, Any]:
+    spec: dict[str, Any] = {"replicatedJobs": list(replicated), "suspend": suspend}
     if in_order:
         spec["startupPolicy"] = {"startupPolicyOrder": "InOrder"}
     return {"spec": spec}
@@ -312,7 +314,7 @@ B_AFTER_A_COMPLETE = {"name": "b", "replicas": 1, "dependsOn": [{"name": "a", "s
     ],
 )
 def test_which_replicated_jobs_are_started(
-    jobset: dict, statuses: list[dict], started: list[str], condition: str | None
+    jobset: dict[str, Any], statuses: list[dict[str, Any]], started: list[str], condition: str | None
 ) -> None:
     to_start, startup = replicated_jobs_to_start(jobset, statuses)
     assert [replicated["name"] for replicated in to_start] == started
@@ -329,7 +331,9 @@ def test_which_replicated_jobs_are_started(
         ({}, {"ready": 1}, True),  # parallelism defaults to 1
     ],
 )
-def test_a_child_job_is_ready_from_its_current_spec(spec: dict, status: dict, ready: bool) -> None:
+def test_a_child_job_is_ready_from_its_current_spec(
+    spec: dict[str, Any], status: dict[str, Any], ready: bool
+) -> None:
     assert job_is_ready({"spec": spec, "status": status}) is ready
 
 
@@ -346,11 +350,11 @@ def test_startup_conditions_are_mutually_exclusive() -> None:
     assert completed[1]["reason"] == "InOrderStartupPolicyCompleted"
 
 
-def test_in_order_jobsets_start_each_replicated_job_once_the_previous_is_ready(run) -> None:
+def test_in_order_jobsets_start_each_replicated_job_once_the_previous_is_ready(run: Run) -> None:
     async def scenario() -> None:
         async with cluster(nodes=8, pools=4) as c:
-            seen: dict[str, dict] = {}
-            workers_when_driver_came: list[dict] = []
+            seen: dict[str, dict[str, Any]] = {}
+            workers_when_driver_came: list[dict[str, Any]] = []
 
             async def follow_jobs() -> None:
                 """The Jobs' writes in resourceVersion order: what the workers were when the driver came."""

@@ -12,7 +12,6 @@ import asyncio
 from typing import Any
 
 import pytest
-from ctrl_harness import Cluster, cluster, index_of, pod_spec
 
 from kubesim.apiserver.server import ApiServer
 from kubesim.controllers import Controllers, ControllerSettings
@@ -25,6 +24,7 @@ from placement.constants import (
     JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION,
     JOBSET_JOB_KEY_LABEL,
 )
+from tests.kubesim.controllers.ctrl_harness import Cluster, Run, cluster, index_of, pod_spec
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -72,7 +72,7 @@ async def _leader(c: Cluster) -> Obj | None:
 
 async def _bind(c: Cluster, pod: Obj, pool: str) -> str:
     nodes, _ = await c.server.list("nodes", label_selector=f"{GKE_NODEPOOL_LABEL}={pool}")
-    node = nodes[0]["metadata"]["name"]
+    node: str = nodes[0]["metadata"]["name"]
     binding = {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": pod["metadata"]["name"]}}
     binding["target"] = {"kind": "Node", "name": node}
     await c.server.create("pods", binding, namespace="default", subresource="binding")
@@ -84,7 +84,7 @@ async def _failed_create_messages(c: Cluster) -> list[str]:
     return [str(e.get("message") or e.get("note")) for e in events]
 
 
-def test_leader_gets_jobsets_affinities_followers_are_denied_until_it_binds_then_pinned(run) -> None:
+def test_leader_gets_jobsets_affinities_followers_are_denied_until_it_binds_then_pinned(run: Run) -> None:
     async def scenario() -> None:
         async with cluster(nodes=4, pools=2, components=WITHOUT_SCHEDULER) as c:
             await c.server.create("jobsets", _jobset(), namespace="default")
@@ -144,7 +144,7 @@ def test_leader_gets_jobsets_affinities_followers_are_denied_until_it_binds_then
     run(scenario())
 
 
-def test_followers_disagreeing_with_a_rescheduled_leader_are_marked_and_deleted(run) -> None:
+def test_followers_disagreeing_with_a_rescheduled_leader_are_marked_and_deleted(run: Run) -> None:
     async def scenario() -> None:
         async with cluster(nodes=4, pools=2, components=WITHOUT_SCHEDULER) as c:
             # The deleted leader and the two followers the reconciler deletes count as failed pods
@@ -181,13 +181,22 @@ def test_followers_disagreeing_with_a_rescheduled_leader_are_marked_and_deleted(
     run(scenario())
 
 
-def test_the_webhooks_read_the_jobset_managers_cache_not_the_api_server(run) -> None:
+def test_the_webhooks_read_the_jobset_managers_cache_not_the_api_server(run: Run) -> None:
     """A follower created right after its leader's binding, before the JobSet manager's watch delivered
     the binding, is denied as if the leader were unbound; once the cache has it, the follower is pinned."""
 
     async def scenario() -> None:
         async with cluster(nodes=4, pools=2, components=("jobset-controller",)) as c:
-            cache = c.controllers.jobset_placement.pods
+            placement = c.controllers.jobset_placement
+            assert placement is not None
+            cache = placement.pods
+
+            def cached_node() -> str | None:
+                pod = cache.get(key)
+                assert pod is not None, f"{key} left the JobSet manager's cache"
+                node: str | None = pod["spec"].get("nodeName")
+                return node
+
             leader = _child_job_pod("train-w-0-0-aaaaa", index="0")
             leader = await c.server.create("pods", leader, namespace="default")
             key = f"default/{leader['metadata']['name']}"
@@ -198,12 +207,12 @@ def test_the_webhooks_read_the_jobset_managers_cache_not_the_api_server(run) -> 
             assert (await c.server.get("pods", leader["metadata"]["name"], namespace="default"))["spec"][
                 "nodeName"
             ]
-            assert not cache.get(key)["spec"].get("nodeName")
+            assert not cached_node()
             with pytest.raises(ApiError) as denied:
                 await c.server.create("pods", _child_job_pod("train-w-0-1-bbbbb"), namespace="default")
             assert denied.value.message == NOT_SET
 
-            await c.wait_for(lambda: cache.get(key)["spec"].get("nodeName"), 10, "the binding in the cache")
+            await c.wait_for(cached_node, 10, "the binding in the cache")
             follower = await c.server.create("pods", _child_job_pod("train-w-0-1-ccccc"), namespace="default")
             assert follower["spec"]["nodeSelector"] == {GKE_NODEPOOL_LABEL: "pool-01"}
 
@@ -234,7 +243,7 @@ def _child_job_pod(name: str, index: str = "1") -> Obj:
     return {"metadata": meta, "spec": pod_spec(gpus=1)}
 
 
-def test_the_setting_turns_jobsets_webhooks_and_reconciler_off(run) -> None:
+def test_the_setting_turns_jobsets_webhooks_and_reconciler_off(run: Run) -> None:
     async def scenario() -> None:
         async with cluster(nodes=4, pools=2, components=WITHOUT_SCHEDULER, jobset_webhooks=False) as c:
             assert c.controllers.jobset_placement is None

@@ -88,7 +88,7 @@ def test_resource_shortfalls(requested: Resources, wanted: Resources, missing: l
         ({"key": "b", "operator": "Exists"}, {"key": "a", "effect": "NoSchedule"}, False),
     ],
 )
-def test_tolerations(toleration: dict, taint: dict, expected: bool) -> None:
+def test_tolerations(toleration: dict[str, Any], taint: dict[str, Any], expected: bool) -> None:
     assert tolerates(toleration, taint) is expected
 
 
@@ -126,7 +126,7 @@ NODE = {"metadata": {"name": "n1", "labels": {"pool": "a", "gen": "5", "zone": "
         ),
     ],
 )
-def test_required_node_affinity_expressions(expressions: list[dict], expected: bool) -> None:
+def test_required_node_affinity_expressions(expressions: list[dict[str, Any]], expected: bool) -> None:
     pod = {
         "spec": {
             "affinity": {
@@ -156,7 +156,7 @@ def test_node_affinity_terms_are_ored_and_match_fields_by_name() -> None:
         }
     }
     assert required_node_affinity_matches(pod, NODE)
-    empty = {
+    empty: dict[str, Any] = {
         "spec": {
             "affinity": {
                 "nodeAffinity": {

@@ -9,10 +9,11 @@ import pytest
 from kubesim.clock import Clock
 from kubesim.controllers.scheduling_queue import SchedulingQueue
 from kubesim.controllers.workqueue import WorkQueue
+from tests.kubesim.controllers.ctrl_harness import Run
 
 
 @pytest.mark.parametrize("queue_kind", ["workqueue", "scheduling-queue"])
-def test_a_worker_cancelled_as_a_key_arrives_still_stops(run, queue_kind: str) -> None:
+def test_a_worker_cancelled_as_a_key_arrives_still_stops(run: Run, queue_kind: str) -> None:
     """Python 3.11's asyncio.wait_for returned the result instead of raising when the cancellation raced with
     the event being set: the cancelled worker kept running and a cluster's shutdown hung."""
 

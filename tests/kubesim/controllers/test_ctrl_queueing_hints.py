@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from ctrl_harness import Cluster, cluster, pod_spec
 
 from kubesim.controllers.cluster_events import (
     Action,
@@ -35,6 +34,7 @@ from kubesim.controllers.podinfo import (
 )
 from kubesim.controllers.queueing_hints import worth_requeuing
 from placement.constants import GKE_NODEPOOL_LABEL
+from tests.kubesim.controllers.ctrl_harness import Cluster, Run, cluster, pod_spec
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -403,7 +403,10 @@ def test_queueing_hint(case: HintCase) -> None:
 # --- behaviour on the in-process cluster ----------------------------------------------------------------
 
 
-SLOW_BACKOFF = {"scheduler_initial_backoff_seconds": 30.0, "scheduler_max_backoff_seconds": 30.0}
+SLOW_BACKOFF: dict[str, Any] = {
+    "scheduler_initial_backoff_seconds": 30.0,
+    "scheduler_max_backoff_seconds": 30.0,
+}
 """A moved pod then sits visibly in backoffQ (0.3 s of real time) instead of being retried at once."""
 
 
@@ -436,10 +439,11 @@ async def _gone(c: Cluster, name: str) -> None:
 
 async def _bound_to(c: Cluster, name: str) -> str | None:
     pod = await c.server.get("pods", name, namespace="default")
-    return pod["spec"].get("nodeName")
+    node: str | None = pod["spec"].get("nodeName")
+    return node
 
 
-def test_a_pod_rejected_by_node_affinity_ignores_pod_deletions(run) -> None:
+def test_a_pod_rejected_by_node_affinity_ignores_pod_deletions(run: Run) -> None:
     async def scenario() -> None:
         async with cluster(nodes=4, pools=2, components=("scheduler",), **SLOW_BACKOFF) as c:
             await c.server.create("pods", _bare_pod("other"), namespace="default")
@@ -454,7 +458,7 @@ def test_a_pod_rejected_by_node_affinity_ignores_pod_deletions(run) -> None:
     run(scenario())
 
 
-def test_a_node_label_change_moves_only_the_pods_it_lets_in(run) -> None:
+def test_a_node_label_change_moves_only_the_pods_it_lets_in(run: Run) -> None:
     async def scenario() -> None:
         async with cluster(nodes=4, pools=2, components=("scheduler",), **SLOW_BACKOFF) as c:
             await c.server.create(
@@ -473,7 +477,7 @@ def test_a_node_label_change_moves_only_the_pods_it_lets_in(run) -> None:
     run(scenario())
 
 
-def test_a_pod_waiting_for_affinity_moves_only_when_a_matching_pod_is_bound(run) -> None:
+def test_a_pod_waiting_for_affinity_moves_only_when_a_matching_pod_is_bound(run: Run) -> None:
     async def scenario() -> None:
         async with cluster(nodes=2, pools=1, components=("scheduler",), **SLOW_BACKOFF) as c:
             first, second = await _node_names(c)
@@ -505,7 +509,7 @@ def test_a_pod_waiting_for_affinity_moves_only_when_a_matching_pod_is_bound(run)
     run(scenario())
 
 
-def test_a_pod_blocked_by_an_existing_pods_anti_affinity_moves_when_that_pod_goes(run) -> None:
+def test_a_pod_blocked_by_an_existing_pods_anti_affinity_moves_when_that_pod_goes(run: Run) -> None:
     async def scenario() -> None:
         async with cluster(nodes=2, pools=1, components=("scheduler",), **SLOW_BACKOFF) as c:
             anti = {
@@ -531,7 +535,7 @@ def test_a_pod_blocked_by_an_existing_pods_anti_affinity_moves_when_that_pod_goe
     run(scenario())
 
 
-def test_a_gated_pod_waits_in_the_unschedulable_pool_without_attempts(run) -> None:
+def test_a_gated_pod_waits_in_the_unschedulable_pool_without_attempts(run: Run) -> None:
     async def scenario() -> None:
         async with cluster(nodes=2, pools=1, components=("scheduler",)) as c:
             gated = _bare_pod("gated", schedulingGates=[{"name": "example.com/wait"}])

@@ -8,6 +8,7 @@ from kubesim.clock import Clock
 from kubesim.controllers.cluster_events import Action, ClusterEvent, Resource
 from kubesim.controllers.scheduling_queue import ACTIVE, BACKOFF, UNSCHEDULABLE, SchedulingQueue
 from kubesim.controllers.workqueue import WorkQueue
+from tests.kubesim.controllers.ctrl_harness import Run
 
 
 def test_clock_rejects_a_non_positive_scale() -> None:
@@ -15,7 +16,7 @@ def test_clock_rejects_a_non_positive_scale() -> None:
         Clock(0)
 
 
-def test_keys_are_deduplicated_and_never_processed_twice_at_once(run) -> None:
+def test_keys_are_deduplicated_and_never_processed_twice_at_once(run: Run) -> None:
     async def scenario() -> list[str]:
         queue = WorkQueue(Clock(0.001), 1.0, 60.0)
         queue.add("a")
@@ -55,7 +56,7 @@ def test_a_shorter_delay_overrides_a_pending_longer_one() -> None:
     assert queue.pending_at("job") == short_at
 
 
-def test_delayed_keys_come_out_in_time_order(run) -> None:
+def test_delayed_keys_come_out_in_time_order(run: Run) -> None:
     async def scenario() -> list[str]:
         queue = WorkQueue(Clock(0.001), 1.0, 60.0)
         queue.add_after("late", 20)
@@ -65,7 +66,7 @@ def test_delayed_keys_come_out_in_time_order(run) -> None:
     assert run(scenario()) == ["early", "late"]
 
 
-def test_a_worker_cancelled_as_a_key_arrives_stops(run) -> None:
+def test_a_worker_cancelled_as_a_key_arrives_stops(run: Run) -> None:
     """A cancellation landing in the loop iteration that wakes `get` must not be lost (Python 3.11's
     asyncio.wait_for drops it), or a TaskGroup of workers never finishes cancelling."""
 
@@ -119,7 +120,7 @@ async def _attempt(queue: SchedulingQueue, rejectors: frozenset[str] = frozenset
     return key
 
 
-def test_a_pod_moves_only_on_an_event_its_rejecting_plugins_hints_queue(run) -> None:
+def test_a_pod_moves_only_on_an_event_its_rejecting_plugins_hints_queue(run: Run) -> None:
     async def scenario() -> None:
         hints = Hints()
         queue = _queue(Clock(0.001), hints)
@@ -158,7 +159,7 @@ def test_a_moved_pod_goes_to_backoff_while_backing_off_else_to_active() -> None:
     assert queue.where("late") == ACTIVE  # its 1 s backoff was over when the event came
 
 
-def test_backoff_doubles_per_attempt_to_the_cap(run) -> None:
+def test_backoff_doubles_per_attempt_to_the_cap(run: Run) -> None:
     async def scenario() -> list[float]:
         hints = Hints()
         hints.queue_for = {("p", "X", Action.ADD)}
@@ -185,7 +186,7 @@ def test_an_error_goes_back_through_backoff_without_waiting_for_an_event() -> No
     assert queue.where("p") == BACKOFF
 
 
-def test_events_while_a_pod_is_in_flight_are_replayed_when_it_fails(run) -> None:
+def test_events_while_a_pod_is_in_flight_are_replayed_when_it_fails(run: Run) -> None:
     async def scenario() -> None:
         hints = Hints()
         hints.queue_for = {("late", "NodeResourcesFit", Action.DELETE)}

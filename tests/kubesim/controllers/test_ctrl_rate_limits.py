@@ -6,13 +6,13 @@ import asyncio
 from typing import Any
 
 import pytest
-from ctrl_harness import cluster, indexed_job, pod_spec
 
 from kubesim.apiserver.server import ApiServer
 from kubesim.controllers import Controllers, ControllerSettings
 from kubesim.controllers.client import ComponentClient, TokenBucket
 from kubesim.controllers.informer import Handlers
 from kubesim.stats import Stats
+from tests.kubesim.controllers.ctrl_harness import Run, cluster, indexed_job, pod_spec
 
 
 class FakeClock:
@@ -54,7 +54,7 @@ def test_token_bucket_reserves_like_client_go(
     assert got == pytest.approx(delays)
 
 
-def test_token_bucket_wait_sleeps_the_reservation(run) -> None:
+def test_token_bucket_wait_sleeps_the_reservation(run: Run) -> None:
     clock = FakeClock()
     bucket = TokenBucket(10.0, 1, clock)
 
@@ -71,7 +71,7 @@ def test_token_bucket_rejects_a_budget_client_go_refuses(qps: float, burst: int)
         TokenBucket(qps, burst, FakeClock())
 
 
-def test_a_component_client_throttles_then_adds_its_latency_and_counts_the_wait(run) -> None:
+def test_a_component_client_throttles_then_adds_its_latency_and_counts_the_wait(run: Run) -> None:
     clock = FakeClock()
     stats = Stats()
     server = ApiServer(stats, seed=0)
@@ -96,7 +96,7 @@ def test_a_component_client_throttles_then_adds_its_latency_and_counts_the_wait(
     }
 
 
-def test_each_component_gets_upstreams_default_budget(run) -> None:
+def test_each_component_gets_upstreams_default_budget(run: Run) -> None:
     async def scenario() -> dict[str, tuple[float, int]]:
         server = ApiServer(Stats(), seed=0)
         controllers = Controllers(server, ControllerSettings(), Stats(), admission=server.admission)
@@ -152,7 +152,7 @@ def _creation_time(run: Any, time_scale: float, **settings: Any) -> tuple[float,
     return result
 
 
-def test_a_120_pod_job_is_created_at_the_job_controllers_qps(run) -> None:
+def test_a_120_pod_job_is_created_at_the_job_controllers_qps(run: Run) -> None:
     elapsed, requests, throttling = _creation_time(run, 0.2)
     # its creates, and the events and status writes sent meanwhile, beyond the burst of 30, at 20/s
     predicted = (requests - 30) / 20
@@ -164,7 +164,7 @@ def test_a_120_pod_job_is_created_at_the_job_controllers_qps(run) -> None:
     assert throttling["job-controller"]["waited_seconds"] > predicted
 
 
-def test_raising_the_qps_setting_shortens_the_creation(run) -> None:
+def test_raising_the_qps_setting_shortens_the_creation(run: Run) -> None:
     elapsed, requests, _ = _creation_time(run, 0.5, job_controller_api_qps=100.0)
     predicted = (requests - 30) / 100
     assert predicted - 1e-6 <= elapsed <= predicted * 1.2 + 1.0, (elapsed, predicted, requests)
@@ -172,7 +172,7 @@ def test_raising_the_qps_setting_shortens_the_creation(run) -> None:
 
 
 @pytest.mark.slow
-def test_print_the_creation_time_at_time_scale_1(run) -> None:
+def test_print_the_creation_time_at_time_scale_1(run: Run) -> None:
     """The figure quoted in docs/kubesim-fidelity.md: `pytest -m slow -s <this file>`."""
     elapsed, requests, throttling = _creation_time(run, 1.0)
     print(

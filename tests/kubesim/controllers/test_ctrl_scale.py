@@ -8,10 +8,9 @@ import time
 from collections import Counter
 
 import pytest
-from ctrl_harness import cluster, indexed_job, pod_spec
-from test_ctrl_scheduler import _exclusive_job
 
 from placement.constants import GKE_NODEPOOL_LABEL
+from tests.kubesim.controllers.ctrl_harness import Run, cluster, exclusive_job, indexed_job, pod_spec
 
 
 async def _fill(nodes: int, pools: int, jobs: int, size: int, exclusive: bool) -> dict[str, float]:
@@ -20,7 +19,7 @@ async def _fill(nodes: int, pools: int, jobs: int, size: int, exclusive: bool) -
         for number in range(jobs):
             name = f"fill-{number}"
             job = (
-                _exclusive_job(name, size, gpus=8)
+                exclusive_job(name, size, gpus=8)
                 if exclusive
                 else indexed_job(name, size, spec=pod_spec(gpus=8))
             )
@@ -59,26 +58,26 @@ async def _fill(nodes: int, pools: int, jobs: int, size: int, exclusive: bool) -
 
 
 @pytest.mark.timeout(120)
-def test_quick_scale_256_nodes_256_pods(run) -> None:
+def test_quick_scale_256_nodes_256_pods(run: Run) -> None:
     figures = run(_fill(256, 16, 16, 16, exclusive=False))
     assert figures["attempts"] == 256
 
 
 @pytest.mark.timeout(120)
-def test_quick_scale_exclusive_affinity_256_nodes(run) -> None:
+def test_quick_scale_exclusive_affinity_256_nodes(run: Run) -> None:
     figures = run(_fill(256, 16, 16, 16, exclusive=True))
     assert figures["affinity_evaluations"] > 0
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(1800)
-def test_scale_4096_nodes_4096_pods(run) -> None:
+def test_scale_4096_nodes_4096_pods(run: Run) -> None:
     figures = run(_fill(4096, 256, 256, 16, exclusive=False))
     assert figures["attempts"] == 4096
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(1800)
-def test_scale_4096_nodes_4096_pods_exclusive_affinity(run) -> None:
+def test_scale_4096_nodes_4096_pods_exclusive_affinity(run: Run) -> None:
     figures = run(_fill(4096, 256, 256, 16, exclusive=True))
     assert figures["affinity_evaluations"] > 0

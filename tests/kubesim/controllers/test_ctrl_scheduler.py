@@ -4,45 +4,14 @@ selectors, taints, gates, and the work counters."""
 from __future__ import annotations
 
 from collections import defaultdict
+from typing import Any
 
 import pytest
-from ctrl_harness import Cluster, cluster, indexed_job, pod_spec
 
 from placement.constants import GKE_NODEPOOL_LABEL, JOB_KEY_LABEL
+from tests.kubesim.controllers.ctrl_harness import Cluster, Run, cluster, exclusive_job, indexed_job, pod_spec
 
 pytestmark = pytest.mark.timeout(120)
-
-
-def _exclusive_job(name: str, size: int, gpus: int = 1) -> dict:
-    """A Job whose pods all carry JobSet's original exclusive terms (the `affinity` strategy)."""
-    affinity = {
-        "podAffinity": {
-            "requiredDuringSchedulingIgnoredDuringExecution": [
-                {
-                    "labelSelector": {
-                        "matchExpressions": [{"key": JOB_KEY_LABEL, "operator": "In", "values": [name]}]
-                    },
-                    "topologyKey": GKE_NODEPOOL_LABEL,
-                    "namespaceSelector": {},
-                }
-            ]
-        },
-        "podAntiAffinity": {
-            "requiredDuringSchedulingIgnoredDuringExecution": [
-                {
-                    "labelSelector": {
-                        "matchExpressions": [
-                            {"key": JOB_KEY_LABEL, "operator": "Exists"},
-                            {"key": JOB_KEY_LABEL, "operator": "NotIn", "values": [name]},
-                        ]
-                    },
-                    "topologyKey": GKE_NODEPOOL_LABEL,
-                    "namespaceSelector": {},
-                }
-            ]
-        },
-    }
-    return indexed_job(name, size, spec=pod_spec(gpus=gpus, affinity=affinity), labels={JOB_KEY_LABEL: name})
 
 
 async def _pool_of(c: Cluster) -> dict[str, str]:
@@ -50,16 +19,16 @@ async def _pool_of(c: Cluster) -> dict[str, str]:
     return {n["metadata"]["name"]: n["metadata"]["labels"][GKE_NODEPOOL_LABEL] for n in items}
 
 
-async def _bound(c: Cluster, n: int) -> list[dict] | None:
+async def _bound(c: Cluster, n: int) -> list[dict[str, Any]] | None:
     pods = [p for p in await c.pods() if p["spec"].get("nodeName")]
     return pods if len(pods) >= n else None
 
 
-def test_affinity_and_anti_affinity_place_one_job_per_pool(run) -> None:
+def test_affinity_and_anti_affinity_place_one_job_per_pool(run: Run) -> None:
     async def scenario() -> None:
         async with cluster(nodes=8, pools=4) as c:
             for number in range(4):
-                await c.server.create("jobs", _exclusive_job(f"job-{number}", 2), namespace="default")
+                await c.server.create("jobs", exclusive_job(f"job-{number}", 2), namespace="default")
             pods = await c.wait_for(lambda: _bound(c, 8), 30, "eight bound pods")
             pools = await _pool_of(c)
             by_job: dict[str, set[str]] = defaultdict(set)
@@ -70,7 +39,7 @@ def test_affinity_and_anti_affinity_place_one_job_per_pool(run) -> None:
             assert c.stats.scheduler_affinity_evaluations > 0
 
             # a fifth exclusive Job finds no free pool: it stays Pending, marked Unschedulable
-            await c.server.create("jobs", _exclusive_job("job-4", 2), namespace="default")
+            await c.server.create("jobs", exclusive_job("job-4", 2), namespace="default")
             waiting = await c.wait_for(lambda: _unschedulable(c, "job-4"), 30, "Unschedulable condition")
             # InterPodAffinity's Filter checks the pod's own anti-affinity before existing pods' (symmetry)
             assert waiting == "0/8 nodes are available: 8 node(s) didn't match pod anti-affinity rules."
@@ -84,7 +53,7 @@ def test_affinity_and_anti_affinity_place_one_job_per_pool(run) -> None:
     run(scenario())
 
 
-def test_unschedulable_pods_stay_pending_with_the_reason(run) -> None:
+def test_unschedulable_pods_stay_pending_with_the_reason(run: Run) -> None:
     async def scenario() -> None:
         async with cluster(nodes=4, pools=2) as c:
             await c.server.create("jobs", indexed_job("huge", 1, spec=pod_spec(gpus=16)), namespace="default")
@@ -98,7 +67,7 @@ def test_unschedulable_pods_stay_pending_with_the_reason(run) -> None:
     run(scenario())
 
 
-def test_node_selector_and_taints_and_tolerations(run) -> None:
+def test_node_selector_and_taints_and_tolerations(run: Run) -> None:
     async def scenario() -> None:
         async with cluster(nodes=4, pools=2) as c:
             nodes, _ = await c.server.list("nodes")
@@ -135,7 +104,7 @@ def test_node_selector_and_taints_and_tolerations(run) -> None:
     run(scenario())
 
 
-def test_gated_pods_wait_until_their_gates_are_removed(run) -> None:
+def test_gated_pods_wait_until_their_gates_are_removed(run: Run) -> None:
     async def scenario() -> None:
         async with cluster(nodes=2, pools=1, components=("scheduler",)) as c:
             pod = {
@@ -155,7 +124,7 @@ def test_gated_pods_wait_until_their_gates_are_removed(run) -> None:
     run(scenario())
 
 
-def test_required_node_affinity_and_resource_packing(run) -> None:
+def test_required_node_affinity_and_resource_packing(run: Run) -> None:
     async def scenario() -> None:
         async with cluster(nodes=4, pools=2, components=("scheduler",)) as c:
             affinity = {
@@ -193,12 +162,17 @@ def test_required_node_affinity_and_resource_packing(run) -> None:
     run(scenario())
 
 
-def _key(pod: dict) -> str | None:
-    return pod["metadata"].get("labels", {}).get(JOB_KEY_LABEL)
+def _label(pod: dict[str, Any], key: str) -> str | None:
+    value: str | None = pod["metadata"].get("labels", {}).get(key)
+    return value
 
 
-def _job_name(pod: dict) -> str | None:
-    return pod["metadata"].get("labels", {}).get("batch.kubernetes.io/job-name")
+def _key(pod: dict[str, Any]) -> str | None:
+    return _label(pod, JOB_KEY_LABEL)
+
+
+def _job_name(pod: dict[str, Any]) -> str | None:
+    return _label(pod, "batch.kubernetes.io/job-name")
 
 
 async def _job_bound(c: Cluster, job: str, n: int) -> bool:

@@ -6,10 +6,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from ctrl_harness import Cluster, cluster, pod_spec
 
 from kubesim.cluster import pool_name
 from placement.constants import GKE_NODEPOOL_LABEL
+from tests.kubesim.controllers.ctrl_harness import Cluster, Run, cluster, pod_spec
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -70,10 +70,11 @@ async def _message(c: Cluster, name: str) -> str:
 
 
 async def _node_of(c: Cluster, name: str) -> str | None:
-    return (await c.server.get("pods", name, namespace="default"))["spec"].get("nodeName")
+    node: str | None = (await c.server.get("pods", name, namespace="default"))["spec"].get("nodeName")
+    return node
 
 
-def test_filter_evaluations_count_every_plugin_upstream_runs_on_every_node_it_visits(run) -> None:
+def test_filter_evaluations_count_every_plugin_upstream_runs_on_every_node_it_visits(run: Run) -> None:
     """10 nodes (< 100: every node is searched). The 2 nodes of the selected pool run NodeUnschedulable,
     NodeName, TaintToleration, NodeAffinity and NodeResourcesFit (5 each); of the 8 others, a cordoned node
     stops at NodeUnschedulable (1), a tainted one at TaintToleration (3), the rest at NodeAffinity (4)."""
@@ -95,7 +96,7 @@ def test_filter_evaluations_count_every_plugin_upstream_runs_on_every_node_it_vi
     run(scenario())
 
 
-def test_taints_are_checked_before_node_affinity(run) -> None:
+def test_taints_are_checked_before_node_affinity(run: Run) -> None:
     async def scenario() -> None:
         async with cluster(nodes=4, pools=2, components=("scheduler",)) as c:
             for node in await _nodes(c):
@@ -112,7 +113,7 @@ def test_taints_are_checked_before_node_affinity(run) -> None:
     run(scenario())
 
 
-def test_every_short_resource_of_a_node_is_a_reason(run) -> None:
+def test_every_short_resource_of_a_node_is_a_reason(run: Run) -> None:
     async def scenario() -> None:
         async with cluster(nodes=2, pools=1, components=("scheduler",)) as c:
             pod = _pod(
@@ -134,7 +135,7 @@ def test_every_short_resource_of_a_node_is_a_reason(run) -> None:
     run(scenario())
 
 
-def test_an_invalid_label_value_in_node_affinity_makes_the_pod_unschedulable(run) -> None:
+def test_an_invalid_label_value_in_node_affinity_makes_the_pod_unschedulable(run: Run) -> None:
     async def scenario() -> None:
         async with cluster(nodes=4, pools=2, components=("scheduler",)) as c:
             affinity = _required_node_affinity(
@@ -152,7 +153,7 @@ def test_an_invalid_label_value_in_node_affinity_makes_the_pod_unschedulable(run
     run(scenario())
 
 
-def test_a_node_pinned_by_match_fields_narrows_the_search_like_prefilter_result(run) -> None:
+def test_a_node_pinned_by_match_fields_narrows_the_search_like_prefilter_result(run: Run) -> None:
     async def scenario() -> None:
         async with cluster(nodes=4, pools=2, components=("scheduler",)) as c:
             name = (await _nodes(c))[0]["metadata"]["name"]
@@ -177,7 +178,7 @@ def test_a_node_pinned_by_match_fields_narrows_the_search_like_prefilter_result(
     run(scenario())
 
 
-def test_a_not_ready_node_without_taints_still_takes_pods(run) -> None:
+def test_a_not_ready_node_without_taints_still_takes_pods(run: Run) -> None:
     """kube-scheduler has no Ready filter; NotReady nodes are kept away by the node lifecycle controller's
     taints, which this node does not have."""
 
@@ -196,7 +197,7 @@ def test_a_not_ready_node_without_taints_still_takes_pods(run) -> None:
     run(scenario())
 
 
-def test_every_affinity_term_must_be_matched_by_the_same_existing_pod(run) -> None:
+def test_every_affinity_term_must_be_matched_by_the_same_existing_pod(run: Run) -> None:
     """One existing pod carries `foo`, another `bar`: no single pod matches both terms, and the incoming pod
     matches neither itself, so no node passes (kube-scheduler's podMatchesAllAffinityTerms)."""
 
@@ -219,7 +220,7 @@ def test_every_affinity_term_must_be_matched_by_the_same_existing_pod(run) -> No
     run(scenario())
 
 
-def test_the_first_pod_of_a_group_passes_when_no_pod_matches_all_its_terms(run) -> None:
+def test_the_first_pod_of_a_group_passes_when_no_pod_matches_all_its_terms(run: Run) -> None:
     """An existing pod matches one of the two terms only: upstream's counts stay empty, the incoming pod
     matches both of its own terms, so it is the first of its group and may go anywhere."""
 
@@ -237,7 +238,7 @@ def test_the_first_pod_of_a_group_passes_when_no_pod_matches_all_its_terms(run) 
     run(scenario())
 
 
-def test_no_nodes_is_a_scheduler_error_not_unschedulable(run) -> None:
+def test_no_nodes_is_a_scheduler_error_not_unschedulable(run: Run) -> None:
     async def scenario() -> None:
         async with cluster(nodes=1, pools=1, components=("scheduler",)) as c:
             (node,) = await _nodes(c)
@@ -257,7 +258,7 @@ def test_no_nodes_is_a_scheduler_error_not_unschedulable(run) -> None:
     run(scenario())
 
 
-def test_pods_of_another_scheduler_are_left_alone(run) -> None:
+def test_pods_of_another_scheduler_are_left_alone(run: Run) -> None:
     async def scenario() -> None:
         async with cluster(nodes=2, pools=1, components=("scheduler",)) as c:
             await c.server.create(

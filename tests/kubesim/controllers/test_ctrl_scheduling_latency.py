@@ -7,13 +7,12 @@ import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
-from ctrl_harness import cluster, indexed_job, pod_spec
-
 from kubesim.apiserver.server import ApiServer
 from kubesim.clock import Clock
 from kubesim.controllers.informer import Handlers, Informer
 from kubesim.interface import WatchEvent
 from placement.constants import JOB_COMPLETION_INDEX_ANNOTATION
+from tests.kubesim.controllers.ctrl_harness import Run, cluster, indexed_job, pod_spec
 
 
 def _index(pod: dict[str, Any]) -> str | None:
@@ -43,7 +42,7 @@ async def _bound(server: ApiServer, names: list[str]) -> dict[str, str] | None:
     return nodes
 
 
-def test_the_second_slow_start_batch_is_admitted_before_the_leader_is_bound(run) -> None:
+def test_the_second_slow_start_batch_is_admitted_before_the_leader_is_bound(run: Run) -> None:
     """Upstream's race: the Job controller creates indexes 1 and 2 right after the leader, and they reach
     admission while the leader is still on its way through the scheduler, so JobSet's webhook rejects them."""
 
@@ -55,7 +54,7 @@ def test_the_second_slow_start_batch_is_admitted_before_the_leader_is_bound(run)
             def observe(pod: dict[str, Any]) -> None:
                 leader_bound_at_admission[str(_index(pod))] = _leader_bound(c.server)
 
-            c.api.deny = observe  # type: ignore[assignment,return-value]
+            c.api.deny = observe
             await c.server.create("jobs", indexed_job("latency", 4), namespace="default")
             await c.wait_for(lambda: len(leader_bound_at_admission) == 4, 10, "four admissions")
             assert leader_bound_at_admission["1"] is False
@@ -65,7 +64,7 @@ def test_the_second_slow_start_batch_is_admitted_before_the_leader_is_bound(run)
     run(scenario())
 
 
-def test_a_pod_is_bound_a_delivery_a_cycle_and_a_round_trip_after_its_creation(run) -> None:
+def test_a_pod_is_bound_a_delivery_a_cycle_and_a_round_trip_after_its_creation(run: Run) -> None:
     scale = 0.1
     cycle = 0.5  # scheduler_pods_per_second=2
 
@@ -84,7 +83,7 @@ def test_a_pod_is_bound_a_delivery_a_cycle_and_a_round_trip_after_its_creation(r
     run(scenario())
 
 
-def test_the_bind_is_asynchronous_the_next_cycle_does_not_wait_for_it(run) -> None:
+def test_the_bind_is_asynchronous_the_next_cycle_does_not_wait_for_it(run: Run) -> None:
     async def scenario() -> None:
         async with cluster(nodes=4, pools=1, components=("scheduler",)) as c:
             c.api.hold_bindings = release = asyncio.Event()
@@ -125,7 +124,7 @@ def _event(kind: str, name: str, rv: int) -> WatchEvent:
     return {"type": kind, "object": obj}  # type: ignore[typeddict-item]
 
 
-def test_watch_events_reach_the_handlers_a_delivery_delay_later_in_order(run) -> None:
+def test_watch_events_reach_the_handlers_a_delivery_delay_later_in_order(run: Run) -> None:
     async def scenario() -> list[tuple[str, str, float]]:
         clock = Clock(0.01)
         api = _StreamingApi()
