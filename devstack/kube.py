@@ -26,6 +26,7 @@ RESOURCE_TYPES: dict[str, ResourceType] = {
     "Job": ResourceType("apis/batch/v1", "jobs", True),
     "JobSet": ResourceType("apis/jobset.x-k8s.io/v1alpha2", "jobsets", True),
     "Lease": ResourceType("apis/coordination.k8s.io/v1", "leases", True),
+    "PriorityClass": ResourceType("apis/scheduling.k8s.io/v1", "priorityclasses", False),
     "ServiceAccount": ResourceType("api/v1", "serviceaccounts", True),
     "ClusterRole": ResourceType("apis/rbac.authorization.k8s.io/v1", "clusterroles", False),
     "ClusterRoleBinding": ResourceType("apis/rbac.authorization.k8s.io/v1", "clusterrolebindings", False),

@@ -23,16 +23,31 @@ def exclusive_jobset(
     namespace: str = "default",
     topology_key: str = GKE_NODEPOOL_LABEL,
     gpus_per_pod: int = 1,
+    priority_class_name: str | None = None,
+    max_restarts: int | None = None,
 ) -> dict[str, Any]:
     """A JobSet of `jobs` Indexed Jobs x `pods_per_job` pods with JobSet's exclusive-topology annotation,
     and, if given, the per-Job strategy annotation on the Jobs' pod template: the Job webhook reads it from
     there too, and it is the only place the pod webhook sees it (pods inherit the template, not the Job's
-    own annotations)."""
+    own annotations). `priority_class_name` goes on the pod template, `max_restarts` into the JobSet's
+    failurePolicy."""
     if jobs < 1 or pods_per_job < 1:
         raise ValueError(f"jobs and pods_per_job must be >= 1, got {jobs} and {pods_per_job}")
     pod_meta = {"annotations": {STRATEGY_ANNOTATION: strategy}} if strategy else {}
     gpus = {GPU_RESOURCE: str(gpus_per_pod)}
-    return {
+    pod_spec: dict[str, Any] = {
+        "restartPolicy": "Never",
+        "containers": [
+            {
+                "name": "worker",
+                "image": "registry.example/worker:1",
+                "resources": {"requests": {"cpu": "1", **gpus}, "limits": gpus},
+            }
+        ],
+    }
+    if priority_class_name is not None:
+        pod_spec["priorityClassName"] = priority_class_name
+    jobset: dict[str, Any] = {
         "apiVersion": f"{JOBSET_GROUP}/{JOBSET_VERSION}",
         "kind": "JobSet",
         "metadata": {
@@ -53,20 +68,23 @@ def exclusive_jobset(
                             "backoffLimit": 0,
                             "template": {
                                 "metadata": pod_meta,
-                                "spec": {
-                                    "restartPolicy": "Never",
-                                    "containers": [
-                                        {
-                                            "name": "worker",
-                                            "image": "registry.example/worker:1",
-                                            "resources": {"requests": {"cpu": "1", **gpus}, "limits": gpus},
-                                        }
-                                    ],
-                                },
+                                "spec": pod_spec,
                             },
                         },
                     },
                 }
             ]
         },
+    }
+    if max_restarts is not None:
+        jobset["spec"]["failurePolicy"] = {"maxRestarts": max_restarts}
+    return jobset
+
+
+def priority_class(name: str, value: int) -> dict[str, Any]:
+    return {
+        "apiVersion": "scheduling.k8s.io/v1",
+        "kind": "PriorityClass",
+        "metadata": {"name": name},
+        "value": value,
     }

@@ -41,6 +41,10 @@ class Stats:
     scheduler_filter_evaluations: int = 0
     scheduler_affinity_evaluations: int = 0
     scheduler_unschedulable: int = 0
+    scheduler_preemptions: int = 0
+    """Scheduling cycles whose PostFilter nominated a node (DefaultPreemption succeeded)."""
+    scheduler_preemption_victims: int = 0
+    """Pods the scheduler preempted (DisruptionTarget PreemptionByScheduler, then deleted)."""
     watch_streams_dropped: int = 0
     faults_injected: Counter[str] = field(default_factory=Counter)
     client_throttled: Counter[str] = field(default_factory=Counter)
@@ -121,6 +125,8 @@ class Stats:
                 "filter_evaluations": self.scheduler_filter_evaluations,
                 "affinity_evaluations": self.scheduler_affinity_evaluations,
                 "unschedulable": self.scheduler_unschedulable,
+                "preemptions": self.scheduler_preemptions,
+                "preemption_victims": self.scheduler_preemption_victims,
             },
             "client_throttling": {
                 client: {

@@ -21,12 +21,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from placement.affinity import add_leader_affinity, leader_domain
+from placement.affinity import add_leader_affinity, leader_domain, pod_priority
 from placement.constants import (
     JOB_KEY_LABEL,
     JOB_NAME_LABEL,
     LEADER_COMPLETION_INDEX,
     LEADER_SCHEDULED_GATE,
+    PRIORITY_LABEL,
     RESIZE_LABEL,
     RESIZE_PENDING,
     ROLE_FOLLOWER,
@@ -384,7 +385,8 @@ def leader_state(
 
 
 def mutate_pod(pod: Obj, plan: PodPlan, state: LeaderState | None) -> Verdict:
-    """Labels every exclusive pod; places the leader with affinity and the follower per strategy.
+    """Labels every exclusive pod (job key, role, priority); places the leader with affinity and the
+    follower per strategy.
 
     `state` is required for followers of every strategy but `affinity` (see `mutation_needs_leader`).
     """
@@ -393,11 +395,12 @@ def mutate_pod(pod: Obj, plan: PodPlan, state: LeaderState | None) -> Verdict:
     pod_labels = _ensure_map(meta, "labels")
     pod_labels[JOB_KEY_LABEL] = plan.job_key
     pod_labels[ROLE_LABEL] = ROLE_LEADER if plan.leader else ROLE_FOLLOWER
+    priority = pod_labels[PRIORITY_LABEL] = pod_priority(pod)
     spec = mutated.setdefault("spec", {})
     warnings: tuple[str, ...] = ()
 
     if plan.leader or plan.strategy is Strategy.AFFINITY:
-        add_leader_affinity(spec, plan.job_key, plan.topology_key)
+        add_leader_affinity(spec, plan.job_key, plan.topology_key, priority)
         reason = "leader" if plan.leader else "follower-affinity"
     elif state is None:
         raise ValueError(f"a follower of strategy {plan.strategy} needs the leader's state")

@@ -1,10 +1,12 @@
 """Scheduling constraints: leader affinity terms, follower nodeSelector, the leader's domain.
 
-- `leader_affinity_terms(job_key, topology_key)`: (podAffinity term, podAntiAffinity term). The affinity
-  keeps every pod of the Job in one domain; the anti-affinity keeps other exclusive Jobs out of it.
-  Both use `namespaceSelector: {}` (all namespaces), as JobSet does.
-- `add_leader_affinity(pod_spec, job_key, topology_key)`: merges those terms into the spec's existing
-  affinity in place, never dropping what is there; adding them twice changes nothing.
+- `pod_priority(pod)`: the pod's `spec.priority` as the label value (`DEFAULT_PRIORITY` when unset).
+- `leader_affinity_terms(job_key, topology_key, priority)`: (podAffinity term, podAntiAffinity term). The
+  affinity keeps every pod of the Job in one domain; the anti-affinity keeps the other exclusive Jobs of the
+  same priority out of it (JobSet's term since its #687: exclusivity holds within a priority level, a
+  higher level takes domains by preemption). Both use `namespaceSelector: {}` (all namespaces), as JobSet.
+- `add_leader_affinity(pod_spec, job_key, topology_key, priority)`: merges those terms into the spec's
+  existing affinity in place, never dropping what is there; adding them twice changes nothing.
 - `leader_domain(topology_key, node)`: the value of the topology label on the leader's Node (None if unset).
 - `follower_node_selector(topology_key, node)`: `{topology_key: domain}`, the follower's nodeSelector entry.
 """
@@ -13,13 +15,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from placement.constants import JOB_KEY_LABEL
-from placement.objects import Obj, labels_of
+from placement.constants import DEFAULT_PRIORITY, JOB_KEY_LABEL, PRIORITY_LABEL
+from placement.objects import Obj, labels_of, section
 
 REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
 
 
-def leader_affinity_terms(job_key: str, topology_key: str) -> tuple[Obj, Obj]:
+def pod_priority(pod: Obj) -> str:
+    """`spec.priority`, which the Priority admission plugin sets before any mutating webhook runs."""
+    priority = section(pod, "spec").get("priority")
+    return str(priority if isinstance(priority, int) and not isinstance(priority, bool) else DEFAULT_PRIORITY)
+
+
+def leader_affinity_terms(job_key: str, topology_key: str, priority: str) -> tuple[Obj, Obj]:
     affinity_term: Obj = {
         "labelSelector": {
             "matchExpressions": [{"key": JOB_KEY_LABEL, "operator": "In", "values": [job_key]}]
@@ -32,6 +40,7 @@ def leader_affinity_terms(job_key: str, topology_key: str) -> tuple[Obj, Obj]:
             "matchExpressions": [
                 {"key": JOB_KEY_LABEL, "operator": "Exists"},
                 {"key": JOB_KEY_LABEL, "operator": "NotIn", "values": [job_key]},
+                {"key": PRIORITY_LABEL, "operator": "In", "values": [priority]},
             ]
         },
         "topologyKey": topology_key,
@@ -58,8 +67,8 @@ def _append_term(affinity: Obj, kind: str, term: Obj) -> None:
         terms.append(term)
 
 
-def add_leader_affinity(pod_spec: Obj, job_key: str, topology_key: str) -> None:
-    affinity_term, anti_affinity_term = leader_affinity_terms(job_key, topology_key)
+def add_leader_affinity(pod_spec: Obj, job_key: str, topology_key: str, priority: str) -> None:
+    affinity_term, anti_affinity_term = leader_affinity_terms(job_key, topology_key, priority)
     affinity = _ensure_dict(pod_spec, "affinity")
     _append_term(affinity, "podAffinity", affinity_term)
     _append_term(affinity, "podAntiAffinity", anti_affinity_term)

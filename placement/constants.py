@@ -18,6 +18,13 @@ STRATEGY_ANNOTATION: Final = f"{DOMAIN}/strategy"
 JOB_KEY_LABEL: Final = f"{DOMAIN}/job-key"
 """Pod label every affinity term selects on: JobSet's job-key when present, else a stable hash."""
 ROLE_LABEL: Final = f"{DOMAIN}/role"
+PRIORITY_LABEL: Final = f"{DOMAIN}/priority"
+"""Pod label: the pod's `spec.priority` ("0" when unset); the leader's anti-affinity is scoped to it
+(docs/design.md, "Priorities and preemption"), as JobSet's `jobset.sigs.k8s.io/priority`."""
+DEFAULT_PRIORITY: Final = 0
+"""The priority of a pod without one: the Priority admission plugin's value when no PriorityClass is
+the global default (`scheduling.DefaultPriorityWhenNoDefaultClassExists`), and the scheduler's reading of
+an unset `spec.priority` (`corev1helpers.PodPriority`)."""
 ROLE_LEADER: Final = "leader"
 ROLE_FOLLOWER: Final = "follower"
 

@@ -55,8 +55,6 @@ def default_pod(pod: Obj) -> None:
     spec = pod.setdefault("spec", {})
     default_pod_spec(spec)
     spec.setdefault("enableServiceLinks", True)
-    spec.setdefault("priority", 0)
-    spec.setdefault("preemptionPolicy", "PreemptLowerPriority")
     tolerations = spec.setdefault("tolerations", [])
     present = {t.get("key") for t in tolerations if isinstance(t, dict)}
     tolerations.extend(dict(t) for t in NOT_READY_TOLERATIONS if t["key"] not in present)

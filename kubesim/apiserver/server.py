@@ -23,6 +23,7 @@ from typing import Any
 from kubesim.apiserver.admission import Admission, AdmissionRequest
 from kubesim.apiserver.defaults import apply_defaults, prepare_for_create
 from kubesim.apiserver.patches import apply_patch, deep_copy
+from kubesim.apiserver.priority import admit_pod, system_priority_classes, validate_priority_class
 from kubesim.apiserver.resources import ResourceType, resource_type
 from kubesim.apiserver.selectors import parse_field_selector, parse_label_selector
 from kubesim.apiserver.store import Obj, Store, Watcher
@@ -95,6 +96,9 @@ class ApiServer:
             self._stamp_new(resource_type("namespaces"), ns, "")
             prepare_for_create("namespaces", ns)
             self._commit(resource_type("namespaces"), "ADDED", ns, None)
+        for priority_class in system_priority_classes():
+            self._stamp_new(resource_type("priorityclasses"), priority_class, "")
+            self._commit(resource_type("priorityclasses"), "ADDED", priority_class, None)
 
     async def aclose(self) -> None:
         for task in list(self._background):
@@ -186,6 +190,17 @@ class ApiServer:
             operation, rt, sub, ns, name, obj, old, dry_run, f"system:kubesim:{client}", kind
         )
 
+    def _admit_builtin(self, operation: str, rt: ResourceType, obj: Obj, old: Obj | None) -> None:
+        """The built-in mutating admission plugins modelled (before the mutating webhooks): Priority."""
+        if rt.plural == "pods":
+            classes = {str(c["metadata"]["name"]): c for c in self.store.iter("priorityclasses")}
+            admit_pod(operation, obj, old, classes)
+
+    def _validate_builtin(self, operation: str, rt: ResourceType, obj: Obj) -> None:
+        """The built-in validating admission plugins modelled (before the validating webhooks): Priority."""
+        if rt.plural == "priorityclasses":
+            validate_priority_class(operation, obj, self.store.iter("priorityclasses"))
+
     # --- create --------------------------------------------------------------------------------------
 
     async def create(
@@ -228,6 +243,7 @@ class ApiServer:
             "CREATE", rt, "", ns, str(meta.get("name") or ""), obj, None, dry_run=dry_run, client=client
         )
         try:
+            self._admit_builtin("CREATE", rt, obj, None)
             mutated = await self.admission.mutate(req, warnings)
             obj = mutated if mutated is not None else obj
             self._stamp_new(rt, obj, ns)
@@ -239,6 +255,7 @@ class ApiServer:
             if self.store.get(rt.plural, ns, name) is not None:
                 raise already_exists(rt.plural, name, rt.group)
             req.obj, req.name = obj, name
+            self._validate_builtin("CREATE", rt, obj)
             await self.admission.validate(req, warnings)
         except ApiError as exc:
             if rt.plural == "pods" and not dry_run and exc.status != 422 and exc.reason != "AlreadyExists":
@@ -541,12 +558,16 @@ class ApiServer:
             "UPDATE", rt, subresource or "", ns, name, new, old, dry_run=dry_run, client=client
         )
         try:
+            if not subresource:
+                self._admit_builtin("UPDATE", rt, new, old)
             mutated = await self.admission.mutate(req, warnings)
             new = mutated if mutated is not None else new
             causes = validate_update(rt.plural, old, new) if not subresource else []
             if causes:
                 raise invalid(rt.kind, rt.group, name, causes)
             req.obj = new
+            if not subresource:
+                self._validate_builtin("UPDATE", rt, new)
             await self.admission.validate(req, warnings)
         finally:
             self._warn(warnings)

@@ -163,6 +163,11 @@ class AffinityIndex:
     def placed_pods(self) -> int:
         return len(self._pods)
 
+    def placed(self, key: str) -> tuple[str, dict[str, str], list[AffinityTerm]] | None:
+        """(namespace, labels, anti-affinity terms) of a placed pod, to put it back after a dry run."""
+        placed = self._pods.get(key)
+        return None if placed is None else (placed.namespace, placed.labels, placed.anti_terms)
+
     # --- maintenance -----------------------------------------------------------------------------------
 
     def set_node(self, name: str, labels: Mapping[str, str]) -> None:

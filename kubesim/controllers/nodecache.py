@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 from .interpod import AffinityIndex, AffinityTerm, required_terms
 from .nodefit import Resources, pod_requests
@@ -12,6 +13,18 @@ from .nodestate import NodeState
 from .objects import Obj, labels_of
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Accounted:
+    """A pod's accounting on its node, taken out for a preemption dry run and put back after."""
+
+    key: str
+    node: str
+    request: Resources
+    namespace: str
+    labels: dict[str, str]
+    anti_terms: list[AffinityTerm]
 
 
 class SchedulerCache:
@@ -117,6 +130,27 @@ class SchedulerCache:
             state.pods.add(key)
         namespace = str(pod["metadata"].get("namespace") or "default")
         self.affinity.add_pod(key, node_name, namespace, labels_of(pod), anti_terms)
+
+    def take_out(self, key: str) -> Accounted | None:
+        """Remove a pod's accounting (NodeInfo.RemovePod + InterPodAffinity's RemovePod), to `put_back`."""
+        current = self._assigned.get(key)
+        placed = self.affinity.placed(key)
+        if current is None or placed is None:
+            return None
+        namespace, labels, anti_terms = placed
+        self.release(key)
+        return Accounted(key, current[0], current[1], namespace, labels, anti_terms)
+
+    def put_back(self, accounted: Accounted) -> None:
+        self._assigned[accounted.key] = (accounted.node, accounted.request)
+        state = self.nodes.get(accounted.node)
+        if state is not None:
+            state.requested = state.requested + accounted.request
+            state.account()
+            state.pods.add(accounted.key)
+        self.affinity.add_pod(
+            accounted.key, accounted.node, accounted.namespace, accounted.labels, accounted.anti_terms
+        )
 
     def release(self, key: str) -> bool:
         """Forget a pod's accounting; returns whether it was accounted."""

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import random
 from collections.abc import Callable
 
 from kubesim.clock import Clock
@@ -30,6 +31,7 @@ from .informer import Handlers, Informer
 from .nodecache import SchedulerCache
 from .objects import Obj, is_deleting, is_terminal, labels_of, new_condition, object_key, with_condition
 from .podinfo import SCHEDULING_GATES, PodInfo
+from .preemption import PREEMPTION_BY_SCHEDULER, Candidate, Outcome, Preemption, Victim, pod_priority
 from .queueing_hints import affinity_terms_match, interesting, worth_requeuing
 from .scheduling_queue import SchedulingQueue
 from .settings import ControllerSettings
@@ -86,6 +88,7 @@ class Scheduler:
         self._finder = NodeFinder(
             self.cache, stats, settings.scheduler_percentage_of_nodes_to_score, settings.seed
         )
+        self._preemption = Preemption(self.cache, pods.get, random.Random(settings.seed + 1))
         self._infos: dict[str, tuple[Obj, PodInfo]] = {}
         self._binding: set[str] = set()
         """Assumed pods whose binding request is in flight (upstream skips their update events)."""
@@ -263,26 +266,95 @@ class Scheduler:
             return None
         node_name = result.node
         if node_name is None:
-            await self._handle_failure(key, pod, current, result)
+            outcome = None if result.error else await self._post_filter(key, current)
+            await self._handle_failure(key, pod, current, result, outcome)
             return None
         parsed = (info.request, info.anti_terms) if current is pod else None
         self.cache.assign(key, current, node_name, parsed)
         self._binding.add(key)
         return node_name
 
-    async def _handle_failure(self, key: str, pod: Obj, current: Obj, result: ScheduleResult) -> None:
+    async def _post_filter(self, key: str, pod: Obj) -> Outcome:
+        """RunPostFilterPlugins: DefaultPreemption (`preemption.py`); on success the victims are preempted
+        before the cycle ends (prepareCandidate, synchronous as upstream without async preemption)."""
+        outcome = self._preemption.preempt(self._info_of(key, pod), pod)
+        if outcome.candidate is not None:
+            self._stats.scheduler_preemptions += 1
+            await self._prepare_candidate(pod, outcome.candidate)
+        return outcome
+
+    async def _prepare_candidate(self, preemptor: Obj, candidate: Candidate) -> None:
+        """prepareCandidate: preempt each victim not already being deleted, then clear the nominations of
+        lower-priority pods on the node (they may no longer fit there)."""
+        for victim in candidate.victims:
+            if not is_deleting(victim.pod):
+                await self._preempt_pod(preemptor, victim, candidate.node)
+        priority = pod_priority(preemptor)
+        for other in list(self._pods.store.values()):
+            status = other.get("status") or {}
+            if (
+                status.get("nominatedNodeName") == candidate.node
+                and pod_priority(other) < priority
+                and not (other.get("spec") or {}).get("nodeName")
+            ):
+                await self._patch_status(other, {"nominatedNodeName": None})
+
+    async def _preempt_pod(self, preemptor: Obj, victim: Victim, node_name: str) -> None:
+        """Evaluator.PreemptPod: the DisruptionTarget condition (reason PreemptionByScheduler), then a
+        graceful delete (the pod's own grace period), then the `Preempted` event on the victim."""
+        pod = victim.pod
+        scheduler_name = (preemptor.get("spec") or {}).get("schedulerName") or SCHEDULER_NAME
+        condition = new_condition(
+            "DisruptionTarget",
+            "True",
+            PREEMPTION_BY_SCHEDULER,
+            f"{scheduler_name}: preempting to accommodate a higher priority pod",
+        )
+        conditions = (pod.get("status") or {}).get("conditions") or []
+        meta = pod["metadata"]
+        try:
+            await self._api.patch(
+                "pods",
+                meta["name"],
+                {"status": {"conditions": with_condition(list(conditions), condition)}},
+                namespace=meta.get("namespace"),
+                subresource="status",
+                client="scheduler",
+            )
+            await self._api.delete("pods", meta["name"], namespace=meta.get("namespace"), client="scheduler")
+        except ApiError as error:
+            if error.status != 404:
+                log.info("preempting %s failed: %s", victim.key, error.message)
+            return
+        self._stats.scheduler_preemption_victims += 1
+        uid = (preemptor.get("metadata") or {}).get("uid")
+        self._recorder.record(
+            pod,
+            "Normal",
+            "Preempted",
+            f"Preempted by pod {uid} on node {node_name}",
+            action="Preempting",
+            related=preemptor,
+        )
+
+    async def _handle_failure(
+        self, key: str, pod: Obj, current: Obj, result: ScheduleResult, outcome: Outcome | None = None
+    ) -> None:
         """handleSchedulingFailure: back to the queue (rejected by plugins, or an error to retry after
-        backoff), then the event (about the pod as queued), then the PodScheduled condition."""
+        backoff), then the event (about the pod as queued), then the PodScheduled condition, with the
+        PostFilter's message appended and its nomination (FitError.Error, updatePod)."""
         if result.error:
             self.queue.failed(key)
         else:
             self._stats.scheduler_unschedulable += 1
             self.queue.failed(key, result.rejectors)
-        self._recorder.record(
-            pod, "Warning", "FailedScheduling", truncate_note(result.message), action="Scheduling"
-        )
+        message = result.message
+        if outcome is not None and outcome.message:
+            message = f"{message} {outcome.message}"
+        self._recorder.record(pod, "Warning", "FailedScheduling", truncate_note(message), action="Scheduling")
         reason = "SchedulerError" if result.error else "Unschedulable"
-        await self._mark_unschedulable(current, result.message, reason)
+        nominate = None if outcome is None else outcome.nominate
+        await self._mark_unschedulable(current, message, reason, nominate)
 
     async def bind(self, key: str, pod: Obj, node_name: str) -> bool:
         """The binding cycle of an assumed pod: POST pods/binding (its API round trip included); on failure
@@ -337,24 +409,41 @@ class Scheduler:
         result = self.run_filters(pod)
         return result.node, result.message
 
-    async def _mark_unschedulable(self, pod: Obj, message: str, reason: str = "Unschedulable") -> None:
-        current = [c for c in (pod.get("status") or {}).get("conditions") or []]
+    async def _mark_unschedulable(
+        self, pod: Obj, message: str, reason: str = "Unschedulable", nominate: str | None = None
+    ) -> None:
+        """updatePod: the PodScheduled condition and, when PostFilter said so, status.nominatedNodeName
+        ("" clears it); nothing is sent when neither changes."""
+        status = pod.get("status") or {}
+        current = [c for c in status.get("conditions") or []]
         previous = next((c for c in current if c.get("type") == "PodScheduled"), None)
-        if previous and previous.get("reason") == reason and previous.get("message") == message:
+        nomination_changes = nominate is not None and (status.get("nominatedNodeName") or "") != nominate
+        if (
+            previous
+            and previous.get("reason") == reason
+            and previous.get("message") == message
+            and not nomination_changes
+        ):
             return
         condition = new_condition("PodScheduled", "False", reason, message, probe=True)
+        change: Obj = {"conditions": with_condition(current, condition)}
+        if nomination_changes:
+            change["nominatedNodeName"] = nominate or None
+        await self._patch_status(pod, change)
+
+    async def _patch_status(self, pod: Obj, change: Obj) -> None:
         meta = pod["metadata"]
         try:
             updated = await self._api.patch(
                 "pods",
                 meta["name"],
-                {"status": {"conditions": with_condition(current, condition)}},
+                {"status": change},
                 namespace=meta.get("namespace"),
                 subresource="status",
                 client="scheduler",
             )
         except ApiError as error:
-            log.debug("pod %s: recording Unschedulable failed: %s", object_key(pod), error.message)
+            log.debug("pod %s: status patch failed: %s", object_key(pod), error.message)
             return
         self._pods.assume(updated)
 

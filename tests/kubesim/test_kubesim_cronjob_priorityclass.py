@@ -1,5 +1,5 @@
-"""CronJobs and PriorityClasses are served and stored (inert: no CronJob controller, no Priority admission
-yet) with upstream's defaults and the basics of its validation."""
+"""CronJobs and PriorityClasses are served and stored (CronJobs inert: no CronJob controller) with upstream's
+defaults and the basics of its validation; the Priority admission plugin is in test_kubesim_priority.py."""
 
 from __future__ import annotations
 
@@ -112,9 +112,18 @@ def test_priority_class_validation(obj: dict[str, Any], message: str) -> None:
     assert message in refused.message
 
 
-def test_system_priority_classes_with_their_values_are_accepted() -> None:
+def test_system_priority_classes_exist_from_the_start() -> None:
+    """AddSystemPriorityClasses (a post-start hook): creating one again is AlreadyExists."""
+
+    async def body(api: ApiServer) -> dict[str, int]:
+        listed, _ = await api.list("priorityclasses")
+        return {c["metadata"]["name"]: c["value"] for c in listed}
+
+    assert run(body) == {"system-cluster-critical": 2_000_000_000, "system-node-critical": 2_000_001_000}
     for name, value in (("system-node-critical", 2_000_001_000), ("system-cluster-critical", 2_000_000_000)):
-        assert isinstance(create("priorityclasses", priority_class(name, value)), dict)
+        refused = create("priorityclasses", priority_class(name, value))
+        assert isinstance(refused, ApiError)
+        assert (refused.status, refused.reason) == (409, "AlreadyExists")
 
 
 def test_priority_class_value_and_preemption_policy_are_immutable() -> None:

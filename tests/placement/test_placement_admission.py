@@ -25,6 +25,7 @@ from placement.constants import (
     JOBSET_JOB_KEY_LABEL,
     JOBSET_NODE_SELECTOR_ANNOTATION,
     LEADER_SCHEDULED_GATE,
+    PRIORITY_LABEL,
     RESIZE_LABEL,
     ROLE_LABEL,
     STRATEGIES,
@@ -249,6 +250,33 @@ def test_leader_gets_labels_and_both_affinity_terms(strategy: str) -> None:
     ]
     assert "nodeSelector" not in result["spec"]
     assert mutate_pod(result, _plan(result), None).patch == []
+
+
+# (strategy, completion index, spec.priority) -> every exclusive pod's priority label; the leader's
+# anti-affinity (and, with `affinity`, every pod's) selects only the other Jobs of that priority.
+PRIORITY_CASES = [
+    (strategy, index, priority, expected)
+    for strategy in STRATEGIES
+    for index in (0, 2)
+    for priority, expected in ((1000, "1000"), (0, "0"), (-10, "-10"), (None, "0"))
+]
+
+
+@pytest.mark.parametrize(("strategy", "index", "priority", "expected"), PRIORITY_CASES)
+def test_every_exclusive_pod_is_labelled_with_its_priority(
+    strategy: str, index: int, priority: int | None, expected: str
+) -> None:
+    spec = {} if priority is None else {"priority": priority}
+    the_pod = pod(index, strategy=strategy, spec=spec, labels={PRIORITY_LABEL: "forged"})
+    plan = _plan(the_pod)
+    result = apply(the_pod, mutate_pod(the_pod, plan, BOUND).patch)
+    assert result["metadata"]["labels"][PRIORITY_LABEL] == expected
+    anti = result["spec"].get("affinity", {}).get("podAntiAffinity", {}).get(REQUIRED, [])
+    has_terms = index == 0 or strategy == "affinity"
+    assert [t["labelSelector"]["matchExpressions"][-1] for t in anti] == (
+        [{"key": PRIORITY_LABEL, "operator": "In", "values": [expected]}] if has_terms else []
+    )
+    assert mutate_pod(result, _plan(result), BOUND).patch == []
 
 
 def test_leader_affinity_is_merged_with_the_pods_own() -> None:

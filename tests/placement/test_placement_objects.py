@@ -11,6 +11,7 @@ from placement.affinity import (
     follower_node_selector,
     leader_affinity_terms,
     leader_domain,
+    pod_priority,
 )
 from placement.constants import (
     JOB_COMPLETION_INDEX_LABEL,
@@ -20,6 +21,7 @@ from placement.constants import (
     JOBSET_JOB_KEY_LABEL,
     LEGACY_CONTROLLER_UID_LABEL,
     LEGACY_JOB_NAME_LABEL,
+    PRIORITY_LABEL,
     STRATEGY_ANNOTATION,
     TOPOLOGY_ANNOTATION,
     Strategy,
@@ -169,7 +171,7 @@ def test_hostname_limit_is_exact() -> None:
 
 
 def test_leader_affinity_terms_shape() -> None:
-    affinity, anti = leader_affinity_terms("k1", ZONE)
+    affinity, anti = leader_affinity_terms("k1", ZONE, "1000")
     assert affinity == {
         "labelSelector": {"matchExpressions": [{"key": JOB_KEY_LABEL, "operator": "In", "values": ["k1"]}]},
         "topologyKey": ZONE,
@@ -178,8 +180,62 @@ def test_leader_affinity_terms_shape() -> None:
     assert anti["labelSelector"]["matchExpressions"] == [
         {"key": JOB_KEY_LABEL, "operator": "Exists"},
         {"key": JOB_KEY_LABEL, "operator": "NotIn", "values": ["k1"]},
+        {"key": PRIORITY_LABEL, "operator": "In", "values": ["1000"]},
     ]
     assert anti["namespaceSelector"] == {}
+
+
+@pytest.mark.parametrize(
+    ("spec", "expected"),
+    [
+        ({"priority": 1000}, "1000"),
+        ({"priority": 0}, "0"),
+        ({"priority": -5}, "-5"),
+        ({"priority": 2000000000}, "2000000000"),
+        # no Priority admission plugin ran: the scheduler reads an unset priority as 0
+        ({}, "0"),
+        ({"priority": None}, "0"),
+        # not an int32 (never from the API server): treated as unset, never copied into a label
+        ({"priority": "high"}, "0"),
+        ({"priority": True}, "0"),
+    ],
+)
+def test_pod_priority_is_the_label_value(spec: dict[str, Any], expected: str) -> None:
+    assert pod_priority({"spec": spec}) == expected
+
+
+@pytest.mark.parametrize(
+    ("other_labels", "excluded"),
+    [
+        ({JOB_KEY_LABEL: "k2", PRIORITY_LABEL: "1000"}, True),
+        # exclusivity holds within a priority level only
+        ({JOB_KEY_LABEL: "k2", PRIORITY_LABEL: "10"}, False),
+        # a pod admitted before priorities were labelled
+        ({JOB_KEY_LABEL: "k2"}, False),
+        # the Job's own pods, and non-exclusive pods
+        ({JOB_KEY_LABEL: "k1", PRIORITY_LABEL: "1000"}, False),
+        ({PRIORITY_LABEL: "1000"}, False),
+    ],
+)
+def test_anti_affinity_selects_other_jobs_of_the_same_priority(
+    other_labels: dict[str, str], excluded: bool
+) -> None:
+    _, anti = leader_affinity_terms("k1", ZONE, "1000")
+    assert _selects(anti["labelSelector"], other_labels) is excluded
+
+
+def _selects(selector: dict[str, Any], labels: dict[str, str]) -> bool:
+    """The matchExpressions semantics of metav1.LabelSelector (In, NotIn, Exists)."""
+    for expression in selector["matchExpressions"]:
+        key, operator, values = expression["key"], expression["operator"], expression.get("values", [])
+        present = key in labels
+        if operator == "Exists" and not present:
+            return False
+        if operator == "In" and (not present or labels[key] not in values):
+            return False
+        if operator == "NotIn" and present and labels[key] in values:
+            return False
+    return True
 
 
 def test_add_leader_affinity_keeps_existing_terms_and_is_idempotent() -> None:
@@ -193,9 +249,9 @@ def test_add_leader_affinity_keeps_existing_terms_and_is_idempotent() -> None:
             "podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [mine]},
         }
     }
-    add_leader_affinity(spec, "k1", ZONE)
+    add_leader_affinity(spec, "k1", ZONE, "0")
     once = str(spec)
-    add_leader_affinity(spec, "k1", ZONE)
+    add_leader_affinity(spec, "k1", ZONE, "0")
     assert str(spec) == once
     required = spec["affinity"]["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
     assert required[0] == mine

@@ -231,7 +231,7 @@ def test_admission_log_lines_carry_uid_and_job(running: Running, caplog: pytest.
     with caplog.at_level("INFO", logger="webhook.handlers"):
         running.post("/mutate-pods", review)
     record = next(r for r in caplog.records if r.name == "webhook.handlers")
-    assert record.getMessage() == "patched with 3 operations"
+    assert record.getMessage() == "patched with 4 operations"
     assert record.__dict__["uid"] == review["request"]["uid"]
     assert record.__dict__["job"] == "team-a/trainer-workers-0"
     assert record.__dict__["object"] == "trainer-workers-0-1-"

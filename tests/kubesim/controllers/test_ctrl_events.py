@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from kubesim.controllers.preemption import NO_VICTIMS
 from kubesim.controllers.scheduler import NOTE_LENGTH_LIMIT, truncate_note
 from tests.kubesim.controllers.ctrl_harness import Cluster, cluster, index_of, indexed_job, pod_spec
 
@@ -241,7 +242,10 @@ def test_failed_scheduling_events_form_a_series_about_the_pod_as_queued(run: Cal
             assert "series" not in first
             assert second["series"]["count"] == 2
             assert writes(c, "create events") == 2
-            assert first["message"] == "0/8 nodes are available: 8 Insufficient nvidia.com/gpu."
+            assert first["message"] == (
+                "0/8 nodes are available: 8 Insufficient nvidia.com/gpu. "
+                f"preemption: 0/8 nodes are available: 8 {NO_VICTIMS}."
+            )
             assert (first["action"], first["type"]) == ("Scheduling", "Warning")
 
     run(scenario())

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from kubesim.controllers.preemption import NO_VICTIMS
 from placement.constants import GKE_NODEPOOL_LABEL, JOB_KEY_LABEL
 from tests.kubesim.controllers.ctrl_harness import Cluster, Run, cluster, exclusive_job, indexed_job, pod_spec
 
@@ -42,7 +43,10 @@ def test_affinity_and_anti_affinity_place_one_job_per_pool(run: Run) -> None:
             await c.server.create("jobs", exclusive_job("job-4", 2), namespace="default")
             waiting = await c.wait_for(lambda: _unschedulable(c, "job-4"), 30, "Unschedulable condition")
             # InterPodAffinity's Filter checks the pod's own anti-affinity before existing pods' (symmetry)
-            assert waiting == "0/8 nodes are available: 8 node(s) didn't match pod anti-affinity rules."
+            assert waiting == (
+                "0/8 nodes are available: 8 node(s) didn't match pod anti-affinity rules. "
+                f"preemption: 0/8 nodes are available: 8 {NO_VICTIMS}."
+            )
 
             # freeing a pool (the Job is deleted, its pods garbage-collected) lets it in
             await c.server.delete("jobs", "job-0", namespace="default")
@@ -58,7 +62,10 @@ def test_unschedulable_pods_stay_pending_with_the_reason(run: Run) -> None:
         async with cluster(nodes=4, pools=2) as c:
             await c.server.create("jobs", indexed_job("huge", 1, spec=pod_spec(gpus=16)), namespace="default")
             message = await c.wait_for(lambda: _unschedulable(c, "huge"), 30, "Unschedulable condition")
-            assert message == "0/4 nodes are available: 4 Insufficient nvidia.com/gpu."
+            assert message == (
+                "0/4 nodes are available: 4 Insufficient nvidia.com/gpu. "
+                f"preemption: 0/4 nodes are available: 4 {NO_VICTIMS}."
+            )
             assert c.stats.scheduler_unschedulable >= 1
             (pod,) = await c.pods()
             assert not pod["spec"].get("nodeName")

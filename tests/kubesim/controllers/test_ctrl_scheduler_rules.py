@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from kubesim.cluster import pool_name
+from kubesim.controllers.preemption import NO_VICTIMS, NOT_HELPFUL
 from placement.constants import GKE_NODEPOOL_LABEL
 from tests.kubesim.controllers.ctrl_harness import Cluster, Run, cluster, pod_spec
 
@@ -107,7 +108,8 @@ def test_taints_are_checked_before_node_affinity(run: Run) -> None:
             await c.server.create("pods", pod, namespace="default")
             assert await _message(c, "big") == (
                 "0/4 nodes are available: 2 Insufficient nvidia.com/gpu, "
-                "2 node(s) had untolerated taint {dedicated: ml}."
+                "2 node(s) had untolerated taint {dedicated: ml}. "
+                f"preemption: 0/4 nodes are available: 2 {NO_VICTIMS}, 2 {NOT_HELPFUL}."
             )
 
     run(scenario())
@@ -129,7 +131,8 @@ def test_every_short_resource_of_a_node_is_a_reason(run: Run) -> None:
             )
             await c.server.create("pods", pod, namespace="default")
             assert await _message(c, "huge") == (
-                "0/2 nodes are available: 2 Insufficient cpu, 2 Insufficient nvidia.com/gpu."
+                "0/2 nodes are available: 2 Insufficient cpu, 2 Insufficient nvidia.com/gpu. "
+                f"preemption: 0/2 nodes are available: 2 {NO_VICTIMS}."
             )
 
     run(scenario())
@@ -147,7 +150,8 @@ def test_an_invalid_label_value_in_node_affinity_makes_the_pod_unschedulable(run
             )
             await c.server.create("pods", _pod("invalid", affinity=affinity), namespace="default")
             assert await _message(c, "invalid") == (
-                "0/4 nodes are available: 4 node(s) didn't match Pod's node affinity/selector."
+                "0/4 nodes are available: 4 node(s) didn't match Pod's node affinity/selector. "
+                f"preemption: 0/4 nodes are available: 4 {NOT_HELPFUL}."
             )
 
     run(scenario())
@@ -163,7 +167,8 @@ def test_a_node_pinned_by_match_fields_narrows_the_search_like_prefilter_result(
             )
             assert await _message(c, "pinned") == (
                 "0/4 nodes are available: 1 Insufficient nvidia.com/gpu, "
-                "3 node(s) didn't satisfy plugin(s) [NodeAffinity]."
+                "3 node(s) didn't satisfy plugin(s) [NodeAffinity]. "
+                f"preemption: 0/4 nodes are available: 1 {NO_VICTIMS}, 3 {NOT_HELPFUL}."
             )
             conflict = {
                 "matchFields": [
@@ -173,7 +178,10 @@ def test_a_node_pinned_by_match_fields_narrows_the_search_like_prefilter_result(
             }
             affinity = _required_node_affinity(conflict)
             await c.server.create("pods", _pod("conflict", affinity=affinity), namespace="default")
-            assert await _message(c, "conflict") == "0/4 nodes are available: pod affinity terms conflict."
+            assert await _message(c, "conflict") == (
+                "0/4 nodes are available: pod affinity terms conflict. "
+                f"preemption: 0/4 nodes are available: 4 {NOT_HELPFUL}."
+            )
 
     run(scenario())
 
@@ -214,7 +222,8 @@ def test_every_affinity_term_must_be_matched_by_the_same_existing_pod(run: Run) 
             await c.server.create("pods", _pod("both", affinity=affinity), namespace="default")
             assert (
                 await _message(c, "both")
-                == "0/4 nodes are available: 4 node(s) didn't match pod affinity rules."
+                == "0/4 nodes are available: 4 node(s) didn't match pod affinity rules. "
+                f"preemption: 0/4 nodes are available: 4 {NOT_HELPFUL}."
             )
 
     run(scenario())

@@ -1,0 +1,83 @@
+"""A high-priority JobSet preempts its way into domains a low-priority JobSet fills, under every strategy
+that pins followers (elastic, scheduling-gate, gate), on the whole stack (kubesim + webhook + resizer).
+
+Exclusivity is scoped to a priority level (the leader's anti-affinity selects `exclusive-placement.io/
+priority` In [own]): the high leaders are blocked by resources only, so the scheduler preempts a node of a
+domain for each; their followers, pinned there, preempt the rest; the low Jobs fail (backoffLimit 0) and
+their JobSet restarts them, to wait for free domains. Within each level, no domain ever holds two Jobs.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from jobset_e2e_support import assert_each_job_whole_in_its_own_pool, eventually, pods_of, running_pods
+
+from devstack.exclusivity import node_domains
+from devstack.manifests import exclusive_jobset, priority_class
+from devstack.scenario import ensure_namespace
+from devstack.stack import Stack
+from placement.constants import GKE_NODEPOOL_LABEL, JOB_NAME_LABEL, PRIORITY_LABEL, Strategy
+
+pytestmark = pytest.mark.timeout(600)
+
+JOBS, PODS, GPUS = 4, 2, 8
+"""4 Jobs of 2 full-node pods: one Job fills one of the 4 pools of 2 eight-GPU nodes."""
+
+
+def exclusive_violations(stack: Stack, namespaces: list[str]) -> int:
+    """Domains holding bound pods of two Jobs of the same priority (counted once per extra Job)."""
+    pools = node_domains(stack.client.list("Node"), GKE_NODEPOOL_LABEL)
+    jobs: dict[tuple[str, str], set[str]] = defaultdict(set)
+    for namespace in namespaces:
+        for pod in pods_of(stack, namespace):
+            node = pod["spec"].get("nodeName")
+            if node and pod.get("status", {}).get("phase") not in ("Succeeded", "Failed"):
+                labels = pod["metadata"]["labels"]
+                jobs[(labels[PRIORITY_LABEL], pools[node])].add(f"{namespace}/{labels[JOB_NAME_LABEL]}")
+    return sum(len(names) - 1 for names in jobs.values())
+
+
+def run_preemption(stack: Stack, strategy: str) -> dict[str, Any]:
+    low_ns, high_ns = f"low-{strategy}", f"high-{strategy}"
+    for namespace in (low_ns, high_ns):
+        ensure_namespace(stack.client, namespace)
+    shape: dict[str, Any] = {"jobs": JOBS, "pods_per_job": PODS, "gpus_per_pod": GPUS, "strategy": strategy}
+    stack.client.create(
+        exclusive_jobset("low", namespace=low_ns, priority_class_name="low", max_restarts=100, **shape)
+    )
+    eventually(lambda: running_pods(stack, low_ns) == JOBS * PODS, f"low {strategy} pods running", 120)
+    stack.client.reset_stats()
+    stack.client.create(exclusive_jobset("high", namespace=high_ns, priority_class_name="high", **shape))
+    violations = 0
+
+    def high_running() -> bool:
+        nonlocal violations
+        violations = max(violations, exclusive_violations(stack, [low_ns, high_ns]))
+        return running_pods(stack, high_ns) == JOBS * PODS
+
+    eventually(high_running, f"high {strategy} pods running", 180)
+    stack.check_alive()
+    assert_each_job_whole_in_its_own_pool(stack, high_ns, JOBS)
+    low = stack.client.get("JobSet", "low", namespace=low_ns)
+    stats = stack.client.stats()
+    for namespace, name in ((high_ns, "high"), (low_ns, "low")):
+        stack.client.delete("JobSet", name, namespace=namespace)
+        eventually(lambda ns=namespace: not pods_of(stack, ns), f"{namespace} pods gone", 120)
+    return {"violations": violations, "low": low, "stats": stats}
+
+
+def test_a_high_priority_jobset_preempts_its_way_in_under_every_pinning_strategy(
+    stack_factory: Callable[..., Stack],
+) -> None:
+    stack = stack_factory()
+    stack.client.create(priority_class("low", 10))
+    stack.client.create(priority_class("high", 1000))
+    for strategy in (Strategy.ELASTIC, Strategy.SCHEDULING_GATE, Strategy.GATE):
+        run = run_preemption(stack, strategy)
+        assert run["violations"] == 0, strategy
+        assert run["stats"]["scheduler"]["preemption_victims"] >= JOBS * PODS // 2, strategy
+        assert run["low"]["status"].get("restarts", 0) >= 1, strategy
