@@ -14,13 +14,18 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from jobset_e2e_support import assert_each_job_whole_in_its_own_pool, eventually, pods_of, running_pods
 
 from devstack.exclusivity import node_domains
 from devstack.manifests import exclusive_jobset, priority_class
 from devstack.scenario import ensure_namespace
 from devstack.stack import Stack
 from placement.constants import GKE_NODEPOOL_LABEL, JOB_NAME_LABEL, PRIORITY_LABEL, Strategy
+from tests.e2e.jobset_e2e_support import (
+    assert_each_job_whole_in_its_own_pool,
+    eventually,
+    pods_of,
+    running_pods,
+)
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -57,7 +62,7 @@ def run_preemption(stack: Stack, strategy: str) -> dict[str, Any]:
     def high_running() -> bool:
         nonlocal violations
         violations = max(violations, exclusive_violations(stack, [low_ns, high_ns]))
-        return running_pods(stack, high_ns) == JOBS * PODS
+        return bool(running_pods(stack, high_ns) == JOBS * PODS)
 
     eventually(high_running, f"high {strategy} pods running", 180)
     stack.check_alive()
@@ -66,8 +71,12 @@ def run_preemption(stack: Stack, strategy: str) -> dict[str, Any]:
     stats = stack.client.stats()
     for namespace, name in ((high_ns, "high"), (low_ns, "low")):
         stack.client.delete("JobSet", name, namespace=namespace)
-        eventually(lambda ns=namespace: not pods_of(stack, ns), f"{namespace} pods gone", 120)
+        eventually(_pods_gone(stack, namespace), f"{namespace} pods gone", 120)
     return {"violations": violations, "low": low, "stats": stats}
+
+
+def _pods_gone(stack: Stack, namespace: str) -> Callable[[], bool]:
+    return lambda: not pods_of(stack, namespace)
 
 
 def test_a_high_priority_jobset_preempts_its_way_in_under_every_pinning_strategy(

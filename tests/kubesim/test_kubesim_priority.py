@@ -13,7 +13,7 @@ from kubesim.apiserver.server import ApiServer
 from kubesim.errors import ApiError
 from kubesim.interface import WebhookReply
 
-CLASSES = {
+CLASSES: dict[str, dict[str, Any]] = {
     "batch-high": {"value": 1000},
     "batch-low": {"value": 10, "preemptionPolicy": "Never"},
 }

@@ -6,10 +6,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from ctrl_harness import Cluster, cluster, pod_spec
 
 from kubesim.controllers.preemption import Candidate, Victim, num_candidates, pick_one_node
 from placement.constants import GKE_NODEPOOL_LABEL
+from tests.kubesim.controllers.ctrl_harness import Cluster, Run, cluster, pod_spec
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -80,7 +80,7 @@ async def _unschedulable_message(c: Cluster, name: str) -> str | None:
     return None
 
 
-def test_a_high_priority_pod_preempts_the_lowest_priority_victim_and_is_nominated(run) -> None:
+def test_a_high_priority_pod_preempts_the_lowest_priority_victim_and_is_nominated(run: Run) -> None:
     """Both nodes are full; the node whose victim has the lowest priority is chosen; the victim gets
     DisruptionTarget/PreemptionByScheduler, is deleted gracefully, and the preemptor binds there."""
 
@@ -115,10 +115,11 @@ async def _disrupted(c: Cluster, name: str) -> Obj | None:
 
 async def _nominated(c: Cluster, name: str) -> str | None:
     pod = await _get(c, name)
-    return (pod or {}).get("status", {}).get("nominatedNodeName")
+    nominated = (pod or {}).get("status", {}).get("nominatedNodeName")
+    return str(nominated) if nominated is not None else None
 
 
-def test_only_the_victims_the_pod_needs_are_preempted(run) -> None:
+def test_only_the_victims_the_pod_needs_are_preempted(run: Run) -> None:
     """Reprieve: of two low pods of 4 GPUs, the more important one (higher priority) is kept."""
 
     async def scenario() -> None:
@@ -135,7 +136,7 @@ def test_only_the_victims_the_pod_needs_are_preempted(run) -> None:
     run(scenario())
 
 
-def test_preemption_policy_never_waits_instead(run) -> None:
+def test_preemption_policy_never_waits_instead(run: Run) -> None:
     async def scenario() -> None:
         async with cluster(nodes=1, pools=1) as c:
             await _classes(c, never=True)
@@ -150,7 +151,7 @@ def test_preemption_policy_never_waits_instead(run) -> None:
     run(scenario())
 
 
-def test_no_cross_node_preemption_for_anti_affinity(run) -> None:
+def test_no_cross_node_preemption_for_anti_affinity(run: Run) -> None:
     """The pod may only go to the second node, which is free, but a low-priority pod on the first node of
     the same pool forbids the pool by anti-affinity: removing pods of the second node cannot help, so
     nothing is preempted (upstream preempts only on the node it nominates)."""
@@ -181,7 +182,7 @@ def test_no_cross_node_preemption_for_anti_affinity(run) -> None:
     run(scenario())
 
 
-def test_anti_affinity_is_resolved_by_preempting_on_the_same_node(run) -> None:
+def test_anti_affinity_is_resolved_by_preempting_on_the_same_node(run: Run) -> None:
     """The blocking pod runs on the node the pod can use: preempting it makes the pod fit there."""
 
     async def scenario() -> None:
