@@ -15,11 +15,13 @@ TOPOLOGY_KEY = GKE_NODEPOOL_LABEL
 PODS_PER_NODE = 110
 """kubesim's (and the kubelet's default) pod limit per node."""
 BACKLOG_POD_CPU = "100m"
+BACKLOG_GROUP_LABEL = "bench.exclusive-placement.io/backlog-group"
 
 
 @dataclass(frozen=True)
 class Backlog:
-    """Plain batch Jobs (no exclusive placement, no GPU) submitted before the measured JobSet.
+    """Plain pods (no exclusive placement, no GPU) submitted before the measured JobSet, in `jobs` groups
+    of `pods_per_job` (`backlog_pods`).
 
     Their pods fill the scheduler's queue, and the measured JobSet is submitted once all of them exist, so
     its leaders queue behind whatever the scheduler has not bound yet. Non-exclusive on purpose: the
@@ -251,30 +253,31 @@ def jobset_manifest(
     )
 
 
-def backlog_jobs(backlog: Backlog, *, namespace: str) -> list[dict[str, Any]]:
-    """The backlog's plain batch Jobs: NonIndexed, all pods at once, CPU only, no strategy annotation."""
+def backlog_pods(backlog: Backlog, *, namespace: str) -> list[dict[str, Any]]:
+    """The backlog's bare pods, `backlog.jobs` groups of `backlog.pods_per_job`: CPU only, no strategy
+    annotation, no owner. Bare pods because the bench creates them at its own pace: created through Jobs,
+    they would arrive at the Job controller's 20 qps, slower than a 60-pods/s scheduler binds them, and no
+    queue would form (a busy cluster's queue comes from many clients at once)."""
     return [
         {
-            "apiVersion": "batch/v1",
-            "kind": "Job",
-            "metadata": {"name": f"backlog-{i}", "namespace": namespace},
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": f"backlog-{group}-{index}",
+                "namespace": namespace,
+                "labels": {BACKLOG_GROUP_LABEL: str(group)},
+            },
             "spec": {
-                "completions": backlog.pods_per_job,
-                "parallelism": backlog.pods_per_job,
-                "backoffLimit": 0,
-                "template": {
-                    "spec": {
-                        "restartPolicy": "Never",
-                        "containers": [
-                            {
-                                "name": "batch",
-                                "image": "registry.example/batch:1",
-                                "resources": {"requests": {"cpu": BACKLOG_POD_CPU}},
-                            }
-                        ],
+                "restartPolicy": "Never",
+                "containers": [
+                    {
+                        "name": "batch",
+                        "image": "registry.example/batch:1",
+                        "resources": {"requests": {"cpu": BACKLOG_POD_CPU}},
                     }
-                },
+                ],
             },
         }
-        for i in range(backlog.jobs)
+        for group in range(backlog.jobs)
+        for index in range(backlog.pods_per_job)
     ]

@@ -21,7 +21,7 @@ from bench.scenarios import (
     TOPOLOGY_KEY,
     Backlog,
     Scenario,
-    backlog_jobs,
+    backlog_pods,
     jobset_manifest,
     scenarios_named,
 )
@@ -246,16 +246,24 @@ def test_backlog_rejects_empty_shapes(jobs: int, pods: int) -> None:
         Backlog(jobs=jobs, pods_per_job=pods)
 
 
-def test_backlog_jobs_are_plain_cpu_only_batch_jobs() -> None:
-    jobs = backlog_jobs(Backlog(jobs=3, pods_per_job=50), namespace="bl")
-    assert [j["metadata"]["name"] for j in jobs] == ["backlog-0", "backlog-1", "backlog-2"]
-    for job in jobs:
-        assert job["metadata"]["namespace"] == "bl"
-        assert (job["spec"]["parallelism"], job["spec"]["completions"]) == (50, 50)
-        assert "completionMode" not in job["spec"]  # NonIndexed: not an exclusive-placement workload
-        template = job["spec"]["template"]
-        assert "metadata" not in template  # no strategy annotation, nothing for the webhook to place
-        (container,) = template["spec"]["containers"]
+def test_backlog_pods_are_plain_cpu_only_bare_pods() -> None:
+    pods = backlog_pods(Backlog(jobs=3, pods_per_job=2), namespace="bl")
+    assert [p["metadata"]["name"] for p in pods] == [
+        "backlog-0-0",
+        "backlog-0-1",
+        "backlog-1-0",
+        "backlog-1-1",
+        "backlog-2-0",
+        "backlog-2-1",
+    ]
+    for pod in pods:
+        assert pod["kind"] == "Pod"
+        assert pod["metadata"]["namespace"] == "bl"
+        assert "ownerReferences" not in pod["metadata"]  # created by the bench, not the Job controller
+        assert (
+            "annotations" not in pod["metadata"]
+        )  # no strategy annotation, nothing for the webhook to place
+        (container,) = pod["spec"]["containers"]
         assert set(container["resources"]["requests"]) == {"cpu"}  # no GPU: the pools stay free
 
 
