@@ -574,7 +574,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--quick",
         action="store_true",
-        help="small scenarios (4x8 with a 60 pods/s scheduler, a long wait of 4x4 on 2 pools): ~3 min",
+        help="small scenarios (4x8 with a 60 pods/s scheduler, a long wait of 4x4 on 2 pools, "
+        "preemption 4x2): ~3 min",
     )
     parser.add_argument(
         "--out",
