@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 WEBHOOK_CLIENT = "external:exclusive-placement-webhook"
@@ -143,3 +144,47 @@ def headline_ratios(
     if not mine or not theirs or "error" in mine or "error" in theirs:
         return {}
     return {key: ratio(mine.get(key), theirs.get(key)) for key, _ in HEADLINE_METRICS}
+
+
+class LowPriorityState(StrEnum):
+    """What became of the preempted low-priority JobSet when every high-priority pod ran."""
+
+    RUNNING = "running"
+    """Every one of its pods Running: nothing was preempted."""
+    RESTARTED_WAITING = "restarted-waiting"
+    """JobSet restarted it (status.restarts >= 1) and its pods wait for free domains."""
+    PREEMPTED_NOT_RESTARTED = "preempted-not-restarted"
+    """Pods lost, no restart yet."""
+    FAILED = "failed"
+    """JobSet marked it Failed (its failurePolicy's restarts exhausted)."""
+
+
+def _condition_true(obj: Mapping[str, Any], kind: str) -> bool:
+    conditions = (obj.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == kind and c.get("status") == "True" for c in conditions)
+
+
+def low_priority_state(jobset: Mapping[str, Any], running_pods: int, expected_pods: int) -> LowPriorityState:
+    if _condition_true(jobset, "Failed"):
+        return LowPriorityState.FAILED
+    if running_pods >= expected_pods:
+        return LowPriorityState.RUNNING
+    if int((jobset.get("status") or {}).get("restarts") or 0) >= 1:
+        return LowPriorityState.RESTARTED_WAITING
+    return LowPriorityState.PREEMPTED_NOT_RESTARTED
+
+
+def preemption_fields(
+    stats: Mapping[str, Any], low_jobset: Mapping[str, Any], low_running_pods: int, expected_pods: int
+) -> dict[str, Any]:
+    """The preemption scenario's own figures: victims and preemptions from kubesim's scheduler counters
+    (`/debug/stats`, reset when the high-priority JobSet went in), and what became of the low-priority
+    JobSet (its status.restarts, its state, its pods still Running)."""
+    scheduler = stats["scheduler"]
+    return {
+        "pods_preempted": int(scheduler.get("preemption_victims", 0)),
+        "preemptions": int(scheduler.get("preemptions", 0)),
+        "low_priority_restarts": int((low_jobset.get("status") or {}).get("restarts") or 0),
+        "low_priority_state": str(low_priority_state(low_jobset, low_running_pods, expected_pods)),
+        "low_priority_pods_running": low_running_pods,
+    }

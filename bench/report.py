@@ -36,6 +36,20 @@ WASTE_COLUMNS: tuple[tuple[str, str], ...] = (
     ("wasted_requests_per_waiting_job_minute", "wasted per waiting Job-minute"),
 )
 
+PREEMPTION_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("high_priority_all_running", "high priority all running"),
+    ("high_priority_seconds_to_all_running", "s to all high-priority pods running"),
+    ("pods_preempted", "pods preempted"),
+    ("preemptions", "preemptions"),
+    ("low_priority_restarts", "low-priority restarts"),
+    ("low_priority_state", "low-priority JobSet"),
+    ("api_requests", "API requests"),
+    ("api_writes", "API writes"),
+    ("pod_creates_rejected", "rejected pod creates"),
+    ("wasted_requests", "wasted requests"),
+    ("exclusive_violations", "violations within a level"),
+)
+
 
 def scenario_label(scenario: dict[str, Any], default_time_scale: float | None = None) -> str:
     label = f"{scenario['jobs']}x{scenario['pods_per_job']} on {scenario['pools']} pools"
@@ -47,16 +61,22 @@ def scenario_label(scenario: dict[str, Any], default_time_scale: float | None = 
         label += f", scheduler {scenario['scheduler_pods_per_second']:g} pods/s"
     if scenario.get("backlog_pods"):
         label += f", behind a backlog of {scenario['backlog_pods']:,} pods"
+    if scenario.get("preemption"):
+        label += ", high priority preempting low"
     scale = scenario.get("time_scale")
     if scale is not None and scale != default_time_scale:
         label += f", time scale {scale:g}"
     return label
 
 
-def _rows(report: dict[str, Any], columns: tuple[tuple[str, str], ...]) -> list[str]:
+def _rows(
+    report: dict[str, Any], columns: tuple[tuple[str, str], ...], *, preemption_only: bool = False
+) -> list[str]:
     header = ["scenario", "strategy", *(title for _, title in columns)]
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join(["---", "---"] + ["---:"] * len(columns)) + "|"]
     for scenario in report["scenarios"]:
+        if preemption_only and not scenario.get("preemption"):
+            continue
         label = scenario_label(scenario, report["time_scale"])
         for strategy, result in scenario["results"].items():
             if "error" in result:
@@ -111,6 +131,16 @@ def markdown_table(report: dict[str, Any]) -> str:
         "Job-minutes (long-wait scenarios): the sum over Jobs of the simulated minutes from the leader's "
         "creation to its bind."
     )
+    if any(scenario.get("preemption") for scenario in report["scenarios"]):
+        lines += ["", "Preemption:", "", *_rows(report, PREEMPTION_COLUMNS, preemption_only=True), ""]
+        lines.append(
+            "A low-priority JobSet of the same shape filled every pool (each pod a whole node) before the "
+            "counters were reset and the high-priority JobSet was created; the figures run until every "
+            "high-priority pod was Running. Pods preempted: the scheduler's victims; low-priority JobSet: "
+            "`restarted-waiting` (JobSet restarted it, its pods wait for free pools), `failed` (its "
+            "failurePolicy's restarts ran out), `running`; violations: two Jobs of one priority level in "
+            "one pool at once (across levels the higher one preempts)."
+        )
     lines += [
         "",
         "elastic / jobset (below 1: elastic needs less):",
@@ -136,6 +166,8 @@ def markdown_table(report: dict[str, Any]) -> str:
 def _cell(value: Any) -> str:
     if value is None:
         return "n/a"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
     if isinstance(value, float):
         return f"{value:.2f}"
     if isinstance(value, int):

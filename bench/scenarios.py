@@ -52,7 +52,11 @@ class Scenario:
     most Jobs wait far longer than the Job controller's 60 s backoff cap and the cost of waiting reaches
     its steady state (one retry per waiting Job per minute under a rejecting strategy).
 
-    A new kind of scenario (preemption, gangs, ...) adds its own fields here with a validation in
+    Preemption: every pod requests a whole node's GPUs and a pool has one node per pod, so a Job fills
+    its pool exactly; a low-priority JobSet of the scenario's shape fills every pool, then a high-priority
+    one of the same shape arrives and has to preempt its way in (`bench.strategies`).
+
+    A new kind of scenario (gangs, ...) adds its own fields here with a validation in
     `__post_init__`, describes itself in `fields()` and `bench.report.scenario_label`, and, if it needs
     more than the JobSet in its namespace, a hook in `bench.strategies` like the backlog's."""
 
@@ -77,6 +81,8 @@ class Scenario:
     """Reports the waiting it causes: `waiting_job_minutes` and wasted requests per waiting-Job minute."""
     jobset_webhooks: bool = True
     """JobSet's own pod webhooks and pod reconciler run in kubesim, as in a real JobSet install."""
+    preemption: bool = False
+    """A low-priority JobSet fills every pool first; the measured high-priority JobSet preempts it."""
 
     def __post_init__(self) -> None:
         if min(self.jobs, self.pods_per_job, self.pools) < 1:
@@ -91,6 +97,8 @@ class Scenario:
             )
         if self.long_wait:
             self._check_long_wait()
+        if self.preemption:
+            self._check_preemption()
         if self.backlog is not None:
             if not self.throttled:
                 raise ValueError(f"scenario {self.name}: a backlog needs a throttled scheduler to queue in")
@@ -110,6 +118,18 @@ class Scenario:
                 f"{MIN_REAL_POD_SECONDS:g} real seconds (pod_run_seconds x time_scale)"
             )
 
+    def _check_preemption(self) -> None:
+        if self.pools != self.jobs:
+            raise ValueError(f"scenario {self.name}: preemption needs one pool per Job (every pool filled)")
+        if self.pod_run_seconds is not None:
+            raise ValueError(
+                f"scenario {self.name}: preempted pods must run until preempted (no pod_run_seconds)"
+            )
+        if self.backlog is not None or self.long_wait:
+            raise ValueError(
+                f"scenario {self.name}: preemption combines with neither a backlog nor a long wait"
+            )
+
     @property
     def throttled(self) -> bool:
         return self.scheduler_pods_per_second is not None
@@ -119,8 +139,13 @@ class Scenario:
         return self.pools < self.jobs
 
     @property
+    def gpus_per_pod(self) -> int:
+        """A whole node's GPUs under preemption (a Job fills its pool exactly), else one."""
+        return GPUS_PER_NODE if self.preemption else 1
+
+    @property
     def nodes_per_pool(self) -> int:
-        return math.ceil(self.pods_per_job / GPUS_PER_NODE)
+        return math.ceil(self.pods_per_job * self.gpus_per_pod / GPUS_PER_NODE)
 
     @property
     def nodes(self) -> int:
@@ -144,6 +169,8 @@ class Scenario:
             "scheduler_pods_per_second": self.scheduler_pods_per_second,
             "time_scale": time_scale,
             "backlog_pods": self.backlog.pods if self.backlog else None,
+            "preemption": self.preemption,
+            "gpus_per_pod": self.gpus_per_pod,
         }
 
 
@@ -195,6 +222,8 @@ FULL_SCENARIOS: tuple[Scenario, ...] = (
         time_scale=LONG_WAIT_TIME_SCALE,
         long_wait=True,
     ),
+    # 8 pools of 4 full nodes held by a low-priority JobSet; a high-priority one of the same shape preempts.
+    Scenario("preemption-8x4", jobs=8, pods_per_job=4, pools=8, preemption=True),
 )
 QUICK_SCENARIOS: tuple[Scenario, ...] = (
     # Exercises the throttle end to end (kubesim flag, time scale 1); too small for leaders to queue.
@@ -217,6 +246,7 @@ QUICK_SCENARIOS: tuple[Scenario, ...] = (
         time_scale=LONG_WAIT_TIME_SCALE,
         long_wait=True,
     ),
+    Scenario("preemption-4x2", jobs=4, pods_per_job=2, pools=4, preemption=True),
 )
 
 
@@ -239,10 +269,17 @@ def scenarios_named(names: Sequence[str]) -> tuple[Scenario, ...]:
 
 
 def jobset_manifest(
-    scenario: Scenario, strategy: Strategy | None, *, name: str, namespace: str
+    scenario: Scenario,
+    strategy: Strategy | None,
+    *,
+    name: str,
+    namespace: str,
+    priority_class_name: str | None = None,
+    max_restarts: int | None = None,
 ) -> dict[str, Any]:
-    """The scenario's JobSet: one GPU per pod, JobSet's exclusive-topology annotation, and this project's
-    strategy chosen per Job by annotation (none for JobSet alone)."""
+    """The scenario's JobSet: `scenario.gpus_per_pod` GPUs per pod, JobSet's exclusive-topology annotation,
+    and this project's strategy chosen per Job by annotation (none for JobSet alone); under preemption its
+    PriorityClass and, for the low-priority one, the restarts its failure policy allows."""
     return exclusive_jobset(
         name,
         jobs=scenario.jobs,
@@ -250,6 +287,9 @@ def jobset_manifest(
         strategy=strategy,
         namespace=namespace,
         topology_key=TOPOLOGY_KEY,
+        gpus_per_pod=scenario.gpus_per_pod,
+        priority_class_name=priority_class_name,
+        max_restarts=max_restarts,
     )
 
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import logging
 import statistics
@@ -46,6 +47,7 @@ from bench.measures import (
     WEBHOOK_CLIENT,
     client_requests,
     headline_ratios,
+    preemption_fields,
     timeline_fields,
     waste_from_stats,
 )
@@ -64,6 +66,7 @@ from bench.scenarios import (
 )
 from devstack.commands import KubesimFlags
 from devstack.exclusivity import node_domains
+from devstack.manifests import priority_class
 from devstack.stack import Stack, StackOptions
 from placement.constants import JOBSET_GROUP, JOBSET_VERSION, Strategy
 
@@ -72,10 +75,21 @@ log = logging.getLogger("bench.strategies")
 DEFAULT_OUT = Path(__file__).resolve().parent / "results"
 JOBSET_NAME = "bench"
 JOBSETS_PATH = f"/apis/{JOBSET_GROUP}/{JOBSET_VERSION}/namespaces/{{namespace}}/jobsets"
+PRIORITY_CLASSES_PATH = "/apis/scheduling.k8s.io/v1/priorityclasses"
 FULL_RUN_TIMEOUT = 600.0
 QUICK_RUN_TIMEOUT = 180.0
 """Wall seconds a quick run may take: every quick run takes under 30 s here; a stuck one fails in time."""
 BACKLOG_CREATION_TIMEOUT = 120.0
+"""Wall seconds for the Job controller to create every backlog pod before the run counts as failed."""
+LOW_PRIORITY, HIGH_PRIORITY = 10, 1000
+"""The preemption scenario's PriorityClass values."""
+LOW_PRIORITY_MAX_RESTARTS = 5
+"""The low-priority JobSet's failurePolicy.maxRestarts: preempted, it restarts and waits for domains. Bounded
+because kubesim does not reserve a preemptor's nominated node against lower-priority pods (upstream's
+`RunFilterPluginsWithNominatedPods`, docs/kubesim-fidelity.md): where a preemptor waits for its victims
+to go, a restarted low-priority pod can take the node back, so the preemption repeats (measured: 92
+restarts in 90 s under `jobset` and `affinity` on preemption-4x2) until the low JobSet fails."""
+LOW_JOBSET_NAME = "low"
 """Wall seconds for the Job controller to create every backlog pod before the run counts as failed."""
 
 
@@ -158,6 +172,27 @@ def backlog_namespace(namespace: str) -> str:
     return f"{namespace[:55]}-backlog"
 
 
+def low_priority_namespace(namespace: str) -> str:
+    return f"{namespace[:59]}-low"
+
+
+def priority_class_names(namespace: str) -> tuple[str, str]:
+    """(low, high): the run's own PriorityClasses (cluster-scoped, so named after its namespace)."""
+    return f"{namespace}-low", f"{namespace}-high"
+
+
+def jobset_namespaces(scenario: Scenario, namespace: str) -> list[str]:
+    """The namespaces a run's JobSets go in: its own and, under preemption, the low-priority one's."""
+    return [namespace] + ([low_priority_namespace(namespace)] if scenario.preemption else [])
+
+
+def side_namespaces(scenario: Scenario, namespace: str) -> list[str]:
+    """The namespaces a run uses besides its own: the backlog's, the low-priority JobSet's."""
+    return ([backlog_namespace(namespace)] if scenario.backlog else []) + (
+        [low_priority_namespace(namespace)] if scenario.preemption else []
+    )
+
+
 async def _request(http: httpx.AsyncClient, method: str, path: str, **kwargs: Any) -> Any:
     """One API call with a few retries on transport errors (a kept-alive connection the busy API server
     dropped must not cost a whole benchmark run)."""
@@ -204,22 +239,32 @@ async def run_strategy(server: str, run: Run, *, clean_up: bool) -> dict[str, An
     timeout = httpx.Timeout(30.0, read=None)
     async with httpx.AsyncClient(base_url=server, timeout=timeout, headers={"User-Agent": "bench"}) as http:
         backlog = run.scenario.backlog
-        namespaces = [run.namespace] + ([backlog_namespace(run.namespace)] if backlog else [])
+        namespaces = [run.namespace, *side_namespaces(run.scenario, run.namespace)]
         for name in namespaces:
             ns = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
             (await http.post("/api/v1/namespaces", json=ns)).raise_for_status()
         try:
+            if run.scenario.preemption:
+                return await _measure_preemption(http, run)
             return await _measure(http, run)
         finally:
             # Also after a failed run: the next strategy needs every pool free and an empty queue again.
             if clean_up:
-                await _request(
-                    http, "DELETE", f"{JOBSETS_PATH.format(namespace=run.namespace)}/{JOBSET_NAME}"
-                )
+                await _delete_jobset(http, run.namespace, JOBSET_NAME)
                 if backlog:
                     await _delete_backlog(http, backlog, backlog_namespace(run.namespace))
+                if run.scenario.preemption:
+                    await _delete_jobset(http, low_priority_namespace(run.namespace), LOW_JOBSET_NAME)
                 for name in namespaces:
                     await _wait_pods_gone(http, name, timeout=120)
+
+
+async def _delete_jobset(http: httpx.AsyncClient, namespace: str, name: str) -> None:
+    try:
+        await _request(http, "DELETE", f"{JOBSETS_PATH.format(namespace=namespace)}/{name}")
+    except httpx.HTTPStatusError as err:
+        if err.response.status_code != 404:  # a run that failed before creating it
+            raise
 
 
 BACKLOG_CREATES_IN_FLIGHT = 50
@@ -327,6 +372,99 @@ async def _measure(http: httpx.AsyncClient, run: Run) -> dict[str, Any]:
     return result
 
 
+async def _wait_for(event: asyncio.Event, watch: asyncio.Task[None], timeout: float) -> bool:
+    """True once `event` is set; False if the watch feeding it ended or `timeout` passed first."""
+    done = asyncio.create_task(event.wait())
+    finished, _ = await asyncio.wait({done, watch}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+    if done not in finished:
+        done.cancel()
+    return done in finished
+
+
+async def _measure_preemption(http: httpx.AsyncClient, run: Run) -> dict[str, Any]:
+    """Fill every pool with the low-priority JobSet, then measure the high-priority one preempting it."""
+    scenario, low_ns = run.scenario, low_priority_namespace(run.namespace)
+    low_class, high_class = priority_class_names(run.namespace)
+    for name, value in ((low_class, LOW_PRIORITY), (high_class, HIGH_PRIORITY)):
+        await _request(http, "POST", PRIORITY_CLASSES_PATH, json=priority_class(name, value))
+    high, low = PodRecorder(run.nodes, scenario.total_pods), PodRecorder(run.nodes, scenario.total_pods)
+    high_watch = asyncio.create_task(high.follow(http, run.namespace))
+    low_watch = asyncio.create_task(low.follow(http, low_ns))
+    strategy = run.contender.strategy
+    try:
+        await asyncio.wait_for(asyncio.gather(high.connected.wait(), low.connected.wait()), 30)
+        low_manifest = jobset_manifest(
+            scenario,
+            strategy,
+            name=LOW_JOBSET_NAME,
+            namespace=low_ns,
+            priority_class_name=low_class,
+            max_restarts=LOW_PRIORITY_MAX_RESTARTS,
+        )
+        await _request(http, "POST", JOBSETS_PATH.format(namespace=low_ns), json=low_manifest)
+        if not await _wait_for(low.all_running, low_watch, run.run_timeout):
+            ran = f"{len(low.started)}/{scenario.total_pods} low-priority pods ran"
+            raise BenchError(f"{scenario.name}/{run.contender.key}: {ran} before the high-priority JobSet")
+        await _request(http, "POST", "/debug/reset-stats")
+        start = time.monotonic()
+        manifest = jobset_manifest(
+            scenario, strategy, name=JOBSET_NAME, namespace=run.namespace, priority_class_name=high_class
+        )
+        await _request(http, "POST", JOBSETS_PATH.format(namespace=run.namespace), json=manifest)
+        await _wait_for(high.all_running, high_watch, run.run_timeout)
+        stats = await _request(http, "GET", "/debug/stats")
+    finally:
+        high_ended = await stop(high_watch)
+        await stop(low_watch)
+        for name in (low_class, high_class):
+            with contextlib.suppress(httpx.HTTPStatusError):  # not created if the run failed first
+                await _request(http, "DELETE", f"{PRIORITY_CLASSES_PATH}/{name}")
+    low_jobset = await _request(http, "GET", f"{JOBSETS_PATH.format(namespace=low_ns)}/{LOW_JOBSET_NAME}")
+    low_pods = (await _request(http, "GET", f"/api/v1/namespaces/{low_ns}/pods"))["items"]
+    low_running = sum(1 for pod in low_pods if (pod.get("status") or {}).get("phase") == "Running")
+    seconds = None if high.all_running_at is None else high.all_running_at - start
+    violations = high.replay.violations + low.replay.violations
+    result = result_from_stats(stats, seconds or 0.0, violations, namespace=run.namespace)
+    result.update(preemption_fields(stats, low_jobset, low_running, scenario.total_pods))
+    result.update(
+        high_priority_outcome(seconds, len(high.started), scenario.total_pods, high_ended or run.run_timeout)
+    )
+    result["jobset_webhooks"] = run.jobset_webhooks
+    result.update(timeline_fields(high.timelines, scenario.pods_per_job, run.time_scale))
+    jobs = (await _request(http, "GET", f"/apis/batch/v1/namespaces/{run.namespace}/jobs"))["items"]
+    pods = (await _request(http, "GET", f"/api/v1/namespaces/{run.namespace}/pods"))["items"]
+    problems = (
+        placement_problems(run.contender, jobs, pods, expected_jobs=scenario.jobs, topology_key=TOPOLOGY_KEY)
+        + baseline_problems(run.contender, result)
+        + [f"high priority: {p}" for p in high.replay.describe()]
+        + [f"low priority: {p}" for p in low.replay.describe()]
+    )
+    if problems:
+        result["problems"] = problems
+    return result
+
+
+def high_priority_outcome(
+    seconds: float | None, pods_ran: int, expected_pods: int, stopped_by: str | float
+) -> dict[str, Any]:
+    """Whether the high-priority JobSet preempted its way in: its time to all Running, or, if it did not
+    within the run, how many of its pods ran and what ended the wait (a timeout or the pod watch)."""
+    if seconds is not None:
+        return {
+            "high_priority_all_running": True,
+            "high_priority_seconds_to_all_running": round(seconds, 3),
+            "high_priority_pods_running": expected_pods,
+        }
+    reason = stopped_by if isinstance(stopped_by, str) else f"timeout after {stopped_by:.0f}s"
+    return {
+        "high_priority_all_running": False,
+        "high_priority_seconds_to_all_running": None,
+        "seconds_to_all_running": None,
+        "high_priority_pods_running": pods_ran,
+        "high_priority_not_running_because": f"{pods_ran}/{expected_pods} pods ran ({reason})",
+    }
+
+
 def cluster_flags(scenario: Scenario, settings: RunSettings, *, jobset_webhooks: bool) -> KubesimFlags:
     """The scenario's kubesim: its pools, pod run time, scheduler throughput, JobSet's webhooks and (if it
     has its own) time scale; the bench's time scale otherwise."""
@@ -370,7 +508,12 @@ def _run_on_stack(scenario: Scenario, group: Sequence[Contender], settings: RunS
     jobset_webhooks = scenario.jobset_webhooks
     cluster = cluster_flags(scenario, settings, jobset_webhooks=jobset_webhooks)
     # The namespaces JobSet alone places: exempt from this project's webhooks, as a user would exempt them.
-    exempt = tuple(run_namespace(scenario, c) for c in group if not c.uses_project_webhooks)
+    exempt = tuple(
+        namespace
+        for c in group
+        if not c.uses_project_webhooks
+        for namespace in jobset_namespaces(scenario, run_namespace(scenario, c))
+    )
     results: dict[str, Any] = {}
     options = StackOptions(cluster=cluster, startup_timeout=120, exempt_namespaces=exempt)
     with Stack(options) as stack:
@@ -439,7 +582,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--quick",
         action="store_true",
-        help="small scenarios (4x8 with a 60 pods/s scheduler, a long wait of 4x4 on 2 pools): ~3 min",
+        help="small scenarios (4x8 with a 60 pods/s scheduler, a long wait of 4x4 on 2 pools, "
+        "preemption 4x2): ~3 min",
     )
     parser.add_argument(
         "--out",

@@ -3,7 +3,9 @@
 A replay over pod states in API-server order (a watch stream, or one final list): a pod occupies its
 node's domain from the moment it is bound until it is terminal or deleted. Two Jobs occupying the same
 domain at the same time is a violation; so is one Job spread over two domains. A domain used by Job A
-and, after A finished, by Job B (the contended case) is not.
+and, after A finished, by Job B (the contended case) is not. A Job JobSet restarted (recreated under the same
+name, labelled with the new restart attempt) may land in another domain, and its previous attempt's pods,
+still terminating, are the same Job: one domain per (Job, attempt), and sharing is between Jobs.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from placement.constants import JOB_NAME_LABEL, LEGACY_JOB_NAME_LABEL
+from placement.constants import JOB_NAME_LABEL, JOBSET_RESTART_ATTEMPT_LABEL, LEGACY_JOB_NAME_LABEL
 
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 
@@ -29,6 +31,8 @@ class PodState:
     node: str
     active: bool
     """Bound, not terminal and not deleted."""
+    attempt: str = ""
+    """JobSet's restart attempt of the Job ("" outside a JobSet)."""
 
 
 def job_of(pod: Mapping[str, Any]) -> str:
@@ -46,7 +50,9 @@ def pod_state(pod: Mapping[str, Any], *, deleted: bool = False) -> PodState:
     node = (pod.get("spec") or {}).get("nodeName") or ""
     phase = (pod.get("status") or {}).get("phase", "Pending")
     active = bool(node) and not deleted and phase not in TERMINAL_PHASES
-    return PodState(f"{meta.get('namespace', '')}/{meta.get('name', '')}", job_of(pod), node, active)
+    attempt = (meta.get("labels") or {}).get(JOBSET_RESTART_ATTEMPT_LABEL, "")
+    key = f"{meta.get('namespace', '')}/{meta.get('name', '')}"
+    return PodState(key, job_of(pod), node, active, attempt)
 
 
 @dataclass
@@ -66,7 +72,7 @@ class ExclusivityReplay:
             self._active.pop(state.key, None)
             return
         domain = self.node_domain.get(state.node, f"<unknown node {state.node}>")
-        self._job_domains[state.job].add(domain)
+        self._job_domains[_attempt_key(state)].add(domain)
         for other in self._active.values():
             if other.job != state.job and self.node_domain.get(other.node) == domain:
                 first, second = sorted((state.job, other.job))
@@ -95,6 +101,10 @@ class ExclusivityReplay:
         problems = [f"Job {job} spans domains {sorted(d)}" for job, d in sorted(self.split_jobs.items())]
         problems += [f"domain {d} shared by {a} and {b}" for d, a, b in sorted(self._shared)]
         return problems
+
+
+def _attempt_key(state: PodState) -> str:
+    return f"{state.job} (restart attempt {state.attempt})" if state.attempt else state.job
 
 
 def node_domains(nodes: Iterable[Mapping[str, Any]], topology_key: str) -> dict[str, str]:

@@ -45,6 +45,18 @@ def results(report: dict[str, Any]) -> list[tuple[dict[str, Any], str, dict[str,
     ]
 
 
+def without_preemption(report: dict[str, Any]) -> list[dict[str, Any]]:
+    """The scenarios whose counters cover one JobSet (the preemption one's also count a restarted low
+    JobSet's pods and Job patches)."""
+    return [sc for sc in report["scenarios"] if not sc["preemption"]]
+
+
+def preemption(report: dict[str, Any]) -> dict[str, Any]:
+    scenarios: list[dict[str, Any]] = [sc for sc in report["scenarios"] if sc["preemption"]]
+    (scenario,) = scenarios
+    return scenario
+
+
 def long_wait(report: dict[str, Any]) -> dict[str, Any]:
     long_waits: list[dict[str, Any]] = [sc for sc in report["scenarios"] if sc["long_wait"]]
     (scenario,) = long_waits
@@ -92,7 +104,7 @@ def test_every_pod_ran_each_job_whole_in_its_own_pool(quick_report: dict[str, An
 
 @pytest.mark.parametrize("strategy", ["elastic", "scheduling-gate"])
 def test_no_rejected_pod_creations_and_no_waste(quick_report: dict[str, Any], strategy: str) -> None:
-    for scenario in quick_report["scenarios"]:
+    for scenario in without_preemption(quick_report):
         result = scenario["results"][strategy]
         assert (result["pod_creates_rejected"], result["wasted_requests"]) == (0, 0), scenario["name"]
 
@@ -137,7 +149,7 @@ def test_long_wait_jobs_wait_about_a_pod_run_per_wave(quick_report: dict[str, An
 
 
 def test_elastic_pays_exactly_one_job_patch_per_job(quick_report: dict[str, Any]) -> None:
-    for scenario in quick_report["scenarios"]:
+    for scenario in without_preemption(quick_report):
         patches = {strategy: result["job_patches"] for strategy, result in scenario["results"].items()}
         others = dict.fromkeys(set(patches) - {"elastic"}, 0)
         assert patches == {"elastic": scenario["jobs"], **others}, scenario["name"]
@@ -150,3 +162,19 @@ def test_throttled_scenario_ran_at_time_scale_one(quick_report: dict[str, Any]) 
         pods = throttled[0]["jobs"] * throttled[0]["pods_per_job"]
         assert result["scheduler_attempts"] >= pods, strategy
         assert result["leader_wait_max_seconds"] is not None, strategy
+
+
+def test_a_high_priority_jobset_preempts_its_way_in_under_every_strategy(
+    quick_report: dict[str, Any],
+) -> None:
+    scenario = preemption(quick_report)
+    assert list(scenario["results"]) == list(CONTENDER_KEYS)
+    pods = scenario["jobs"] * scenario["pods_per_job"]
+    for strategy, result in scenario["results"].items():
+        assert result["high_priority_all_running"] is True, (strategy, result)
+        assert result["high_priority_pods_running"] == pods, strategy
+        assert result["exclusive_violations"] == 0, strategy
+        # Every pool was full: at least one low-priority pod per high-priority Job had to go.
+        assert result["pods_preempted"] >= scenario["jobs"], strategy
+        assert result["low_priority_restarts"] >= 1, strategy
+        assert result["low_priority_state"] in ("restarted-waiting", "failed"), strategy

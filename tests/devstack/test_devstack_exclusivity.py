@@ -38,6 +38,26 @@ def gone(key: str, job: str, node: str) -> PodState:
             id="one-pair-counted-once",
         ),
         pytest.param([PodState("p1", "", "n1", True), active("p2", "b", "n1")], 0, id="non-job-pod-ignored"),
+        pytest.param(
+            [PodState("p1", "a", "n1", True, "0"), PodState("p2", "a", "n3", True, "1")],
+            0,
+            id="restarted-job-in-another-pool",
+        ),
+        pytest.param(
+            [PodState("p1", "a", "n1", True, "0"), PodState("p2", "a", "n2", True, "1")],
+            0,
+            id="restarted-job-beside-its-terminating-attempt",
+        ),
+        pytest.param(
+            [PodState("p1", "a", "n1", True, "1"), PodState("p2", "a", "n3", True, "1")],
+            1,
+            id="one-attempt-split",
+        ),
+        pytest.param(
+            [PodState("p1", "a", "n1", True, "0"), PodState("p2", "b", "n2", True, "1")],
+            1,
+            id="attempts-of-two-jobs-share-a-pool",
+        ),
     ],
 )
 def test_replay_counts_violations(events: list[PodState], violations: int) -> None:
@@ -48,8 +68,9 @@ def test_replay_counts_violations(events: list[PodState], violations: int) -> No
 
 
 def pod(name: str, node: str = "", phase: str = "Pending", job: str = "train") -> dict[str, Any]:
+    labels = {"batch.kubernetes.io/job-name": job, "jobset.sigs.k8s.io/restart-attempt": "2"}
     return {
-        "metadata": {"name": name, "namespace": "ns", "labels": {"batch.kubernetes.io/job-name": job}},
+        "metadata": {"name": name, "namespace": "ns", "labels": labels},
         "spec": {"nodeName": node} if node else {},
         "status": {"phase": phase},
     }
@@ -72,7 +93,7 @@ def test_pod_state_is_active_while_bound_and_not_terminal(
     state = pod_state(obj, deleted=deleted)
     assert state.active is is_active
     assert state.key == "ns/p"
-    assert state.job == "ns/train"
+    assert (state.job, state.attempt) == ("ns/train", "2")
 
 
 def test_job_of_falls_back_to_owner_reference() -> None:
