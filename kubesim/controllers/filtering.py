@@ -140,7 +140,8 @@ class NodeFinder:
         tolerates_unschedulable = info.tolerates_unschedulable
         node_affinity = info.node_affinity if info.node_affinity.active else None
         affinity_check = None if check.skip else check
-        cordoned = tainted = mismatched = affinity_checked = 0
+        cordoned = tainted = mismatched = affinity_checked = reserved = 0
+        nominations = self._cache.has_any_nominations()
         for name in itertools.chain(names[start:], names[:start]):
             if len(feasible) >= wanted:
                 break
@@ -166,6 +167,9 @@ class NodeFinder:
                 # which resources are short only matters for the message when nothing fits
                 short.append(state)
                 continue
+            if nominations and self._reserved_for_nominated(info, state, failures):
+                reserved += 1
+                continue
             if affinity_check is not None:
                 affinity_checked += 1
                 reason = affinity_check.reason(state.labels)
@@ -177,7 +181,7 @@ class NodeFinder:
             failures[(NODE_UNSCHEDULABLE, REASON_UNSCHEDULABLE)] += cordoned
         if mismatched:
             failures[(NODE_AFFINITY, REASON_NODE_AFFINITY)] += mismatched
-        outcome.examined = cordoned + tainted + mismatched + len(short) + affinity_checked
+        outcome.examined = cordoned + tainted + mismatched + len(short) + reserved + affinity_checked
         if affinity_check is None:
             outcome.examined += len(feasible)
         # Filter calls per node, counted rather than incremented in the loop: every examined node runs
@@ -193,6 +197,21 @@ class NodeFinder:
         )
         self._stats.scheduler_affinity_evaluations += affinity_checked * check.node_work
         return outcome
+
+    def _reserved_for_nominated(
+        self, info: PodInfo, state: NodeState, failures: Counter[tuple[str, str]]
+    ) -> bool:
+        """RunFilterPluginsWithNominatedPods, for NodeResourcesFit: the pod must also fit with the requests
+        of the pods of equal or higher priority nominated to the node added (they are about to take it)."""
+        if not self._cache.has_nominations(state.name):
+            return False
+        extra = self._cache.nominated_request(state.name, info.priority, info.key)
+        if extra is None:
+            return False
+        shortfalls = (state.requested + extra).shortfalls(info.request, state.allocatable)
+        for shortfall in shortfalls:
+            failures[(NODE_RESOURCES_FIT, shortfall)] += 1
+        return bool(shortfalls)
 
     def _search_selected(
         self, info: PodInfo, check: AffinityCheck, order: list[str], position: dict[str, int]

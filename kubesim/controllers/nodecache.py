@@ -38,6 +38,9 @@ class SchedulerCache:
         self._order_stale = False
         self._label_index: dict[tuple[str, str], set[str]] = {}
         self._assigned: dict[str, tuple[str, Resources]] = {}
+        self._nominated: dict[str, dict[str, tuple[int, Resources]]] = {}
+        """node -> pod key -> (priority, request) of the pending pods nominated to it (the nominator)."""
+        self._nominated_to: dict[str, str] = {}
 
     # --- nodes -----------------------------------------------------------------------------------------
 
@@ -98,6 +101,37 @@ class SchedulerCache:
                 names.discard(state.name)
                 if not names:
                     del self._label_index[item]
+
+    # --- nominated pods (backend/queue/nominator.go) ------------------------------------------------------
+
+    def set_nomination(
+        self, key: str, node: str | None, priority: int = 0, request: Resources | None = None
+    ) -> None:
+        """Record (or, with `node` None, forget) that a pending pod is nominated to `node`."""
+        previous = self._nominated_to.pop(key, None)
+        if previous is not None:
+            on_node = self._nominated.get(previous, {})
+            on_node.pop(key, None)
+            if not on_node:
+                self._nominated.pop(previous, None)
+        if node:
+            self._nominated_to[key] = node
+            self._nominated.setdefault(node, {})[key] = (priority, request or Resources(pods=1))
+
+    def nominated_request(self, node: str, priority: int, exclude: str) -> Resources | None:
+        """What the pods nominated to `node` with at least `priority` (other than `exclude`) request: what
+        RunFilterPluginsWithNominatedPods adds to the node before filtering a pod on it; None when none."""
+        total: Resources | None = None
+        for key, (nominated_priority, request) in self._nominated.get(node, {}).items():
+            if key != exclude and nominated_priority >= priority:
+                total = request if total is None else total + request
+        return total
+
+    def has_nominations(self, node: str) -> bool:
+        return node in self._nominated
+
+    def has_any_nominations(self) -> bool:
+        return bool(self._nominated)
 
     # --- pods ------------------------------------------------------------------------------------------
 

@@ -37,6 +37,8 @@ class PodInfo:
     anti_terms: list[AffinityTerm] = field(default_factory=list)
     parse_error: tuple[str, str] | None = None
     """(plugin, message) when the spec cannot be parsed: the pod is unschedulable with that rejection."""
+    priority: int = 0
+    """spec.priority (0 when unset): which nominated pods are counted on a node before this one."""
 
     @classmethod
     def of(cls, pod: Obj) -> PodInfo:
@@ -67,6 +69,7 @@ class PodInfo:
             affinity_terms=affinity_terms,
             anti_terms=anti_terms,
             parse_error=parse_error,
+            priority=int(spec.get("priority") or 0),
         )
 
     def is_pod(self, pod: Obj | None) -> bool:

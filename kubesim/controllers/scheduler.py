@@ -29,6 +29,7 @@ from .event_series import SeriesEventRecorder
 from .filtering import NodeFinder, ScheduleResult
 from .informer import Handlers, Informer
 from .nodecache import SchedulerCache
+from .nodefit import pod_requests
 from .objects import Obj, is_deleting, is_terminal, labels_of, new_condition, object_key, with_condition
 from .podinfo import SCHEDULING_GATES, PodInfo
 from .preemption import PREEMPTION_BY_SCHEDULER, Candidate, Outcome, Preemption, Victim, pod_priority
@@ -105,6 +106,7 @@ class Scheduler:
     def _pod_added(self, pod: Obj) -> None:
         key = object_key(pod)
         node_name = (pod.get("spec") or {}).get("nodeName")
+        self._track_nomination(key, pod)
         if node_name:
             self.queue.forget(key)
             if is_terminal(pod):
@@ -119,6 +121,7 @@ class Scheduler:
 
     def _pod_updated(self, old: Obj, pod: Obj) -> None:
         key = object_key(pod)
+        self._track_nomination(key, pod)
         if (pod.get("spec") or {}).get("nodeName"):
             if not (old.get("spec") or {}).get("nodeName") or is_terminal(pod):
                 self._pod_added(pod)
@@ -137,10 +140,28 @@ class Scheduler:
 
     def _pod_deleted(self, pod: Obj) -> None:
         key = object_key(pod)
+        self.cache.set_nomination(key, None)
         self.queue.forget(key)
         self._infos.pop(key, None)
         if self.cache.release(key):
             self._cluster_event(pod_deleted(pod))
+
+    def _track_nomination(self, key: str, pod: Obj) -> None:
+        """The nominator from the informer (nominator.go `AddNominatedPod`/`DeleteNominatedPodIfExists`): a
+        pending pod with status.nominatedNodeName holds that node for itself; bound, terminal or no longer
+        nominated, it does not."""
+        nominated = (pod.get("status") or {}).get("nominatedNodeName")
+        if nominated and self._responsible(pod):
+            self._nominate(key, pod, str(nominated))
+        else:
+            self.cache.set_nomination(key, None)
+
+    def _nominate(self, key: str, pod: Obj, node: str | None) -> None:
+        try:
+            request = pod_requests(pod)
+        except ValueError:
+            request = None
+        self.cache.set_nomination(key, node, _priority(pod), request)
 
     @staticmethod
     def _responsible(pod: Obj) -> bool:
@@ -354,6 +375,9 @@ class Scheduler:
         self._recorder.record(pod, "Warning", "FailedScheduling", truncate_note(message), action="Scheduling")
         reason = "SchedulerError" if result.error else "Unschedulable"
         nominate = None if outcome is None else outcome.nominate
+        if nominate is not None:
+            # handleSchedulingFailure adds the nomination in memory before the status write lands
+            self._nominate(key, current, nominate or None)
         await self._mark_unschedulable(current, message, reason, nominate)
 
     async def bind(self, key: str, pod: Obj, node_name: str) -> bool:

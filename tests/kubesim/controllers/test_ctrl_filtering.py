@@ -173,3 +173,51 @@ def test_affinity_evaluations_count_prefilter_matches_and_filter_lookups() -> No
     )
     assert NodeFinder(cache, stats, 0, 0).find(info).node is not None
     assert stats.scheduler_affinity_evaluations == 3 * 2 + 3 + 4 * 2
+
+
+# --- nominated pods: RunFilterPluginsWithNominatedPods, for NodeResourcesFit -----------------------------
+
+
+def _one_node_nominated(nominated_priority: int) -> SchedulerCache:
+    cache = SchedulerCache()
+    cache.set_node(
+        {
+            "metadata": {"name": "node-a", "labels": {}},
+            "status": {"allocatable": {"cpu": "8", "memory": "64Gi", "nvidia.com/gpu": "8", "pods": "110"}},
+        }
+    )
+    preemptor = {"metadata": {"name": "high", "namespace": "default"}, "spec": _requests("8")}
+    request = PodInfo.of(preemptor).request
+    cache.set_nomination("default/high", "node-a", nominated_priority, request)
+    return cache
+
+
+@pytest.mark.parametrize(
+    ("pod_priority", "nominated_priority", "fits"),
+    [
+        (10, 1000, False),  # a lower-priority pod may not take the node a preemptor was nominated to
+        (1000, 1000, False),  # nor may one of equal priority (nominated pods of >= priority count)
+        (2000, 1000, True),  # a higher-priority pod ignores the nomination, as upstream
+    ],
+)
+def test_a_nominated_node_is_held_for_its_preemptor(
+    pod_priority: int, nominated_priority: int, fits: bool
+) -> None:
+    cache = _one_node_nominated(nominated_priority)
+    pod = {
+        "metadata": {"name": "other", "namespace": "default"},
+        "spec": {**_requests("8"), "priority": pod_priority},
+    }
+    result = NodeFinder(cache, Stats(), 0, seed=1).find(PodInfo.of(pod))
+    assert (result.node == "node-a") is fits
+    if not fits:
+        assert result.message == "0/1 nodes are available: 1 Insufficient nvidia.com/gpu."
+
+
+def test_the_preemptor_itself_is_not_held_off_by_its_own_nomination() -> None:
+    cache = _one_node_nominated(1000)
+    pod = {"metadata": {"name": "high", "namespace": "default"}, "spec": {**_requests("8"), "priority": 1000}}
+    assert NodeFinder(cache, Stats(), 0, seed=1).find(PodInfo.of(pod)).node == "node-a"
+    cache.set_nomination("default/high", None)
+    other = {"metadata": {"name": "low", "namespace": "default"}, "spec": {**_requests("8"), "priority": 10}}
+    assert NodeFinder(cache, Stats(), 0, seed=1).find(PodInfo.of(other)).node == "node-a"
