@@ -12,9 +12,9 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import httpx
 
@@ -22,21 +22,7 @@ from bench.resizer_latency import shrunk_job
 from devstack.ports import free_port
 from kubesim.testing import KubesimServer
 from placement.constants import RESIZE_LABEL
-
-T = TypeVar("T")
-
-
-def wait_for(what: str, check: Callable[[], T | None], timeout: float, interval: float = 0.1) -> T:
-    """Poll until `check` returns something truthy; fail naming `what` (a deadline, not a timing check)."""
-    deadline = time.monotonic() + timeout
-    last: T | None = None
-    while time.monotonic() < deadline:
-        with contextlib.suppress(httpx.HTTPError):
-            last = check()
-            if last:
-                return last
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what} (last: {last!r})")
+from tests.support.waiting import eventually
 
 
 class Process:
@@ -156,7 +142,7 @@ class Resizer:
 
     def start(self, timeout: float = 60) -> None:
         self.process.start()
-        wait_for(f"{self.name} /readyz", self.ready, timeout)
+        eventually(self.ready, f"{self.name} /readyz", timeout, ignoring=(httpx.HTTPError,))
 
     def ready(self) -> bool:
         if self.process.popen is not None and self.process.popen.poll() is not None:

@@ -6,7 +6,6 @@ import copy
 import socket
 import ssl
 import sys
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -120,11 +119,3 @@ def with_secrets(review: dict[str, Any]) -> dict[str, Any]:
     for container in spec["containers"]:
         container.setdefault("env", []).append({"name": "API_TOKEN", "value": SECRET_MARKER})
     return review
-
-
-def wait_until(predicate: Any, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met in time")
-        time.sleep(0.05)

@@ -6,7 +6,6 @@ import socket
 import ssl
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,6 +14,7 @@ import pytest
 
 from certs.files import write_dev_certs
 from devstack.ports import free_port
+from tests.support.waiting import eventually
 from tests.webhook.webhook_support import fixture_review
 from webhook.testing import FakeKubeApi
 from webhook.tls import server_context
@@ -50,21 +50,13 @@ def webhook_process(
     command += ["--cert-dir", str(cert_dir), "--server", fake_api.url, "--cert-reload-seconds", "0.2"]
     process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                if (
-                    httpx.get(
-                        f"https://127.0.0.1:{port}/readyz", verify=trust(cert_dir / "ca.crt")
-                    ).status_code
-                    == 200
-                ):
-                    break
-            except httpx.HTTPError:
-                pass
+
+        def ready() -> bool:
             assert process.poll() is None, process.stderr.read().decode() if process.stderr else ""
-            assert time.monotonic() < deadline, "webhook did not become ready"
-            time.sleep(0.1)
+            readyz = httpx.get(f"https://127.0.0.1:{port}/readyz", verify=trust(cert_dir / "ca.crt"))
+            return readyz.status_code == 200
+
+        eventually(ready, "the webhook ready over TLS", 30, interval=0.1, ignoring=(httpx.HTTPError,))
         yield port, cert_dir, process
     finally:
         process.terminate()
@@ -98,10 +90,7 @@ def test_tls_admission_and_cert_swap_without_restart(
         ["127.0.0.1"],
         force_ca=True,
     )
-    deadline = time.monotonic() + 20
-    while served_certificate(port) == before:
-        assert time.monotonic() < deadline, "new certificate not picked up"
-        time.sleep(0.1)
+    eventually(lambda: served_certificate(port) != before, "the new certificate served", 20, interval=0.1)
 
     assert process.poll() is None  # same process: no restart
     assert httpx.get(f"{base}/livez", verify=trust(cert_dir / "ca.crt")).text == "ok"
