@@ -5,7 +5,6 @@ from __future__ import annotations
 import copy
 import socket
 import ssl
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,6 +14,7 @@ import httpx
 import pytest
 
 from certs.files import write_dev_certs
+from devstack.commands import webhook_command
 from devstack.ports import free_port
 from devstack.processes import ManagedProcess
 from devstack.readiness import wait_http_ok
@@ -68,8 +68,7 @@ def start_webhook(tmp_path: Path, api: FakeKubeApi, *extra: str) -> WebhookProce
         cert_dir, "exclusive-placement-webhook", "exclusive-placement", ["localhost"], ["127.0.0.1"]
     )
     port = free_port()
-    argv = [sys.executable, "-m", "webhook", "--host", "127.0.0.1", "--port", str(port)]
-    argv += ["--cert-dir", str(cert_dir), "--server", api.url, *extra]
+    argv = webhook_command(port=port, cert_dir=cert_dir, server=api.url, extra_args=extra)
     process = ManagedProcess("webhook", argv, tmp_path / "webhook.log")
     process.start()
     webhook = WebhookProcess(process, port, cert_dir, api)
