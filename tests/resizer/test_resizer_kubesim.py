@@ -23,8 +23,6 @@ QUICK_LEASE = (
     "2",
     "--retry-period-seconds",
     "0.4",
-    "--lease-namespace",
-    "default",
 )
 
 
@@ -34,7 +32,7 @@ def all_resized(sim: object, names: list[str], target: int) -> bool:
 
 
 def test_shrunk_jobs_are_resized_once_their_leader_binds(tmp_path: Path) -> None:
-    with kubesim(**FAST) as sim, resizers(tmp_path, sim.url, 1, "--no-leader-elect") as (resizer,):
+    with kubesim(**FAST) as sim, resizers(tmp_path, sim.url, 1, leader_elect=False) as (resizer,):
         names = [f"train-{index}" for index in range(3)]
         for name in names:
             sim.create_shrunk_job(name, 4)
@@ -57,11 +55,11 @@ def test_shrunk_jobs_are_resized_once_their_leader_binds(tmp_path: Path) -> None
 def test_dry_run_decides_but_never_patches(tmp_path: Path) -> None:
     with (
         kubesim(**FAST) as sim,
-        resizers(tmp_path, sim.url, 1, "--no-leader-elect", "--dry-run") as (resizer,),
+        resizers(tmp_path, sim.url, 1, "--dry-run", leader_elect=False) as (resizer,),
     ):
         sim.create_shrunk_job("train-0", 4)
         eventually(
-            lambda: "dry-run: would resize to 4" in resizer.process.log,
+            lambda: "dry-run: would resize to 4" in resizer.log,
             "the dry-run decision",
             60,
             ignoring=(httpx.HTTPError,),
@@ -76,7 +74,7 @@ def test_restart_after_sigkill_resizes_every_job_exactly_once(tmp_path: Path) ->
         in_flight = [f"late-{index}" for index in range(3)]
         while_down = [f"late-down-{index}" for index in range(2)]
         late = in_flight + while_down
-        with resizers(tmp_path, sim.url, 1, "--no-leader-elect") as (first,):
+        with resizers(tmp_path, sim.url, 1, leader_elect=False) as (first,):
             for name in early:
                 sim.create_shrunk_job(name, 3)
             eventually(
@@ -105,7 +103,7 @@ def test_restart_after_sigkill_resizes_every_job_exactly_once(tmp_path: Path) ->
             job for job in sim.jobs() if job["metadata"]["labels"].get(RESIZE_LABEL) == "pending"
         ]
         assert still_pending, "the scenario needs Jobs pending at the restart"
-        with resizers(tmp_path, sim.url, 1, "--no-leader-elect") as (second,):
+        with resizers(tmp_path, sim.url, 1, leader_elect=False) as (second,):
             eventually(
                 lambda: all_resized(sim, early + late, 3),
                 "every Job resized",
@@ -170,8 +168,6 @@ def test_sigterm_releases_the_lease_for_an_immediate_takeover(tmp_path: Path) ->
         "20",
         "--retry-period-seconds",
         "0.3",
-        "--lease-namespace",
-        "default",
     )
     with kubesim(**FAST) as sim, resizers(tmp_path, sim.url, 2, *slow_lease) as replicas:
         leader = eventually(
@@ -182,7 +178,7 @@ def test_sigterm_releases_the_lease_for_an_immediate_takeover(tmp_path: Path) ->
         )
         standby = next(r for r in replicas if r is not leader)
         assert leader.process.stop() == 0
-        assert "released lease default/exclusive-placement-resizer" in leader.process.log
+        assert "released lease default/exclusive-placement-resizer" in leader.log
         # Far sooner than the 30 s lease could expire: the lease was released.
         eventually(
             lambda: standby.metric("is_leader") == 1,
@@ -202,7 +198,7 @@ def test_all_jobs_reach_full_size_despite_dropped_watches_and_errors(tmp_path: P
     faults = "error-rate=0.1,error-codes=429+500,drop-watch-after=0.5-2,retry-after=0"
     with (
         kubesim(**FAST, faults=faults, seed=7) as sim,
-        resizers(tmp_path, sim.url, 1, "--no-leader-elect") as (resizer,),
+        resizers(tmp_path, sim.url, 1, leader_elect=False) as (resizer,),
     ):
         first = [f"first-{index}" for index in range(4)]
         for name in first:
@@ -240,7 +236,7 @@ def test_kubeconfig_and_namespace_scope(tmp_path: Path) -> None:
         )
         kubeconfig = str(sim.server.kubeconfig_path)
         with resizers(
-            tmp_path, "", 1, "--kubeconfig", kubeconfig, "--namespace", "team-a", "--no-leader-elect"
+            tmp_path, None, 1, "--kubeconfig", kubeconfig, "--namespace", "team-a", leader_elect=False
         ) as (resizer,):
             sim.create_shrunk_job("outside", 2)
             sim.create_shrunk_job("inside", 2, namespace="team-a")
