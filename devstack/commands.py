@@ -2,12 +2,15 @@
 
 `make run`, `make demo`, the benchmarks, the end-to-end tests and docker-compose (which must mirror these
 command lines) all start the components the same way. Each builder returns an argv list; `python` is
-the interpreter running devstack unless another one is given (compose passes "python").
+the interpreter running devstack unless another one is given (compose passes "python"). `extra_args` go
+after the builder's own flags, for the options only a test or a tuning run sets (certificate reload period,
+abuse limits, lease timings, log format); the component's own flag parser validates them.
 """
 
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -73,7 +76,12 @@ class KubesimFlags:
 
 
 def kubesim_command(
-    flags: KubesimFlags, *, port: int, kubeconfig: Path, python: str | None = None
+    flags: KubesimFlags,
+    *,
+    port: int,
+    kubeconfig: Path,
+    python: str | None = None,
+    extra_args: Sequence[str] = (),
 ) -> list[str]:
     """Port 0 picks a free port; kubesim then prints
     `kubesim listening on http://127.0.0.1:PORT kubeconfig=PATH`."""
@@ -105,7 +113,7 @@ def kubesim_command(
         argv += ["--scheduler-pods-per-second", str(flags.scheduler_pods_per_second)]
     if not flags.jobset_webhooks:
         argv += ["--jobset-webhooks", "false"]
-    return argv
+    return [*argv, *extra_args]
 
 
 def webhook_command(
@@ -113,12 +121,14 @@ def webhook_command(
     port: int,
     cert_dir: Path,
     server: str,
-    default_strategy: str,
+    default_strategy: str | None = None,
     jobset_takeover: bool = True,
     python: str | None = None,
+    extra_args: Sequence[str] = (),
 ) -> list[str]:
     """The admission webhook over TLS; ready when `GET https://127.0.0.1:PORT/readyz` answers 200.
-    `jobset_takeover=False` adds `--no-jobset-takeover` (JobSet's webhooks then act on the pods too)."""
+    `default_strategy=None` leaves the webhook's own default; `jobset_takeover=False` adds
+    `--no-jobset-takeover` (JobSet's webhooks then act on the pods too)."""
     argv = [
         *_python(python),
         "-m",
@@ -131,32 +141,32 @@ def webhook_command(
         str(cert_dir),
         "--server",
         server,
-        "--default-strategy",
-        default_strategy,
     ]
+    if default_strategy is not None:
+        argv += ["--default-strategy", default_strategy]
     if not jobset_takeover:
         argv.append("--no-jobset-takeover")
-    return argv
+    return [*argv, *extra_args]
 
 
 def resizer_command(
     *,
-    server: str,
+    server: str | None,
     metrics_port: int,
     leader_elect: bool,
     lease_namespace: str = RELEASE_NAMESPACE,
     python: str | None = None,
+    extra_args: Sequence[str] = (),
 ) -> list[str]:
     """The resizer; ready when `GET http://127.0.0.1:METRICS_PORT/readyz` answers 200.
 
-    One replica runs without leader election; several replicas elect a leader through a Lease in
+    `server=None` omits `--server` (the resizer then uses a `--kubeconfig` from `extra_args`, or its own
+    default). One replica runs without leader election; several replicas elect a leader through a Lease in
     `lease_namespace` (which must exist)."""
-    argv = [
-        *_python(python),
-        "-m",
-        "resizer",
-        "--server",
-        server,
+    argv = [*_python(python), "-m", "resizer"]
+    if server is not None:
+        argv += ["--server", server]
+    argv += [
         "--metrics-host",
         LOCAL_HOST,
         "--metrics-port",
@@ -166,4 +176,4 @@ def resizer_command(
         argv += ["--leader-elect", "--lease-namespace", lease_namespace]
     else:
         argv.append("--no-leader-elect")
-    return argv
+    return [*argv, *extra_args]

@@ -8,7 +8,6 @@ not enforce RBAC, so test_chart_rbac_coverage checks that the grants cover every
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -32,6 +31,7 @@ from placement.constants import (
     TARGET_COMPLETIONS_ANNOTATION,
 )
 from tests.chart.chart_rendering import NAMESPACE, Obj, render, webhooks
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.e2e
 
@@ -69,13 +69,12 @@ def indexed_job(name: str, completions: int) -> Obj:
 
 def pods_of(stack: Stack, namespace: str, job: str, count: int) -> list[Obj]:
     """The Job's pods once `count` exist (fails after 60 s)."""
-    deadline = time.monotonic() + 60
-    pods: list[Obj] = []
-    while time.monotonic() < deadline:
+
+    def created() -> list[Obj] | None:
         pods = stack.client.list("Pod", namespace=namespace, label_selector=f"{JOB_NAME_LABEL}={job}")
-        if len(pods) >= count:
-            break
-        time.sleep(0.2)
+        return pods if len(pods) >= count else None
+
+    pods = eventually(created, f"{count} pods of {namespace}/{job}", 60, interval=0.2)
     assert len(pods) == count
     return pods
 

@@ -11,6 +11,9 @@ from devstack.commands import KubesimFlags, kubesim_command, resizer_command, we
 from devstack.scenario import PlacementError, expected_jobs, load_manifests
 from devstack.stack import StackOptions
 from devstack.webhooks import local_webhook_configurations, point_at_url
+from kubesim.__main__ import build_parser as kubesim_parser
+from placement.constants import DEFAULT_STRATEGY
+from resizer.settings import load_settings as load_resizer_settings
 from webhook.settings import load_settings as load_webhook_settings
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -55,6 +58,30 @@ def test_webhook_command_turns_the_jobset_takeover_off(tmp_path: Path) -> None:
     )
     assert argv[-1] == "--no-jobset-takeover"
     assert load_webhook_settings(argv[3:]).jobset_takeover is False
+
+
+def test_webhook_command_extra_args_reach_the_settings(tmp_path: Path) -> None:
+    extra = ["--cert-reload-seconds", "0.2", "--max-inflight-admissions", "3"]
+    argv = webhook_command(port=9443, cert_dir=tmp_path, server="http://s", extra_args=extra)
+    assert "--default-strategy" not in argv  # the webhook's own default
+    settings = load_webhook_settings(argv[3:])
+    assert (settings.cert_reload_seconds, settings.max_inflight_admissions) == (0.2, 3)
+    assert settings.default_strategy is DEFAULT_STRATEGY
+
+
+def test_resizer_command_without_server_takes_a_kubeconfig_from_extra_args(tmp_path: Path) -> None:
+    kubeconfig = str(tmp_path / "kc")
+    argv = resizer_command(
+        server=None, metrics_port=1, leader_elect=False, extra_args=["--kubeconfig", kubeconfig, "--dry-run"]
+    )
+    assert "--server" not in argv
+    settings = load_resizer_settings(argv[3:])
+    assert (settings.kubeconfig, settings.dry_run, settings.leader_elect) == (Path(kubeconfig), True, False)
+
+
+def test_kubesim_command_extra_args_reach_the_parser(tmp_path: Path) -> None:
+    argv = kubesim_command(KubesimFlags(), port=0, kubeconfig=tmp_path / "kc", extra_args=["--seed", "9"])
+    assert kubesim_parser().parse_args(argv[3:]).seed == 9
 
 
 @pytest.mark.parametrize(

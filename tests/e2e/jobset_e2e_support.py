@@ -8,11 +8,9 @@ from __future__ import annotations
 import contextlib
 import json
 import threading
-import time
 from collections import defaultdict
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any
 
 import httpx
 
@@ -21,19 +19,6 @@ from devstack.stack import Stack
 from placement.constants import GKE_NODEPOOL_LABEL, JOB_NAME_LABEL
 
 Obj = dict[str, Any]
-T = TypeVar("T")
-
-
-def eventually(probe: Callable[[], T | None], what: str, timeout: float = 90) -> T:
-    """Poll until `probe` returns something truthy (a deadline, not a timing assertion)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        with contextlib.suppress(httpx.HTTPError):
-            value = probe()
-            if value:
-                return value
-        assert time.monotonic() < deadline, f"timed out after {timeout:.0f}s waiting for {what}"
-        time.sleep(0.2)
 
 
 def pods_of(stack: Stack, namespace: str) -> list[Obj]:

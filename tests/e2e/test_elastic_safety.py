@@ -15,6 +15,7 @@ import copy
 from collections.abc import Callable
 from typing import Any
 
+import httpx
 import pytest
 
 from devstack.commands import KubesimFlags
@@ -34,12 +35,12 @@ from tests.e2e.jobset_e2e_support import (
     Watch,
     assert_each_job_whole_in_its_own_pool,
     domains_by_job,
-    eventually,
     pods_of,
     resizer_metric,
     running_pods,
     set_taint,
 )
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.e2e
 
@@ -73,6 +74,8 @@ def test_in_order_jobsets_are_not_shrunk_and_start_in_order(stack_factory: Calla
                 kind == "ADDED" and job["metadata"]["name"] == "ordered-driver-0" for kind, job in jobs.events
             ),
             "the driver's Job created",
+            90,
+            ignoring=(httpx.HTTPError,),
         )
     workers_seen: dict[str, Obj] = {}
     when_driver_created: list[Obj] = []
@@ -88,7 +91,9 @@ def test_in_order_jobsets_are_not_shrunk_and_start_in_order(stack_factory: Calla
     ]
     for worker in when_driver_created:
         assert (worker["spec"]["completions"], worker["status"]["ready"]) == (4, 4)
-    eventually(lambda: running_pods(stack, namespace) == 10, "10 pods running")
+    eventually(
+        lambda: running_pods(stack, namespace) == 10, "10 pods running", 90, ignoring=(httpx.HTTPError,)
+    )
     for job in stack.client.list("Job", namespace=namespace):
         assert RESIZE_LABEL not in (job["metadata"].get("labels") or {})
         assert job["spec"]["template"]["metadata"]["annotations"][STRATEGY_ANNOTATION] == "gate"
@@ -114,7 +119,7 @@ def test_jobs_the_api_server_would_reject_at_size_one_run_whole(stack: Stack) ->
     )
     stack.client.create(per_index)
     stack.client.create(success)
-    eventually(lambda: running_pods(stack, namespace) == 8, "8 pods running")
+    eventually(lambda: running_pods(stack, namespace) == 8, "8 pods running", 90, ignoring=(httpx.HTTPError,))
     adapted = stack.client.get("Job", "per-index-w-0", namespace=namespace)
     assert adapted["metadata"]["labels"][RESIZE_LABEL] == "done"
     assert adapted["metadata"]["annotations"][TARGET_MAX_FAILED_INDEXES_ANNOTATION] == "3"
@@ -182,7 +187,7 @@ def test_followers_pinned_where_a_re_created_leader_is_not_are_repaired(
             None,
         )
 
-    first = eventually(leader, "the first leader bound")
+    first = eventually(leader, "the first leader bound", 90, ignoring=(httpx.HTTPError,))
     old_pool = pools[first["spec"]["nodeName"]]
     # The old pool takes no new pod: the followers the resize creates stay Pending, pinned to it.
     old_nodes = [name for name, pool in pools.items() if pool == old_pool]
@@ -199,12 +204,19 @@ def test_followers_pinned_where_a_re_created_leader_is_not_are_repaired(
             else None
         ),
         "the followers created, pinned to the old pool",
+        90,
+        ignoring=(httpx.HTTPError,),
     )
     assert {p["spec"]["nodeSelector"][GKE_NODEPOOL_LABEL] for p in pinned} == {old_pool}
 
     with Watch(stack.server, f"/api/v1/namespaces/{namespace}/pods") as pods:
         stack.client.delete("Pod", first["metadata"]["name"], namespace=namespace)
-        eventually(lambda: running_pods(stack, namespace) == 3, "the Job running whole again")
+        eventually(
+            lambda: running_pods(stack, namespace) == 3,
+            "the Job running whole again",
+            90,
+            ignoring=(httpx.HTTPError,),
+        )
     (new_pool,) = domains_by_job(stack, namespace)["moves"]  # whole, in one pool
     assert new_pool != old_pool
     assert resizer_metric(stack, "follower_repairs_total") == 2

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import httpx
 import pytest
 
 from devstack.manifests import exclusive_jobset
@@ -29,11 +30,11 @@ from placement.constants import (
 )
 from tests.e2e.jobset_e2e_support import (
     assert_each_job_whole_in_its_own_pool,
-    eventually,
     pods_of,
     running_pods,
     set_taint,
 )
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.e2e
 
@@ -69,17 +70,27 @@ def run_jobset(
         exclusive_jobset(strategy, jobs=JOBS, pods_per_job=PODS, strategy=strategy, namespace=namespace)
     )
     if hold_leaders_until is not None:
-        eventually(lambda: hold_leaders_until(namespace), "the leaders' hold to be over")
+        eventually(
+            lambda: hold_leaders_until(namespace),
+            "the leaders' hold to be over",
+            90,
+            ignoring=(httpx.HTTPError,),
+        )
         set_taint(stack, nodes, None)
     eventually(
-        lambda: running_pods(stack, namespace) == JOBS * PODS, f"{JOBS * PODS} {strategy} pods running"
+        lambda: running_pods(stack, namespace) == JOBS * PODS,
+        f"{JOBS * PODS} {strategy} pods running",
+        90,
+        ignoring=(httpx.HTTPError,),
     )
     stack.check_alive()
     assert_each_job_whole_in_its_own_pool(stack, namespace, JOBS)
     stats = stack.client.stats()
     pods = pods_of(stack, namespace)
     stack.client.delete("JobSet", strategy, namespace=namespace)
-    eventually(lambda: not pods_of(stack, namespace), f"{strategy} pods gone")
+    eventually(
+        lambda: not pods_of(stack, namespace), f"{strategy} pods gone", 90, ignoring=(httpx.HTTPError,)
+    )
     return {"stats": stats, "pods": pods}
 
 

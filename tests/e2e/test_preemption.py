@@ -13,6 +13,7 @@ from collections import defaultdict
 from collections.abc import Callable
 from typing import Any
 
+import httpx
 import pytest
 
 from devstack.exclusivity import node_domains
@@ -22,10 +23,10 @@ from devstack.stack import Stack
 from placement.constants import GKE_NODEPOOL_LABEL, JOB_NAME_LABEL, PRIORITY_LABEL, Strategy
 from tests.e2e.jobset_e2e_support import (
     assert_each_job_whole_in_its_own_pool,
-    eventually,
     pods_of,
     running_pods,
 )
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -54,7 +55,12 @@ def run_preemption(stack: Stack, strategy: str) -> dict[str, Any]:
     stack.client.create(
         exclusive_jobset("low", namespace=low_ns, priority_class_name="low", max_restarts=100, **shape)
     )
-    eventually(lambda: running_pods(stack, low_ns) == JOBS * PODS, f"low {strategy} pods running", 120)
+    eventually(
+        lambda: running_pods(stack, low_ns) == JOBS * PODS,
+        f"low {strategy} pods running",
+        120,
+        ignoring=(httpx.HTTPError,),
+    )
     stack.client.reset_stats()
     stack.client.create(exclusive_jobset("high", namespace=high_ns, priority_class_name="high", **shape))
     violations = 0
@@ -64,14 +70,14 @@ def run_preemption(stack: Stack, strategy: str) -> dict[str, Any]:
         violations = max(violations, exclusive_violations(stack, [low_ns, high_ns]))
         return bool(running_pods(stack, high_ns) == JOBS * PODS)
 
-    eventually(high_running, f"high {strategy} pods running", 180)
+    eventually(high_running, f"high {strategy} pods running", 180, ignoring=(httpx.HTTPError,))
     stack.check_alive()
     assert_each_job_whole_in_its_own_pool(stack, high_ns, JOBS)
     low = stack.client.get("JobSet", "low", namespace=low_ns)
     stats = stack.client.stats()
     for namespace, name in ((high_ns, "high"), (low_ns, "low")):
         stack.client.delete("JobSet", name, namespace=namespace)
-        eventually(_pods_gone(stack, namespace), f"{namespace} pods gone", 120)
+        eventually(_pods_gone(stack, namespace), f"{namespace} pods gone", 120, ignoring=(httpx.HTTPError,))
     return {"violations": violations, "low": low, "stats": stats}
 
 

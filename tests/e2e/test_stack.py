@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 
 import pytest
@@ -10,6 +9,7 @@ import pytest
 from devstack.manifests import exclusive_jobset
 from devstack.scenario import wait_until_placed
 from devstack.stack import Stack
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.e2e
 
@@ -18,10 +18,12 @@ def test_two_resizers_elect_one_leader_and_components_restart_in_place(
     stack_factory: Callable[..., Stack],
 ) -> None:
     stack = stack_factory(resizer_replicas=2)
-    deadline = time.monotonic() + 60
-    while sorted(stack.resizer_roles()) != ["leader", "standby"]:
-        assert time.monotonic() < deadline, stack.resizer_roles()
-        time.sleep(0.2)
+    eventually(
+        lambda: sorted(stack.resizer_roles()) == ["leader", "standby"],
+        "one leader and one standby",
+        60,
+        interval=0.2,
+    )
     webhook_url = stack.webhook_url
     stack.restart_webhook()
     stack.restart_resizer(1, kill=True)

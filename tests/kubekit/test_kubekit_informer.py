@@ -4,8 +4,7 @@ webhook's fake API server (410 as an ERROR event) and kubesim (410 as an HTTP st
 from __future__ import annotations
 
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -14,17 +13,10 @@ import pytest
 from kubekit.client import Kube, KubeError, Resource, Timeouts, build_api_client
 from kubekit.informer import Informer, Store
 from kubesim.testing import KubesimServer
+from tests.support.waiting import eventually
 from webhook.testing import FakeKubeApi
 
 Obj = dict[str, Any]
-
-
-def wait_for(what: str, predicate: Callable[[], object], timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.02)
 
 
 class Recorder:
@@ -228,13 +220,13 @@ def test_a_410_error_event_relists_over_http(fake_api: FakeKubeApi) -> None:
     )
     informer.start()
     try:
-        wait_for("the first list", informer.synced.is_set)
+        eventually(informer.synced.is_set, "the first list")
         fake_api.put("nodes", node("node-1", "0"))
-        wait_for("node-1 cached", lambda: informer.store.get("node-1") is not None)
+        eventually(lambda: informer.store.get("node-1") is not None, "node-1 cached")
         fake_api.compact()  # the next watch (after the 1 s server timeout) resumes from a forgotten version
-        wait_for("a 410", lambda: "gone" in restarts)
+        eventually(lambda: "gone" in restarts, "a 410")
         fake_api.put("nodes", node("node-2", "0"))
-        wait_for("node-2 cached after the re-list", lambda: informer.store.get("node-2") is not None)
+        eventually(lambda: informer.store.get("node-2") is not None, "node-2 cached after the re-list")
     finally:
         informer.stop()
         informer.join(5)
@@ -257,7 +249,7 @@ def test_an_unreachable_api_is_retried_and_never_synced() -> None:
     )
     informer.start()
     try:
-        wait_for("two failed attempts", lambda: restarts.count("connection") >= 2)
+        eventually(lambda: restarts.count("connection") >= 2, "two failed attempts")
         assert not informer.synced.is_set()
     finally:
         informer.stop()
@@ -304,16 +296,16 @@ def test_kubesim_410_relists_and_keeps_an_exact_cache() -> None:
         try:
             http.post(create, json=pod("before", "watched")).raise_for_status()
             informer.start()
-            wait_for("the first list", informer.synced.is_set)
+            eventually(informer.synced.is_set, "the first list")
             assert informer.store.get("default/before") is not None
             # Churn of unrelated pods pushes the informer's last version out of the history.
             for index in range(60):
                 http.post(create, json=pod(f"noise-{index}", "noise")).raise_for_status()
-            wait_for("a 410 and a re-list", lambda: "gone" in restarts)
+            eventually(lambda: "gone" in restarts, "a 410 and a re-list")
             http.post(create, json=pod("after", "watched")).raise_for_status()
             http.delete(f"{create}/before").raise_for_status()
-            wait_for("the new pod cached", lambda: informer.store.get("default/after") is not None)
-            wait_for("the deleted pod gone", lambda: informer.store.get("default/before") is None)
+            eventually(lambda: informer.store.get("default/after") is not None, "the new pod cached")
+            eventually(lambda: informer.store.get("default/before") is None, "the deleted pod gone")
             assert recorder.relists >= 2
             assert informer.store.keys() == {"default/after"}
             assert not any(name.startswith("noise") for name in recorder.upserts)

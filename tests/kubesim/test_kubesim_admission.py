@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,6 +14,7 @@ from devstack.ports import free_port
 from kubesim.testing import KubesimServer
 from tests.kubesim.kubesim_webhook_fixture import FakeWebhook, register, webhook_entry
 from tests.support.kube import as_body, error_status, kube_client, labels_of, name_of
+from tests.support.waiting import eventually
 
 
 @pytest.fixture
@@ -207,9 +207,7 @@ def test_controller_pod_creations_go_through_admission(tmp_path: Path, webhook: 
             },
         }
         client.BatchV1Api(api_client).create_namespaced_job("default", as_body(job))
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline and sim.stats()["pods"]["create_rejected"] < 2:
-            time.sleep(0.05)
+        eventually(lambda: sim.stats()["pods"]["create_rejected"] >= 2, "two pod creations rejected", 20)
         stats = sim.stats()
     assert stats["pods"]["create_rejected"] >= 2
     assert stats["pods"]["create_accepted"] == 0

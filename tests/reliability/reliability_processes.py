@@ -6,7 +6,6 @@ import datetime
 import json
 import socket
 import ssl
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +13,7 @@ import httpx
 
 from certs.files import write_dev_certs
 from certs.generate import DEFAULT_SERVING_DAYS
+from devstack.commands import webhook_command
 from devstack.ports import free_port
 from devstack.processes import ManagedProcess
 from devstack.readiness import wait_http_ok
@@ -60,8 +60,12 @@ class WebhookUnderTest:
         self.cert_dir = workdir / "certs"
         dev_certs(self.cert_dir)
         self.port = free_port()
-        argv = [sys.executable, "-m", "webhook", "--host", "127.0.0.1", "--port", str(self.port)]
-        argv += ["--cert-dir", str(self.cert_dir), "--server", api.url, "--cert-reload-seconds", "0.2"]
+        argv = webhook_command(
+            port=self.port,
+            cert_dir=self.cert_dir,
+            server=api.url,
+            extra_args=["--cert-reload-seconds", "0.2"],
+        )
         self.process = ManagedProcess("webhook", argv, workdir / "webhook.log")
 
     @property

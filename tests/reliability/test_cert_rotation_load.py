@@ -4,8 +4,8 @@ after a rotation gets the new certificate (the process is never restarted)."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import threading
-import time
 from collections import Counter
 from pathlib import Path
 
@@ -18,6 +18,7 @@ from tests.reliability.reliability_processes import (
     fixture_review,
     served_certificate_der,
 )
+from tests.support.waiting import eventually
 from webhook.testing import FakeKubeApi
 
 ROTATIONS = 3
@@ -60,10 +61,17 @@ def more_admissions(
 ) -> None:
     """Wait until `count` more admissions succeeded, `count` of them on new connections (polled)."""
     target_ok, target_new = tally["ok"] + count, tally["new_connections"] + count
-    deadline = time.monotonic() + timeout
-    while tally["ok"] < target_ok or tally["new_connections"] < target_new:
-        assert time.monotonic() < deadline, f"admissions stalled: {dict(tally)}"
-        time.sleep(0.02)
+    eventually(
+        lambda: tally["ok"] >= target_ok and tally["new_connections"] >= target_new,
+        lambda: f"{count} more admissions, {count} on new connections (stalled at {dict(tally)})",
+        timeout,
+        interval=0.02,
+    )
+
+
+def serves(webhook: WebhookUnderTest, certificate: bytes) -> bool:
+    """Whether a new connection is served `certificate`."""
+    return served_certificate_der(webhook.port, webhook.ca_file) == certificate
 
 
 def test_rotation_under_load_fails_no_admission(tmp_path: Path) -> None:
@@ -79,10 +87,9 @@ def test_rotation_under_load_fails_no_admission(tmp_path: Path) -> None:
                 dev_certs(webhook.cert_dir, renew=True)
                 new = file_certificate_der(webhook.cert_dir)
                 assert new != served[-1]
-                deadline = time.monotonic() + 20
-                while served_certificate_der(webhook.port, webhook.ca_file) != new:
-                    assert time.monotonic() < deadline, "new connections still get the old certificate"
-                    time.sleep(0.05)
+                eventually(
+                    functools.partial(serves, webhook, new), "new connections to get the new certificate", 20
+                )
                 served.append(new)
             more_admissions(tally)  # under the last certificate
         finally:

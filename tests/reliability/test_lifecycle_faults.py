@@ -5,9 +5,8 @@ Jobs, and namespaces the webhook configuration exempts."""
 from __future__ import annotations
 
 import functools
-import time
-from collections.abc import Callable, Iterator
-from typing import Any, TypeVar
+from collections.abc import Iterator
+from typing import Any
 
 import httpx
 import pytest
@@ -27,12 +26,12 @@ from placement.constants import (
     TOPOLOGY_ANNOTATION,
     Strategy,
 )
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.e2e
 
 NS = "soak"  # soak_job's namespace
 POOLS = 4
-T = TypeVar("T")
 Obj = dict[str, Any]
 
 
@@ -42,16 +41,6 @@ def stack() -> Iterator[Stack]:
     with Stack(StackOptions(cluster=cluster, startup_timeout=120)) as running:
         running.client.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
         yield running
-
-
-def eventually(probe: Callable[[], T | None], what: str, timeout: float = 60) -> T:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = probe()
-        if value is not None and value is not False:
-            return value
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.1)
 
 
 def pods_of(stack: Stack, job: str, namespace: str = NS) -> list[Obj]:
@@ -91,14 +80,14 @@ def fill_every_pool(stack: Stack) -> list[str]:
     for name in blockers:
         stack.client.create(soak_job(name, Strategy.ELASTIC, 2))
     for name in blockers:
-        eventually(functools.partial(running_whole, stack, name, 2), f"{name} running")
+        eventually(functools.partial(running_whole, stack, name, 2), f"{name} running", 60)
     return blockers
 
 
 def test_leader_deleted_then_failed_before_binding(stack: Stack) -> None:
     blockers = fill_every_pool(stack)
     stack.client.create(soak_job("late", Strategy.ELASTIC, 3))
-    first = eventually(lambda: leaders_of(stack, "late") or None, "the first leader")[0]
+    first = eventually(lambda: leaders_of(stack, "late") or None, "the first leader", 60)[0]
     assert not first["spec"].get("nodeName")  # every pool is taken: it cannot bind
 
     stack.client.delete("Pod", first["metadata"]["name"], namespace=NS)
@@ -107,6 +96,7 @@ def test_leader_deleted_then_failed_before_binding(stack: Stack) -> None:
             [p for p in leaders_of(stack, "late") if p["metadata"]["uid"] != first["metadata"]["uid"]] or None
         ),
         "a replacement leader",
+        60,
     )[0]
     assert not second["spec"].get("nodeName")
     patch_status(stack, second, {"phase": "Failed", "reason": "Evicted"})
@@ -114,13 +104,14 @@ def test_leader_deleted_then_failed_before_binding(stack: Stack) -> None:
     third = eventually(
         lambda: [p for p in leaders_of(stack, "late") if p["metadata"]["uid"] not in uids] or None,
         "a second replacement leader",
+        60,
     )[0]
     job = stack.client.get("Job", "late", namespace=NS)
     assert job["spec"]["completions"] == 1  # still shrunk: nothing resized for an unbound leader
     assert (job["metadata"].get("labels") or {}).get(RESIZE_LABEL) != RESIZE_DONE
 
     stack.client.delete("Job", blockers[0], namespace=NS)  # a pool frees up
-    domains = eventually(lambda: running_whole(stack, "late", 3), "late running whole", timeout=90)
+    domains = eventually(lambda: running_whole(stack, "late", 3), "late running whole", 90)
     assert len(domains) == 1
     job = stack.client.get("Job", "late", namespace=NS)
     assert job["metadata"]["generation"] == 2  # resized exactly once
@@ -137,6 +128,7 @@ def test_job_deleted_mid_resize_then_recreated(stack: Stack) -> None:
         eventually(
             lambda: [p for p in leaders_of(stack, "churn") if p["spec"].get("nodeName")] or None,
             "the leader bound",
+            60,
         )
         # The resizer is reacting to this bind right now: delete the Job under it.
         stack.client.delete("Job", "churn", namespace=NS)
@@ -146,9 +138,10 @@ def test_job_deleted_mid_resize_then_recreated(stack: Stack) -> None:
                 and not pods_of(stack, "churn")
             ),
             f"round {attempt}: the Job and its pods gone",
+            60,
         )
     stack.client.create(soak_job("churn", Strategy.ELASTIC, 3))
-    domains = eventually(lambda: running_whole(stack, "churn", 3), "the recreated Job running whole")
+    domains = eventually(lambda: running_whole(stack, "churn", 3), "the recreated Job running whole", 60)
     assert len(domains) == 1
     job = stack.client.get("Job", "churn", namespace=NS)
     assert job["metadata"]["generation"] == 2
@@ -163,7 +156,7 @@ def test_jobset_restart_recreates_jobs_that_are_placed_again(stack: Stack) -> No
     stack.client.create(jobset)
     names = ["restarts-w-0", "restarts-w-1"]
     for name in names:
-        eventually(functools.partial(running_whole, stack, name, 2), f"{name} running")
+        eventually(functools.partial(running_whole, stack, name, 2), f"{name} running", 60)
     old_uids = {stack.client.get("Job", n, namespace=NS)["metadata"]["uid"] for n in names}
 
     # A worker of the first Job fails (backoffLimit 0): the Job fails, the JobSet restarts all its Jobs.
@@ -175,7 +168,7 @@ def test_jobset_restart_recreates_jobs_that_are_placed_again(stack: Stack) -> No
         fresh = [j for j in jobs if j["metadata"]["uid"] not in old_uids]
         return fresh if len(fresh) == len(names) else None
 
-    fresh = eventually(restarted, "the Jobs recreated", timeout=90)
+    fresh = eventually(restarted, "the Jobs recreated", 90)
     assert {j["metadata"]["labels"][JOBSET_RESTART_ATTEMPT_LABEL] for j in fresh} == {"1"}
     placed = [
         eventually(functools.partial(running_whole, stack, name, 2), f"{name} placed again", 90)

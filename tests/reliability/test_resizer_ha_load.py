@@ -15,6 +15,7 @@ from devstack.commands import KubesimFlags
 from devstack.kube import KubeError
 from devstack.stack import Stack, StackOptions
 from placement.constants import RESIZE_DONE, RESIZE_LABEL, Strategy
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.e2e
 
@@ -36,10 +37,13 @@ def ha_stack(monkeypatch: pytest.MonkeyPatch) -> Iterator[Stack]:
 
 
 def wait_roles(stack: Stack, expected: list[str], timeout: float = 60) -> float:
+    """Seconds until the replicas' roles are `expected` (the takeover time, when one was killed)."""
     started = time.monotonic()
-    while sorted(stack.resizer_roles()) != sorted(expected):
-        assert time.monotonic() - started < timeout, stack.resizer_roles()
-        time.sleep(0.05)
+    eventually(
+        lambda: sorted(stack.resizer_roles()) == sorted(expected),
+        lambda: f"resizer roles {sorted(expected)} (roles now: {stack.resizer_roles()})",
+        timeout,
+    )
     return time.monotonic() - started
 
 
@@ -84,10 +88,7 @@ def test_leader_sigkilled_under_load_standby_takes_over_without_double_patch(ha_
     assert takeover <= LEASE_DURATION + 2 * RETRY_PERIOD + 2.0
     assert errors == []
 
-    deadline = time.monotonic() + 120
-    while (jobs := all_resized(stack)) is None:
-        assert time.monotonic() < deadline, "not every Job was resized and running"
-        time.sleep(0.5)
+    jobs = eventually(lambda: all_resized(stack), "every Job resized and running", 120, interval=0.5)
     assert [j["spec"]["completions"] for j in jobs] == [PODS] * JOBS
     assert [j["metadata"]["generation"] for j in jobs] == [2] * JOBS  # one spec change each
     stats = stack.client.stats()

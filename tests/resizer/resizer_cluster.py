@@ -7,73 +7,20 @@ the test ends.
 from __future__ import annotations
 
 import contextlib
-import os
-import signal
-import subprocess
-import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import httpx
 
 from bench.resizer_latency import shrunk_job
+from devstack.commands import resizer_command
 from devstack.ports import free_port
+from devstack.processes import ManagedProcess
 from kubesim.testing import KubesimServer
 from placement.constants import RESIZE_LABEL
-
-T = TypeVar("T")
-
-
-def wait_for(what: str, check: Callable[[], T | None], timeout: float, interval: float = 0.1) -> T:
-    """Poll until `check` returns something truthy; fail naming `what` (a deadline, not a timing check)."""
-    deadline = time.monotonic() + timeout
-    last: T | None = None
-    while time.monotonic() < deadline:
-        with contextlib.suppress(httpx.HTTPError):
-            last = check()
-            if last:
-                return last
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what} (last: {last!r})")
-
-
-class Process:
-    def __init__(self, argv: list[str], log_path: Path) -> None:
-        self.argv = argv
-        self.log_path = log_path
-        self.popen: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> None:
-        with self.log_path.open("ab") as log:
-            self.popen = subprocess.Popen(
-                self.argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, cwd=os.getcwd()
-            )
-
-    def signal(self, signum: int) -> None:
-        if self.popen is not None and self.popen.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.popen.pid, signum)
-
-    def stop(self, timeout: float = 10.0) -> int | None:
-        if self.popen is None:
-            return None
-        self.signal(signal.SIGTERM)
-        try:
-            return self.popen.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.signal(signal.SIGKILL)
-            return self.popen.wait(timeout)
-
-    def kill(self) -> None:
-        if self.popen is not None:
-            self.signal(signal.SIGKILL)
-            self.popen.wait(10)
-
-    @property
-    def log(self) -> str:
-        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+from tests.support.waiting import eventually
 
 
 class Kubesim:
@@ -132,36 +79,36 @@ def resized(job: dict[str, Any], target: int) -> bool:
     )
 
 
+LEASE_NAMESPACE = "default"
+"""Where replicas elect their leader: kubesim's default namespace (the release namespace does not exist)."""
+
+
 class Resizer:
-    def __init__(self, workdir: Path, server: str, name: str, *flags: str) -> None:
+    """`python -m resizer` from devstack's `resizer_command`; `server=None`: the flags name a kubeconfig."""
+
+    def __init__(self, workdir: Path, server: str | None, name: str, *flags: str, leader_elect: bool) -> None:
         self.port = free_port()
         self.name = name
-        target = ["--server", server] if server else []  # "": the flags name a kubeconfig instead
-        self.process = Process(
-            [
-                sys.executable,
-                "-m",
-                "resizer",
-                *target,
-                "--metrics-host",
-                "127.0.0.1",
-                "--metrics-port",
-                str(self.port),
-                "--identity",
-                name,
-                *flags,
-            ],
-            workdir / f"{name}.log",
+        argv = resizer_command(
+            server=server,
+            metrics_port=self.port,
+            leader_elect=leader_elect,
+            lease_namespace=LEASE_NAMESPACE,
+            extra_args=["--identity", name, *flags],
         )
+        self.process = ManagedProcess(name, argv, workdir / f"{name}.log")
 
     def start(self, timeout: float = 60) -> None:
         self.process.start()
-        wait_for(f"{self.name} /readyz", self.ready, timeout)
+        eventually(self.ready, f"{self.name} /readyz", timeout, ignoring=(httpx.HTTPError,))
 
     def ready(self) -> bool:
-        if self.process.popen is not None and self.process.popen.poll() is not None:
-            raise AssertionError(f"{self.name} exited:\n{self.process.log[-3000:]}")
+        self.process.check_alive()
         return httpx.get(f"http://127.0.0.1:{self.port}/readyz", timeout=2).status_code == 200
+
+    @property
+    def log(self) -> str:
+        return self.process.log_since_start()
 
     def metric(self, name: str) -> float:
         text = httpx.get(f"http://127.0.0.1:{self.port}/metrics", timeout=5).text
@@ -185,11 +132,13 @@ def kubesim(**options: Any) -> Iterator[Kubesim]:
 
 
 @contextlib.contextmanager
-def resizers(workdir: Path, server: str, count: int, *flags: str) -> Iterator[list[Resizer]]:
+def resizers(
+    workdir: Path, server: str | None, count: int, *flags: str, leader_elect: bool = True
+) -> Iterator[list[Resizer]]:
     started: list[Resizer] = []
     try:
         for index in range(count):
-            resizer = Resizer(workdir, server, f"resizer-{index}", *flags)
+            resizer = Resizer(workdir, server, f"resizer-{index}", *flags, leader_elect=leader_elect)
             started.append(resizer)
             resizer.start()
         yield started

@@ -19,7 +19,7 @@ from devstack.commands import KubesimFlags
 from devstack.manifests import exclusive_jobset
 from devstack.stack import Stack, StackOptions
 from placement.constants import GKE_NODEPOOL_LABEL, JOBSET_NAME_LABEL, RESIZE_LABEL
-from tests.resizer.resizer_cluster import wait_for
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.e2e
 
@@ -94,7 +94,13 @@ def test_elastic_jobset_lands_one_job_per_pool_without_rejected_creations(tmp_pa
     with Stack(options) as stack:
         stack.client.reset_stats()
         stack.client.create(exclusive_jobset("train", jobs=JOBS, pods_per_job=PODS))
-        wait_for(f"{JOBS * PODS} pods Running", lambda: all_running(stack), 120, interval=0.25)
+        eventually(
+            lambda: all_running(stack),
+            f"{JOBS * PODS} pods Running",
+            120,
+            interval=0.25,
+            ignoring=(httpx.HTTPError,),
+        )
         assert_exclusive_and_complete(stack)
         jobs, _, _ = placement(stack)
         assert all(job["metadata"]["labels"][RESIZE_LABEL] == "done" for job in jobs)
@@ -109,9 +115,20 @@ def test_scheduling_gate_followers_are_released_into_their_leaders_pool(tmp_path
         set_maintenance_taint(stack, on=True)  # leaders wait, so every follower is created gated
         stack.client.reset_stats()
         stack.client.create(exclusive_jobset("train", jobs=JOBS, pods_per_job=PODS))
-        wait_for("every follower created gated", lambda: gated_pods(stack) == JOBS * (PODS - 1), 60)
+        eventually(
+            lambda: gated_pods(stack) == JOBS * (PODS - 1),
+            "every follower created gated",
+            60,
+            ignoring=(httpx.HTTPError,),
+        )
         set_maintenance_taint(stack, on=False)
-        wait_for(f"{JOBS * PODS} pods Running", lambda: all_running(stack), 120, interval=0.25)
+        eventually(
+            lambda: all_running(stack),
+            f"{JOBS * PODS} pods Running",
+            120,
+            interval=0.25,
+            ignoring=(httpx.HTTPError,),
+        )
         assert_exclusive_and_complete(stack)
         assert gated_pods(stack) == 0
         assert resizer_metric(stack, "gate_releases_total") == JOBS * (PODS - 1)

@@ -5,8 +5,6 @@ from __future__ import annotations
 import copy
 import socket
 import ssl
-import sys
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,6 +14,7 @@ import httpx
 import pytest
 
 from certs.files import write_dev_certs
+from devstack.commands import webhook_command
 from devstack.ports import free_port
 from devstack.processes import ManagedProcess
 from devstack.readiness import wait_http_ok
@@ -69,8 +68,7 @@ def start_webhook(tmp_path: Path, api: FakeKubeApi, *extra: str) -> WebhookProce
         cert_dir, "exclusive-placement-webhook", "exclusive-placement", ["localhost"], ["127.0.0.1"]
     )
     port = free_port()
-    argv = [sys.executable, "-m", "webhook", "--host", "127.0.0.1", "--port", str(port)]
-    argv += ["--cert-dir", str(cert_dir), "--server", api.url, *extra]
+    argv = webhook_command(port=port, cert_dir=cert_dir, server=api.url, extra_args=extra)
     process = ManagedProcess("webhook", argv, tmp_path / "webhook.log")
     process.start()
     webhook = WebhookProcess(process, port, cert_dir, api)
@@ -120,11 +118,3 @@ def with_secrets(review: dict[str, Any]) -> dict[str, Any]:
     for container in spec["containers"]:
         container.setdefault("env", []).append({"name": "API_TOKEN", "value": SECRET_MARKER})
     return review
-
-
-def wait_until(predicate: Any, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met in time")
-        time.sleep(0.05)

@@ -10,7 +10,8 @@ import pytest
 
 from placement.admission import LeaderStatus, PodPlan, plan_pod
 from placement.constants import Strategy
-from tests.webhook.webhook_support import leader_from_fixture, node_obj, settings_for, wait_for
+from tests.support.waiting import eventually
+from tests.webhook.webhook_support import leader_from_fixture, node_obj, settings_for
 from webhook.cache import LeaderDirectory
 from webhook.metrics import Metrics
 from webhook.server import build_directory, kube_for
@@ -49,22 +50,22 @@ def harness(fake_api: FakeKubeApi) -> Iterator[Harness]:
 def test_informers_sync_and_follow_watch_events(fake_api: FakeKubeApi, harness: Harness) -> None:
     fake_api.put("nodes", node_obj("node-1", "pool-a"))
     harness.directory.start()
-    wait_for(harness.directory.ready)
+    eventually(harness.directory.ready, "the informers synced")
     plan = _follower_plan()
     assert harness.directory.from_cache(plan) is None
 
     leader = fake_api.put("pods", leader_from_fixture(None))
-    wait_for(lambda: len(harness.pods.store) == 1)
+    eventually(lambda: len(harness.pods.store) == 1, "the leader cached")
     assert harness.directory.from_cache(plan) is None  # known but not bound: not a hit
 
     leader["spec"]["nodeName"] = "node-1"
     fake_api.put("pods", leader)
-    wait_for(lambda: harness.directory.from_cache(plan) is not None)
+    eventually(lambda: harness.directory.from_cache(plan) is not None, "the bound leader cached")
     state = asyncio.run(harness.directory.leader_state(plan))
     assert (state.status, state.domain) == (LeaderStatus.BOUND, "pool-a")
 
     fake_api.delete("pods", leader)
-    wait_for(lambda: len(harness.pods.store) == 0)
+    eventually(lambda: len(harness.pods.store) == 0, "the leader gone from the cache")
     assert harness.directory.from_cache(plan) is None
 
 
@@ -75,7 +76,7 @@ def test_only_leader_pods_are_cached(fake_api: FakeKubeApi, harness: Harness) ->
     fake_api.put("pods", follower)
     fake_api.put("pods", leader_from_fixture("node-1"))
     harness.directory.start()
-    wait_for(harness.directory.ready)
+    eventually(harness.directory.ready, "the informers synced")
     assert len(harness.pods.store) == 1
 
 
@@ -111,7 +112,9 @@ def test_leaders_of_a_previous_job_uid_are_ignored(fake_api: FakeKubeApi, harnes
     fake_api.put("nodes", node_obj("node-1", "pool-a"))
     fake_api.put("pods", stale)
     harness.directory.start()
-    wait_for(lambda: len(harness.pods.store) == 1 and len(harness.nodes.store) == 1)
+    eventually(
+        lambda: len(harness.pods.store) == 1 and len(harness.nodes.store) == 1, "the pod and the node cached"
+    )
     assert harness.directory.from_cache(_follower_plan()) is None
     assert asyncio.run(harness.directory.leader_state(_follower_plan())).status is LeaderStatus.NOT_FOUND
 
@@ -120,12 +123,18 @@ def test_watch_restarts_and_cache_sizes_are_counted(fake_api: FakeKubeApi) -> No
     harness = Harness(fake_api, watch_timeout=1)
     try:
         harness.directory.start()
-        wait_for(harness.directory.ready)
+        eventually(harness.directory.ready, "the informers synced")
         fake_api.put("nodes", node_obj("node-1", "pool-a"))
-        wait_for(lambda: harness.sample("exclusive_placement_cache_objects", {"kind": "nodes"}) == 1)
+        eventually(
+            lambda: harness.sample("exclusive_placement_cache_objects", {"kind": "nodes"}) == 1,
+            "one node cached",
+        )
         fake_api.compact()  # the next watch (after the 1 s server timeout) resumes from a forgotten version
         restarts = "exclusive_placement_watch_restarts_total"
-        wait_for(lambda: harness.sample(restarts, {"informer": "nodes", "reason": "gone"}) >= 1)
+        eventually(
+            lambda: harness.sample(restarts, {"informer": "nodes", "reason": "gone"}) >= 1,
+            "a watch restart on 410",
+        )
         assert harness.sample("exclusive_placement_cache_objects", {"kind": "pods"}) == 0
     finally:
         harness.directory.stop()

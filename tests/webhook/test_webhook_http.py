@@ -16,6 +16,7 @@ from placement.constants import (
     TARGET_PARALLELISM_ANNOTATION,
 )
 from placement.patch import apply
+from tests.support.waiting import eventually
 from tests.webhook.webhook_support import (
     POOL,
     Running,
@@ -23,7 +24,6 @@ from tests.webhook.webhook_support import (
     jobset_of_fixture,
     leader_from_fixture,
     node_obj,
-    wait_for,
 )
 from webhook.review import decode_patch
 from webhook.server import build
@@ -56,10 +56,11 @@ def _patched(review: dict[str, Any], answer: dict[str, Any]) -> dict[str, Any]:
 def _seed_bound_leader(running: Running, pool: str = "pool-a") -> None:
     running.api.put("nodes", node_obj("node-1", pool))
     running.api.put("pods", leader_from_fixture("node-1"))
-    wait_for(
+    eventually(
         lambda: (
             len(running.webhook.directory.pods.store) == 1 and len(running.webhook.directory.nodes.store) == 1
-        )
+        ),
+        "the leader and its node cached",
     )
 
 
@@ -123,7 +124,7 @@ def test_follower_pinned_from_cache_without_api_calls(running: Running) -> None:
 
 def test_follower_of_unscheduled_leader_is_rejected_with_the_reason(running: Running) -> None:
     running.api.put("pods", leader_from_fixture(None))
-    wait_for(lambda: len(running.webhook.directory.pods.store) == 1)
+    eventually(lambda: len(running.webhook.directory.pods.store) == 1, "the leader cached")
     review = fixture_review("follower-pod.json")
     mutated = running.post("/mutate-pods", review)
     pod = _patched(review, mutated)
@@ -139,7 +140,7 @@ def test_follower_of_unscheduled_leader_is_rejected_with_the_reason(running: Run
 
 def test_follower_whose_leader_node_vanished_is_rejected(running: Running) -> None:
     running.api.put("pods", leader_from_fixture("node-gone"))
-    wait_for(lambda: len(running.webhook.directory.pods.store) == 1)
+    eventually(lambda: len(running.webhook.directory.pods.store) == 1, "the leader cached")
     review = fixture_review("follower-pod.json")
     response = running.post("/validate-pods", review)["response"]
     assert response["allowed"] is False

@@ -17,6 +17,7 @@ from placement.constants import (
     TOPOLOGY_ANNOTATION,
 )
 from placement.patch import apply
+from tests.support.waiting import eventually
 from tests.webhook.webhook_support import (
     POOL,
     Running,
@@ -25,7 +26,6 @@ from tests.webhook.webhook_support import (
     leader_from_fixture,
     node_obj,
     settings_for,
-    wait_for,
 )
 from webhook.review import decode_patch
 from webhook.server import build
@@ -132,7 +132,7 @@ def test_the_takeover_can_be_turned_off(fake_api: FakeKubeApi) -> None:
     fake_api.put("jobsets", jobset_of_fixture())
     webhook = build(settings_for(fake_api.url, jobset_takeover=False))
     with AsgiClient(webhook.app) as client:
-        wait_for(lambda: client.get("/readyz").status_code == 200)
+        eventually(lambda: client.get("/readyz").status_code == 200, "the webhook ready")
         review = child_job_review()
         answer = client.post("/mutate-jobs", json=review).json()
         job = apply(review["request"]["object"], decode_patch(answer))
@@ -173,10 +173,11 @@ def test_two_leaders_in_different_domains_deny_the_follower_as_transient(running
     duplicate = leader_from_fixture("node-2")
     duplicate["metadata"]["name"] += "-dup"
     running.api.put("pods", duplicate)
-    wait_for(
+    eventually(
         lambda: (
             len(running.webhook.directory.pods.store) == 2 and len(running.webhook.directory.nodes.store) == 2
-        )
+        ),
+        "both leaders and their nodes cached",
     )
     review = fixture_review("follower-pod.json")
     response, pod = admit(running, "/mutate-pods", review)

@@ -12,7 +12,8 @@ import pytest
 from kubesim.testing import KubesimServer
 from placement.admission import LeaderStatus, PodPlan, plan_pod
 from placement.constants import Strategy
-from tests.webhook.webhook_support import fixture_review, leader_from_fixture, wait_for
+from tests.support.waiting import eventually
+from tests.webhook.webhook_support import fixture_review, leader_from_fixture
 from webhook.server import Webhook, build
 from webhook.settings import WebhookSettings
 
@@ -54,8 +55,8 @@ def test_leader_lookup_from_kubesim_via_kubeconfig(kubesim: KubesimServer) -> No
     assert (state.status, state.node_name, state.domain) == (LeaderStatus.BOUND, node_name, pool)
     directory.start()
     try:
-        wait_for(directory.ready)
-        wait_for(lambda: directory.from_cache(_plan()) is not None)
+        eventually(directory.ready, "the informers synced")
+        eventually(lambda: directory.from_cache(_plan()) is not None, "the bound leader cached")
         state = asyncio.run(directory.leader_state(_plan()))
         assert (state.status, state.domain) == (LeaderStatus.BOUND, pool)
         hits = webhook.metrics.registry.get_sample_value(

@@ -4,9 +4,6 @@ from __future__ import annotations
 
 import socket
 import ssl
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,12 +11,14 @@ import httpx
 import pytest
 
 from certs.files import write_dev_certs
+from devstack.commands import webhook_command
 from devstack.ports import free_port
+from devstack.processes import ManagedProcess
+from devstack.readiness import wait_http_ok
+from tests.support.waiting import eventually
 from tests.webhook.webhook_support import fixture_review
 from webhook.testing import FakeKubeApi
 from webhook.tls import server_context
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def trust(ca_file: Path) -> ssl.SSLContext:
@@ -37,48 +36,31 @@ def served_certificate(port: int) -> bytes:
     return der
 
 
+Served = tuple[int, Path, ManagedProcess]
+"""The webhook's port, its certificate directory and its process."""
+
+
 @pytest.fixture
-def webhook_process(
-    tmp_path: Path, fake_api: FakeKubeApi
-) -> Iterator[tuple[int, Path, subprocess.Popen[bytes]]]:
+def webhook_process(tmp_path: Path, fake_api: FakeKubeApi) -> Iterator[Served]:
     cert_dir = tmp_path / "certs"
     write_dev_certs(
         cert_dir, "exclusive-placement-webhook", "exclusive-placement", ["localhost"], ["127.0.0.1"]
     )
     port = free_port()
-    command = [sys.executable, "-m", "webhook", "--host", "127.0.0.1", "--port", str(port)]
-    command += ["--cert-dir", str(cert_dir), "--server", fake_api.url, "--cert-reload-seconds", "0.2"]
-    process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    argv = webhook_command(
+        port=port, cert_dir=cert_dir, server=fake_api.url, extra_args=["--cert-reload-seconds", "0.2"]
+    )
+    process = ManagedProcess("webhook", argv, tmp_path / "webhook.log")
+    process.start()
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                if (
-                    httpx.get(
-                        f"https://127.0.0.1:{port}/readyz", verify=trust(cert_dir / "ca.crt")
-                    ).status_code
-                    == 200
-                ):
-                    break
-            except httpx.HTTPError:
-                pass
-            assert process.poll() is None, process.stderr.read().decode() if process.stderr else ""
-            assert time.monotonic() < deadline, "webhook did not become ready"
-            time.sleep(0.1)
+        wait_http_ok(process, f"https://127.0.0.1:{port}/readyz", 30, ca_file=cert_dir / "ca.crt")
         yield port, cert_dir, process
     finally:
-        process.terminate()
-        try:
-            process.wait(15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-        if process.stderr:
-            process.stderr.close()
+        process.stop(15)
 
 
 def test_tls_admission_and_cert_swap_without_restart(
-    webhook_process: tuple[int, Path, subprocess.Popen[bytes]],
+    webhook_process: Served,
 ) -> None:
     port, cert_dir, process = webhook_process
     base = f"https://127.0.0.1:{port}"
@@ -98,12 +80,9 @@ def test_tls_admission_and_cert_swap_without_restart(
         ["127.0.0.1"],
         force_ca=True,
     )
-    deadline = time.monotonic() + 20
-    while served_certificate(port) == before:
-        assert time.monotonic() < deadline, "new certificate not picked up"
-        time.sleep(0.1)
+    eventually(lambda: served_certificate(port) != before, "the new certificate served", 20, interval=0.1)
 
-    assert process.poll() is None  # same process: no restart
+    assert process.running  # same process: no restart
     assert httpx.get(f"{base}/livez", verify=trust(cert_dir / "ca.crt")).text == "ok"
     with pytest.raises(httpx.ConnectError, match="CERTIFICATE_VERIFY_FAILED"):
         httpx.get(f"{base}/livez", verify=trust(old_ca_copy))
@@ -112,7 +91,7 @@ def test_tls_admission_and_cert_swap_without_restart(
 
 
 def test_plain_http_is_refused_on_the_tls_port(
-    webhook_process: tuple[int, Path, subprocess.Popen[bytes]],
+    webhook_process: Served,
 ) -> None:
     port, _, _ = webhook_process
     with pytest.raises(httpx.HTTPError):
@@ -120,7 +99,7 @@ def test_plain_http_is_refused_on_the_tls_port(
 
 
 def test_tls_1_2_is_served_and_is_the_minimum(
-    webhook_process: tuple[int, Path, subprocess.Popen[bytes]],
+    webhook_process: Served,
 ) -> None:
     port, cert_dir, _ = webhook_process
     context = ssl.create_default_context(cafile=str(cert_dir / "ca.crt"))

@@ -10,7 +10,7 @@ import uvicorn
 
 from certs.files import write_dev_certs
 from placement.constants import Strategy
-from tests.webhook.webhook_support import wait_for
+from tests.support.waiting import eventually
 from webhook.app import create_app
 from webhook.handlers import Admission
 from webhook.metrics import Metrics
@@ -99,4 +99,4 @@ def test_not_ready_without_certificate(tmp_path: Path) -> None:
         assert answer.json() == {"ready": False, "certs": False, "caches": True}
         write_dev_certs(tmp_path, "svc", "ns", [], ["127.0.0.1"])
         tls.reload_if_changed()
-        wait_for(lambda: client.get("/readyz").status_code == 200)
+        eventually(lambda: client.get("/readyz").status_code == 200, "the webhook ready")

@@ -7,8 +7,7 @@ Imported as `tests.webhook.webhook_support`; `conftest.py` re-exports the pytest
 from __future__ import annotations
 
 import json
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -16,6 +15,7 @@ from typing import Any
 import pytest
 
 from placement.constants import JOB_NAME_LABEL, ROLE_LABEL, ROLE_LEADER
+from tests.support.waiting import eventually
 from webhook.server import Webhook, build
 from webhook.settings import WebhookSettings
 from webhook.testing import AsgiClient, FakeKubeApi
@@ -27,14 +27,6 @@ POOL = "cloud.google.com/gke-nodepool"
 def fixture_review(name: str) -> dict[str, Any]:
     data: dict[str, Any] = json.loads((FIXTURES / name).read_text())
     return data
-
-
-def wait_for(predicate: Callable[[], object], timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met in time")
-        time.sleep(0.02)
 
 
 def leader_from_fixture(node_name: str | None) -> dict[str, Any]:
@@ -101,5 +93,5 @@ def settings_for(server: str, **overrides: Any) -> WebhookSettings:
 def running(fake_api: FakeKubeApi) -> Iterator[Running]:
     webhook = build(settings_for(fake_api.url))
     with AsgiClient(webhook.app) as client:  # runs the app's lifespan: the informers start and stop
-        wait_for(lambda: client.get("/readyz").status_code == 200)
+        eventually(lambda: client.get("/readyz").status_code == 200, "the webhook ready")
         yield Running(client, webhook, fake_api)

@@ -24,6 +24,7 @@ from kubesim.errors import ApiError
 from kubesim.interface import WatchEvent
 from kubesim.stats import Stats
 from placement.constants import GKE_NODEPOOL_LABEL, JOB_COMPLETION_INDEX_ANNOTATION, JOB_KEY_LABEL
+from tests.support.waiting import eventually_async
 
 Obj = dict[str, Any]
 
@@ -182,17 +183,8 @@ class Cluster:
         return items
 
     async def wait_for(self, predicate: Callable[[], Any], timeout: float = 30.0, what: str = "") -> Any:
-        """Poll an async or sync predicate until it returns something truthy (real-time timeout)."""
-        deadline = time.monotonic() + timeout
-        while True:
-            result = predicate()
-            if asyncio.iscoroutine(result):
-                result = await result
-            if result:
-                return result
-            if time.monotonic() > deadline:
-                raise AssertionError(f"timed out after {timeout}s waiting for {what or predicate}")
-            await asyncio.sleep(0.01)
+        """`eventually_async` with the controller tests' defaults; `what` falls back to the predicate."""
+        return await eventually_async(predicate, what or repr(predicate), timeout)
 
 
 @contextlib.asynccontextmanager

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -22,6 +21,7 @@ from kubesim.controllers.event_series import (
 from kubesim.controllers.events import MAX_QUEUED_EVENTS, MAX_TRIES_PER_EVENT, EventRecorder
 from kubesim.errors import ApiError
 from kubesim.stats import Stats
+from tests.support.waiting import eventually_async
 
 Obj = dict[str, Any]
 
@@ -98,14 +98,6 @@ def pod(resource_version: str = "7") -> Obj:
     }
 
 
-async def until(predicate: Callable[[], Any], what: str, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.005)
-
-
 @contextlib.asynccontextmanager
 async def running(*tasks: Any) -> AsyncIterator[None]:
     started = [asyncio.create_task(t) for t in tasks]
@@ -144,7 +136,7 @@ def test_record_to_sink_retries_transport_errors_only(
             recorder.record(job(), "Warning", "FailedCreate", "Error creating: denied")
             # one writer: the next event is written only once the first one is done with
             recorder.record(job("sentinel"), "Normal", "SuccessfulCreate", "Created pod: sentinel-0")
-            await until(lambda: len(api.calls) == calls + 1, "the sentinel's create")
+            await eventually_async(lambda: len(api.calls) == calls + 1, "the sentinel's create")
         assert api.calls == ["create"] * (calls + 1)
         assert len(await stored_events(server)) == stored + 1
         await server.aclose()
@@ -158,11 +150,11 @@ def test_a_count_patch_of_a_vanished_event_creates_it_again(run: Callable[[Any],
         recorder = EventRecorder(api, "job-controller", clock=Clock(1e-5))
         async with running(recorder.run()):
             recorder.record(job(), "Warning", "FailedCreate", "Error creating: denied")
-            await until(lambda: api.calls == ["create"], "the first create")
+            await eventually_async(lambda: api.calls == ["create"], "the first create")
             (first,) = await stored_events(server)
             await server.delete("events", first["metadata"]["name"], namespace="default")
             recorder.record(job(), "Warning", "FailedCreate", "Error creating: denied")
-            await until(lambda: len(api.calls) == 3, "patch, then create")
+            await eventually_async(lambda: len(api.calls) == 3, "patch, then create")
         assert api.calls == ["create", "patch", "create"]
         (again,) = await stored_events(server)
         assert (again["metadata"]["name"], again["count"]) == (first["metadata"]["name"], 2)
@@ -179,7 +171,9 @@ def test_events_recorded_while_1000_wait_are_dropped(run: Callable[[Any], Any]) 
             recorder.record(job(f"job-{n}"), "Warning", "FailedCreate", "Error creating: denied")
         assert recorder.dropped == 1
         async with running(recorder.run()):
-            await until(lambda: server.stats.by_verb_resource["create events"] == MAX_QUEUED_EVENTS, "writes")
+            await eventually_async(
+                lambda: server.stats.by_verb_resource["create events"] == MAX_QUEUED_EVENTS, "writes"
+            )
         assert len(await stored_events(server)) == MAX_QUEUED_EVENTS
         await server.aclose()
 
@@ -196,7 +190,7 @@ def test_legacy_events_carry_the_source_and_reporting_fields_of_record_make_even
             recorder.record(
                 pod(), "Normal", "Started", "Container started", field_path="spec.containers{main}"
             )
-            await until(lambda: server.stats.by_verb_resource["create events"] == 1, "the create")
+            await eventually_async(lambda: server.stats.by_verb_resource["create events"] == 1, "the create")
         (event,) = await stored_events(server)
         assert event["metadata"]["name"].startswith("p.")
         assert event["source"] == {"component": "kubelet", "host": "node-1"}
@@ -301,17 +295,21 @@ def test_series_recorder_writes_create_patch_then_the_final_count(run: Callable[
         recorder = SeriesEventRecorder(server, "default-scheduler", clock=clock, client="scheduler")
         writes = server.stats.by_verb_resource
         async with running(recorder.run()):
-            await until(lambda: clock.sleepers == 2, "finishSeries and refresh to have run once")
+            await eventually_async(lambda: clock.sleepers == 2, "finishSeries and refresh to have run once")
             for attempt in range(5):
                 recorder.record(pod(), "Warning", "FailedScheduling", f"note {attempt}", action="Scheduling")
-            await until(lambda: (writes["create events"], writes["patch events"]) == (1, 1), "create + patch")
+            await eventually_async(
+                lambda: (writes["create events"], writes["patch events"]) == (1, 1), "create + patch"
+            )
             (event,) = await stored_events(server)
             assert (event["message"], event["series"]["count"]) == ("note 0", 2)
             assert event["reportingComponent"] == "default-scheduler"
             assert event["reportingInstance"] == "default-scheduler-kubesim-control-plane"
             assert (event["action"], event["source"], event["firstTimestamp"]) == ("Scheduling", {}, None)
             await clock.advance(FINISH_SECONDS + 1)
-            await until(lambda: writes["patch events"] == 2, "the final write of the finished series")
+            await eventually_async(
+                lambda: writes["patch events"] == 2, "the final write of the finished series"
+            )
             (event,) = await stored_events(server)
             assert event["series"]["count"] == 5
             assert len(recorder.cache) == 0
@@ -327,13 +325,13 @@ def test_series_recorder_refreshes_a_running_series_every_30_minutes(run: Callab
         recorder = SeriesEventRecorder(server, "default-scheduler", clock=clock, client="scheduler")
         writes = server.stats.by_verb_resource
         async with running(recorder.run()):
-            await until(lambda: clock.sleepers == 2, "finishSeries and refresh to have run once")
+            await eventually_async(lambda: clock.sleepers == 2, "finishSeries and refresh to have run once")
             observed = 0
             while clock.seconds < REFRESH_SECONDS:  # observed every 5 min: never finished
                 recorder.record(pod(), "Warning", "FailedScheduling", "note", action="Scheduling")
                 observed += 1
                 await clock.advance(300)
-            await until(lambda: writes["patch events"] == 2, "the 30-minute refresh")
+            await eventually_async(lambda: writes["patch events"] == 2, "the 30-minute refresh")
             (event,) = await stored_events(server)
             assert event["series"]["count"] == observed
             assert writes["create events"] == 1
