@@ -203,8 +203,6 @@ class NodeFinder:
     ) -> bool:
         """RunFilterPluginsWithNominatedPods, for NodeResourcesFit: the pod must also fit with the requests
         of the pods of equal or higher priority nominated to the node added (they are about to take it)."""
-        if not self._cache.has_nominations(state.name):
-            return False
         extra = self._cache.nominated_request(state.name, info.priority, info.key)
         if extra is None:
             return False

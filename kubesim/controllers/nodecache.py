@@ -127,9 +127,6 @@ class SchedulerCache:
                 total = request if total is None else total + request
         return total
 
-    def has_nominations(self, node: str) -> bool:
-        return node in self._nominated
-
     def has_any_nominations(self) -> bool:
         return bool(self._nominated)
 
