@@ -225,6 +225,9 @@ pods' run but not the (real-time) control plane: a leader that finished before i
 would leave a rejecting strategy's Job waiting forever for a leader that no longer runs (measured on this
 2-core machine under load with 1.5 real seconds)."""
 
+GANG_QUICK_TIME_SCALE = 0.05
+"""The quick gang scenario's time scale: its deadline (60 simulated seconds) is 3 real seconds."""
+
 FULL_SCENARIOS: tuple[Scenario, ...] = (
     Scenario("4x8", jobs=4, pods_per_job=8, pools=4),
     Scenario("contended-16x8-on-4", jobs=16, pods_per_job=8, pools=4, pod_run_seconds=30.0),
@@ -293,6 +296,18 @@ QUICK_SCENARIOS: tuple[Scenario, ...] = (
         long_wait=True,
     ),
     Scenario("preemption-4x2", jobs=4, pods_per_job=2, pools=4, preemption=True),
+    # gang-3x3's race with 2-pod Jobs and short runs; a deadlocked run ends at 3 real seconds.
+    Scenario(
+        "gang-3x3-quick",
+        jobs=3,
+        pods_per_job=2,
+        pools=4,
+        pod_run_seconds=6.0,
+        time_scale=GANG_QUICK_TIME_SCALE,
+        gang=True,
+        jobsets=3,
+        gang_deadline_seconds=60.0,
+    ),
 )
 
 
