@@ -21,6 +21,7 @@ from bench.scenarios import (
     Scenario,
     gang_jobset_manifest,
     gang_jobset_names,
+    scenarios_named,
 )
 from bench.strategies import measured_jobsets, run_namespace
 from kubesim.controllers.gang import GANG_ANNOTATION, GANG_SIZE_ANNOTATION
@@ -221,7 +222,8 @@ def test_a_gang_scenario_counts_every_jobset() -> None:
 
 
 def test_the_gang_scenarios_are_in_the_full_and_quick_benches() -> None:
-    assert [s.name for s in FULL_SCENARIOS if s.gang] == ["gang-3x3"]
+    assert [s.name for s in FULL_SCENARIOS if s.gang] == ["gang-4x3"]
+    assert [s.jobsets for s in scenarios_named(["gang-3x3", "gang-4x3"])] == [3, 4]
     assert [s.name for s in QUICK_SCENARIOS if s.gang] == ["gang-3x3-quick"]
     for scenario in (s for s in FULL_SCENARIOS + QUICK_SCENARIOS if s.gang):
         # One JobSet fits, two do not: the race can end with both partial (3 Jobs each on 4 pools).
