@@ -308,9 +308,11 @@ def plot_domain_timeline(scenario: dict[str, Any], path: Path) -> None:
     axes[-1, 0].set_xlabel("wall seconds after the JobSets' creation (dashed: deadline)")
     legend = [Patch(facecolor=f"C{i}", label=name) for i, name in enumerate(jobsets)]
     legend.append(Patch(facecolor="white", edgecolor="grey", hatch="//", label="partially placed"))
-    axes[0, 0].legend(handles=legend, fontsize="x-small", loc="upper right", ncol=len(legend))
-    fig.suptitle(f"{scenario_label(scenario)}: which JobSet held which pool", fontsize="medium")
-    fig.tight_layout()
+    fig.suptitle(f"{scenario_label(scenario)}: which JobSet held which pool", fontsize="medium", y=0.99)
+    fig.legend(
+        handles=legend, fontsize="x-small", loc="upper center", ncol=len(legend), bbox_to_anchor=(0.5, 0.96)
+    )
+    fig.tight_layout(rect=(0, 0, 1, 0.93))
     fig.savefig(path)
     plt.close(fig)
 

@@ -1,5 +1,5 @@
 """`python -m bench strategies [--quick] [--out DIR]`: JobSet and this project's four strategies side by
-side on kubesim.
+side on kubesim (and, in the gang scenarios, two of them with all-or-nothing placement per JobSet).
 
 For each scenario a stack (kubesim + the real webhook + the real resizer, as `make run` starts them) is
 brought up, and for each strategy of a large scenario a fresh one (`FRESH_STACK_PODS`); each strategy runs
@@ -11,6 +11,10 @@ webhooks alone place its pods. Between runs on a shared stack the previous JobSe
 are gone before kubesim's counters are reset. JobSet's own webhooks are on for every strategy unless the
 scenario turns them off: this project's strategies take JobSet's annotation over on the child Jobs' pod
 templates, so JobSet's webhooks pass their pods.
+
+A gang scenario creates several JobSets at once, each one kubesim gang (its pods progress only while all
+of them run), and follows them until all completed or its deadline passed (a deadlock is a result, not a
+failure): `bench.gang` turns the pod watch into the partial-placement figures and the domain timeline.
 
 A scenario with a backlog first submits plain, non-exclusive batch Jobs in a second namespace and creates
 the measured JobSet once all of their pods exist, so its leaders queue behind what the (throttled)
@@ -651,7 +655,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--quick",
         action="store_true",
         help="small scenarios (4x8 with a 60 pods/s scheduler, a long wait of 4x4 on 2 pools, "
-        "preemption 4x2): ~3 min",
+        "preemption 4x2, 3 gang JobSets racing for 4 pools): ~3.5 min",
     )
     parser.add_argument(
         "--out",
