@@ -7,6 +7,10 @@ is listed in the chart's `webhook.admission.exemptNamespaces`, and the resizer o
 `exclusive-placement.io/resize`, which nothing sets there. The project's own strategies are selected per Job
 by the `exclusive-placement.io/strategy` annotation on the JobSet's pod template; `gate` is the project's
 JobSet-like rejection, not JobSet (its webhook looks a leader up live when its cache does not show it bound).
+
+The `+all-or-nothing` contenders are their strategy with `exclusive-placement.io/all-or-nothing: "true"` on
+each JobSet (leaders released together once enough domains are free); they only run in gang scenarios,
+which in turn run only `GANG_CONTENDER_KEYS`.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from typing import Any
 from placement.constants import (
     JOB_COMPLETION_INDEX_ANNOTATION,
     JOB_KEY_LABEL,
+    JOB_NAME_LABEL,
     LEADER_COMPLETION_INDEX,
     RESIZE_DONE,
     RESIZE_LABEL,
@@ -47,6 +52,8 @@ class Contender:
     resized: bool
     """Admitted at size 1 and resized by the resizer once the leader binds."""
     followers: FollowerPlacement
+    all_or_nothing: bool = False
+    """Sets `exclusive-placement.io/all-or-nothing: "true"` on each JobSet's metadata."""
 
     @property
     def uses_project_webhooks(self) -> bool:
@@ -65,7 +72,32 @@ CONTENDERS: tuple[Contender, ...] = (
         followers=FollowerPlacement.NODE_SELECTOR,
     ),
     Contender(Strategy.AFFINITY, Strategy.AFFINITY, resized=False, followers=FollowerPlacement.ANTI_AFFINITY),
+    Contender(
+        f"{Strategy.ELASTIC}+all-or-nothing",
+        Strategy.ELASTIC,
+        resized=True,
+        followers=FollowerPlacement.NODE_SELECTOR,
+        all_or_nothing=True,
+    ),
+    Contender(
+        f"{Strategy.SCHEDULING_GATE}+all-or-nothing",
+        Strategy.SCHEDULING_GATE,
+        resized=False,
+        followers=FollowerPlacement.NODE_SELECTOR,
+        all_or_nothing=True,
+    ),
 )
+GANG_CONTENDER_KEYS: frozenset[str] = frozenset(
+    {
+        JOBSET_BASELINE,
+        Strategy.ELASTIC,
+        Strategy.SCHEDULING_GATE,
+        f"{Strategy.ELASTIC}+all-or-nothing",
+        f"{Strategy.SCHEDULING_GATE}+all-or-nothing",
+    }
+)
+"""What a gang scenario measures: JobSet, the two strategies that never reject a pod, and both with
+all-or-nothing."""
 CONTENDER_KEYS: tuple[str, ...] = tuple(c.key for c in CONTENDERS)
 BY_KEY: dict[str, Contender] = {c.key: c for c in CONTENDERS}
 
@@ -79,20 +111,40 @@ def contenders(keys: Sequence[str]) -> tuple[Contender, ...]:
     return tuple(c for c in CONTENDERS if c.key in wanted)
 
 
+def for_scenario(chosen: Sequence[Contender], *, gang: bool) -> tuple[Contender, ...]:
+    """The chosen contenders a scenario runs: a gang scenario's among GANG_CONTENDER_KEYS, any other's
+    without the all-or-nothing ones (they need several JobSets racing to mean anything)."""
+    if gang:
+        return tuple(c for c in chosen if c.key in GANG_CONTENDER_KEYS)
+    return tuple(c for c in chosen if not c.all_or_nothing)
+
+
+def _placed_jobs(pods: list[dict[str, Any]]) -> set[str]:
+    """Names of the Jobs whose leader pod is bound."""
+    return {
+        str((pod["metadata"].get("labels") or {}).get(JOB_NAME_LABEL))
+        for pod in pods
+        if not _is_follower(pod) and (pod.get("spec") or {}).get("nodeName")
+    }
+
+
 def _is_follower(pod: dict[str, Any]) -> bool:
     annotations = pod["metadata"].get("annotations") or {}
     index = str(annotations.get(JOB_COMPLETION_INDEX_ANNOTATION, LEADER_COMPLETION_INDEX))
     return index != LEADER_COMPLETION_INDEX
 
 
-def _job_problems(contender: Contender, jobs: list[dict[str, Any]], expected_jobs: int) -> list[str]:
+def _job_problems(
+    contender: Contender, jobs: list[dict[str, Any]], expected_jobs: int, placed: set[str] | None
+) -> list[str]:
     problems: list[str] = []
     if len(jobs) != expected_jobs:
         problems.append(f"expected {expected_jobs} Jobs, found {len(jobs)}")
     for job in jobs:
         label = (job["metadata"].get("labels") or {}).get(RESIZE_LABEL)
         name = job["metadata"]["name"]
-        if contender.resized and label != RESIZE_DONE:
+        waiting = placed is not None and name not in placed
+        if contender.resized and label != RESIZE_DONE and not waiting:
             problems.append(f"Job {name}: {contender.key} but {RESIZE_LABEL}={label!r} (not resized)")
         if not contender.resized and label is not None:
             problems.append(f"Job {name}: {contender.key} but the Job was shrunk ({RESIZE_LABEL}={label})")
@@ -123,11 +175,17 @@ def placement_problems(
     *,
     expected_jobs: int,
     topology_key: str,
+    only_placed: bool = False,
 ) -> list[str]:
     """Checks that the run measured what it claims: the Jobs exist and the strategy really applied (elastic
     Jobs resized, no other Job shrunk; followers pinned by nodeSelector, or anti-affine for `affinity`;
-    under `jobset` no pod touched by this project's webhook). At most MAX_PROBLEMS."""
-    problems = _job_problems(contender, jobs, expected_jobs)
+    under `jobset` no pod touched by this project's webhook). With `only_placed` (a run that may end
+    with Jobs still waiting, e.g. a gang deadlock) only the Jobs whose leader was bound must have been
+    resized and only bound pods must be placed as the strategy says. At most MAX_PROBLEMS."""
+    placed = _placed_jobs(pods) if only_placed else None
+    problems = _job_problems(contender, jobs, expected_jobs, placed)
     for pod in pods:
+        if only_placed and not (pod.get("spec") or {}).get("nodeName"):
+            continue  # a follower of a waiting leader (gated, say) is pinned once its leader binds
         problems.extend(_pod_problems(contender, pod, topology_key))
     return problems[:MAX_PROBLEMS]

@@ -12,10 +12,12 @@ import contextlib
 import json
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import Any
 
 import httpx
 
+from bench.gang import PodEvent, PodStage, jobset_of, stage_of
 from bench.measures import JobTimeline
 from devstack.exclusivity import ExclusivityReplay, pod_state
 from placement.constants import JOB_COMPLETION_INDEX_ANNOTATION, LEADER_COMPLETION_INDEX
@@ -125,3 +127,44 @@ class BacklogTracker:
     async def follow(self, http: httpx.AsyncClient, namespace: str) -> None:
         """Watch pods in `namespace` until cancelled."""
         await _watch_pods(http, namespace, self.connected, self.observe)
+
+
+class GangRecorder(PodRecorder):
+    """A PodRecorder that also records every pod's stage changes as `PodEvent`s (a gang scenario's
+    timeline) and signals when every JobSet of `sizes` (JobSet name → its pods) has completed."""
+
+    def __init__(
+        self,
+        node_domain: Mapping[str, str],
+        sizes: Mapping[str, int],
+        clock: Callable[[], float] = time.monotonic,
+    ):
+        super().__init__(node_domain, sum(sizes.values()), clock)
+        self._node_domain = node_domain
+        self.sizes = dict(sizes)
+        self.pod_events: list[PodEvent] = []
+        """`at` on the recorder's clock until `relative_to` shifts them."""
+        self._last: dict[str, tuple[str, PodStage]] = {}
+        self._succeeded: dict[str, set[str]] = {name: set() for name in sizes}
+        self.all_complete = asyncio.Event()
+
+    def observe(self, event_type: str, pod: dict[str, Any]) -> None:
+        super().observe(event_type, pod)
+        jobset = jobset_of(pod)
+        if jobset not in self.sizes:
+            return
+        meta = pod["metadata"]
+        key = f"{meta.get('namespace', '')}/{meta.get('name', '')}"
+        stage = stage_of(pod, deleted=event_type == "DELETED")
+        domain = self._node_domain.get((pod.get("spec") or {}).get("nodeName") or "", "")
+        if self._last.get(key) == (domain, stage):
+            return
+        self._last[key] = (domain, stage)
+        self.pod_events.append(PodEvent(self._clock(), key, jobset, domain, stage))
+        if stage is PodStage.SUCCEEDED:
+            self._succeeded[jobset].add(key)
+            if all(len(self._succeeded[name]) >= size for name, size in self.sizes.items()):
+                self.all_complete.set()
+
+    def relative_to(self, start: float) -> list[PodEvent]:
+        return [replace(event, at=event.at - start) for event in self.pod_events]

@@ -51,8 +51,22 @@ PREEMPTION_COLUMNS: tuple[tuple[str, str], ...] = (
 )
 
 
+GANG_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("jobsets_completed", "JobSets completed"),
+    ("seconds_to_all_complete", "s to all complete"),
+    ("max_partially_placed_jobsets", "max partially placed JobSets"),
+    ("partial_domain_seconds", "partial domain-seconds"),
+    ("deadline_seconds", "deadline s"),
+    ("api_requests_in_namespace", "API requests (namespace)"),
+    ("pod_creates_rejected", "rejected pod creates"),
+    ("exclusive_violations", "violations"),
+)
+
+
 def scenario_label(scenario: dict[str, Any], default_time_scale: float | None = None) -> str:
     label = f"{scenario['jobs']}x{scenario['pods_per_job']} on {scenario['pools']} pools"
+    if scenario.get("gang"):
+        label = f"{scenario['jobsets']} gang JobSets of {label}"
     if scenario.get("long_wait"):
         label += f", long wait (pods run {scenario['pod_run_seconds'] / 60:g} min)"
     elif scenario["contended"]:
@@ -70,12 +84,16 @@ def scenario_label(scenario: dict[str, Any], default_time_scale: float | None = 
 
 
 def _rows(
-    report: dict[str, Any], columns: tuple[tuple[str, str], ...], *, preemption_only: bool = False
+    report: dict[str, Any],
+    columns: tuple[tuple[str, str], ...],
+    *,
+    preemption_only: bool = False,
+    gang_only: bool = False,
 ) -> list[str]:
     header = ["scenario", "strategy", *(title for _, title in columns)]
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join(["---", "---"] + ["---:"] * len(columns)) + "|"]
     for scenario in report["scenarios"]:
-        if preemption_only and not scenario.get("preemption"):
+        if (preemption_only and not scenario.get("preemption")) or (gang_only and not scenario.get("gang")):
             continue
         label = scenario_label(scenario, report["time_scale"])
         for strategy, result in scenario["results"].items():
@@ -140,6 +158,16 @@ def markdown_table(report: dict[str, Any]) -> str:
             "`restarted-waiting` (JobSet restarted it, its pods wait for free pools), `failed` (its "
             "failurePolicy's restarts ran out), `running`; violations: two Jobs of one priority level in "
             "one pool at once (across levels the higher one preempts)."
+        )
+    if any(scenario.get("gang") for scenario in report["scenarios"]):
+        lines += ["", "Gang JobSets racing for pools:", "", *_rows(report, GANG_COLUMNS, gang_only=True), ""]
+        lines.append(
+            "Every JobSet is one kubesim gang: its pods progress only while all of them run. JobSets "
+            "completed: within the deadline (a deadlock never completes; the run ends at the deadline); "
+            "s to all complete: from the JobSets' creation to the last one's completion, n/a when one did "
+            "not complete; partially placed: holding a pool (a pod bound) while some of its pods have not "
+            "run, max at once and the pool-seconds so held (wall seconds at the scenario's time scale). "
+            "Which JobSet held which pool when: gang_domains_<scenario>.png, `domain_timeline` in the JSON."
         )
     lines += [
         "",
@@ -242,6 +270,53 @@ def plot(
     plt.close(fig)
 
 
+def plot_domain_timeline(scenario: dict[str, Any], path: Path) -> None:
+    """One row of bars per contender: which JobSet held which pool when (solid: the JobSet was whole or
+    finishing; hatched and pale: partially placed), the deadline as a dashed line."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import Patch
+
+    results = scenario["results"]
+    jobsets = [f"gang-{i}" for i in range(scenario["jobsets"])]
+    domains = [f"pool-{i:02d}" for i in range(scenario["pools"])]
+    fig, axes = plt.subplots(
+        len(results), 1, figsize=(10, 1.0 + 0.45 * len(domains) * len(results)), dpi=100, squeeze=False
+    )
+    for ax, (strategy, result) in zip(axes[:, 0], results.items(), strict=True):
+        for holding in result.get("domain_timeline", []):
+            row = domains.index(holding["domain"]) if holding["domain"] in domains else len(domains)
+            colour = f"C{jobsets.index(holding['jobset']) if holding['jobset'] in jobsets else 9}"
+            ax.broken_barh(
+                [(holding["from"], holding["to"] - holding["from"])],
+                (row - 0.4, 0.8),
+                facecolors=colour,
+                alpha=0.35 if holding["partial"] else 0.9,
+                hatch="//" if holding["partial"] else None,
+                edgecolor=colour,
+            )
+        if result.get("deadline_seconds"):
+            ax.axvline(result["deadline_seconds"], color="black", linestyle="--", linewidth=0.8)
+        done = result.get("jobsets_completed", "?")
+        outcome = "error" if "error" in result else f"{done}/{scenario['jobsets']} JobSets completed"
+        ax.set_title(f"{strategy}: {outcome}", fontsize="small", loc="left")
+        ax.set_yticks(range(len(domains)), domains, fontsize="small")
+        ax.set_ylim(-0.6, len(domains) - 0.4)
+        ax.grid(axis="x", alpha=0.3)
+    axes[-1, 0].set_xlabel("wall seconds after the JobSets' creation (dashed: deadline)")
+    legend = [Patch(facecolor=f"C{i}", label=name) for i, name in enumerate(jobsets)]
+    legend.append(Patch(facecolor="white", edgecolor="grey", hatch="//", label="partially placed"))
+    fig.suptitle(f"{scenario_label(scenario)}: which JobSet held which pool", fontsize="medium", y=0.99)
+    fig.legend(
+        handles=legend, fontsize="x-small", loc="upper center", ncol=len(legend), bbox_to_anchor=(0.5, 0.96)
+    )
+    fig.tight_layout(rect=(0, 0, 1, 0.93))
+    fig.savefig(path)
+    plt.close(fig)
+
+
 PLOTS: tuple[tuple[str, str, str], ...] = (
     ("api_writes", "API writes", "api_writes.png"),
     ("seconds_to_all_running", "seconds to all pods running", "time_to_running.png"),
@@ -263,6 +338,11 @@ def write_outputs(report: dict[str, Any], out: Path, *, plots: bool = True) -> l
             upper = key.replace("_p50", "_p99") if key.endswith("_p50") else None
             plot(report, key, title + (", p50 (dash: p99)" if upper else ""), out / name, upper_key=upper)
             paths.append(out / name)
+        for scenario in report["scenarios"]:
+            if scenario.get("gang") and scenario["results"]:
+                name = f"gang_domains_{scenario['name']}.png"
+                plot_domain_timeline(scenario, out / name)
+                paths.append(out / name)
         if any(BASELINE in scenario["results"] for scenario in report["scenarios"]):
             name = f"api_requests_vs_{BASELINE}.png"
             title = "API requests (JobSet's namespace)"

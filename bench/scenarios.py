@@ -8,7 +8,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from devstack.manifests import exclusive_jobset
-from placement.constants import GKE_NODEPOOL_LABEL, Strategy
+from kubesim.controllers.gang import GANG_ANNOTATION, GANG_SIZE_ANNOTATION
+from placement.constants import ALL_OR_NOTHING_ANNOTATION, GKE_NODEPOOL_LABEL, Strategy
 
 GPUS_PER_NODE = 8
 TOPOLOGY_KEY = GKE_NODEPOOL_LABEL
@@ -56,7 +57,12 @@ class Scenario:
     its pool exactly; a low-priority JobSet of the scenario's shape fills every pool, then a high-priority
     one of the same shape arrives and has to preempt its way in (`bench.strategies`).
 
-    A new kind of scenario (gangs, ...) adds its own fields here with a validation in
+    Gang: `jobsets` JobSets of J Jobs each, submitted together, race for the D pools; each JobSet is one
+    kubesim gang (docs/kubesim-controllers.md, "Gang progress"), so its pods progress only while all of
+    them run. A JobSet holding some pools while waiting for the rest computes nothing, and JobSets holding
+    each other's missing pools never finish: the run ends at `gang_deadline_seconds`.
+
+    A new kind of scenario adds its own fields here with a validation in
     `__post_init__`, describes itself in `fields()` and `bench.report.scenario_label`, and, if it needs
     more than the JobSet in its namespace, a hook in `bench.strategies` like the backlog's."""
 
@@ -83,9 +89,16 @@ class Scenario:
     """JobSet's own pod webhooks and pod reconciler run in kubesim, as in a real JobSet install."""
     preemption: bool = False
     """A low-priority JobSet fills every pool first; the measured high-priority JobSet preempts it."""
+    gang: bool = False
+    """`jobsets` gang JobSets race for the pools (the class docstring); the pod template carries kubesim's
+    gang annotations: the gang is the JobSet, its size all of the JobSet's pods."""
+    jobsets: int = 1
+    gang_deadline_seconds: float | None = None
+    """Simulated seconds after the JobSets' creation at which a gang run ends, whether or not every JobSet
+    completed (a deadlock never does)."""
 
     def __post_init__(self) -> None:
-        if min(self.jobs, self.pods_per_job, self.pools) < 1:
+        if min(self.jobs, self.pods_per_job, self.pools, self.jobsets) < 1:
             raise ValueError(f"scenario {self.name}: jobs, pods_per_job and pools must be >= 1")
         if self.scheduler_pods_per_second is not None and self.scheduler_pods_per_second <= 0:
             raise ValueError(f"scenario {self.name}: scheduler_pods_per_second must be > 0")
@@ -99,6 +112,10 @@ class Scenario:
             self._check_long_wait()
         if self.preemption:
             self._check_preemption()
+        if self.gang:
+            self._check_gang()
+        elif self.jobsets != 1 or self.gang_deadline_seconds is not None:
+            raise ValueError(f"scenario {self.name}: several JobSets and a deadline need a gang scenario")
         if self.backlog is not None:
             if not self.throttled:
                 raise ValueError(f"scenario {self.name}: a backlog needs a throttled scheduler to queue in")
@@ -130,13 +147,28 @@ class Scenario:
                 f"scenario {self.name}: preemption combines with neither a backlog nor a long wait"
             )
 
+    def _check_gang(self) -> None:
+        if self.pod_run_seconds is None or self.gang_deadline_seconds is None:
+            raise ValueError(f"scenario {self.name}: a gang scenario needs pod_run_seconds and a deadline")
+        if self.pools < self.jobs:
+            raise ValueError(f"scenario {self.name}: one gang JobSet alone must fit the pools")
+        if self.backlog is not None or self.long_wait or self.preemption:
+            raise ValueError(
+                f"scenario {self.name}: a gang combines with neither a backlog, a long wait nor preemption"
+            )
+
     @property
     def throttled(self) -> bool:
         return self.scheduler_pods_per_second is not None
 
     @property
     def contended(self) -> bool:
-        return self.pools < self.jobs
+        return self.pools < self.jobs * self.jobsets
+
+    @property
+    def jobset_pods(self) -> int:
+        """The pods of one JobSet: a gang's size."""
+        return self.jobs * self.pods_per_job
 
     @property
     def gpus_per_pod(self) -> int:
@@ -153,7 +185,7 @@ class Scenario:
 
     @property
     def total_pods(self) -> int:
-        return self.jobs * self.pods_per_job
+        return self.jobsets * self.jobset_pods
 
     def fields(self, time_scale: float) -> dict[str, Any]:
         """The scenario's own fields in strategies.json (`time_scale`: the one it ran at)."""
@@ -171,6 +203,9 @@ class Scenario:
             "backlog_pods": self.backlog.pods if self.backlog else None,
             "preemption": self.preemption,
             "gpus_per_pod": self.gpus_per_pod,
+            "gang": self.gang,
+            "jobsets": self.jobsets,
+            "gang_deadline_seconds": self.gang_deadline_seconds,
         }
 
 
@@ -189,6 +224,32 @@ MIN_REAL_POD_SECONDS = 5.0
 pods' run but not the (real-time) control plane: a leader that finished before its followers were admitted
 would leave a rejecting strategy's Job waiting forever for a leader that no longer runs (measured on this
 2-core machine under load with 1.5 real seconds)."""
+
+GANG_QUICK_TIME_SCALE = 0.05
+"""The quick gang scenario's time scale: its deadline (60 simulated seconds) is 3 real seconds."""
+
+GANG_4X3 = Scenario(
+    "gang-4x3",
+    jobs=3,
+    pods_per_job=4,
+    pools=4,
+    pod_run_seconds=20.0,
+    gang=True,
+    jobsets=4,
+    gang_deadline_seconds=200.0,
+)
+GANG_3X3 = Scenario(
+    "gang-3x3",
+    jobs=3,
+    pods_per_job=4,
+    pools=4,
+    pod_run_seconds=30.0,
+    gang=True,
+    jobsets=3,
+    gang_deadline_seconds=200.0,
+)
+"""The issue's first shape, by name only: with three JobSets the race after the first completion is the only
+one, and it deadlocked in about half of the baseline's runs (docs/results.md); gang-4x3 races more often."""
 
 FULL_SCENARIOS: tuple[Scenario, ...] = (
     Scenario("4x8", jobs=4, pods_per_job=8, pools=4),
@@ -224,6 +285,9 @@ FULL_SCENARIOS: tuple[Scenario, ...] = (
     ),
     # 8 pools of 4 full nodes held by a low-priority JobSet; a high-priority one of the same shape preempts.
     Scenario("preemption-8x4", jobs=8, pods_per_job=4, pools=8, preemption=True),
+    # 4 gang JobSets of 3 Jobs racing for 4 pools: one at a time fits; whenever a JobSet completes, the
+    # waiting leaders of the others race for its pools, and two partial JobSets hold each other off.
+    GANG_4X3,
 )
 QUICK_SCENARIOS: tuple[Scenario, ...] = (
     # Exercises the throttle end to end (kubesim flag, time scale 1); too small for leaders to queue.
@@ -247,6 +311,18 @@ QUICK_SCENARIOS: tuple[Scenario, ...] = (
         long_wait=True,
     ),
     Scenario("preemption-4x2", jobs=4, pods_per_job=2, pools=4, preemption=True),
+    # gang-3x3's race with 2-pod Jobs and short runs; a deadlocked run ends at 3 real seconds.
+    Scenario(
+        "gang-3x3-quick",
+        jobs=3,
+        pods_per_job=2,
+        pools=4,
+        pod_run_seconds=6.0,
+        time_scale=GANG_QUICK_TIME_SCALE,
+        gang=True,
+        jobsets=3,
+        gang_deadline_seconds=60.0,
+    ),
 )
 
 
@@ -257,10 +333,10 @@ LARGE_SCENARIOS: tuple[Scenario, ...] = (Scenario("64x64", jobs=64, pods_per_job
 
 
 def scenarios_named(names: Sequence[str]) -> tuple[Scenario, ...]:
-    """The scenarios called `names` (full, quick and large ones), in that order; ValueError naming any
-    unknown name."""
+    """The scenarios called `names` (full, quick and large ones, and gang-3x3), in that order; ValueError
+    naming any unknown name."""
     known: dict[str, Scenario] = {}
-    for scenario in FULL_SCENARIOS + QUICK_SCENARIOS + LARGE_SCENARIOS:
+    for scenario in FULL_SCENARIOS + QUICK_SCENARIOS + LARGE_SCENARIOS + (GANG_3X3,):
         known.setdefault(scenario.name, scenario)
     unknown = [name for name in names if name not in known]
     if unknown or not names:
@@ -291,6 +367,25 @@ def jobset_manifest(
         priority_class_name=priority_class_name,
         max_restarts=max_restarts,
     )
+
+
+def gang_jobset_names(scenario: Scenario) -> list[str]:
+    return [f"gang-{index}" for index in range(scenario.jobsets)]
+
+
+def gang_jobset_manifest(
+    scenario: Scenario, strategy: Strategy | None, *, name: str, namespace: str, all_or_nothing: bool
+) -> dict[str, Any]:
+    """One JobSet of a gang scenario: the scenario's JobSet whose pod template makes every pod a member of
+    kubesim's gang `name` of all the JobSet's pods (the size on the pod: `elastic` shrinks the Jobs), and,
+    with `all_or_nothing`, `exclusive-placement.io/all-or-nothing: "true"` on the JobSet."""
+    manifest = jobset_manifest(scenario, strategy, name=name, namespace=namespace)
+    template = manifest["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]
+    annotations = template.setdefault("metadata", {}).setdefault("annotations", {})
+    annotations.update({GANG_ANNOTATION: name, GANG_SIZE_ANNOTATION: str(scenario.jobset_pods)})
+    if all_or_nothing:
+        manifest["metadata"]["annotations"][ALL_OR_NOTHING_ANNOTATION] = "true"
+    return manifest
 
 
 def backlog_pods(backlog: Backlog, *, namespace: str) -> list[dict[str, Any]]:

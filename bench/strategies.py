@@ -1,5 +1,5 @@
 """`python -m bench strategies [--quick] [--out DIR]`: JobSet and this project's four strategies side by
-side on kubesim.
+side on kubesim (and, in the gang scenarios, two of them with all-or-nothing placement per JobSet).
 
 For each scenario a stack (kubesim + the real webhook + the real resizer, as `make run` starts them) is
 brought up, and for each strategy of a large scenario a fresh one (`FRESH_STACK_PODS`); each strategy runs
@@ -11,6 +11,10 @@ webhooks alone place its pods. Between runs on a shared stack the previous JobSe
 are gone before kubesim's counters are reset. JobSet's own webhooks are on for every strategy unless the
 scenario turns them off: this project's strategies take JobSet's annotation over on the child Jobs' pod
 templates, so JobSet's webhooks pass their pods.
+
+A gang scenario creates several JobSets at once, each one kubesim gang (its pods progress only while all
+of them run), and follows them until all completed or its deadline passed (a deadlock is a result, not a
+failure): `bench.gang` turns the pod watch into the partial-placement figures and the domain timeline.
 
 A scenario with a backlog first submits plain, non-exclusive batch Jobs in a second namespace and creates
 the measured JobSet once all of their pods exist, so its leaders queue behind what the (throttled)
@@ -39,8 +43,10 @@ from bench.contenders import (
     JOBSET_BASELINE,
     Contender,
     contenders,
+    for_scenario,
     placement_problems,
 )
+from bench.gang import gang_outcome
 from bench.measures import (
     LOOKUP_VERBS,
     RESIZER_CLIENT,
@@ -51,7 +57,7 @@ from bench.measures import (
     timeline_fields,
     waste_from_stats,
 )
-from bench.recorder import BacklogTracker, PodRecorder, stop
+from bench.recorder import BacklogTracker, GangRecorder, PodRecorder, stop
 from bench.scenarios import (
     FULL_SCENARIOS,
     GPUS_PER_NODE,
@@ -61,6 +67,8 @@ from bench.scenarios import (
     Backlog,
     Scenario,
     backlog_pods,
+    gang_jobset_manifest,
+    gang_jobset_names,
     jobset_manifest,
     scenarios_named,
 )
@@ -246,17 +254,24 @@ async def run_strategy(server: str, run: Run, *, clean_up: bool) -> dict[str, An
         try:
             if run.scenario.preemption:
                 return await _measure_preemption(http, run)
+            if run.scenario.gang:
+                return await _measure_gang(http, run)
             return await _measure(http, run)
         finally:
             # Also after a failed run: the next strategy needs every pool free and an empty queue again.
             if clean_up:
-                await _delete_jobset(http, run.namespace, JOBSET_NAME)
+                for name in measured_jobsets(run.scenario):
+                    await _delete_jobset(http, run.namespace, name)
                 if backlog:
                     await _delete_backlog(http, backlog, backlog_namespace(run.namespace))
                 if run.scenario.preemption:
                     await _delete_jobset(http, low_priority_namespace(run.namespace), LOW_JOBSET_NAME)
                 for name in namespaces:
                     await _wait_pods_gone(http, name, timeout=120)
+
+
+def measured_jobsets(scenario: Scenario) -> list[str]:
+    return gang_jobset_names(scenario) if scenario.gang else [JOBSET_NAME]
 
 
 async def _delete_jobset(http: httpx.AsyncClient, namespace: str, name: str) -> None:
@@ -444,6 +459,64 @@ async def _measure_preemption(http: httpx.AsyncClient, run: Run) -> dict[str, An
     return result
 
 
+async def _measure_gang(http: httpx.AsyncClient, run: Run) -> dict[str, Any]:
+    """Create every JobSet of the gang scenario at once (concurrent requests) and follow them until all
+    completed or the scenario's deadline passed (a deadlock ends there, as a result, not an error)."""
+    scenario = run.scenario
+    names = gang_jobset_names(scenario)
+    sizes = dict.fromkeys(names, scenario.jobset_pods)
+    recorder = GangRecorder(run.nodes, sizes)
+    watch = asyncio.create_task(recorder.follow(http, run.namespace))
+    deadline = min(float(scenario.gang_deadline_seconds or 0.0) * run.time_scale, run.run_timeout)
+    path = JOBSETS_PATH.format(namespace=run.namespace)
+    manifests = [
+        gang_jobset_manifest(
+            scenario,
+            run.contender.strategy,
+            name=name,
+            namespace=run.namespace,
+            all_or_nothing=run.contender.all_or_nothing,
+        )
+        for name in names
+    ]
+    try:
+        await asyncio.wait_for(recorder.connected.wait(), 30)
+        await _request(http, "POST", "/debug/reset-stats")
+        start = time.monotonic()
+        await asyncio.gather(*(_request(http, "POST", path, json=manifest) for manifest in manifests))
+        await _wait_for(recorder.all_complete, watch, deadline)
+        ended = time.monotonic()
+        stats = await _request(http, "GET", "/debug/stats")
+    finally:
+        watch_ended = await stop(watch)
+    if watch_ended:
+        raise BenchError(f"{scenario.name}/{run.contender.key}: {watch_ended}")
+    jobs = (await _request(http, "GET", f"/apis/batch/v1/namespaces/{run.namespace}/jobs"))["items"]
+    pods = (await _request(http, "GET", f"/api/v1/namespaces/{run.namespace}/pods"))["items"]
+    all_running = None if recorder.all_running_at is None else recorder.all_running_at - start
+    result = result_from_stats(stats, all_running or 0.0, recorder.replay.violations, namespace=run.namespace)
+    result["seconds_to_all_running"] = None if all_running is None else round(all_running, 3)
+    result["jobset_webhooks"] = run.jobset_webhooks
+    result.update(timeline_fields(recorder.timelines, scenario.pods_per_job, run.time_scale))
+    result.update(gang_outcome(recorder.relative_to(start), sizes, ended - start).fields())
+    result["deadline_seconds"] = round(deadline, 3)
+    problems = (
+        placement_problems(
+            run.contender,
+            jobs,
+            pods,
+            expected_jobs=scenario.jobs * scenario.jobsets,
+            topology_key=TOPOLOGY_KEY,
+            only_placed=True,
+        )
+        + baseline_problems(run.contender, result)
+        + recorder.replay.describe()
+    )
+    if problems:
+        result["problems"] = problems
+    return result
+
+
 def high_priority_outcome(
     seconds: float | None, pods_ran: int, expected_pods: int, stopped_by: str | float
 ) -> dict[str, Any]:
@@ -480,7 +553,7 @@ def cluster_flags(scenario: Scenario, settings: RunSettings, *, jobset_webhooks:
 
 
 def run_namespace(scenario: Scenario, contender: Contender) -> str:
-    return f"bench-{scenario.name}-{contender.key}".lower()[:63]
+    return f"bench-{scenario.name}-{contender.key}".lower().replace("+", "-")[:63]
 
 
 FRESH_STACK_PODS = 200
@@ -540,10 +613,9 @@ def _run_on_stack(scenario: Scenario, group: Sequence[Contender], settings: RunS
     return results
 
 
-def run_scenario(
-    scenario: Scenario, contenders: Sequence[Contender], settings: RunSettings
-) -> dict[str, Any]:
-    results = _run_contenders(scenario, contenders, settings)
+def run_scenario(scenario: Scenario, chosen: Sequence[Contender], settings: RunSettings) -> dict[str, Any]:
+    contenders = for_scenario(chosen, gang=scenario.gang)
+    results = _run_contenders(scenario, contenders, settings) if contenders else {}
     record = scenario.fields(scenario.time_scale or settings.time_scale)
     record["jobset_webhooks"] = scenario.jobset_webhooks
     record["results"] = {c.key: results[c.key] for c in contenders}
@@ -583,7 +655,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--quick",
         action="store_true",
         help="small scenarios (4x8 with a 60 pods/s scheduler, a long wait of 4x4 on 2 pools, "
-        "preemption 4x2): ~3 min",
+        "preemption 4x2, 3 gang JobSets racing for 4 pools): ~3.5 min",
     )
     parser.add_argument(
         "--out",
@@ -602,7 +674,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--strategies",
         default=",".join(CONTENDER_KEYS),
-        help="comma-separated subset of strategies (default: all five: %(default)s)",
+        help="comma-separated subset of strategies (default: all: %(default)s); each scenario runs those "
+        "that apply to it: a gang scenario jobset, elastic, scheduling-gate and their +all-or-nothing "
+        "variants, any other the first five",
     )
     parser.add_argument(
         "--run-timeout",

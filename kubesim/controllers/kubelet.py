@@ -8,6 +8,9 @@ of the pod, then a PATCH of the status subresource unless nothing changed. A pod
 has its running containers stopped (a Killing event each) and is removed (grace period 0)
 `kubelet_stop_delay_seconds` later. `fail_nodes` models a node going away: NotReady with the node
 lifecycle controller's unreachable taints, and its pods Failed.
+
+Gang members (`gang.py`, a simulator workload model) run on their gang's clock instead of their own: they
+succeed once their gang has been whole (every member Running) for `pod_run_seconds` in all.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from kubesim.errors import ApiError
 from kubesim.interface import KubeApi
 from kubesim.stats import Stats
 
+from .gang import GangProgress, membership
 from .informer import Handlers, Informer
 from .kubelet_events import NodeEventRecorders, container_start_events, container_stop_events
 from .objects import Obj, is_deleting, is_terminal, new_condition, object_key, pod_phase, split_key, uid_of
@@ -73,10 +77,12 @@ class Kubelet:
         self._deleting_at: dict[str, float] = {}
         self._stopping: set[str] = set()
         self._ip_sequence = itertools.count(1)
+        self._gangs = GangProgress()
         self.failed_nodes: set[str] = set()
         pods.add_handlers(Handlers(self._observe, lambda _old, pod: self._observe(pod), self._deleted))
 
     def _observe(self, pod: Obj) -> None:
+        self._track_gang(pod)
         node = (pod.get("spec") or {}).get("nodeName")
         if not node:
             return
@@ -98,10 +104,31 @@ class Kubelet:
                 self.queue.add(key)
         elif pod_phase(pod) == "Running" and self._settings.pod_run_seconds is not None:
             since = self._started_at.setdefault(key, now)
-            self.queue.add_after(key, since + self._settings.pod_run_seconds - now)
+            if not self._gangs.is_member(key):
+                self.queue.add_after(key, since + self._settings.pod_run_seconds - now)
+            elif (left := self._gangs.remaining(key, self._settings.pod_run_seconds, now)) is not None:
+                self.queue.add_after(key, left)
+
+    def _track_gang(self, pod: Obj) -> None:
+        """Feed a gang member's state to the gang clocks; when its gang just became whole, every running
+        member is due when the gang's clock reaches the run time."""
+        member = membership(pod)
+        if member is None:
+            return
+        node = (pod.get("spec") or {}).get("nodeName")
+        running = pod_phase(pod) == "Running" and not is_deleting(pod) and node not in self.failed_nodes
+        now = self._clock.now()
+        resumed = self._gangs.observe(object_key(pod), member, running, now)
+        run_seconds = self._settings.pod_run_seconds
+        if run_seconds is None:
+            return
+        for key in resumed:
+            left = self._gangs.remaining(key, run_seconds, now)
+            self.queue.add_after(key, left or 0.0)
 
     def _deleted(self, pod: Obj) -> None:
         key = object_key(pod)
+        self._gangs.forget(key, self._clock.now())
         self._bound_at.pop(key, None)
         self._admitted.discard(key)
         self._started_at.pop(key, None)
@@ -162,7 +189,13 @@ class Kubelet:
 
     async def _finish(self, key: str, pod: Obj, run_seconds: float) -> None:
         now = self._clock.now()
-        due = self._started_at.setdefault(key, now) + run_seconds
+        if self._gangs.is_member(key):
+            left = self._gangs.remaining(key, run_seconds, now)
+            if left is None:  # paused: requeued when the gang is whole again
+                return
+            due = now + left
+        else:
+            due = self._started_at.setdefault(key, now) + run_seconds
         if now < due:
             self.queue.add_after(key, due - now)
             return

@@ -3,12 +3,13 @@ report must carry (never timings)."""
 
 from __future__ import annotations
 
+import itertools
 import json
 from typing import Any
 
 import pytest
 
-from bench.contenders import CONTENDER_KEYS
+from bench.contenders import CONTENDERS, GANG_CONTENDER_KEYS, for_scenario
 from bench.strategies import main
 
 # The quick benchmark (~3 minutes by design, longer on a busy machine) runs in the first test's fixture.
@@ -40,15 +41,25 @@ def quick_report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 
 
 def results(report: dict[str, Any]) -> list[tuple[dict[str, Any], str, dict[str, Any]]]:
+    """Every strategy's result in the scenarios where every pod runs (not the gang one: a deadlock)."""
     return [
-        (sc, strategy, result) for sc in report["scenarios"] for strategy, result in sc["results"].items()
+        (sc, strategy, result)
+        for sc in report["scenarios"]
+        if not sc["gang"]
+        for strategy, result in sc["results"].items()
     ]
 
 
 def without_preemption(report: dict[str, Any]) -> list[dict[str, Any]]:
-    """The scenarios whose counters cover one JobSet (the preemption one's also count a restarted low
-    JobSet's pods and Job patches)."""
-    return [sc for sc in report["scenarios"] if not sc["preemption"]]
+    """The scenarios whose counters cover one JobSet whose pods all run (the preemption one's also count a
+    restarted low JobSet's pods and Job patches; the gang one's several JobSets that may deadlock)."""
+    return [sc for sc in report["scenarios"] if not sc["preemption"] and not sc["gang"]]
+
+
+def gang(report: dict[str, Any]) -> dict[str, Any]:
+    scenarios: list[dict[str, Any]] = [sc for sc in report["scenarios"] if sc["gang"]]
+    (scenario,) = scenarios
+    return scenario
 
 
 def preemption(report: dict[str, Any]) -> dict[str, Any]:
@@ -68,6 +79,7 @@ def test_every_strategy_ran_in_every_scenario_with_every_field(quick_report: dic
     assert quick_report["outputs"] == [
         "api_requests_vs_jobset.png",
         "api_writes.png",
+        "gang_domains_gang-3x3-quick.png",
         "leader_bind_to_running.png",
         "rejected_creates.png",
         "strategies.json",
@@ -77,11 +89,15 @@ def test_every_strategy_ran_in_every_scenario_with_every_field(quick_report: dic
     ]
     assert {sc["contended"] for sc in quick_report["scenarios"]} == {False, True}
     for scenario in quick_report["scenarios"]:
-        assert list(scenario["results"]) == list(CONTENDER_KEYS)
+        expected = [c.key for c in for_scenario(CONTENDERS, gang=scenario["gang"])]
+        assert list(scenario["results"]) == expected
         assert isinstance(scenario["jobset_webhooks"], bool)
         for strategy, result in scenario["results"].items():
             assert "error" not in result, f"{scenario['name']}/{strategy}: {result['error']}"
             assert "problems" not in result, f"{scenario['name']}/{strategy}: {result['problems']}"
+        if scenario["gang"]:
+            continue  # its own test below: a deadlock leaves pods that never run
+        for strategy, result in scenario["results"].items():
             missing = [key for key in ISSUE_FIELDS if result.get(key) is None]
             assert not missing, (scenario["name"], strategy, missing)
             assert result["jobs_timed"] == scenario["jobs"], (scenario["name"], strategy)
@@ -111,6 +127,8 @@ def test_no_rejected_pod_creations_and_no_waste(quick_report: dict[str, Any], st
 
 def test_the_jobset_baseline_is_jobset_alone(quick_report: dict[str, Any]) -> None:
     for scenario in quick_report["scenarios"]:
+        if scenario["gang"]:
+            continue
         baseline = scenario["results"]["jobset"]
         assert baseline["jobset_webhooks"] is True
         # JobSet's webhooks admitted every pod; this project's webhook saw no request from that namespace
@@ -168,7 +186,7 @@ def test_a_high_priority_jobset_preempts_its_way_in_under_every_strategy(
     quick_report: dict[str, Any],
 ) -> None:
     scenario = preemption(quick_report)
-    assert list(scenario["results"]) == list(CONTENDER_KEYS)
+    assert list(scenario["results"]) == [c.key for c in for_scenario(CONTENDERS, gang=False)]
     pods = scenario["jobs"] * scenario["pods_per_job"]
     for strategy, result in scenario["results"].items():
         assert result["high_priority_all_running"] is True, (strategy, result)
@@ -178,3 +196,36 @@ def test_a_high_priority_jobset_preempts_its_way_in_under_every_strategy(
         assert result["pods_preempted"] >= scenario["jobs"], strategy
         assert result["low_priority_restarts"] >= 1, strategy
         assert result["low_priority_state"] in ("restarted-waiting", "failed"), strategy
+
+
+GANG_FIELDS = (
+    "jobsets_completed",
+    "max_partially_placed_jobsets",
+    "partial_domain_seconds",
+    "seconds_to_all_complete",
+    "exclusive_violations",
+    "domain_timeline",
+)
+
+
+def test_gang_jobsets_race_for_pools_and_the_run_ends_by_the_deadline(quick_report: dict[str, Any]) -> None:
+    scenario = gang(quick_report)
+    assert list(scenario["results"]) == [c.key for c in CONTENDERS if c.key in GANG_CONTENDER_KEYS]
+    pools = {f"pool-{i:02d}" for i in range(scenario["pools"])}
+    for strategy, result in scenario["results"].items():
+        assert set(GANG_FIELDS) <= set(result), strategy
+        assert result["exclusive_violations"] == 0, strategy
+        completed = result["jobsets_completed"]
+        assert 0 <= completed <= scenario["jobsets"], strategy
+        assert (result["seconds_to_all_complete"] is None) == (completed < scenario["jobsets"]), strategy
+        if result["seconds_to_all_complete"] is not None:
+            assert result["seconds_to_all_complete"] <= result["deadline_seconds"], strategy
+        # The JobSets hold pools before all of their pods run: every run passes through partial placement.
+        assert 1 <= result["max_partially_placed_jobsets"] <= scenario["jobsets"], strategy
+        assert result["partial_domain_seconds"] > 0, strategy
+        timeline = result["domain_timeline"]
+        assert {h["domain"] for h in timeline} <= pools, strategy
+        # Exclusive: one JobSet at a time per pool.
+        for first, second in itertools.pairwise(timeline):
+            if first["domain"] == second["domain"] and first["jobset"] != second["jobset"]:
+                assert first["to"] <= second["from"], (strategy, first, second)

@@ -139,11 +139,19 @@ def test_large_scenarios_run_each_strategy_on_a_fresh_stack() -> None:
 
 
 def test_contenders_are_the_issue_keys_in_order() -> None:
-    assert CONTENDER_KEYS == ("jobset", "gate", "elastic", "scheduling-gate", "affinity")
+    assert CONTENDER_KEYS == (
+        "jobset",
+        "gate",
+        "elastic",
+        "scheduling-gate",
+        "affinity",
+        "elastic+all-or-nothing",
+        "scheduling-gate+all-or-nothing",
+    )
     assert [c.key for c in contenders(["affinity", "jobset"])] == ["jobset", "affinity"]
     assert JOBSET.strategy is None
     assert not JOBSET.uses_project_webhooks
-    assert [c.key for c in contenders(CONTENDER_KEYS) if c.resized] == ["elastic"]
+    assert [c.key for c in contenders(CONTENDER_KEYS) if c.resized] == ["elastic", "elastic+all-or-nothing"]
     for bad in (["spread"], []):
         with pytest.raises(ValueError, match="unknown strategies"):
             contenders(bad)
