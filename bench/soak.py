@@ -36,6 +36,7 @@ import httpx
 from devstack.commands import KubesimFlags
 from devstack.exclusivity import PodState, node_domains, pod_state
 from devstack.stack import Stack, StackOptions
+from kubesim.controllers.gang import GANG_ANNOTATION, GANG_SIZE_ANNOTATION
 from placement.constants import (
     GKE_NODEPOOL_LABEL,
     GPU_RESOURCE,
@@ -57,6 +58,8 @@ API_FAULTS = "error-rate=0.1,error-codes=429+500,retry-after=1,latency-ms=1-20,d
 RETRYABLE = frozenset({429, 500, 502, 503, 504})
 JOBS_PATH = f"/apis/batch/v1/namespaces/{NAMESPACE}/jobs"
 PODS_PATH = f"/api/v1/namespaces/{NAMESPACE}/pods"
+CATCH_UP_SECONDS = 30.0
+"""How long the pod watch may take to show the final list's pod states (it may be mid-relist)."""
 
 
 @dataclass(frozen=True)
@@ -126,8 +129,13 @@ class SoakError(RuntimeError):
 
 
 def soak_job(name: str, strategy: str, pods: int) -> dict[str, Any]:
-    """An Indexed Job placed exclusively by `TOPOLOGY_KEY`; backoffLimit covers a whole pool failing."""
+    """An Indexed Job placed exclusively by `TOPOLOGY_KEY`; backoffLimit covers a whole pool failing.
+
+    Its pods are one kubesim gang: they progress only while all of them run, as a training program's
+    workers do. Pods that each ran a fixed time alone let a leader finish before the Job controller, at its
+    20 qps, had created its followers, stranding them (docs/design.md, "A finished leader")."""
     notes = {TOPOLOGY_ANNOTATION: TOPOLOGY_KEY, STRATEGY_ANNOTATION: strategy}
+    gang = {GANG_ANNOTATION: name, GANG_SIZE_ANNOTATION: str(pods)}
     gpu = {GPU_RESOURCE: "1"}
     return {
         "apiVersion": "batch/v1",
@@ -139,7 +147,7 @@ def soak_job(name: str, strategy: str, pods: int) -> dict[str, Any]:
             "parallelism": pods,
             "backoffLimit": pods * 4,
             "template": {
-                "metadata": {"annotations": dict(notes)},
+                "metadata": {"annotations": {**notes, **gang}},
                 "spec": {
                     "restartPolicy": "Never",
                     "containers": [
@@ -328,6 +336,25 @@ class PodFollower:
         self.counts["relists"] += 1
         return str(listing["metadata"]["resourceVersion"])
 
+    def has_seen(self, pods: list[dict[str, Any]]) -> bool:
+        """Whether the replay has seen each of `pods` (a later list) at its listed version or later, and
+        the deletion of every pod the list no longer holds."""
+        listed = {p["metadata"]["name"]: int(p["metadata"]["resourceVersion"]) for p in pods}
+        if set(self.known) - set(listed):
+            return False
+        return all(
+            name in self.known and int(self.known[name]["metadata"]["resourceVersion"]) >= version
+            for name, version in listed.items()
+        )
+
+    async def catch_up(self, pods: list[dict[str, Any]], timeout: float) -> None:
+        """Wait until the replay has seen the final list's state of every pod (`has_seen`)."""
+        deadline = time.monotonic() + timeout
+        while not self.has_seen(pods):
+            if time.monotonic() > deadline:
+                raise SoakError(f"the pod watch had not caught up with the final list after {timeout:.0f}s")
+            await asyncio.sleep(0.05)
+
     async def follow(self, http: httpx.AsyncClient) -> None:
         version: str | None = None
         while True:
@@ -470,7 +497,10 @@ async def soak(stack: Stack, plan: SoakPlan) -> dict[str, Any]:
         stats = await call(http, "GET", "/debug/stats")
         jobs = (await call(http, "GET", JOBS_PATH))["items"]
         pods = (await call(http, "GET", PODS_PATH))["items"]
-        await asyncio.sleep(1.0)  # let the pod watch catch up with the final states
+        try:
+            await follower.catch_up(pods, CATCH_UP_SECONDS)
+        except SoakError as err:
+            error = "; ".join(filter(None, (error, str(err))))
         watch.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await watch

@@ -10,6 +10,7 @@ import pytest
 
 from bench.soak import (
     QUICK,
+    PodFollower,
     SimultaneousExclusivity,
     job_names,
     job_outcomes,
@@ -18,6 +19,7 @@ from bench.soak import (
     soak_job,
 )
 from devstack.exclusivity import PodState
+from kubesim.controllers.gang import GANG_ANNOTATION, GANG_SIZE_ANNOTATION
 from placement.constants import RESIZE_DONE, RESIZE_LABEL, Strategy
 
 REQUIRED_FIELDS = (
@@ -138,6 +140,34 @@ def test_jobs_interleave_strategies_and_carry_the_annotations() -> None:
     assert list(names.values())[:2] == [Strategy.ELASTIC, Strategy.SCHEDULING_GATE]
     job = soak_job("el-0000", Strategy.ELASTIC, 4)
     template_notes = job["spec"]["template"]["metadata"]["annotations"]
-    assert template_notes == job["metadata"]["annotations"]
+    assert template_notes == {
+        **job["metadata"]["annotations"],
+        GANG_ANNOTATION: "el-0000",
+        GANG_SIZE_ANNOTATION: "4",
+    }
     assert job["spec"]["completions"] == job["spec"]["parallelism"] == 4
     assert job["spec"]["backoffLimit"] >= 4  # a whole pool failing must not fail the Job
+
+
+def _pod(name: str, version: int) -> dict[str, Any]:
+    return {"metadata": {"name": name, "resourceVersion": str(version)}}
+
+
+@pytest.mark.parametrize(
+    ("known", "final", "seen"),
+    [
+        ([], [], True),
+        ([("a", 5)], [("a", 5)], True),
+        ([("a", 7)], [("a", 5)], True),
+        ([("a", 4)], [("a", 5)], False),
+        ([], [("a", 5)], False),
+        ([("a", 5), ("gone", 3)], [("a", 5)], False),
+    ],
+)
+def test_the_pod_watch_has_caught_up_only_with_every_final_state_and_deletion(
+    known: list[tuple[str, int]], final: list[tuple[str, int]], seen: bool
+) -> None:
+    follower = PodFollower(lambda _state: None)
+    for name, version in known:
+        follower.known[name] = _pod(name, version)
+    assert follower.has_seen([_pod(name, version) for name, version in final]) is seen
