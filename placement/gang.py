@@ -13,6 +13,8 @@ released, on which nodes), so a new resizer replica reaches the same decision as
 - `gang_of(obj)`: the gang a pod or Job belongs to (None when it is not all-or-nothing).
 - `leader_view(pod, gated)` / `node_view(node)`: the few fields the decisions read.
 - `plan_admission(gangs, nodes, held_nodes, now, timeout)` → `AdmissionPlan`.
+- `release_patch(pod, now)`: the JSON patch that ungates one leader and records when.
+- `timeout_condition(gang, waited, now)`: the DisruptionTarget condition of a timed-out leader.
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ from enum import StrEnum
 from placement.constants import (
     ALL_OR_NOTHING_ANNOTATION,
     ALL_OR_NOTHING_GATE,
+    ALL_OR_NOTHING_TIMEOUT_REASON,
+    DISRUPTION_TARGET_CONDITION,
     GANG_QUEUED_AT_ANNOTATION,
     GANG_SIZE_ANNOTATION,
     JOBSET_NAME_LABEL,
@@ -44,6 +48,8 @@ from placement.objects import (
     section,
     topology_key_of_pod,
 )
+from placement.patch import JsonPatch
+from placement.resize import escape_json_pointer
 
 
 @dataclass(frozen=True, order=True)
@@ -368,3 +374,54 @@ def plan_admission(
         next_deadline=min(deadlines, default=None),
         states=states,
     )
+
+
+# --- acting on the plan: the patches ----------------------------------------------------------------------
+
+
+def release_patch(pod: Obj, now: str) -> JsonPatch | None:
+    """Remove the all-or-nothing gate (after `test`ing it is where it was seen) and record `now` (RFC 3339)
+    in `RELEASED_AT_ANNOTATION`, in one patch: the timeout's clock survives a resizer restart. None when
+    the pod is not gated."""
+    gates = section(pod, "spec").get("schedulingGates") or []
+    index = next(
+        (
+            i
+            for i, gate in enumerate(gates)
+            if isinstance(gate, dict) and gate.get("name") == ALL_OR_NOTHING_GATE
+        ),
+        None,
+    )
+    if index is None:
+        return None
+    path = f"/spec/schedulingGates/{index}"
+    patch: JsonPatch = [
+        {"op": "test", "path": path, "value": {"name": ALL_OR_NOTHING_GATE}},
+        {"op": "remove", "path": path},
+    ]
+    if isinstance(metadata(pod).get("annotations"), dict):
+        patch.append(
+            {
+                "op": "add",
+                "path": f"/metadata/annotations/{escape_json_pointer(RELEASED_AT_ANNOTATION)}",
+                "value": now,
+            }
+        )
+    else:
+        patch.append({"op": "add", "path": "/metadata/annotations", "value": {RELEASED_AT_ANNOTATION: now}})
+    return patch
+
+
+def timeout_condition(gang: GangId, waited: float, now: str) -> Obj:
+    """The DisruptionTarget condition a timed-out leader gets before its deletion (`now`: RFC 3339)."""
+    return {
+        "type": DISRUPTION_TARGET_CONDITION,
+        "status": "True",
+        "reason": ALL_OR_NOTHING_TIMEOUT_REASON,
+        "message": (
+            f"exclusive-placement: JobSet {gang.namespace}/{gang.jobset} was released {waited:.0f}s ago but "
+            "not all of its leaders could bind; deleted so that its domains are freed and the JobSet queues "
+            "again for all of them at once"
+        ),
+        "lastTransitionTime": now,
+    }

@@ -143,7 +143,7 @@ def jobset_startup(jobset: Obj) -> JobSetStartup:
 
 
 def parse_bool(value: str | None) -> bool | None:
-    """"true" / "false" (any case, surrounding blanks ignored); None for anything else."""
+    """ "true" / "false" (any case, surrounding blanks ignored); None for anything else."""
     word = (value or "").strip().lower()
     return True if word == "true" else False if word == "false" else None
 
