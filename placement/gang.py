@@ -39,7 +39,6 @@ from placement.leader import is_live
 from placement.objects import (
     Obj,
     annotations_of,
-    is_finished_pod,
     labels_of,
     metadata,
     namespace_of,
@@ -108,7 +107,7 @@ class LeaderView:
     gated: bool
     node: str | None
     live: bool
-    finished: bool
+    succeeded: bool
     released_at: float | None
     """When the gate was removed (the annotation, else the pod's creation); None while gated."""
 
@@ -128,7 +127,7 @@ def leader_view(pod: Obj) -> LeaderView:
         gated=gated,
         node=node_name(pod),
         live=is_live(pod),
-        finished=is_finished_pod(pod),
+        succeeded=section(pod, "status").get("phase") == "Succeeded",
         released_at=released_at,
     )
 
@@ -231,10 +230,11 @@ def gang_state(gang: Gang) -> GangState:
 
 
 def gang_complete(gang: Gang) -> bool:
-    """Every Job of the JobSet has a live, ungated, bound leader (or finished): the Jobs may grow."""
+    """Every Job of the JobSet has a live, ungated, bound leader (or one that succeeded): the Jobs may
+    grow."""
     live = live_leaders(gang)
     bound = _jobs(leader for leader in live if not leader.gated and leader.node is not None)
-    done = _jobs(leader for leader in gang.leaders if leader.finished) - _jobs(live)
+    done = _jobs(leader for leader in gang.leaders if leader.succeeded) - _jobs(live)
     return len(bound | done) >= gang.size
 
 
