@@ -553,7 +553,8 @@ class Resizer:
             self._epoch(),
             self.gang_timeout,
         )
-        self.metrics.gangs_queued.set(sum(1 for state in plan.states.values() if state is GangState.QUEUED))
+        queued = sum(1 for state in plan.states.values() if state is GangState.QUEUED)
+        self.metrics.gangs_queued.set(queued - sum(1 for release in plan.releases if not release.resumed))
         self._log_blocked(plan)
         for timeout in plan.timeouts:
             self._time_out(timeout)
