@@ -166,6 +166,7 @@ class Resizer:
         """Leader pods of every gang, by `namespace/name` (read from `caches.leaders`)."""
         self._gang_lock = threading.Lock()
         self._blocked_logged: GangId | None = None
+        self._gang_wakeup: float | None = None
 
     # --- informer handlers: only enqueue ---------------------------------------------------------------
 
@@ -563,7 +564,15 @@ class Resizer:
         if plan.timeouts:
             self.enqueue(GANG_KEY)  # their domains are free now
         if plan.next_deadline is not None:
-            self.queue.add_after(GANG_KEY, max(0.0, plan.next_deadline - self._epoch()) + 0.01)
+            self._wake_gangs_at(plan.next_deadline)
+
+    def _wake_gangs_at(self, deadline: float) -> None:
+        """Look at the queue again at `deadline` (a timeout), once: not one timer per pass."""
+        now = self._epoch()
+        if self._gang_wakeup is not None and now < self._gang_wakeup <= deadline:
+            return  # an earlier wake-up is pending; it schedules the next one
+        self._gang_wakeup = deadline
+        self.queue.add_after(GANG_KEY, max(0.0, deadline - now) + 0.01)
 
     def _log_blocked(self, plan: AdmissionPlan) -> None:
         if plan.blocked is not None and plan.blocked != self._blocked_logged:
@@ -624,6 +633,13 @@ class Resizer:
         raise Retry("conflict")
 
     def _time_out(self, timeout: Timeout) -> None:
+        if self.dry_run:
+            if f"timeout {timeout.gang}" not in self._dry_run_logged:
+                self._dry_run_logged.add(f"timeout {timeout.gang}")
+                log.info(
+                    "dry-run: would time out JobSet %s", timeout.gang, extra={"jobset": str(timeout.gang)}
+                )
+            return
         log.warning(
             "all-or-nothing: JobSet %s released %.0fs ago but not all of its leaders bound: deleting its "
             "%d ungated leaders so that it queues again",
@@ -632,21 +648,28 @@ class Resizer:
             len(timeout.pods),
             extra={"jobset": str(timeout.gang), "reason": "timeout"},
         )
-        if self.dry_run or not self.leadership.is_leader():
+        if not self.leadership.is_leader():
             return
         self.metrics.gang_timeouts.inc()
-        condition = {
-            "status": {"conditions": [timeout_condition(timeout.gang, timeout.waited, self._wall_clock())]}
-        }
+        now = self._wall_clock()
+        condition = {"status": {"conditions": [timeout_condition(timeout.gang, timeout.waited, now)]}}
         for pod_key, uid in timeout.pods:
             namespace, name = pod_key.split("/", 1)
-            if self._guard(self.kube.patch_pod_status, namespace, name, condition) is None:
-                continue
-            try:
-                self._guard(self.kube.delete_pod, namespace, name, uid)
-            except KubeError as error:
-                if error.status != 409:  # 409: the uid precondition failed, that pod is already gone
-                    raise
+            if self._guard(self.kube.patch_pod_status, namespace, name, condition) is not None:
+                try:
+                    self._guard(self.kube.delete_pod, namespace, name, uid)
+                except KubeError as error:
+                    if error.status != 409:  # 409: the uid precondition failed, that pod is already gone
+                        raise
+            self._mark_deleted(pod_key, now)
+
+    def _mark_deleted(self, pod_key: str, now: str) -> None:
+        """Until the watch reports it, show the deleted leader as terminating: no longer part of its gang's
+        release (no second timeout), still holding its node."""
+        cached = self.caches.leaders.get(pod_key)
+        if cached is not None:
+            marked = {**cached, "metadata": {**metadata(cached), "deletionTimestamp": now}}
+            self.caches.leaders.upsert(marked)
 
     def _node(self, name: str | None) -> Obj | None:
         if name is None:
