@@ -28,6 +28,7 @@ from placement.constants import (
     ALL_OR_NOTHING_ANNOTATION,
     ALL_OR_NOTHING_GATE,
     ALL_OR_NOTHING_TIMEOUT_REASON,
+    DEFAULT_PRIORITY,
     DISRUPTION_TARGET_CONDITION,
     GANG_QUEUED_AT_ANNOTATION,
     GANG_SIZE_ANNOTATION,
@@ -69,6 +70,12 @@ def gang_size(annotations: Mapping[str, str]) -> int | None:
         return None
     raw = annotations.get(GANG_SIZE_ANNOTATION, "").strip()
     return int(raw) if raw.isdigit() and int(raw) > 0 else None
+
+
+def pod_priority_value(pod: Obj) -> int:
+    """`spec.priority` (`DEFAULT_PRIORITY` when unset), as the scheduler reads it."""
+    priority = section(pod, "spec").get("priority")
+    return priority if isinstance(priority, int) and not isinstance(priority, bool) else DEFAULT_PRIORITY
 
 
 def gang_of(obj: Obj) -> GangId | None:
@@ -148,7 +155,6 @@ def build_gang(gang_id: GangId, pods: Sequence[Obj]) -> Gang | None:
         return None
     sizes = [gang_size(annotations_of(pod)) or 0 for pod in pods]
     keys = [key for pod in pods if (key := topology_key_of_pod(pod))]
-    priorities = [p for pod in pods if isinstance(p := section(pod, "spec").get("priority"), int)]
     queued = [
         parse_time(annotations_of(pod).get(GANG_QUEUED_AT_ANNOTATION))
         or parse_time(str(metadata(pod).get("creationTimestamp") or ""))
@@ -159,7 +165,7 @@ def build_gang(gang_id: GangId, pods: Sequence[Obj]) -> Gang | None:
         id=gang_id,
         size=max(sizes),
         topology_key=keys[0] if keys else "",
-        priority=max(priorities, default=0),
+        priority=max(pod_priority_value(pod) for pod in pods),
         queued_at=min(queued),
         leaders=tuple(sorted((leader_view(pod) for pod in pods), key=lambda leader: leader.key)),
     )
@@ -266,16 +272,18 @@ def queue_order(gang: Gang) -> tuple[int, float, GangId]:
     return (-gang.priority, gang.queued_at, gang.id)
 
 
-def free_domains(topology_key: str, nodes: Iterable[NodeView], held_nodes: Iterable[str]) -> set[str]:
-    """Domains of `topology_key` with a schedulable node and no node holding a live exclusive pod."""
-    held = set(held_nodes)
+def free_domains(
+    topology_key: str, nodes: Iterable[NodeView], held_nodes: Mapping[str, int], priority: int = 0
+) -> set[str]:
+    """Domains of `topology_key` with a schedulable node and no node holding a live exclusive leader of
+    `priority` or higher (a lower one is preempted: exclusivity holds within a priority level)."""
     schedulable: set[str] = set()
     taken: set[str] = set()
     for node in nodes:
         domain = node.labels.get(topology_key)
         if domain is None:
             continue
-        if node.name in held:
+        if node.name in held_nodes and held_nodes[node.name] >= priority:
             taken.add(domain)
         elif not node.unschedulable:
             schedulable.add(domain)
@@ -315,7 +323,7 @@ class AdmissionPlan:
 def plan_admission(
     gangs: Iterable[Gang],
     nodes: Sequence[NodeView],
-    held_nodes: Iterable[str],
+    held_nodes: Mapping[str, int],
     now: float,
     timeout: float,
 ) -> AdmissionPlan:
@@ -328,7 +336,10 @@ def plan_admission(
        its unbound Jobs count as promised domains.
     3. Queued gangs, in `queue_order`: the head is released when the free domains of its topology key,
        less every promised domain, are at least its gated Jobs; else it blocks everything behind it.
-    `held_nodes` are the nodes of live, bound exclusive leaders (any Job, any strategy).
+    `held_nodes` are the nodes of bound, unfinished exclusive leaders (any Job, any strategy), with the
+    highest priority among them: a domain held at a lower priority than a gang's is free to it (its
+    leaders preempt their way in, as every exclusive leader does; docs/design.md, "Priorities and
+    preemption").
     """
     states: dict[GangId, GangState] = {}
     releases: list[Release] = []
@@ -352,12 +363,11 @@ def plan_admission(
             gated = tuple(leader.key for leader in live_leaders(gang) if leader.gated)
             if gated:
                 releases.append(Release(gang.id, gated, resumed=True))
-    held = list(held_nodes)
     blocked: GangId | None = None
     blocked_needs = blocked_free = 0
     for gang in sorted(queued, key=queue_order):
         need = needed(gang)
-        free = len(free_domains(gang.topology_key, nodes, held)) - promises
+        free = len(free_domains(gang.topology_key, nodes, held_nodes, gang.priority)) - promises
         if need > free:
             blocked, blocked_needs, blocked_free = gang.id, need, max(free, 0)
             break

@@ -24,7 +24,7 @@ from typing import Any, Protocol
 from kubekit.client import Kube, KubeError
 from kubekit.informer import Store
 from kubekit.keys import object_key
-from placement.constants import RESIZE_LABEL, RESIZE_PENDING
+from placement.constants import DEFAULT_PRIORITY, RESIZE_LABEL, RESIZE_PENDING
 from placement.gang import (
     AdmissionPlan,
     Gang,
@@ -37,6 +37,7 @@ from placement.gang import (
     gang_of,
     node_view,
     plan_admission,
+    pod_priority_value,
     release_patch,
     timeout_condition,
 )
@@ -538,13 +539,15 @@ class Resizer:
         gang = self.gang(gang_id)
         return gang is not None and gang_complete(gang)
 
-    def _held_nodes(self) -> set[str]:
-        """Nodes of bound, unfinished exclusive leaders (terminating ones still occupy their node)."""
-        return {
-            node
-            for pod in self.caches.leaders.items()
-            if (node := node_name(pod)) is not None and not is_finished_pod(pod)
-        }
+    def _held_nodes(self) -> dict[str, int]:
+        """Nodes of bound, unfinished exclusive leaders (terminating ones still occupy their node), with the
+        highest priority among them."""
+        held: dict[str, int] = {}
+        for pod in self.caches.leaders.items():
+            node = node_name(pod)
+            if node is not None and not is_finished_pod(pod):
+                held[node] = max(held.get(node, DEFAULT_PRIORITY), pod_priority_value(pod))
+        return held
 
     def _reconcile_gangs(self) -> None:
         plan = plan_admission(

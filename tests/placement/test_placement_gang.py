@@ -118,6 +118,11 @@ def pools(count: int = 4, *, unschedulable: frozenset[int] = frozenset()) -> lis
     ]
 
 
+def held(*nodes: str, priority: int = 0) -> dict[str, int]:
+    """Nodes holding a bound exclusive leader, and that leader's priority."""
+    return dict.fromkeys(nodes, priority)
+
+
 def released(plan_releases: Any) -> list[str]:
     return [release.gang.jobset for release in plan_releases]
 
@@ -126,14 +131,14 @@ def released(plan_releases: Any) -> list[str]:
 
 
 def test_two_jobsets_of_three_on_four_pools_one_is_released_the_other_waits_whole() -> None:
-    plan = plan_admission([gated_gang("b", queued_at=T0 + 1), gated_gang("a")], pools(), [], T0 + 2, TIMEOUT)
+    plan = plan_admission([gated_gang("b", queued_at=T0 + 1), gated_gang("a")], pools(), {}, T0 + 2, TIMEOUT)
     assert released(plan.releases) == ["a"]
     assert len(plan.releases[0].pods) == 3
     assert (plan.blocked, plan.blocked_needs, plan.blocked_free) == (GangId(NS, "b"), 3, 1)
 
 
 @pytest.mark.parametrize(
-    ("a_leaders", "held", "expected_released", "expected_blocked"),
+    ("a_leaders", "held_by_a", "expected_released", "expected_blocked"),
     [
         # a released, none bound yet: its 3 domains are promised, b cannot have 3 of the 4
         ([dict(gated=False, released_at=T0)] * 3, [], [], "b"),
@@ -151,12 +156,12 @@ def test_two_jobsets_of_three_on_four_pools_one_is_released_the_other_waits_whol
 )
 def test_domains_promised_or_held_by_another_jobset_are_not_free(
     a_leaders: list[dict[str, Any]],
-    held: list[str],
+    held_by_a: list[str],
     expected_released: list[str],
     expected_blocked: str | None,
 ) -> None:
     a = gang("a", [leader("a", job, **kwargs) for job, kwargs in enumerate(a_leaders)])
-    plan = plan_admission([a, gated_gang("b", queued_at=T0 + 1)], pools(), held, T0 + 2, TIMEOUT)
+    plan = plan_admission([a, gated_gang("b", queued_at=T0 + 1)], pools(), held(*held_by_a), T0 + 2, TIMEOUT)
     assert released(plan.releases) == expected_released
     assert (plan.blocked.jobset if plan.blocked else None) == expected_blocked
 
@@ -167,34 +172,44 @@ def test_higher_priority_goes_first_then_older_then_name() -> None:
         gated_gang("urgent", priority=100, queued_at=T0 + 50),
         gated_gang("new", queued_at=T0 + 9),
     ]
-    plan = plan_admission(gangs, pools(9), [], T0 + 60, TIMEOUT)
+    plan = plan_admission(gangs, pools(9), {}, T0 + 60, TIMEOUT)
     assert released(plan.releases) == ["urgent", "old", "new"]
-    tie = plan_admission([gated_gang("y", jobs=1), gated_gang("x", jobs=1)], pools(1), [], T0, TIMEOUT)
+    tie = plan_admission([gated_gang("y", jobs=1), gated_gang("x", jobs=1)], pools(1), {}, T0, TIMEOUT)
     assert (released(tie.releases), tie.blocked) == (["x"], GangId(NS, "y"))
 
 
 def test_strict_fifo_a_small_jobset_does_not_overtake_the_head_waiting_for_domains() -> None:
     plan = plan_admission(
-        [gated_gang("big", jobs=3), gated_gang("small", jobs=1, queued_at=T0 + 1)], pools(2), [], T0, TIMEOUT
+        [gated_gang("big", jobs=3), gated_gang("small", jobs=1, queued_at=T0 + 1)], pools(2), {}, T0, TIMEOUT
     )
     assert (released(plan.releases), plan.blocked) == ([], GangId(NS, "big"))
 
 
 def test_unschedulable_nodes_and_unlabelled_nodes_give_no_domain() -> None:
     nodes = [*pools(4, unschedulable=frozenset({3})), NodeView("bare", {}, unschedulable=False)]
-    assert plan_admission([gated_gang("a", jobs=4)], nodes, [], T0, TIMEOUT).blocked == GangId(NS, "a")
-    assert released(plan_admission([gated_gang("a", jobs=3)], nodes, [], T0, TIMEOUT).releases) == ["a"]
+    assert plan_admission([gated_gang("a", jobs=4)], nodes, {}, T0, TIMEOUT).blocked == GangId(NS, "a")
+    assert released(plan_admission([gated_gang("a", jobs=3)], nodes, {}, T0, TIMEOUT).releases) == ["a"]
 
 
 def test_a_domain_with_one_held_node_is_not_free_even_with_other_free_nodes() -> None:
     nodes = [*pools(3), NodeView("node-0b", {GKE_NODEPOOL_LABEL: "pool-0"}, unschedulable=False)]
-    plan = plan_admission([gated_gang("a")], nodes, ["node-0"], T0, TIMEOUT)
+    plan = plan_admission([gated_gang("a")], nodes, held("node-0"), T0, TIMEOUT)
     assert (plan.blocked, plan.blocked_free) == (GangId(NS, "a"), 2)
+
+
+@pytest.mark.parametrize(("held_priority", "released_now"), [(0, True), (100, False), (500, False)])
+def test_a_domain_held_at_a_lower_priority_is_free_to_preempt(held_priority: int, released_now: bool) -> None:
+    """Exclusivity holds within a priority level: a higher-priority JobSet's leaders preempt their way into
+    domains held by lower-priority Jobs (docs/design.md, "Priorities and preemption")."""
+    plan = plan_admission(
+        [gated_gang("high", priority=100)], pools(3), held("node-0", priority=held_priority), T0, TIMEOUT
+    )
+    assert (released(plan.releases) == ["high"]) is released_now
 
 
 def test_a_jobset_not_all_of_whose_leaders_exist_waits_without_blocking_the_queue() -> None:
     partial = gang("partial", [leader("partial", 0), leader("partial", 1)])
-    plan = plan_admission([partial, gated_gang("later", jobs=2, queued_at=T0 + 5)], pools(), [], T0, TIMEOUT)
+    plan = plan_admission([partial, gated_gang("later", jobs=2, queued_at=T0 + 5)], pools(), {}, T0, TIMEOUT)
     assert released(plan.releases) == ["later"]
     assert plan.states[GangId(NS, "partial")] is GangState.WAITING_FOR_PODS
 
@@ -206,7 +221,7 @@ def test_a_release_cut_short_is_finished_first_and_its_domains_stay_promised() -
         "half", [leader("half", 0, gated=False, released_at=T0), leader("half", 1), leader("half", 2)]
     )
     plan = plan_admission(
-        [gated_gang("next", jobs=2, queued_at=T0 - 100), half], pools(4), [], T0 + 1, TIMEOUT
+        [gated_gang("next", jobs=2, queued_at=T0 - 100), half], pools(4), {}, T0 + 1, TIMEOUT
     )
     assert [(r.gang.jobset, len(r.pods), r.resumed) for r in plan.releases] == [("half", 2, True)]
     assert plan.blocked == GangId(NS, "next")
@@ -222,9 +237,11 @@ def test_a_release_that_does_not_bind_within_the_timeout_is_undone_and_frees_its
             leader("stuck", 2, gated=False, released_at=T0),
         ],
     )
-    early = plan_admission([stuck, gated_gang("b", jobs=2)], pools(), ["node-0"], T0 + TIMEOUT - 1, TIMEOUT)
+    early = plan_admission(
+        [stuck, gated_gang("b", jobs=2)], pools(), held("node-0"), T0 + TIMEOUT - 1, TIMEOUT
+    )
     assert (early.timeouts, early.blocked, early.next_deadline) == ((), GangId(NS, "b"), T0 + TIMEOUT)
-    late = plan_admission([stuck, gated_gang("b", jobs=2)], pools(), ["node-0"], T0 + TIMEOUT, TIMEOUT)
+    late = plan_admission([stuck, gated_gang("b", jobs=2)], pools(), held("node-0"), T0 + TIMEOUT, TIMEOUT)
     assert [(t.gang.jobset, sorted(uid for _key, uid in t.pods)) for t in late.timeouts] == [
         ("stuck", ["stuck-w-0-uid", "stuck-w-1-uid", "stuck-w-2-uid"])
     ]
@@ -233,7 +250,7 @@ def test_a_release_that_does_not_bind_within_the_timeout_is_undone_and_frees_its
 
 def test_a_placed_jobset_never_times_out() -> None:
     placed = gang("p", [leader("p", j, gated=False, released_at=T0, node=f"node-{j}") for j in range(3)])
-    plan = plan_admission([placed], pools(), ["node-0", "node-1", "node-2"], T0 + 10 * TIMEOUT, TIMEOUT)
+    plan = plan_admission([placed], pools(), held("node-0", "node-1", "node-2"), T0 + 10 * TIMEOUT, TIMEOUT)
     assert (plan.timeouts, plan.releases, plan.states[GangId(NS, "p")]) == ((), (), GangState.PLACED)
 
 
