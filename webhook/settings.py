@@ -76,9 +76,9 @@ class WebhookSettings(ProcessSettings):
 
     all_or_nothing: bool = Field(
         default=False,
-        description="place the exclusive Jobs of a JobSet all or nothing (its leaders gated until the resizer "
-        "admits the whole JobSet) unless the JobSet's exclusive-placement.io/all-or-nothing annotation says "
-        "otherwise",
+        description="place the exclusive Jobs of a JobSet all or nothing (its leaders gated until the "
+        "resizer admits the whole JobSet) unless the JobSet's exclusive-placement.io/all-or-nothing "
+        "annotation says otherwise",
     )
 
     @model_validator(mode="after")
