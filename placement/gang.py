@@ -91,6 +91,28 @@ def has_gang_gate(pod: Obj) -> bool:
     return any(isinstance(gate, dict) and gate.get("name") == ALL_OR_NOTHING_GATE for gate in gates)
 
 
+def as_released(pod: Obj, released_at: str) -> Obj:
+    """`pod` as it is once the resizer ungated it at `released_at` (a copy; the pod itself is unchanged).
+
+    A scheduling gate can only be removed, never added back, so "this uid was ungated at t" stays true:
+    the resizer applies it over a cache that may still show an older version of the pod."""
+    if not has_gang_gate(pod):
+        return pod
+    spec = section(pod, "spec")
+    gates = [
+        g
+        for g in spec.get("schedulingGates") or []
+        if not (isinstance(g, dict) and g.get("name") == ALL_OR_NOTHING_GATE)
+    ]
+    meta = metadata(pod)
+    annotations = {**annotations_of(pod), RELEASED_AT_ANNOTATION: released_at}
+    return {
+        **pod,
+        "metadata": {**meta, "annotations": annotations},
+        "spec": {**spec, "schedulingGates": gates},
+    }
+
+
 def parse_time(value: str | None) -> float | None:
     """RFC 3339 (metav1.Time) as seconds since the epoch; None when absent or malformed."""
     if not value:
@@ -116,17 +138,14 @@ class LeaderView:
     live: bool
     succeeded: bool
     released_at: float | None
-    """When the gate was removed (the annotation, else the pod's creation); None while gated."""
+    """When the resizer removed the gate (`RELEASED_AT_ANNOTATION`); None while gated, and for a gate
+    removed by someone else (no clock: the timeout is a safety net for the queue's own releases)."""
 
 
 def leader_view(pod: Obj) -> LeaderView:
     meta = metadata(pod)
     gated = has_gang_gate(pod)
-    released_at = None
-    if not gated:
-        released_at = parse_time(annotations_of(pod).get(RELEASED_AT_ANNOTATION)) or parse_time(
-            str(meta.get("creationTimestamp") or "")
-        )
+    released_at = None if gated else parse_time(annotations_of(pod).get(RELEASED_AT_ANNOTATION))
     return LeaderView(
         key=f"{namespace_of(pod)}/{meta.get('name') or ''}",
         uid=str(meta.get("uid") or ""),

@@ -32,6 +32,7 @@ from placement.gang import (
     GangState,
     Release,
     Timeout,
+    as_released,
     build_gang,
     gang_complete,
     gang_of,
@@ -168,6 +169,9 @@ class Resizer:
         self._gang_lock = threading.Lock()
         self._blocked_logged: GangId | None = None
         self._gang_wakeup: float | None = None
+        self._ungated: dict[str, str] = {}
+        """Leader uids this replica ungated, and when: applied over the cache (`as_released`), so a watch
+        event older than the gate's removal cannot make a released leader look queued again."""
 
     # --- informer handlers: only enqueue ---------------------------------------------------------------
 
@@ -216,8 +220,9 @@ class Resizer:
             pod = self.caches.leaders.get(pod_key)
             if pod is None:
                 members.discard(pod_key)
-            else:
-                pods.append(pod)
+                continue
+            released_at = self._ungated.get(str(metadata(pod).get("uid") or ""))
+            pods.append(as_released(pod, released_at) if released_at is not None else pod)
         if not members:
             self._gangs.pop(gang, None)
         return pods
@@ -252,6 +257,8 @@ class Resizer:
             with self._bound_lock:
                 self._bound_seen.pop(key, None)
         self._track_gang(old, present=False)
+        with self._gang_lock:
+            self._ungated.pop(str(metadata(old).get("uid") or ""), None)
         self.enqueue_gangs()
 
     # --- workers ---------------------------------------------------------------------------------------
@@ -616,7 +623,8 @@ class Resizer:
         for _ in range(MAX_CONFLICT_ROUNDS):
             if pod is None:
                 return 0
-            patch = release_patch(pod, self._wall_clock())
+            now = self._wall_clock()
+            patch = release_patch(pod, now)
             if patch is None:
                 return 0
             namespace, name = namespace_of(pod), str(metadata(pod).get("name"))
@@ -630,7 +638,9 @@ class Resizer:
                 continue
             if patched is None:
                 return 0
-            self.caches.leaders.upsert(patched)  # the watch confirms; no second release from a stale cache
+            with self._gang_lock:
+                self._ungated[str(metadata(patched).get("uid") or "")] = now
+            self.caches.leaders.upsert(patched)
             self.metrics.leader_releases.inc()
             return 1
         raise Retry("conflict")

@@ -38,6 +38,7 @@ from placement.gang import (
     GangId,
     GangState,
     NodeView,
+    as_released,
     build_gang,
     gang_complete,
     gang_of,
@@ -246,6 +247,29 @@ def test_a_release_that_does_not_bind_within_the_timeout_is_undone_and_frees_its
         ("stuck", ["stuck-w-0-uid", "stuck-w-1-uid", "stuck-w-2-uid"])
     ]
     assert released(late.releases) == ["b"]  # 3 free pools (node-0 still held until its leader goes)
+
+
+def test_a_gate_removed_by_someone_else_starts_no_timeout_clock() -> None:
+    """Only the queue's own releases carry `released-at`; a leader ungated by hand is not timed out."""
+    by_hand = gang("h", [leader("h", job, gated=False) for job in range(3)])
+    plan = plan_admission([by_hand], pools(), {}, T0 + 10 * TIMEOUT, TIMEOUT)
+    assert (plan.timeouts, plan.next_deadline, plan.states[GangId(NS, "h")]) == (
+        (),
+        None,
+        GangState.RELEASING,
+    )
+
+
+def test_as_released_removes_only_our_gate_and_leaves_the_pod_alone() -> None:
+    pod = leader("a", 0)
+    pod["spec"]["schedulingGates"].append({"name": "someone.else/gate"})
+    seen = as_released(pod, stamp(T0))
+    assert seen["spec"]["schedulingGates"] == [{"name": "someone.else/gate"}]
+    assert seen["metadata"]["annotations"][RELEASED_AT_ANNOTATION] == stamp(T0)
+    assert {"name": ALL_OR_NOTHING_GATE} in pod["spec"]["schedulingGates"]  # a copy
+    assert RELEASED_AT_ANNOTATION not in pod["metadata"]["annotations"]
+    ungated = leader("a", 0, gated=False, released_at=T0 - 5)
+    assert as_released(ungated, stamp(T0)) is ungated
 
 
 def test_a_placed_jobset_never_times_out() -> None:

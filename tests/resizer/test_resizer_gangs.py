@@ -174,6 +174,23 @@ def test_the_queue_releases_one_whole_jobset_and_keeps_the_other_whole_in_line()
     assert world.kube.count("patch") == 3
 
 
+def test_a_stale_watch_event_cannot_make_a_released_jobset_look_queued_again() -> None:
+    """An event older than the gate's removal puts the gated pod back into the cache for a moment; a gate is
+    never added back, so the resizer keeps counting those domains as promised."""
+    world = World()
+    stale = [world.leader(pod("a", job)) for job in range(3)]
+    world.leader(pod("b", 0, extra={GANG_QUEUED_AT_ANNOTATION: stamp(T0 + 1)}))
+    world.resizer.process(GANG_KEY)
+    assert world.gated("a") == [False] * 3
+    for old in stale:
+        world.caches.leaders.upsert(old)
+    world.leader(pod("b", 1, extra={GANG_QUEUED_AT_ANNOTATION: stamp(T0 + 1)}))
+    world.leader(pod("b", 2, extra={GANG_QUEUED_AT_ANNOTATION: stamp(T0 + 1)}))
+    world.resizer.process(GANG_KEY)
+    assert world.gated("b") == [True] * 3
+    assert (world.kube.count("patch"), world.metric("gang_admissions_total")) == (3, 1)
+
+
 def test_a_release_cut_short_by_a_crash_is_finished_without_touching_what_was_done() -> None:
     world = World()
     world.leader(pod("a", 0, gate=None, extra={RELEASED_AT_ANNOTATION: stamp(T0)}))
