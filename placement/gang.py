@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from enum import StrEnum
 
 from placement.constants import (
@@ -111,6 +111,12 @@ def as_released(pod: Obj, released_at: str) -> Obj:
         "metadata": {**meta, "annotations": annotations},
         "spec": {**spec, "schedulingGates": gates},
     }
+
+
+def format_time(seconds: float) -> str:
+    """Seconds since the epoch as RFC 3339 in UTC with microseconds (metav1.MicroTime's format): the
+    timeout's clock is not rounded down to the second."""
+    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def parse_time(value: str | None) -> float | None:

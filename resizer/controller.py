@@ -34,6 +34,7 @@ from placement.gang import (
     Timeout,
     as_released,
     build_gang,
+    format_time,
     gang_complete,
     gang_of,
     node_view,
@@ -172,6 +173,9 @@ class Resizer:
         self._ungated: dict[str, str] = {}
         """Leader uids this replica ungated, and when: applied over the cache (`as_released`), so a watch
         event older than the gate's removal cannot make a released leader look queued again."""
+        self._deleted: dict[str, str] = {}
+        """Leader uids this replica deleted after a timeout, and when: shown terminating until they are gone
+        (an older watch event must not make them count for a second timeout)."""
 
     # --- informer handlers: only enqueue ---------------------------------------------------------------
 
@@ -221,11 +225,20 @@ class Resizer:
             if pod is None:
                 members.discard(pod_key)
                 continue
-            released_at = self._ungated.get(str(metadata(pod).get("uid") or ""))
-            pods.append(as_released(pod, released_at) if released_at is not None else pod)
+            pods.append(self._as_acted_on(pod))
         if not members:
             self._gangs.pop(gang, None)
         return pods
+
+    def _as_acted_on(self, pod: Obj) -> Obj:
+        """The cached pod with what this replica already did to it (call with `_gang_lock` held): a watch
+        event older than our own patch or delete must not undo it in the queue's eyes."""
+        uid = str(metadata(pod).get("uid") or "")
+        deleted_at = self._deleted.get(uid)
+        if deleted_at is not None and not metadata(pod).get("deletionTimestamp"):
+            return {**pod, "metadata": {**metadata(pod), "deletionTimestamp": deleted_at}}
+        released_at = self._ungated.get(uid)
+        return as_released(pod, released_at) if released_at is not None else pod
 
     def gang(self, gang_id: GangId) -> Gang | None:
         with self._gang_lock:
@@ -259,6 +272,7 @@ class Resizer:
         self._track_gang(old, present=False)
         with self._gang_lock:
             self._ungated.pop(str(metadata(old).get("uid") or ""), None)
+            self._deleted.pop(str(metadata(old).get("uid") or ""), None)
         self.enqueue_gangs()
 
     # --- workers ---------------------------------------------------------------------------------------
@@ -623,7 +637,7 @@ class Resizer:
         for _ in range(MAX_CONFLICT_ROUNDS):
             if pod is None:
                 return 0
-            now = self._wall_clock()
+            now = format_time(self._epoch())
             patch = release_patch(pod, now)
             if patch is None:
                 return 0
@@ -674,15 +688,8 @@ class Resizer:
                 except KubeError as error:
                     if error.status != 409:  # 409: the uid precondition failed, that pod is already gone
                         raise
-            self._mark_deleted(pod_key, now)
-
-    def _mark_deleted(self, pod_key: str, now: str) -> None:
-        """Until the watch reports it, show the deleted leader as terminating: no longer part of its gang's
-        release (no second timeout), still holding its node."""
-        cached = self.caches.leaders.get(pod_key)
-        if cached is not None:
-            marked = {**cached, "metadata": {**metadata(cached), "deletionTimestamp": now}}
-            self.caches.leaders.upsert(marked)
+            with self._gang_lock:
+                self._deleted[uid] = now
 
     def _node(self, name: str | None) -> Obj | None:
         if name is None:

@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import time
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import replace
@@ -19,17 +20,21 @@ import httpx
 import pytest
 
 from devstack.commands import KubesimFlags
+from devstack.exclusivity import node_domains
 from devstack.manifests import exclusive_jobset
 from devstack.scenario import ensure_namespace
 from devstack.stack import Stack
 from placement.constants import (
     ALL_OR_NOTHING_ANNOTATION,
     ALL_OR_NOTHING_GATE,
+    ALL_OR_NOTHING_TIMEOUT_REASON,
+    GKE_NODEPOOL_LABEL,
     JOB_COMPLETION_INDEX_ANNOTATION,
     JOBSET_NAME_LABEL,
     RELEASED_AT_ANNOTATION,
 )
-from tests.e2e.jobset_e2e_support import Watch, pods_of, resizer_metric
+from placement.gang import format_time
+from tests.e2e.jobset_e2e_support import Watch, pods_of, resizer_metric, set_taint
 from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.e2e
@@ -159,7 +164,7 @@ def test_a_release_cut_short_by_a_killed_resizer_is_finished_once_by_the_next(
                 {
                     "op": "add",
                     "path": f"/metadata/annotations/{RELEASED_AT_ANNOTATION.replace('/', '~1')}",
-                    "value": "2026-01-01T00:00:00Z",
+                    "value": format_time(time.time()),
                 },
             ],
             headers={"Content-Type": "application/json-patch+json"},
@@ -184,3 +189,50 @@ def test_a_release_cut_short_by_a_killed_resizer_is_finished_once_by_the_next(
     assert resizer_metric(stack, "gang_admissions_total") == 1  # b; a was finished, not admitted again
     assert resizer_metric(stack, "leader_releases_total") == 2 * JOBS - 1
     assert resizer_metric(stack, "gang_timeouts_total") == 0
+
+
+NO_SCHEDULE = {"key": "maintenance", "value": "true", "effect": "NoSchedule"}
+
+
+def timed_out_leaders(events: list[tuple[str, Obj]]) -> set[str]:
+    return {
+        pod["metadata"]["name"]
+        for _kind, pod in events
+        if any(
+            condition.get("reason") == ALL_OR_NOTHING_TIMEOUT_REASON
+            for condition in pod.get("status", {}).get("conditions") or []
+        )
+    }
+
+
+@pytest.mark.slow
+def test_a_reservation_that_cannot_bind_times_out_and_the_jobset_queues_again(
+    stack_factory: Callable[..., Stack],
+) -> None:
+    """A pool is closed in a way the queue does not see (a taint): the JobSet of 4 is released into 4
+    "free" pools, 3 leaders bind, the 4th cannot; after the timeout its leaders are marked and deleted,
+    re-created gated and queued again; once the pool opens, the JobSet is released and completes.
+    Pods run 10 s, longer than the 2 s timeout: a bound leader does not free its pool before it."""
+    stack = stack_factory(cluster=replace(CLUSTER, pod_run_seconds=200), resizer_replicas=0)
+    stack.add_resizer(extra_args=["--all-or-nothing-timeout-seconds", "2"])
+    namespace = "timeout"
+    ensure_namespace(stack.client, namespace)
+    pools = node_domains(stack.client.list("Node"), GKE_NODEPOOL_LABEL)
+    tainted = [node for node, pool in pools.items() if pool == "pool-03"]
+    set_taint(stack, tainted, NO_SCHEDULE)  # the queue reads spec.unschedulable, not taints
+    jobset = exclusive_jobset("x", jobs=4, pods_per_job=1, gpus_per_pod=8, namespace=namespace)
+    jobset["metadata"]["annotations"][ALL_OR_NOTHING_ANNOTATION] = "true"
+    jobset["spec"]["replicatedJobs"][0]["template"]["spec"]["backoffLimit"] = 6  # a deleted pod is a failure
+    with Watch(stack.server, f"/api/v1/namespaces/{namespace}/pods") as watch:
+        stack.client.create(jobset)
+        eventually(lambda: resizer_metric(stack, "gang_timeouts_total") >= 1, "the reservation timed out", 60)
+        set_taint(stack, tainted, None)
+        eventually(
+            lambda: completed(stack, namespace, ["x"]),
+            "the JobSet completed",
+            60,
+            ignoring=(httpx.HTTPError,),
+        )
+    stack.check_alive()
+    assert len(timed_out_leaders(watch.events)) >= 4  # all 4 of the first attempt: bound or not
+    assert resizer_metric(stack, "gang_admissions_total") >= 2

@@ -40,9 +40,11 @@ from placement.gang import (
     NodeView,
     as_released,
     build_gang,
+    format_time,
     gang_complete,
     gang_of,
     gang_state,
+    parse_time,
     plan_admission,
     project_node,
     release_patch,
@@ -324,6 +326,12 @@ def test_release_patch_removes_only_our_gate_and_records_the_time() -> None:
     bare_patch = release_patch(bare, "t")
     assert bare_patch is not None
     assert jsonpatch.apply_patch(bare, bare_patch)["metadata"]["annotations"] == {RELEASED_AT_ANNOTATION: "t"}
+
+
+@pytest.mark.parametrize("seconds", [T0, T0 + 0.25, T0 + 59.999999])
+def test_release_times_keep_their_fraction_of_a_second(seconds: float) -> None:
+    assert parse_time(format_time(seconds)) == pytest.approx(seconds, abs=1e-6)
+    assert format_time(seconds).endswith("Z")
 
 
 def test_a_node_is_kept_as_name_labels_and_unschedulable_only() -> None:
