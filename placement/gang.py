@@ -11,9 +11,12 @@ Everything is derived from what the API shows (which leaders are gated, which ar
 released, on which nodes), so a new resizer replica reaches the same decision as the one it replaces.
 
 - `gang_of(obj)`: the gang a pod or Job belongs to (None when it is not all-or-nothing).
-- `leader_view(pod, gated)` / `node_view(node)`: the few fields the decisions read.
+- `build_gang(gang_id, pods)`, `leader_view(pod)`, `node_view(node)`: the few fields the decisions read;
+  `project_node(node)`: what the resizer keeps of a Node.
+- `gang_state(gang)`, `gang_complete(gang)`, `free_domains(key, nodes, held_nodes, priority)`.
 - `plan_admission(gangs, nodes, held_nodes, now, timeout)` → `AdmissionPlan`.
-- `release_patch(pod, now)`: the JSON patch that ungates one leader and records when.
+- `release_patch(pod, now)`: the JSON patch that ungates one leader and records when (`format_time`);
+  `as_released(pod, when)`: that pod as the resizer knows it is, over an older cached copy.
 - `timeout_condition(gang, waited, now)`: the DisruptionTarget condition of a timed-out leader.
 """
 
