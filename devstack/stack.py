@@ -20,7 +20,7 @@ import signal
 import subprocess
 import tempfile
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -240,12 +240,16 @@ class Stack:
         for configuration in configurations:
             self.client.create_or_replace(configuration)
 
-    def add_resizer(self) -> ManagedProcess:
-        """Start one more resizer replica (leader election on whenever the stack asks for several)."""
+    def add_resizer(self, extra_args: Sequence[str] = ()) -> ManagedProcess:
+        """Start one more resizer replica (leader election on whenever the stack asks for several);
+        `extra_args` are more resizer flags (e.g. `--all-or-nothing-timeout-seconds 2`)."""
         port = free_port()
         index = len(self.resizers)
         argv = resizer_command(
-            server=self.server, metrics_port=port, leader_elect=self.options.resizer_replicas > 1
+            server=self.server,
+            metrics_port=port,
+            leader_elect=self.options.resizer_replicas > 1,
+            extra_args=extra_args,
         )
         resizer = ManagedProcess(f"resizer-{index}", argv, self.log_dir / f"resizer-{index}.log")
         resizer.start()

@@ -23,6 +23,10 @@ from enum import StrEnum
 
 from placement.affinity import add_leader_affinity, leader_domain, pod_priority
 from placement.constants import (
+    ALL_OR_NOTHING_ANNOTATION,
+    ALL_OR_NOTHING_GATE,
+    GANG_QUEUED_AT_ANNOTATION,
+    GANG_SIZE_ANNOTATION,
     JOB_KEY_LABEL,
     JOB_NAME_LABEL,
     LEADER_COMPLETION_INDEX,
@@ -40,6 +44,7 @@ from placement.constants import (
     TOPOLOGY_ANNOTATION,
     Strategy,
 )
+from placement.gang import gang_of
 from placement.jobset import (
     JobSetRef,
     JobSetUnknown,
@@ -119,17 +124,14 @@ def _is_single_pod(spec: Obj) -> bool:
 
 
 def jobset_to_read(job: Obj, default_strategy: Strategy) -> JobSetRef | None:
-    """The JobSet whose startup order `mutate_job` needs: set only for a JobSet child Job it would shrink."""
+    """The JobSet `mutate_job` needs for an exclusive JobSet child Job: its startup order (before shrinking)
+    and its all-or-nothing annotation and size (every strategy). One GET per JobSet, remembered by uid."""
     owner = owning_jobset(job)
     if owner is None or topology_key_of_job(job) is None or in_node_selector_mode(job):
         return None
     try:
-        strategy = strategy_of_job(job, default_strategy)
+        strategy_of_job(job, default_strategy)
     except InvalidStrategy:
-        return None
-    if strategy is not Strategy.ELASTIC or TARGET_COMPLETIONS_ANNOTATION in annotations_of(job):
-        return None
-    if _is_single_pod(section(job, "spec")) or elastic_ineligibility(job) is not None:
         return None
     return owner
 
@@ -140,6 +142,7 @@ def mutate_job(
     *,
     owner: OwnerJobSet | None = None,
     take_over_jobset: bool = False,
+    all_or_nothing: bool = False,
 ) -> Verdict:
     """CREATE of a Job that asks for exclusive placement (others: allowed untouched, no patch).
 
@@ -149,7 +152,9 @@ def mutate_job(
     the Job resolved to, so they are copied into it when it would resolve differently (a Job annotated only
     on its metadata, or a fallback to `gate`); with `take_over_jobset`, JobSet's exclusive-topology
     annotation on the template becomes ours, so JobSet's pod webhooks and reconciler leave the pods alone.
-    JobSet's node-selector mode is left entirely to JobSet and the user's nodeSelector.
+    JobSet's node-selector mode is left entirely to JobSet and the user's nodeSelector. A child Job of an
+    all-or-nothing JobSet (its annotation, else `all_or_nothing` as the default) gets the all-or-nothing
+    annotations on itself and its pod template, so its leader pod is gated (`mutate_pod`).
     """
     topology_key = topology_key_of_job(job)
     if topology_key is None:
@@ -162,8 +167,14 @@ def mutate_job(
         return _deny("invalid-strategy", str(err))
     mutated = deep_copy(job)
     reason, warnings = f"strategy-{strategy}", tuple[str, ...]()
+    owner = _owner_or_unknown(job, owner)
     if strategy is Strategy.ELASTIC:
-        reason, warnings, strategy = _shrink_for_elastic(mutated, _owner_or_unknown(job, owner))
+        reason, warnings, strategy = _shrink_for_elastic(mutated, owner)
+    gang, gang_warning = gang_annotations(owner, all_or_nothing)
+    if gang:
+        _mark_all_or_nothing(mutated, gang)
+    if gang_warning:
+        warnings = (*warnings, gang_warning)
     if take_over_jobset:
         _take_over_jobset_annotation(mutated)
     _align_pod_template(mutated, topology_key, strategy, default_strategy)
@@ -203,6 +214,43 @@ def _shrink_for_elastic(job: Obj, owner: OwnerJobSet | None) -> tuple[str, tuple
     job["spec"]["completions"] = 1
     job["spec"]["parallelism"] = 1
     return "shrunk", (), Strategy.ELASTIC
+
+
+def gang_annotations(owner: OwnerJobSet | None, default: bool) -> tuple[dict[str, str], str | None]:
+    """The all-or-nothing annotations of a child Job of `owner` (empty: not all-or-nothing), and a warning
+    when the JobSet asks for it (or it is the default) but it cannot be honoured."""
+    if owner is None:
+        return {}, None
+    if isinstance(owner, JobSetUnknown):
+        if not default:
+            return {}, None
+        return {}, (
+            f"exclusive placement: all-or-nothing is not applied: its JobSet {owner.ref} could not be read "
+            f"({owner.error})"
+        )
+    if not (default if owner.all_or_nothing is None else owner.all_or_nothing):
+        return {}, None
+    if owner.waits_for_readiness():
+        return {}, (
+            "exclusive placement: all-or-nothing is not applied: the JobSet creates some Jobs only once "
+            "others are ready (startupPolicy InOrder or dependsOn Ready), so its Jobs cannot all hold a "
+            "domain before any starts"
+        )
+    return {
+        ALL_OR_NOTHING_ANNOTATION: "true",
+        GANG_SIZE_ANNOTATION: str(max(owner.exclusive_jobs, 1)),
+        GANG_QUEUED_AT_ANNOTATION: owner.created,
+    }, None
+
+
+def _mark_all_or_nothing(job: Obj, gang: dict[str, str]) -> None:
+    _ensure_map(job.setdefault("metadata", {}), "annotations").update(gang)
+    template = section(job, "spec").get("template")
+    if isinstance(template, dict):
+        template_meta = template.get("metadata")
+        if not isinstance(template_meta, dict):
+            template_meta = template["metadata"] = {}
+        _ensure_map(template_meta, "annotations").update(gang)
 
 
 def _take_over_jobset_annotation(job: Obj) -> None:
@@ -247,6 +295,8 @@ class PodPlan:
     strategy: Strategy
     leader: bool
     index: str
+    all_or_nothing: bool = False
+    """An all-or-nothing Job's pod (`placement.gang.gang_of`): its leader is gated."""
 
     @property
     def job_object_key(self) -> str:
@@ -291,6 +341,7 @@ def plan_pod(pod: Obj, namespace: str, default_strategy: Strategy) -> PodPlan | 
         strategy=strategy,
         leader=is_leader(pod),
         index=index,
+        all_or_nothing=gang_of(pod) is not None,
     )
 
 
@@ -402,6 +453,9 @@ def mutate_pod(pod: Obj, plan: PodPlan, state: LeaderState | None) -> Verdict:
     if plan.leader or plan.strategy is Strategy.AFFINITY:
         add_leader_affinity(spec, plan.job_key, plan.topology_key, priority)
         reason = "leader" if plan.leader else "follower-affinity"
+        if plan.leader and plan.all_or_nothing:
+            _add_gate(spec, ALL_OR_NOTHING_GATE)
+            reason = "leader-gated"
     elif state is None:
         raise ValueError(f"a follower of strategy {plan.strategy} needs the leader's state")
     elif state.status is LeaderStatus.BOUND:
@@ -414,17 +468,20 @@ def mutate_pod(pod: Obj, plan: PodPlan, state: LeaderState | None) -> Verdict:
         selector[plan.topology_key] = state.domain
         reason = "follower-pinned"
     elif plan.strategy is Strategy.SCHEDULING_GATE:
-        gates = spec.get("schedulingGates")
-        if not isinstance(gates, list):
-            gates = []
-            spec["schedulingGates"] = gates
-        if not has_leader_gate(mutated):
-            gates.append({"name": LEADER_SCHEDULED_GATE})
+        _add_gate(spec, LEADER_SCHEDULED_GATE)
         reason = "follower-gated"
     else:
         # elastic / gate with the leader not placed: validation rejects it with the precise reason.
         reason = f"follower-unplaced-{state.status}"
     return Verdict(allowed=True, reason=reason, patch=diff(pod, mutated), warnings=warnings)
+
+
+def _add_gate(spec: Obj, name: str) -> None:
+    gates = spec.get("schedulingGates")
+    if not isinstance(gates, list):
+        gates = spec["schedulingGates"] = []
+    if not any(isinstance(gate, dict) and gate.get("name") == name for gate in gates):
+        gates.append({"name": name})
 
 
 def _pod_label(plan: PodPlan) -> str:

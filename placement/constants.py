@@ -43,6 +43,22 @@ LEADER_SCHEDULED_GATE: Final = f"{DOMAIN}/leader-scheduled"
 PLACEMENT_VIOLATION_REASON: Final = "ExclusivePlacementViolation"
 """Reason of the DisruptionTarget condition on a follower the resizer deletes (JobSet's own reason)."""
 
+# --- All-or-nothing placement per JobSet (docs/design.md, "All-or-nothing") -------------------------------
+ALL_OR_NOTHING_ANNOTATION: Final = f"{DOMAIN}/all-or-nothing"
+"""On a JobSet: "true" / "false" overrides the webhook's default (`--all-or-nothing`). Written "true" by the
+Job webhook on the child Jobs and their pod templates of an all-or-nothing JobSet (so its pods carry it)."""
+ALL_OR_NOTHING_GATE: Final = f"{DOMAIN}/all-or-nothing"
+"""Scheduling gate on the leader pods of all-or-nothing Jobs until the resizer admits their JobSet."""
+GANG_SIZE_ANNOTATION: Final = f"{DOMAIN}/gang-size"
+"""Written with ALL_OR_NOTHING_ANNOTATION: how many exclusive Jobs the JobSet has (one domain each)."""
+GANG_QUEUED_AT_ANNOTATION: Final = f"{DOMAIN}/gang-queued-at"
+"""Written with ALL_OR_NOTHING_ANNOTATION: the JobSet's creationTimestamp, the gang's place in the FIFO."""
+RELEASED_AT_ANNOTATION: Final = f"{DOMAIN}/released-at"
+"""Written by the resizer on an all-or-nothing leader with the gate's removal (RFC 3339): the timeout's
+clock, readable by any resizer replica."""
+ALL_OR_NOTHING_TIMEOUT_REASON: Final = "ExclusivePlacementAllOrNothingTimeout"
+"""Reason of the DisruptionTarget condition on a leader of a JobSet whose reservation timed out."""
+
 
 # --- Strategies (docs/design.md, "Strategies") --------------------------------------------------------
 class Strategy(StrEnum):

@@ -8,6 +8,10 @@
   size. JobSet counts a child Job ready when its ready + succeeded pods reach min(parallelism,
   completions) of the Job's *current* spec (jobset_controller.go, calculateReplicatedJobStatuses); at size
   1 that is its leader alone, so JobSet would start what waits for it while the followers do not exist yet.
+- `JobSetStartup.all_or_nothing` / `exclusive_jobs` / `created`: what all-or-nothing placement needs
+  (docs/design.md, "All-or-nothing"): the JobSet's `exclusive-placement.io/all-or-nothing` annotation
+  (None when absent or not a boolean), how many of its Jobs are exclusive (each needs one domain), and its
+  creationTimestamp (its place in the resizer's FIFO). Read with the startup order, once per JobSet uid.
 - `uses_node_selector_mode(annotations)`: JobSet's node-selector mode (pools pre-labelled by the user),
   which this project leaves to the pods' own nodeSelector and tolerations, as JobSet's webhooks do.
 - `take_over_exclusive_topology(annotations)`: JobSet's exclusive-topology annotation replaced by ours,
@@ -19,6 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from placement.constants import (
+    ALL_OR_NOTHING_ANNOTATION,
     JOBSET_DEPENDENCY_READY,
     JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION,
     JOBSET_GROUP,
@@ -28,7 +33,16 @@ from placement.constants import (
     JOBSET_REPLICATED_JOB_NAME_LABEL,
     TOPOLOGY_ANNOTATION,
 )
-from placement.objects import Obj, labels_of, metadata, namespace_of, section
+from placement.objects import (
+    Obj,
+    annotations_of,
+    labels_of,
+    metadata,
+    namespace_of,
+    pod_template,
+    section,
+    topology_key_from_annotations,
+)
 
 
 @dataclass(frozen=True)
@@ -49,6 +63,16 @@ class JobSetStartup:
     """startupPolicy InOrder: each replicated Job waits for the previous one's readiness."""
     ready_dependencies: frozenset[str] = field(default_factory=frozenset)
     """Replicated Jobs another replicated Job `dependsOn` with status Ready."""
+    all_or_nothing: bool | None = None
+    """The JobSet's all-or-nothing annotation; None: absent (the webhook's default applies)."""
+    exclusive_jobs: int = 0
+    """Child Jobs that ask for exclusive placement: the domains the JobSet needs at once."""
+    created: str = ""
+    """The JobSet's creationTimestamp."""
+
+    def waits_for_readiness(self) -> bool:
+        """JobSet creates some child Jobs only once others are ready: they cannot all hold a domain first."""
+        return self.in_order or bool(self.ready_dependencies)
 
     def early_readiness(self, replicated_job: str) -> str | None:
         """None when JobSet waits for nothing on this replicated Job's readiness, else the reason."""
@@ -109,7 +133,41 @@ def jobset_startup(jobset: Obj) -> JobSetStartup:
         for dependency in replicated.get("dependsOn") or []:
             if isinstance(dependency, dict) and dependency.get("status") == JOBSET_DEPENDENCY_READY:
                 ready.add(str(dependency.get("name") or ""))
-    return JobSetStartup(in_order=in_order, ready_dependencies=frozenset(ready))
+    return JobSetStartup(
+        in_order=in_order,
+        ready_dependencies=frozenset(ready),
+        all_or_nothing=parse_bool(annotations_of(jobset).get(ALL_OR_NOTHING_ANNOTATION)),
+        exclusive_jobs=exclusive_jobs(jobset),
+        created=str(metadata(jobset).get("creationTimestamp") or ""),
+    )
+
+
+def parse_bool(value: str | None) -> bool | None:
+    """ "true" / "false" (any case, surrounding blanks ignored); None for anything else."""
+    word = (value or "").strip().lower()
+    return True if word == "true" else False if word == "false" else None
+
+
+def exclusive_jobs(jobset: Obj) -> int:
+    """How many child Jobs ask for exclusive placement: JobSet's exclusive-topology annotation covers every
+    replicated Job (JobSet copies it to each Job); otherwise a replicated Job's own template annotations
+    (Job or pod template) decide. JobSet's node-selector mode is left to JobSet: none."""
+    annotations = annotations_of(jobset)
+    if uses_node_selector_mode(annotations):
+        return 0
+    everything = bool(annotations.get(JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION, "").strip())
+    count = 0
+    for replicated in section(jobset, "spec").get("replicatedJobs") or []:
+        if not isinstance(replicated, dict):
+            continue
+        template = section(replicated, "template")
+        own = annotations_of(template) | annotations_of(pod_template(template))
+        if uses_node_selector_mode(own):
+            continue
+        if everything or topology_key_from_annotations(own) is not None:
+            replicas = replicated.get("replicas", 1)
+            count += replicas if isinstance(replicas, int) and not isinstance(replicas, bool) else 1
+    return count
 
 
 def uses_node_selector_mode(annotations: dict[str, str]) -> bool:

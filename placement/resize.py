@@ -81,6 +81,8 @@ class SkipReason(StrEnum):
     FOLLOWER_GATED = "follower-gated"
     NOT_PINNED = "not-pinned"
     IN_LEADER_DOMAIN = "in-leader-domain"
+    GANG_INCOMPLETE = "gang-incomplete"
+    """All-or-nothing: not every Job of the JobSet has a bound leader yet."""
 
 
 @dataclass(frozen=True)

@@ -10,14 +10,16 @@ from collections.abc import Callable
 from types import FrameType
 
 from kubekit.client import Kube, Resource, Timeouts, build_api_client
-from kubekit.informer import Handler, Informer, Store
+from kubekit.informer import Handler, Informer, Store, without_managed_fields
 from placement.constants import RESIZE_LABEL, RESIZE_PENDING, ROLE_FOLLOWER, ROLE_LABEL, ROLE_LEADER
+from placement.gang import project_node
 from placement.objects import Obj
 from placement.resize import follower_to_watch
 from resizer.controller import (
     FollowerHandler,
     JobHandler,
     LeaderHandler,
+    NodeHandler,
     Resizer,
     is_pending_job,
     new_caches,
@@ -74,7 +76,13 @@ class ResizerApp:
         else:
             self.elector = AlwaysLeader(self._started_leading)
         self.resizer = Resizer(
-            self.kube, self.caches, self.queue, self.metrics, self.elector, dry_run=settings.dry_run
+            self.kube,
+            self.caches,
+            self.queue,
+            self.metrics,
+            self.elector,
+            dry_run=settings.dry_run,
+            gang_timeout=settings.all_or_nothing_timeout_seconds,
         )
         self.informers = [
             self._informer(
@@ -101,6 +109,16 @@ class ResizerApp:
                 store=self.caches.followers,
                 field_selector=UNBOUND_PODS,
             ),
+            # The all-or-nothing queue's free domains: name, labels and spec.unschedulable of every Node.
+            self._informer(
+                "nodes",
+                "nodes",
+                None,
+                NodeHandler(self.resizer),
+                store=self.caches.nodes,
+                project=project_node,
+                cluster_scoped=True,
+            ),
         ]
         self.health = HealthServer(
             settings.metrics_host, settings.metrics_port, self.metrics.registry, self._livez, self._readyz
@@ -111,18 +129,21 @@ class ResizerApp:
         self,
         resource: Resource,
         name: str,
-        label_selector: str,
+        label_selector: str | None,
         handler: Handler,
         *,
         keep: Callable[[Obj], bool] = lambda _obj: True,
         store: Store,
         field_selector: str | None = None,
+        project: Callable[[Obj], Obj] = without_managed_fields,
+        cluster_scoped: bool = False,
     ) -> Informer:
         return Informer(
             self.kube,
             resource,
             name=name,
-            namespace=self.settings.namespace,
+            namespace=None if cluster_scoped else self.settings.namespace,
+            project=project,
             label_selector=label_selector,
             field_selector=field_selector,
             handler=handler,
@@ -153,10 +174,11 @@ class ResizerApp:
                 if stop.is_set():
                     return False
         log.info(
-            "caches synced: %d pending Jobs, %d leaders, %d unbound followers",
+            "caches synced: %d pending Jobs, %d leaders, %d unbound followers, %d nodes",
             len(self.caches.jobs),
             len(self.caches.leaders),
             len(self.caches.followers),
+            len(self.caches.nodes),
         )
         return True
 

@@ -57,6 +57,27 @@ class Metrics:
             ["informer", "reason"],
             registry=self.registry,
         )
+        self.gang_admissions = Counter(
+            f"{PREFIX}_gang_admissions",
+            "All-or-nothing JobSets released from the queue (every gated leader ungated).",
+            registry=self.registry,
+        )
+        self.leader_releases = Counter(
+            f"{PREFIX}_leader_releases",
+            "All-or-nothing leader pods ungated (one patch each).",
+            registry=self.registry,
+        )
+        self.gang_timeouts = Counter(
+            f"{PREFIX}_gang_timeouts",
+            "All-or-nothing JobSets whose leaders did not all bind within the timeout: their ungated leaders "
+            "deleted.",
+            registry=self.registry,
+        )
+        self.gangs_queued = Gauge(
+            f"{PREFIX}_gangs_queued",
+            "All-or-nothing JobSets waiting in the queue for free domains.",
+            registry=self.registry,
+        )
         self.is_leader = Gauge(
             f"{PREFIX}_is_leader", "1 while this replica holds the Lease and acts.", registry=self.registry
         )

@@ -22,7 +22,8 @@ class ResizerSettings(ProcessSettings):
     CLI_PROG: ClassVar[str] = "python -m resizer"
     CLI_DESCRIPTION: ClassVar[str] = (
         "Restore each elastic Job to its target size the moment its leader pod binds, and release "
-        "scheduling-gated followers into their leader's domain."
+        "scheduling-gated followers into their leader's domain; admit all-or-nothing JobSets when there are "
+        "free domains for all of their Jobs."
     )
     RENAMED: ClassVar[dict[str, str]] = {
         "request_timeout": "request_timeout_seconds",
@@ -45,6 +46,13 @@ class ResizerSettings(ProcessSettings):
         default=0.05, gt=0, description="first per-Job retry delay (doubles per failure)"
     )
     retry_max_delay_seconds: float = Field(default=30.0, gt=0, description="cap of the per-Job retry delay")
+
+    all_or_nothing_timeout_seconds: float = Field(
+        default=300.0,
+        gt=0,
+        description="an all-or-nothing JobSet whose released leaders have not all bound within this gets its "
+        "ungated leaders deleted (its domains freed; it queues again)",
+    )
 
     # --- HA (coordination.k8s.io/v1 Lease)
     leader_elect: bool = Field(default=True, description="elect one active replica through a Lease")

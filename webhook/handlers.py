@@ -1,7 +1,8 @@
 """Admission handlers: an AdmissionRequest in, an AdmissionReview out.
 
 They call the pure placement core and, for followers, the leader source (cache first, live on a miss);
-for a JobSet child Job about to be shrunk, the JobSet source (its startup order, read once per JobSet).
+for an exclusive JobSet child Job, the JobSet source (its startup order and all-or-nothing annotation, read
+once per JobSet).
 Out-of-scope requests (another kind, another operation, non-exclusive objects) return early: allowed,
 no patch. No HTTP here: the routes in `webhook.app` read and write the wire.
 """
@@ -78,11 +79,13 @@ class Admission:
         jobsets: JobSetSource,
         *,
         take_over_jobset: bool = True,
+        all_or_nothing: bool = False,
     ) -> None:
         self.default_strategy = default_strategy
         self.leaders = leaders
         self.jobsets = jobsets
         self.take_over_jobset = take_over_jobset
+        self.all_or_nothing = all_or_nothing
 
     def _done(self, request: AdmissionRequest, verdict: Verdict, *, mutating: bool, job: str = "") -> Handled:
         context = {**_context(request), "reason": verdict.reason}
@@ -142,5 +145,11 @@ class Admission:
         owner = None
         if jobset is not None:
             owner = await self.jobsets.startup(replace(jobset, namespace=jobset.namespace or namespace))
-        verdict = mutate_job(job, self.default_strategy, owner=owner, take_over_jobset=self.take_over_jobset)
+        verdict = mutate_job(
+            job,
+            self.default_strategy,
+            owner=owner,
+            take_over_jobset=self.take_over_jobset,
+            all_or_nothing=self.all_or_nothing,
+        )
         return self._done(request, verdict, mutating=True, job=job_name)

@@ -107,6 +107,7 @@ def build(settings: WebhookSettings) -> Webhook:
                 "tls": tls is not None,
                 "strategy": settings.default_strategy,
                 "jobset_takeover": settings.jobset_takeover,
+                "all_or_nothing": settings.all_or_nothing,
             },
         )
         try:
@@ -117,7 +118,13 @@ def build(settings: WebhookSettings) -> Webhook:
             await asyncio.to_thread(directory.stop)
 
     app = create_app(
-        Admission(settings.default_strategy, directory, jobsets, take_over_jobset=settings.jobset_takeover),
+        Admission(
+            settings.default_strategy,
+            directory,
+            jobsets,
+            take_over_jobset=settings.jobset_takeover,
+            all_or_nothing=settings.all_or_nothing,
+        ),
         directory,
         metrics,
         tls_loaded=(lambda: tls.loaded) if tls is not None else (lambda: True),

@@ -74,6 +74,13 @@ class WebhookSettings(ProcessSettings):
         "this project's, so JobSet's pod webhooks and pod reconciler leave the pods to this project",
     )
 
+    all_or_nothing: bool = Field(
+        default=False,
+        description="place the exclusive Jobs of a JobSet all or nothing (its leaders gated until the "
+        "resizer admits the whole JobSet) unless the JobSet's exclusive-placement.io/all-or-nothing "
+        "annotation says otherwise",
+    )
+
     @model_validator(mode="after")
     def _tls_unless_dev(self) -> WebhookSettings:
         if self.cert_dir is None and not self.insecure_dev:

@@ -34,6 +34,7 @@ def test_webhook_flags_parse_into_the_chart_settings(strategy: str, mode_values:
     assert settings.cert_dir == Path("/etc/exclusive-placement/certs")
     assert settings.default_strategy == strategy
     assert settings.jobset_takeover is True
+    assert settings.all_or_nothing is False
     assert settings.log_format == "json"
     assert settings.kubeconfig is None
     assert settings.server is None, "in a cluster the webhook uses its ServiceAccount"
@@ -42,6 +43,16 @@ def test_webhook_flags_parse_into_the_chart_settings(strategy: str, mode_values:
 def test_the_jobset_takeover_value_reaches_the_webhook(mode_values: dict[str, Obj]) -> None:
     objects = render(merged(mode_values["generate"], {"placement": {"jobsetTakeover": False}}))
     assert load_webhook_settings(args(objects, "webhook")).jobset_takeover is False
+
+
+@pytest.mark.parametrize("value", [True, False])
+def test_the_all_or_nothing_values_reach_the_webhook_and_the_resizer(
+    value: bool, mode_values: dict[str, Obj]
+) -> None:
+    overrides = {"placement": {"allOrNothing": value}, "resizer": {"allOrNothingTimeoutSeconds": 42.5}}
+    objects = render(merged(mode_values["generate"], overrides))
+    assert load_webhook_settings(args(objects, "webhook")).all_or_nothing is value
+    assert load_resizer_settings(args(objects, "resizer")).all_or_nothing_timeout_seconds == 42.5
 
 
 def test_resizer_flags_parse_into_the_chart_settings(mode_values: dict[str, Obj]) -> None:
@@ -53,3 +64,4 @@ def test_resizer_flags_parse_into_the_chart_settings(mode_values: dict[str, Obj]
     assert settings.metrics_port == 8080
     assert settings.concurrency == 8
     assert settings.log_format == "text"
+    assert settings.all_or_nothing_timeout_seconds == 300

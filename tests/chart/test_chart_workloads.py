@@ -182,7 +182,7 @@ def test_resizer_has_exactly_its_listed_permissions(objects: list[Obj]) -> None:
             ("", "pods/status"): {"patch"},
             ("batch", "jobs"): {"get", "list", "watch", "patch"},
             ("", "events"): {"create"},
-            ("", "nodes"): {"get"},
+            ("", "nodes"): {"get", "list", "watch"},
         },
         NAMESPACE: {("coordination.k8s.io", "leases"): {"get", "create", "update"}},
     }

@@ -217,24 +217,29 @@ def test_a_child_job_nothing_waits_for_is_shrunk(owner: JobSetStartup) -> None:
     assert (result["spec"]["completions"], result["metadata"]["labels"][RESIZE_LABEL]) == (1, "pending")
 
 
+TRAINER = JobSetRef(NS, "trainer", "trainer-uid")
+
+
 @pytest.mark.parametrize(
     ("the_job", "default", "expected"),
     [
-        (child_job(), Strategy.ELASTIC, JobSetRef(NS, "trainer", "trainer-uid")),
-        (child_job(), Strategy.GATE, None),
-        (child_job(completions=1, parallelism=1), Strategy.ELASTIC, None),
-        (child_job(mode=None), Strategy.ELASTIC, None),
+        (child_job(), Strategy.ELASTIC, TRAINER),
+        (child_job(), Strategy.GATE, TRAINER),
+        (child_job(completions=1, parallelism=1), Strategy.ELASTIC, TRAINER),
+        (child_job(mode=None), Strategy.ELASTIC, TRAINER),
         (job(annotations=dict(JOBSET)), Strategy.ELASTIC, None),
         (job(jobset="trainer"), Strategy.ELASTIC, None),
     ],
     ids=["to shrink", "not elastic", "single pod", "ineligible", "no JobSet", "not exclusive"],
 )
-def test_the_jobset_is_read_only_for_a_child_job_about_to_be_shrunk(
+def test_the_jobset_is_read_for_every_exclusive_child_job(
     the_job: dict[str, Any], default: Strategy, expected: JobSetRef | None
 ) -> None:
+    """Its startup order decides the shrink, its all-or-nothing annotation concerns every strategy (one GET
+    per JobSet: the webhook remembers the answer by uid)."""
     assert jobset_to_read(the_job, default) == expected
     shrunk = apply(child_job(), mutate_job(child_job(), Strategy.ELASTIC, owner=JobSetStartup()).patch)
-    assert jobset_to_read(shrunk, Strategy.ELASTIC) is None  # re-invocation: already shrunk
+    assert jobset_to_read(shrunk, Strategy.ELASTIC) == TRAINER  # re-invocation: read from memory
 
 
 # --- 2. taking JobSet's annotation over ---------------------------------------------------------------

@@ -10,6 +10,10 @@ from typing import Any
 import pytest
 
 from placement.constants import (
+    ALL_OR_NOTHING_ANNOTATION,
+    ALL_OR_NOTHING_GATE,
+    GANG_QUEUED_AT_ANNOTATION,
+    GANG_SIZE_ANNOTATION,
     JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION,
     JOBSET_NODE_SELECTOR_ANNOTATION,
     RESIZE_LABEL,
@@ -140,6 +144,57 @@ def test_the_takeover_can_be_turned_off(fake_api: FakeKubeApi) -> None:
     assert annotations[JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION] == POOL
     assert TOPOLOGY_ANNOTATION not in annotations
     assert job["spec"]["completions"] == 1
+
+
+# --- all-or-nothing -------------------------------------------------------------------------------------
+
+
+def all_or_nothing_jobset(annotation: str | None) -> dict[str, Any]:
+    jobset = jobset_of_fixture()
+    jobset["metadata"]["annotations"] = {JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION: POOL}
+    if annotation is not None:
+        jobset["metadata"]["annotations"][ALL_OR_NOTHING_ANNOTATION] = annotation
+    jobset["metadata"]["creationTimestamp"] = "2026-05-01T10:00:00Z"
+    return jobset
+
+
+@pytest.mark.parametrize(
+    ("annotation", "default", "expected"),
+    [("true", False, True), (None, True, True), ("false", True, False), (None, False, False)],
+    ids=["annotated", "default on", "opted out", "default off"],
+)
+def test_an_all_or_nothing_jobset_gates_the_leaders_of_its_jobs(
+    fake_api: FakeKubeApi, annotation: str | None, default: bool, expected: bool
+) -> None:
+    fake_api.put("jobsets", all_or_nothing_jobset(annotation))
+    webhook = build(settings_for(fake_api.url, all_or_nothing=default))
+    with AsgiClient(webhook.app) as client:
+        eventually(lambda: client.get("/readyz").status_code == 200, "the webhook ready")
+        jobs = []
+        for name in ("trainer-workers-0", "trainer-workers-1"):
+            review = child_job_review(name)
+            review["request"]["object"]["spec"]["template"]["metadata"]["annotations"][
+                STRATEGY_ANNOTATION
+            ] = "gate"
+            jobs.append(
+                apply(
+                    review["request"]["object"], decode_patch(client.post("/mutate-jobs", json=review).json())
+                )
+            )
+        leader = fixture_review("leader-pod.json")
+        pod = leader["request"]["object"]
+        pod["metadata"]["labels"].update(jobs[0]["metadata"]["labels"])
+        pod["metadata"]["annotations"].update(jobs[0]["spec"]["template"]["metadata"]["annotations"])
+        answer = client.post("/mutate-pods", json=leader).json()
+    assert fake_api.requests["get"] == 1  # one read of the JobSet for both Jobs, whatever their strategy
+    template = jobs[1]["spec"]["template"]["metadata"]["annotations"]
+    if expected:
+        assert (template[ALL_OR_NOTHING_ANNOTATION], template[GANG_SIZE_ANNOTATION]) == ("true", "2")
+        assert template[GANG_QUEUED_AT_ANNOTATION] == "2026-05-01T10:00:00Z"
+    else:
+        assert ALL_OR_NOTHING_ANNOTATION not in template
+    gated = apply(pod, decode_patch(answer))["spec"].get("schedulingGates") or []
+    assert ({"name": ALL_OR_NOTHING_GATE} in gated) is expected
 
 
 # --- pods: JobSet's node-selector mode, no owner, two leaders ---------------------------------------------

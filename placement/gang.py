@@ -1,0 +1,465 @@
+"""All-or-nothing placement per JobSet, as pure decisions (docs/design.md, "All-or-nothing").
+
+The webhook gates the leader pod of every Job of an all-or-nothing JobSet (`ALL_OR_NOTHING_GATE`); a
+JobSet's gated leaders form a *gang*. The resizer is the admission queue: `plan_admission` says which
+gangs to release (every gated leader of the gang ungated at once), which released gangs timed out (their
+ungated leaders deleted, so their domains go back), and which gang heads the queue waiting for domains.
+`gang_complete` says when a gang's Jobs may grow (elastic) or release their followers (scheduling-gate):
+once every Job of the JobSet has a bound leader.
+
+Everything is derived from what the API shows (which leaders are gated, which are bound, when each was
+released, on which nodes), so a new resizer replica reaches the same decision as the one it replaces.
+
+- `gang_of(obj)`: the gang a pod or Job belongs to (None when it is not all-or-nothing).
+- `build_gang(gang_id, pods)`, `leader_view(pod)`, `node_view(node)`: the few fields the decisions read;
+  `project_node(node)`: what the resizer keeps of a Node.
+- `gang_state(gang)`, `gang_complete(gang)`, `free_domains(key, nodes, held_nodes, priority)`.
+- `plan_admission(gangs, nodes, held_nodes, now, timeout)` → `AdmissionPlan`.
+- `release_patch(pod, now)`: the JSON patch that ungates one leader and records when (`format_time`);
+  `as_released(pod, when)`: that pod as the resizer knows it is, over an older cached copy.
+- `timeout_condition(gang, waited, now)`: the DisruptionTarget condition of a timed-out leader.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from enum import StrEnum
+
+from placement.constants import (
+    ALL_OR_NOTHING_ANNOTATION,
+    ALL_OR_NOTHING_GATE,
+    ALL_OR_NOTHING_TIMEOUT_REASON,
+    DEFAULT_PRIORITY,
+    DISRUPTION_TARGET_CONDITION,
+    GANG_QUEUED_AT_ANNOTATION,
+    GANG_SIZE_ANNOTATION,
+    JOBSET_NAME_LABEL,
+    JOBSET_RESTART_ATTEMPT_LABEL,
+    RELEASED_AT_ANNOTATION,
+)
+from placement.leader import is_live
+from placement.objects import (
+    Obj,
+    annotations_of,
+    labels_of,
+    metadata,
+    namespace_of,
+    node_name,
+    owner_job_key,
+    section,
+    topology_key_of_pod,
+)
+from placement.patch import JsonPatch
+from placement.resize import escape_json_pointer
+
+
+@dataclass(frozen=True, order=True)
+class GangId:
+    """One attempt of one JobSet: a JobSet restart re-creates every Job, which then forms a new gang."""
+
+    namespace: str
+    jobset: str
+    attempt: str = "0"
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.jobset}#{self.attempt}"
+
+
+def gang_size(annotations: Mapping[str, str]) -> int | None:
+    """The gang size the webhook wrote, when the object is all-or-nothing (else None)."""
+    if annotations.get(ALL_OR_NOTHING_ANNOTATION, "").strip().lower() != "true":
+        return None
+    raw = annotations.get(GANG_SIZE_ANNOTATION, "").strip()
+    return int(raw) if raw.isdigit() and int(raw) > 0 else None
+
+
+def pod_priority_value(pod: Obj) -> int:
+    """`spec.priority` (`DEFAULT_PRIORITY` when unset), as the scheduler reads it."""
+    priority = section(pod, "spec").get("priority")
+    return priority if isinstance(priority, int) and not isinstance(priority, bool) else DEFAULT_PRIORITY
+
+
+def gang_of(obj: Obj) -> GangId | None:
+    """The gang of an all-or-nothing pod or Job: its JobSet (by name label) and restart attempt."""
+    jobset = labels_of(obj).get(JOBSET_NAME_LABEL)
+    if not jobset or gang_size(annotations_of(obj)) is None:
+        return None
+    return GangId(namespace_of(obj), jobset, labels_of(obj).get(JOBSET_RESTART_ATTEMPT_LABEL, "0"))
+
+
+def has_gang_gate(pod: Obj) -> bool:
+    gates = section(pod, "spec").get("schedulingGates") or []
+    return any(isinstance(gate, dict) and gate.get("name") == ALL_OR_NOTHING_GATE for gate in gates)
+
+
+def as_released(pod: Obj, released_at: str) -> Obj:
+    """`pod` as it is once the resizer ungated it at `released_at` (a copy; the pod itself is unchanged).
+
+    A scheduling gate can only be removed, never added back, so "this uid was ungated at t" stays true:
+    the resizer applies it over a cache that may still show an older version of the pod."""
+    if not has_gang_gate(pod):
+        return pod
+    spec = section(pod, "spec")
+    gates = [
+        g
+        for g in spec.get("schedulingGates") or []
+        if not (isinstance(g, dict) and g.get("name") == ALL_OR_NOTHING_GATE)
+    ]
+    meta = metadata(pod)
+    annotations = {**annotations_of(pod), RELEASED_AT_ANNOTATION: released_at}
+    return {
+        **pod,
+        "metadata": {**meta, "annotations": annotations},
+        "spec": {**spec, "schedulingGates": gates},
+    }
+
+
+def format_time(seconds: float) -> str:
+    """Seconds since the epoch as RFC 3339 in UTC with microseconds (metav1.MicroTime's format): the
+    timeout's clock is not rounded down to the second."""
+    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def parse_time(value: str | None) -> float | None:
+    """RFC 3339 (metav1.Time) as seconds since the epoch; None when absent or malformed."""
+    if not value:
+        return None
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+# --- what the decisions read ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LeaderView:
+    key: str
+    """`namespace/name` of the pod."""
+    uid: str
+    job: str
+    """`namespace/name` of its Job."""
+    gated: bool
+    node: str | None
+    live: bool
+    succeeded: bool
+    released_at: float | None
+    """When the resizer removed the gate (`RELEASED_AT_ANNOTATION`); None while gated, and for a gate
+    removed by someone else (no clock: the timeout is a safety net for the queue's own releases)."""
+
+
+def leader_view(pod: Obj) -> LeaderView:
+    meta = metadata(pod)
+    gated = has_gang_gate(pod)
+    released_at = None if gated else parse_time(annotations_of(pod).get(RELEASED_AT_ANNOTATION))
+    return LeaderView(
+        key=f"{namespace_of(pod)}/{meta.get('name') or ''}",
+        uid=str(meta.get("uid") or ""),
+        job=owner_job_key(pod) or "",
+        gated=gated,
+        node=node_name(pod),
+        live=is_live(pod),
+        succeeded=section(pod, "status").get("phase") == "Succeeded",
+        released_at=released_at,
+    )
+
+
+@dataclass(frozen=True)
+class Gang:
+    id: GangId
+    size: int
+    topology_key: str
+    priority: int
+    queued_at: float
+    leaders: tuple[LeaderView, ...]
+
+
+def build_gang(gang_id: GangId, pods: Sequence[Obj]) -> Gang | None:
+    """The gang of these leader pods (all of `gang_id`); None when none is left."""
+    if not pods:
+        return None
+    sizes = [gang_size(annotations_of(pod)) or 0 for pod in pods]
+    keys = [key for pod in pods if (key := topology_key_of_pod(pod))]
+    queued = [
+        parse_time(annotations_of(pod).get(GANG_QUEUED_AT_ANNOTATION))
+        or parse_time(str(metadata(pod).get("creationTimestamp") or ""))
+        or 0.0
+        for pod in pods
+    ]
+    return Gang(
+        id=gang_id,
+        size=max(sizes),
+        topology_key=keys[0] if keys else "",
+        priority=max(pod_priority_value(pod) for pod in pods),
+        queued_at=min(queued),
+        leaders=tuple(sorted((leader_view(pod) for pod in pods), key=lambda leader: leader.key)),
+    )
+
+
+@dataclass(frozen=True)
+class NodeView:
+    name: str
+    labels: Mapping[str, str]
+    unschedulable: bool
+
+
+def node_view(node: Obj) -> NodeView:
+    return NodeView(
+        name=str(metadata(node).get("name") or ""),
+        labels=labels_of(node),
+        unschedulable=bool(section(node, "spec").get("unschedulable")),
+    )
+
+
+def project_node(node: Obj) -> Obj:
+    """What the resizer keeps of a Node: its name, labels (the topology keys come from pods at run time, so
+    all of them) and `spec.unschedulable`; no status (the bulk of a Node)."""
+    meta = metadata(node)
+    kept: Obj = {"metadata": {"name": meta.get("name"), "labels": labels_of(node)}}
+    for field_name in ("resourceVersion", "uid"):
+        if field_name in meta:
+            kept["metadata"][field_name] = meta[field_name]
+    if section(node, "spec").get("unschedulable"):
+        kept["spec"] = {"unschedulable": True}
+    return kept
+
+
+# --- the gang's state --------------------------------------------------------------------------------------
+
+
+class GangState(StrEnum):
+    WAITING_FOR_PODS = "waiting-for-pods"
+    """Gated, but not every Job of the JobSet has shown a leader yet: not in the queue."""
+    QUEUED = "queued"
+    """Every Job has a leader, all gated: waits for as many free domains as it has gated Jobs."""
+    RELEASING = "releasing"
+    """Some leaders ungated, some not bound yet (or still gated after a restart mid-release)."""
+    PLACED = "placed"
+    """Every live leader ungated and bound."""
+    IDLE = "idle"
+    """No live leader (finished or deleted)."""
+
+
+def _jobs(leaders: Iterable[LeaderView]) -> set[str]:
+    return {leader.job for leader in leaders}
+
+
+def live_leaders(gang: Gang) -> list[LeaderView]:
+    return [leader for leader in gang.leaders if leader.live]
+
+
+def gang_state(gang: Gang) -> GangState:
+    live = live_leaders(gang)
+    if not live:
+        return GangState.IDLE
+    ungated = [leader for leader in live if not leader.gated]
+    if not ungated:
+        return GangState.QUEUED if len(_jobs(gang.leaders)) >= gang.size else GangState.WAITING_FOR_PODS
+    if any(leader.gated or leader.node is None for leader in live):
+        return GangState.RELEASING
+    return GangState.PLACED
+
+
+def gang_complete(gang: Gang) -> bool:
+    """Every Job of the JobSet has a live, ungated, bound leader (or one that succeeded): the Jobs may
+    grow."""
+    live = live_leaders(gang)
+    bound = _jobs(leader for leader in live if not leader.gated and leader.node is not None)
+    done = _jobs(leader for leader in gang.leaders if leader.succeeded) - _jobs(live)
+    return len(bound | done) >= gang.size
+
+
+def promised(gang: Gang) -> int:
+    """Domains a releasing gang still needs: its Jobs whose leader is gated or released but not bound."""
+    return len(_jobs(leader for leader in live_leaders(gang) if leader.node is None))
+
+
+def needed(gang: Gang) -> int:
+    """Domains a queued gang needs: one per Job with a gated leader."""
+    return len(_jobs(leader for leader in live_leaders(gang) if leader.gated))
+
+
+def waiting_since(gang: Gang) -> float | None:
+    """When the oldest released, still unbound leader was released: the timeout's clock."""
+    times = [
+        leader.released_at
+        for leader in live_leaders(gang)
+        if not leader.gated and leader.node is None and leader.released_at is not None
+    ]
+    return min(times, default=None)
+
+
+# --- the admission queue --------------------------------------------------------------------------------
+
+
+def queue_order(gang: Gang) -> tuple[int, float, GangId]:
+    """Higher priority first, then the older JobSet, then by name: one total order on every replica."""
+    return (-gang.priority, gang.queued_at, gang.id)
+
+
+def free_domains(
+    topology_key: str, nodes: Iterable[NodeView], held_nodes: Mapping[str, int], priority: int = 0
+) -> set[str]:
+    """Domains of `topology_key` with a schedulable node and no node holding a live exclusive leader of
+    `priority` or higher (a lower one is preempted: exclusivity holds within a priority level)."""
+    schedulable: set[str] = set()
+    taken: set[str] = set()
+    for node in nodes:
+        domain = node.labels.get(topology_key)
+        if domain is None:
+            continue
+        if node.name in held_nodes and held_nodes[node.name] >= priority:
+            taken.add(domain)
+        elif not node.unschedulable:
+            schedulable.add(domain)
+    return schedulable - taken
+
+
+@dataclass(frozen=True)
+class Release:
+    gang: GangId
+    pods: tuple[str, ...]
+    """Gated leaders to ungate (`namespace/name`)."""
+    resumed: bool
+    """True when finishing a release another replica (or an earlier pass) began."""
+
+
+@dataclass(frozen=True)
+class Timeout:
+    gang: GangId
+    pods: tuple[tuple[str, str], ...]
+    """Ungated leaders to delete: (`namespace/name`, uid)."""
+    waited: float
+
+
+@dataclass(frozen=True)
+class AdmissionPlan:
+    releases: tuple[Release, ...] = ()
+    timeouts: tuple[Timeout, ...] = ()
+    blocked: GangId | None = None
+    """The head of the queue, waiting for domains: nothing behind it is released (strict FIFO)."""
+    blocked_needs: int = 0
+    blocked_free: int = 0
+    next_deadline: float | None = None
+    """When the earliest releasing gang times out, if none does now: when to look again."""
+    states: Mapping[GangId, GangState] = field(default_factory=dict)
+
+
+def plan_admission(
+    gangs: Iterable[Gang],
+    nodes: Sequence[NodeView],
+    held_nodes: Mapping[str, int],
+    now: float,
+    timeout: float,
+) -> AdmissionPlan:
+    """Which gangs to release, which to time out, which heads the queue.
+
+    1. A releasing gang that has waited longer than `timeout` for its leaders to bind times out: its
+       ungated leaders are deleted (the Job controller re-creates them, the webhook gates them again, and
+       the gang queues again at its JobSet's place); its domains are no longer promised.
+    2. Every other releasing gang is finished first: its gated leaders are ungated (a restart mid-release);
+       its unbound Jobs count as promised domains.
+    3. Queued gangs, in `queue_order`: the head is released when the free domains of its topology key,
+       less every promised domain, are at least its gated Jobs; else it blocks everything behind it.
+    `held_nodes` are the nodes of bound, unfinished exclusive leaders (any Job, any strategy), with the
+    highest priority among them: a domain held at a lower priority than a gang's is free to it (its
+    leaders preempt their way in, as every exclusive leader does; docs/design.md, "Priorities and
+    preemption").
+    """
+    states: dict[GangId, GangState] = {}
+    releases: list[Release] = []
+    timeouts: list[Timeout] = []
+    queued: list[Gang] = []
+    promises = 0
+    deadlines: list[float] = []
+    for gang in sorted(gangs, key=lambda g: g.id):
+        state = states[gang.id] = gang_state(gang)
+        if state is GangState.QUEUED:
+            queued.append(gang)
+        elif state is GangState.RELEASING:
+            since = waiting_since(gang)
+            if since is not None and now - since >= timeout:
+                pods = tuple((lead.key, lead.uid) for lead in live_leaders(gang) if not lead.gated)
+                timeouts.append(Timeout(gang.id, pods, now - since))
+                continue
+            if since is not None:
+                deadlines.append(since + timeout)
+            promises += promised(gang)
+            gated = tuple(leader.key for leader in live_leaders(gang) if leader.gated)
+            if gated:
+                releases.append(Release(gang.id, gated, resumed=True))
+    blocked: GangId | None = None
+    blocked_needs = blocked_free = 0
+    for gang in sorted(queued, key=queue_order):
+        need = needed(gang)
+        free = len(free_domains(gang.topology_key, nodes, held_nodes, gang.priority)) - promises
+        if need > free:
+            blocked, blocked_needs, blocked_free = gang.id, need, max(free, 0)
+            break
+        promises += need
+        gated = tuple(leader.key for leader in live_leaders(gang) if leader.gated)
+        releases.append(Release(gang.id, gated, resumed=False))
+        deadlines.append(now + timeout)
+    return AdmissionPlan(
+        releases=tuple(releases),
+        timeouts=tuple(timeouts),
+        blocked=blocked,
+        blocked_needs=blocked_needs,
+        blocked_free=blocked_free,
+        next_deadline=min(deadlines, default=None),
+        states=states,
+    )
+
+
+# --- acting on the plan: the patches ----------------------------------------------------------------------
+
+
+def release_patch(pod: Obj, now: str) -> JsonPatch | None:
+    """Remove the all-or-nothing gate (after `test`ing it is where it was seen) and record `now` (RFC 3339)
+    in `RELEASED_AT_ANNOTATION`, in one patch: the timeout's clock survives a resizer restart. None when
+    the pod is not gated."""
+    gates = section(pod, "spec").get("schedulingGates") or []
+    index = next(
+        (
+            i
+            for i, gate in enumerate(gates)
+            if isinstance(gate, dict) and gate.get("name") == ALL_OR_NOTHING_GATE
+        ),
+        None,
+    )
+    if index is None:
+        return None
+    path = f"/spec/schedulingGates/{index}"
+    patch: JsonPatch = [
+        {"op": "test", "path": path, "value": {"name": ALL_OR_NOTHING_GATE}},
+        {"op": "remove", "path": path},
+    ]
+    if isinstance(metadata(pod).get("annotations"), dict):
+        patch.append(
+            {
+                "op": "add",
+                "path": f"/metadata/annotations/{escape_json_pointer(RELEASED_AT_ANNOTATION)}",
+                "value": now,
+            }
+        )
+    else:
+        patch.append({"op": "add", "path": "/metadata/annotations", "value": {RELEASED_AT_ANNOTATION: now}})
+    return patch
+
+
+def timeout_condition(gang: GangId, waited: float, now: str) -> Obj:
+    """The DisruptionTarget condition a timed-out leader gets before its deletion (`now`: RFC 3339)."""
+    return {
+        "type": DISRUPTION_TARGET_CONDITION,
+        "status": "True",
+        "reason": ALL_OR_NOTHING_TIMEOUT_REASON,
+        "message": (
+            f"exclusive-placement: JobSet {gang.namespace}/{gang.jobset} was released {waited:.0f}s ago but "
+            "not all of its leaders could bind; deleted so that its domains are freed and the JobSet queues "
+            "again for all of them at once"
+        ),
+        "lastTransitionTime": now,
+    }

@@ -1,0 +1,238 @@
+"""All-or-nothing JobSets on the whole stack (kubesim + webhook + resizer as real processes, real TLS):
+
+- three JobSets of 3 elastic Jobs on 4 pools: the webhook gates every leader, the resizer lets one JobSet's
+  leaders go only when 3 pools are free, so at no moment do two JobSets each hold part of what they need;
+  no follower binds before every leader of its JobSet has; all complete;
+- a resizer that died after ungating one of a JobSet's three leaders (that state written into the API, as
+  the killed process left it): a fresh resizer ungates the other two, admits nothing twice, deletes no
+  leader, and every JobSet completes.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
+
+import httpx
+import pytest
+
+from devstack.commands import KubesimFlags
+from devstack.exclusivity import node_domains
+from devstack.manifests import exclusive_jobset
+from devstack.scenario import ensure_namespace
+from devstack.stack import Stack
+from placement.constants import (
+    ALL_OR_NOTHING_ANNOTATION,
+    ALL_OR_NOTHING_GATE,
+    ALL_OR_NOTHING_TIMEOUT_REASON,
+    GKE_NODEPOOL_LABEL,
+    JOB_COMPLETION_INDEX_ANNOTATION,
+    JOBSET_NAME_LABEL,
+    RELEASED_AT_ANNOTATION,
+)
+from placement.gang import format_time
+from tests.e2e.jobset_e2e_support import Watch, pods_of, resizer_metric, set_taint
+from tests.support.waiting import eventually
+
+pytestmark = pytest.mark.e2e
+
+Obj = dict[str, Any]
+JOBS = 3
+CLUSTER = KubesimFlags(nodes=4, pools=4, gpus_per_node=8, time_scale=0.05, pod_run_seconds=20)
+"""4 pools of one eight-GPU node; a Job of 2 four-GPU pods fills one; a pod runs 20 simulated s (1 s)."""
+
+
+def all_or_nothing_jobset(name: str, namespace: str) -> Obj:
+    jobset = exclusive_jobset(name, jobs=JOBS, pods_per_job=2, gpus_per_pod=4, namespace=namespace)
+    jobset["metadata"]["annotations"][ALL_OR_NOTHING_ANNOTATION] = "true"
+    return jobset
+
+
+class Placement:
+    """Replays the pod watch in order: which Jobs' leaders and followers of each JobSet ever bound, and the
+    most JobSets ever seen partly placed (some but not all of their Jobs' leaders bound) at one moment."""
+
+    def __init__(self) -> None:
+        self.leaders_bound: dict[str, set[str]] = defaultdict(set)
+        self.most_partial = 0
+        self.early_followers: list[str] = []
+        self.ungated_leaders_created: list[str] = []
+        self.deleted_leaders: list[str] = []
+
+    def replay(self, events: list[tuple[str, Obj]]) -> None:
+        for kind, pod in events:
+            meta = pod["metadata"]
+            jobset = meta["labels"][JOBSET_NAME_LABEL]
+            job = meta["ownerReferences"][0]["name"]
+            leader = meta["annotations"][JOB_COMPLETION_INDEX_ANNOTATION] == "0"
+            if (
+                leader
+                and kind == "ADDED"
+                and {"name": ALL_OR_NOTHING_GATE} not in (pod["spec"].get("schedulingGates") or [])
+            ):
+                self.ungated_leaders_created.append(meta["name"])
+            if leader and kind == "DELETED" and pod["status"].get("phase") != "Succeeded":
+                self.deleted_leaders.append(meta["name"])
+            if pod["spec"].get("nodeName"):
+                if leader:
+                    self.leaders_bound[jobset].add(job)
+                elif len(self.leaders_bound[jobset]) < JOBS:
+                    self.early_followers.append(meta["name"])
+            partial = sum(1 for jobs in self.leaders_bound.values() if 0 < len(jobs) < JOBS)
+            self.most_partial = max(self.most_partial, partial)
+
+
+def completed(stack: Stack, namespace: str, names: list[str]) -> bool:
+    for name in names:
+        conditions = stack.client.get("JobSet", name, namespace=namespace).get("status", {}).get("conditions")
+        if not any(c["type"] == "Completed" and c["status"] == "True" for c in conditions or []):
+            return False
+    return True
+
+
+def run_to_completion(stack: Stack, namespace: str, names: list[str], watch: Watch) -> Placement:
+    eventually(
+        lambda: completed(stack, namespace, names), "every JobSet completed", 60, ignoring=(httpx.HTTPError,)
+    )
+    stack.check_alive()
+    placement = Placement()
+    placement.replay(list(watch.events))
+    return placement
+
+
+def test_all_or_nothing_jobsets_never_hold_part_of_the_domains_they_need(
+    stack_factory: Callable[..., Stack],
+) -> None:
+    stack = stack_factory(cluster=CLUSTER)
+    namespace, names = "gangs", ["a", "b", "c"]
+    ensure_namespace(stack.client, namespace)
+    with Watch(stack.server, f"/api/v1/namespaces/{namespace}/pods") as watch:
+        for name in names:
+            stack.client.create(all_or_nothing_jobset(name, namespace))
+        placement = run_to_completion(stack, namespace, names, watch)
+    assert placement.ungated_leaders_created == []
+    assert {name: len(jobs) for name, jobs in placement.leaders_bound.items()} == dict.fromkeys(names, JOBS)
+    assert placement.most_partial == 1
+    assert placement.early_followers == []
+    assert placement.deleted_leaders == []
+    assert resizer_metric(stack, "gang_admissions_total") == len(names)
+    assert resizer_metric(stack, "leader_releases_total") == len(names) * JOBS
+    assert resizer_metric(stack, "gang_timeouts_total") == 0
+
+
+def gated_leaders(stack: Stack, namespace: str, jobset: str) -> list[Obj]:
+    return [
+        pod
+        for pod in pods_of(stack, namespace)
+        if pod["metadata"]["labels"][JOBSET_NAME_LABEL] == jobset
+        and pod["metadata"]["annotations"][JOB_COMPLETION_INDEX_ANNOTATION] == "0"
+        and {"name": ALL_OR_NOTHING_GATE} in (pod["spec"].get("schedulingGates") or [])
+    ]
+
+
+def all_gated(stack: Stack, namespace: str, jobset: str) -> Callable[[], bool]:
+    return lambda: len(gated_leaders(stack, namespace, jobset)) == JOBS
+
+
+def test_a_release_cut_short_by_a_killed_resizer_is_finished_once_by_the_next(
+    stack_factory: Callable[..., Stack],
+) -> None:
+    # Pods run 3 s here: the leader released before the "crash" must still be running when the new resizer
+    # has started (were it done, its JobSet would simply queue again for its 2 other Jobs).
+    stack = stack_factory(cluster=replace(CLUSTER, pod_run_seconds=60), resizer_replicas=0)
+    namespace, names = "crash", ["a", "b"]
+    ensure_namespace(stack.client, namespace)
+    with Watch(stack.server, f"/api/v1/namespaces/{namespace}/pods") as watch:
+        for name in names:
+            stack.client.create(all_or_nothing_jobset(name, namespace))
+            eventually(
+                all_gated(stack, namespace, name),
+                f"the {JOBS} leaders of {name} created, gated",
+                30,
+                ignoring=(httpx.HTTPError,),
+            )
+        # What a resizer killed between its first and second gate removal leaves behind.
+        first = sorted(gated_leaders(stack, namespace, "a"), key=lambda pod: str(pod["metadata"]["name"]))[0]
+        index = first["spec"]["schedulingGates"].index({"name": ALL_OR_NOTHING_GATE})
+        httpx.patch(
+            f"{stack.server}/api/v1/namespaces/{namespace}/pods/{first['metadata']['name']}",
+            json=[
+                {"op": "remove", "path": f"/spec/schedulingGates/{index}"},
+                {
+                    "op": "add",
+                    "path": f"/metadata/annotations/{RELEASED_AT_ANNOTATION.replace('/', '~1')}",
+                    "value": format_time(time.time()),
+                },
+            ],
+            headers={"Content-Type": "application/json-patch+json"},
+            timeout=10,
+        ).raise_for_status()
+        leaders_before = {
+            pod["metadata"]["uid"] for name in names for pod in gated_leaders(stack, namespace, name)
+        }
+        stack.add_resizer()
+        placement = run_to_completion(stack, namespace, names, watch)
+    released_leaders = {
+        pod["metadata"]["uid"]
+        for kind, pod in watch.events
+        if kind == "MODIFIED"
+        and pod["metadata"]["annotations"][JOB_COMPLETION_INDEX_ANNOTATION] == "0"
+        and RELEASED_AT_ANNOTATION in pod["metadata"]["annotations"]
+    }
+    assert leaders_before | {first["metadata"]["uid"]} == released_leaders  # the same pods, none re-created
+    assert placement.deleted_leaders == []
+    assert placement.most_partial == 1
+    assert placement.early_followers == []
+    assert resizer_metric(stack, "gang_admissions_total") == 1  # b; a was finished, not admitted again
+    assert resizer_metric(stack, "leader_releases_total") == 2 * JOBS - 1
+    assert resizer_metric(stack, "gang_timeouts_total") == 0
+
+
+NO_SCHEDULE = {"key": "maintenance", "value": "true", "effect": "NoSchedule"}
+
+
+def timed_out_leaders(events: list[tuple[str, Obj]]) -> set[str]:
+    return {
+        pod["metadata"]["name"]
+        for _kind, pod in events
+        if any(
+            condition.get("reason") == ALL_OR_NOTHING_TIMEOUT_REASON
+            for condition in pod.get("status", {}).get("conditions") or []
+        )
+    }
+
+
+@pytest.mark.slow
+def test_a_reservation_that_cannot_bind_times_out_and_the_jobset_queues_again(
+    stack_factory: Callable[..., Stack],
+) -> None:
+    """A pool is closed in a way the queue does not see (a taint): the JobSet of 4 is released into 4
+    "free" pools, 3 leaders bind, the 4th cannot; after the timeout its leaders are marked and deleted,
+    re-created gated and queued again; once the pool opens, the JobSet is released and completes.
+    Pods run 10 s, longer than the 2 s timeout: a bound leader does not free its pool before it."""
+    stack = stack_factory(cluster=replace(CLUSTER, pod_run_seconds=200), resizer_replicas=0)
+    stack.add_resizer(extra_args=["--all-or-nothing-timeout-seconds", "2"])
+    namespace = "timeout"
+    ensure_namespace(stack.client, namespace)
+    pools = node_domains(stack.client.list("Node"), GKE_NODEPOOL_LABEL)
+    tainted = [node for node, pool in pools.items() if pool == "pool-03"]
+    set_taint(stack, tainted, NO_SCHEDULE)  # the queue reads spec.unschedulable, not taints
+    jobset = exclusive_jobset("x", jobs=4, pods_per_job=1, gpus_per_pod=8, namespace=namespace)
+    jobset["metadata"]["annotations"][ALL_OR_NOTHING_ANNOTATION] = "true"
+    jobset["spec"]["replicatedJobs"][0]["template"]["spec"]["backoffLimit"] = 6  # a deleted pod is a failure
+    with Watch(stack.server, f"/api/v1/namespaces/{namespace}/pods") as watch:
+        stack.client.create(jobset)
+        eventually(lambda: resizer_metric(stack, "gang_timeouts_total") >= 1, "the reservation timed out", 60)
+        set_taint(stack, tainted, None)
+        eventually(
+            lambda: completed(stack, namespace, ["x"]),
+            "the JobSet completed",
+            60,
+            ignoring=(httpx.HTTPError,),
+        )
+    stack.check_alive()
+    assert len(timed_out_leaders(watch.events)) >= 4  # all 4 of the first attempt: bound or not
+    assert resizer_metric(stack, "gang_admissions_total") >= 2
