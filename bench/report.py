@@ -106,10 +106,14 @@ def _rows(
 
 
 def ratios_table(report: dict[str, Any], key: str) -> list[str]:
-    """The scenarios' `key` ratios (e.g. elastic_vs_jobset) of the headline figures."""
+    """The scenarios' `key` ratios (e.g. elastic_vs_jobset) of the headline figures; no lines when no
+    scenario has them (one of the two strategies did not run)."""
     header = ["scenario", *(title for _, title in HEADLINE_METRICS)]
     lines = ["| " + " | ".join(header) + " |", "|---|" + "---:|" * len(HEADLINE_METRICS)]
-    for scenario in report["scenarios"]:
+    measured = [s for s in report["scenarios"] if any(v is not None for v in (s.get(key) or {}).values())]
+    if not measured:
+        return []
+    for scenario in measured:
         ratios = scenario.get(key) or {}
         cells = [_cell(ratios.get(metric)) for metric, _ in HEADLINE_METRICS]
         lines.append("| " + " | ".join([scenario_label(scenario, report["time_scale"]), *cells]) + " |")
@@ -169,19 +173,14 @@ def markdown_table(report: dict[str, Any]) -> str:
             "run, max at once and the pool-seconds so held (wall seconds at the scenario's time scale). "
             "Which JobSet held which pool when: gang_domains_<scenario>.png, `domain_timeline` in the JSON."
         )
-    lines += [
-        "",
-        "elastic / jobset (below 1: elastic needs less):",
-        "",
-        *ratios_table(report, "elastic_vs_jobset"),
-    ]
-    lines += [
-        "",
-        "elastic / gate (same webhook transport):",
-        "",
-        *ratios_table(report, "elastic_vs_gate"),
-        "",
-    ]
+    for key, title in (
+        ("elastic_vs_jobset", "elastic / jobset (below 1: elastic needs less):"),
+        ("elastic_vs_gate", "elastic / gate (same webhook transport):"),
+    ):
+        table = ratios_table(report, key)
+        if table:
+            lines += ["", title, "", *table]
+    lines.append("")
     lines.append(
         "Requests and writes in the ratios are those about the JobSet's namespace (a backlog's traffic "
         "excluded). JobSet's webhooks run inside kubesim (no HTTPS round trip), this project's are a "
