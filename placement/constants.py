@@ -13,7 +13,6 @@ TOPOLOGY_ANNOTATION: Final = f"{DOMAIN}/topology"
 """Our topology key annotation; wins over JobSet's when both are set."""
 STRATEGY_ANNOTATION: Final = f"{DOMAIN}/strategy"
 """Optional per-Job strategy; the webhook's configured default otherwise."""
-ALL_OR_NOTHING_ANNOTATION: Final = f"{DOMAIN}/all-or-nothing"
 
 # --- Written by this project ----------------------------------------------------------------------
 JOB_KEY_LABEL: Final = f"{DOMAIN}/job-key"
