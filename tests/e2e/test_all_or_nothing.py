@@ -5,7 +5,9 @@
   no follower binds before every leader of its JobSet has; all complete;
 - a resizer that died after ungating one of a JobSet's three leaders (that state written into the API, as
   the killed process left it): a fresh resizer ungates the other two, admits nothing twice, deletes no
-  leader, and every JobSet completes.
+  leader, and every JobSet completes (slow);
+- the same with the real process SIGKILLed between two of its gate removals (API requests slowed so the
+  release spans a second).
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from placement.constants import (
     JOBSET_NAME_LABEL,
     RELEASED_AT_ANNOTATION,
 )
-from placement.gang import format_time
+from placement.gang import format_time, parse_time
 from tests.e2e.jobset_e2e_support import Watch, pods_of, resizer_metric, set_taint
 from tests.support.waiting import eventually
 
@@ -137,6 +139,7 @@ def all_gated(stack: Stack, namespace: str, jobset: str) -> Callable[[], bool]:
     return lambda: len(gated_leaders(stack, namespace, jobset)) == JOBS
 
 
+@pytest.mark.slow  # the SIGKILL test below covers it with the real process; this one pins exact counts
 def test_a_release_cut_short_by_a_killed_resizer_is_finished_once_by_the_next(
     stack_factory: Callable[..., Stack],
 ) -> None:
@@ -189,6 +192,71 @@ def test_a_release_cut_short_by_a_killed_resizer_is_finished_once_by_the_next(
     assert resizer_metric(stack, "gang_admissions_total") == 1  # b; a was finished, not admitted again
     assert resizer_metric(stack, "leader_releases_total") == 2 * JOBS - 1
     assert resizer_metric(stack, "gang_timeouts_total") == 0
+
+
+def released_leaders_of(events: list[tuple[str, Obj]], jobset: str) -> dict[str, set[str]]:
+    """Leader uid -> every released-at stamp the watch showed on it (one per gate removal)."""
+    stamps: dict[str, set[str]] = defaultdict(set)
+    for _kind, pod in events:
+        meta = pod["metadata"]
+        stamp = meta["annotations"].get(RELEASED_AT_ANNOTATION)
+        if meta["labels"][JOBSET_NAME_LABEL] == jobset and stamp is not None:
+            stamps[meta["uid"]].add(stamp)
+    return dict(stamps)
+
+
+def set_faults(stack: Stack, spec: str) -> None:
+    httpx.post(f"{stack.server}/debug/faults", json={"faults": spec}, timeout=10).raise_for_status()
+
+
+def test_a_resizer_sigkilled_between_two_gate_removals_loses_and_doubles_nothing(
+    stack_factory: Callable[..., Stack],
+) -> None:
+    """The real process, killed mid-release: every API request is slowed to ~0.4 s so the resizer's three
+    sequential gate removals take over a second, and it is SIGKILLed as soon as the first one shows on the
+    watch. The restarted resizer finishes that release (each leader ungated exactly once, none deleted or
+    re-created), then admits the second JobSet only once the first is done with its pools."""
+    stack = stack_factory(cluster=replace(CLUSTER, pod_run_seconds=60), resizer_replicas=0)
+    namespace, names = "sigkill", ["a", "b"]
+    ensure_namespace(stack.client, namespace)
+    with Watch(stack.server, f"/api/v1/namespaces/{namespace}/pods") as watch:
+        for name in names:
+            stack.client.create(all_or_nothing_jobset(name, namespace))
+            eventually(
+                all_gated(stack, namespace, name),
+                f"the {JOBS} leaders of {name} created, gated",
+                30,
+                ignoring=(httpx.HTTPError,),
+            )
+        leaders_before = {
+            pod["metadata"]["uid"] for name in names for pod in gated_leaders(stack, namespace, name)
+        }
+        set_faults(stack, "latency-ms=350-450")
+        stack.add_resizer()
+        eventually(
+            lambda: released_leaders_of(list(watch.events), "a"),
+            "the resizer's first gate removal of JobSet a",
+            30,
+            interval=0.01,
+        )
+        killed_at = time.time()
+        stack.resizers[0].kill()
+        set_faults(stack, "")
+        stack.restart_resizer(0, kill=True)
+        placement = run_to_completion(stack, namespace, names, watch)
+    events = list(watch.events)
+    stamps = released_leaders_of(events, "a") | released_leaders_of(events, "b")
+    assert set(stamps) == leaders_before  # the same pods released, none re-created
+    assert all(len(times) == 1 for times in stamps.values()), stamps  # each gate removed once
+    # Stamped before the kill: the first removal, and possibly a second one in flight when it came.
+    by_killed = sum(1 for times in stamps.values() if (parse_time(next(iter(times))) or 0) < killed_at)
+    assert 0 < by_killed < JOBS, "the kill did not land mid-release"
+    assert placement.deleted_leaders == []
+    assert placement.most_partial == 1
+    assert placement.early_followers == []
+    assert resizer_metric(stack, "gang_timeouts_total") == 0
+    assert resizer_metric(stack, "leader_releases_total") == 2 * JOBS - by_killed
+    assert resizer_metric(stack, "gang_admissions_total") == 1  # b; a was finished, not admitted again
 
 
 NO_SCHEDULE = {"key": "maintenance", "value": "true", "effect": "NoSchedule"}
