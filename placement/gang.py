@@ -318,6 +318,11 @@ def free_domains(
     return schedulable - taken
 
 
+def existing_domains(topology_key: str, nodes: Iterable[NodeView]) -> set[str]:
+    """Every domain of `topology_key` some node is in, schedulable or not (a cordoned node may return)."""
+    return {domain for node in nodes if (domain := node.labels.get(topology_key)) is not None}
+
+
 @dataclass(frozen=True)
 class Release:
     gang: GangId
@@ -346,6 +351,10 @@ class AdmissionPlan:
     next_deadline: float | None = None
     """When the earliest releasing gang times out, if none does now: when to look again."""
     states: Mapping[GangId, GangState] = field(default_factory=dict)
+    unfit: tuple[tuple[GangId, int, int], ...] = ()
+    """(gang, domains it needs, domains the cluster has) for queued gangs needing more domains of their
+    topology key than exist at all: they stay queued without blocking the queue (they would block it
+    forever) and are looked at again on every pass, so nodes added later let them in."""
 
 
 def plan_admission(
@@ -363,7 +372,8 @@ def plan_admission(
     2. Every other releasing gang is finished first: its gated leaders are ungated (a restart mid-release);
        its unbound Jobs count as promised domains.
     3. Queued gangs, in `queue_order`: the head is released when the free domains of its topology key,
-       less every promised domain, are at least its gated Jobs; else it blocks everything behind it.
+       less every promised domain, are at least its gated Jobs; else it blocks everything behind it —
+       unless it needs more domains than exist at all (`unfit`): it is passed over, not waited for.
     `held_nodes` are the nodes of bound, unfinished exclusive leaders (any Job, any strategy), with the
     highest priority among them: a domain held at a lower priority than a gang's is free to it (its
     leaders preempt their way in, as every exclusive leader does; docs/design.md, "Priorities and
@@ -393,8 +403,13 @@ def plan_admission(
                 releases.append(Release(gang.id, gated, resumed=True))
     blocked: GangId | None = None
     blocked_needs = blocked_free = 0
+    unfit: list[tuple[GangId, int, int]] = []
     for gang in sorted(queued, key=queue_order):
         need = needed(gang)
+        existing = len(existing_domains(gang.topology_key, nodes))
+        if need > existing:
+            unfit.append((gang.id, need, existing))
+            continue
         free = len(free_domains(gang.topology_key, nodes, held_nodes, gang.priority)) - promises
         if need > free:
             blocked, blocked_needs, blocked_free = gang.id, need, max(free, 0)
@@ -411,6 +426,7 @@ def plan_admission(
         blocked_free=blocked_free,
         next_deadline=min(deadlines, default=None),
         states=states,
+        unfit=tuple(unfit),
     )
 
 

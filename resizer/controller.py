@@ -169,6 +169,7 @@ class Resizer:
         """Leader pods of every gang, by `namespace/name` (read from `caches.leaders`)."""
         self._gang_lock = threading.Lock()
         self._blocked_logged: GangId | None = None
+        self._unfit_logged: set[GangId] = set()
         self._gang_wakeup: float | None = None
         self._ungated: dict[str, str] = {}
         """Leader uids this replica ungated, and when: applied over the cache (`as_released`), so a watch
@@ -608,6 +609,17 @@ class Resizer:
                 extra={"jobset": str(plan.blocked), "reason": "waiting-for-domains"},
             )
         self._blocked_logged = plan.blocked
+        for gang, needs, existing in plan.unfit:
+            if gang not in self._unfit_logged:
+                log.warning(
+                    "all-or-nothing: JobSet %s needs %d domains, the cluster has %d: it waits without "
+                    "holding up the queue",
+                    gang,
+                    needs,
+                    existing,
+                    extra={"jobset": str(gang), "reason": "more-jobs-than-domains"},
+                )
+        self._unfit_logged = {gang for gang, _, _ in plan.unfit}
 
     def _release_gang(self, release: Release) -> None:
         if self.dry_run:

@@ -182,10 +182,23 @@ def test_higher_priority_goes_first_then_older_then_name() -> None:
 
 
 def test_strict_fifo_a_small_jobset_does_not_overtake_the_head_waiting_for_domains() -> None:
-    plan = plan_admission(
-        [gated_gang("big", jobs=3), gated_gang("small", jobs=1, queued_at=T0 + 1)], pools(2), {}, T0, TIMEOUT
-    )
+    gangs = [gated_gang("big", jobs=3), gated_gang("small", jobs=1, queued_at=T0 + 1)]
+    plan = plan_admission(gangs, pools(3), held("node-0"), T0, TIMEOUT)
     assert (released(plan.releases), plan.blocked) == ([], GangId(NS, "big"))
+
+
+def test_a_jobset_needing_more_domains_than_exist_is_passed_over_not_waited_for() -> None:
+    """Strict FIFO would let it block the queue forever: it stays queued, the next JobSet goes."""
+    gangs = [gated_gang("huge", jobs=5), gated_gang("next", jobs=2, queued_at=T0 + 1)]
+    plan = plan_admission(gangs, pools(4), {}, T0, TIMEOUT)
+    assert (released(plan.releases), plan.blocked, plan.unfit) == (
+        ["next"],
+        None,
+        ((GangId(NS, "huge"), 5, 4),),
+    )
+    cordoned = pools(5, unschedulable=frozenset({4}))  # a cordoned node's domain may come back: wait for it
+    plan = plan_admission(gangs, cordoned, {}, T0, TIMEOUT)
+    assert (released(plan.releases), plan.blocked, plan.unfit) == ([], GangId(NS, "huge"), ())
 
 
 def test_unschedulable_nodes_and_unlabelled_nodes_give_no_domain() -> None:
