@@ -245,8 +245,12 @@ class Kube:
         label_selector: str | None,
         field_selector: str | None = None,
         timeout: float | None = None,
+        transform: Callable[[Obj], Obj | None] | None = None,
     ) -> tuple[list[Obj], str]:
-        """All matching objects (following `continue`, pages of 500) and the list's resourceVersion."""
+        """All matching objects (following `continue`, pages of 500) and the list's resourceVersion.
+
+        `transform` is applied to each page's items as it arrives (None drops an item): an informer's
+        projection, so only one page of whole objects is ever held."""
         function = self._list_function(resource, namespace)
         args = () if namespace is None else (namespace,)
         items: list[Obj] = []
@@ -261,10 +265,15 @@ class Kube:
                 limit=LIST_PAGE_SIZE,
                 _continue=token,
             )
-            items.extend(page.get("items") or [])
-            token = (page.get("metadata") or {}).get("continue") or None
+            page_items: list[Obj] = page.get("items") or []
+            if transform is None:
+                items.extend(page_items)
+            else:
+                items.extend(kept for item in page_items if (kept := transform(item)) is not None)
+            page_metadata = page.get("metadata") or {}
+            token = page_metadata.get("continue") or None
             if not token:
-                return items, str((page.get("metadata") or {}).get("resourceVersion") or "")
+                return items, str(page_metadata.get("resourceVersion") or "")
 
     def watch(
         self,

@@ -10,7 +10,9 @@ from collections.abc import Callable
 from types import FrameType
 
 from kubekit.client import Kube, Resource, Timeouts, build_api_client
-from kubekit.informer import Handler, Informer, Store
+from kubekit.informer import Handler, Informer, Store, without_managed_fields
+from kubekit.projection import FieldProjection
+from placement.cached_fields import LEADER_POD_FIELDS
 from placement.constants import RESIZE_LABEL, RESIZE_PENDING, ROLE_FOLLOWER, ROLE_LABEL, ROLE_LEADER
 from placement.objects import Obj
 from placement.resize import follower_to_watch
@@ -91,6 +93,7 @@ class ResizerApp:
                 f"{ROLE_LABEL}={ROLE_LEADER}",
                 LeaderHandler(self.resizer),
                 store=self.caches.leaders,
+                project=FieldProjection(LEADER_POD_FIELDS),
             ),
             self._informer(
                 "pods",
@@ -117,6 +120,7 @@ class ResizerApp:
         keep: Callable[[Obj], bool] = lambda _obj: True,
         store: Store,
         field_selector: str | None = None,
+        project: Callable[[Obj], Obj] = without_managed_fields,
     ) -> Informer:
         return Informer(
             self.kube,
@@ -127,6 +131,7 @@ class ResizerApp:
             field_selector=field_selector,
             handler=handler,
             keep=keep,
+            project=project,
             store=store,
             on_restart=self._watch_restarted,
         )
