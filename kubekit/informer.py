@@ -86,6 +86,7 @@ class ListWatch(Protocol):
         label_selector: str | None,
         field_selector: str | None = None,
         transform: Callable[[Obj], Obj | None] | None = None,
+        metadata_only: bool = False,
     ) -> tuple[list[Obj], str]: ...
 
     def watch(
@@ -96,6 +97,7 @@ class ListWatch(Protocol):
         label_selector: str | None,
         resource_version: str,
         field_selector: str | None = None,
+        metadata_only: bool = False,
     ) -> Stream: ...
 
 
@@ -201,6 +203,7 @@ class Informer:
         store: Store | None = None,
         on_restart: Callable[[str, str], None] = _ignore_restart,
         max_backoff: float = 5.0,
+        metadata_only: bool = False,
     ) -> None:
         self.api = api
         self.resource: Resource = resource
@@ -211,6 +214,8 @@ class Informer:
         self.handler: Handler = handler if handler is not None else IgnoreChanges()
         self.keep = keep
         self.project = project
+        self.metadata_only = metadata_only
+        """List and watch `PartialObjectMetadata` (for a cache that reads nothing but metadata)."""
         self.store = store if store is not None else Store()
         self.synced = threading.Event()
         self._on_restart = on_restart
@@ -282,6 +287,7 @@ class Informer:
             label_selector=self.label_selector,
             field_selector=self.field_selector,
             transform=self._prepare,
+            **self._metadata_only(),
         )
         # A client that ignores `transform` returns whole objects: projections are idempotent, so applying
         # them again is harmless.
@@ -293,6 +299,10 @@ class Informer:
             "informer %s: listed %d (kept %d) at %s", self.name, len(objects), len(kept), resource_version
         )
         return resource_version
+
+    def _metadata_only(self) -> dict[str, bool]:
+        """Asked only when set, so list-watches written before it (test fakes) need not know the option."""
+        return {"metadata_only": True} if self.metadata_only else {}
 
     def _prepare(self, obj: Obj) -> Obj | None:
         """What the cache keeps of one listed object (None: nothing), applied page by page so that a list of
@@ -317,6 +327,7 @@ class Informer:
                 label_selector=self.label_selector,
                 field_selector=self.field_selector,
                 resource_version=resource_version,
+                **self._metadata_only(),
             )
         except KubeError as error:
             if error.status == HTTP_GONE:

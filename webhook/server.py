@@ -68,7 +68,14 @@ def kube_for(settings: WebhookSettings) -> Kube:
 
 
 def build_directory(settings: WebhookSettings, metrics: Metrics, kube: Kube) -> LeaderDirectory:
-    def informer(resource: Resource, store: Store, label_selector: str | None, fields: FieldSpec) -> Informer:
+    def informer(
+        resource: Resource,
+        store: Store,
+        label_selector: str | None,
+        fields: FieldSpec,
+        *,
+        metadata_only: bool = False,
+    ) -> Informer:
         metrics.cache_objects.labels(resource).set_function(store.__len__)
         return Informer(
             kube,
@@ -78,13 +85,16 @@ def build_directory(settings: WebhookSettings, metrics: Metrics, kube: Kube) -> 
             label_selector=label_selector,
             store=store,
             project=FieldProjection(fields),
+            metadata_only=metadata_only,
             on_restart=lambda name, reason: metrics.watch_restarts.labels(name, reason).inc(),
         )
 
     # Only what the rules read is cached (placement.cached_fields): at 15,000 nodes a whole Node each
     # would cost more than the rest of the process.
     pods = informer("pods", Store(index=owner_job_key), LEADER_SELECTOR, LEADER_POD_FIELDS)
-    nodes = informer("nodes", Store(), None, NODE_FIELDS)
+    # A node is read for its labels only: list and watch metadata (PartialObjectMetadata), as
+    # controller-runtime's metadata-only informers do; the projection trims a server that sends more.
+    nodes = informer("nodes", Store(), None, NODE_FIELDS, metadata_only=True)
     return LeaderDirectory(pods, nodes, KubeLiveApi(kube, settings.live_lookup_timeout_seconds), metrics)
 
 

@@ -280,3 +280,40 @@ def test_list_applies_the_transform_page_by_page() -> None:
     assert len(items) == 3
     assert version
     assert all(set(item["metadata"]) <= {"name", "resourceVersion", "labels"} for item in items)
+
+
+def test_metadata_only_lists_and_watches_partial_object_metadata() -> None:
+    """With the official client as the webhook uses it: `metadata_only` gets PartialObjectMetadata from
+    kubesim for the list and for every watch event (nothing but metadata crosses the wire)."""
+    with KubesimServer(nodes=3, pools=1, controllers=False) as sim:
+        kube = Kube(build_api_client(None, sim.url, user_agent="test"), Timeouts(read=10))
+        http = httpx.Client(base_url=sim.url, timeout=10)
+        informer = Informer(
+            kube, "nodes", name="nodes", namespace=None, label_selector=None, project=dict, metadata_only=True
+        )
+        try:
+            items, _ = kube.list_objects("nodes", namespace=None, label_selector=None, metadata_only=True)
+            assert {item["kind"] for item in items} == {"PartialObjectMetadata"}
+            assert all(set(item) == {"kind", "apiVersion", "metadata"} for item in items)
+            informer.start()
+            eventually(informer.synced.is_set, "the metadata-only cache synced")
+            first = items[0]["metadata"]["name"]
+            http.patch(
+                f"/api/v1/nodes/{first}",
+                json={"metadata": {"labels": {"extra": "1"}}},
+                headers={"Content-Type": "application/merge-patch+json"},
+            ).raise_for_status()
+            eventually(
+                lambda: (
+                    (informer.store.get(first) or {}).get("metadata", {}).get("labels", {}).get("extra")
+                    == "1"
+                ),
+                "the watched change",
+            )
+            assert all(cached["kind"] == "PartialObjectMetadata" for cached in informer.store.items())
+            assert all("status" not in cached for cached in informer.store.items())
+        finally:
+            informer.stop()
+            informer.join(5)
+            kube.close()
+            http.close()

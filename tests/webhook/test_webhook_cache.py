@@ -164,3 +164,10 @@ def test_caches_keep_only_what_the_rules_read(fake_api: FakeKubeApi, harness: Ha
     assert "team" not in cached_pod["metadata"]["labels"]
     assert "note" not in cached_pod["metadata"]["annotations"]
     assert "managedFields" not in cached_pod["metadata"]
+
+
+def test_nodes_are_listed_and_watched_as_metadata(harness: Harness) -> None:
+    """The node informer asks for PartialObjectMetadata (kubesim serves it; the fake API server here sends
+    whole nodes, which the projection trims, as above); leader pods are read beyond their metadata."""
+    assert harness.nodes.metadata_only
+    assert not harness.pods.metadata_only
