@@ -17,7 +17,8 @@ neither, the namespace of the pod carrying the term.
 The index keeps, per topology key in use and per domain, per-namespace counts of label values, so a
 selector that reads a single label key (JobSet's and this project's terms) is answered from counts, without
 visiting pods. Existing anti-affinity terms are grouped by identical term, each with the domains it occupies,
-so the symmetry check costs one selector match per distinct term.
+and indexed the other way round (domain -> terms placed there): the symmetry check matches only the terms of
+the domains a cycle visits, each at most once, instead of every placed term (one per exclusive Job).
 """
 
 from __future__ import annotations
