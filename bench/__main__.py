@@ -4,6 +4,7 @@ strategies  the four placement strategies side by side on kubesim (bench/strateg
 webhook     admission throughput/latency vs a no-op endpoint (bench/webhook_load.py)
 resizer     bind-to-resize latency and resizer RSS over 1,000 Jobs (bench/resizer_latency.py)
 soak        fault-injection soak of elastic and scheduling-gate (bench/soak.py)
+scale       15,000 nodes, 2,000 Jobs: webhook/resizer RSS, admission and bind-to-resize (bench/scale.py)
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ BENCHMARKS: dict[str, str] = {
     "webhook": "bench.webhook_load",
     "resizer": "bench.resizer_latency",
     "soak": "bench.soak",
+    "scale": "bench.scale",
 }
 
 

@@ -62,6 +62,8 @@ class StackOptions:
     """Certificates, kubeconfig and logs; None: a temporary directory removed on exit."""
     startup_timeout: float = 60.0
     """Seconds each component may take to become ready (2 busy cores can be slow)."""
+    kubesim_args: tuple[str, ...] = ()
+    """Extra `python -m kubesim serve` flags (controller QPS, watch history): what a benchmark tunes."""
     exempt_namespaces: tuple[str, ...] = ()
     """Namespaces the webhooks never see (the chart's `webhook.admission.exemptNamespaces`): e.g. one where
     JobSet alone places its pods, as the benchmark's `jobset` baseline needs."""
@@ -185,7 +187,9 @@ class Stack:
 
     def _start_kubesim(self) -> None:
         kubeconfig = self.workdir / "kubeconfig"
-        argv = kubesim_command(self.options.cluster, port=0, kubeconfig=kubeconfig)
+        argv = kubesim_command(
+            self.options.cluster, port=0, kubeconfig=kubeconfig, extra_args=self.options.kubesim_args
+        )
         self.kubesim = ManagedProcess("kubesim", argv, self.log_dir / "kubesim.log")
         self.kubesim.start()
         match = wait_for_log_line(self.kubesim, KUBESIM_LISTENING, self.options.startup_timeout)

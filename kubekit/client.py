@@ -35,6 +35,10 @@ JSON_PATCH = "application/json-patch+json"
 STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
 JOBSETS = "jobsets"
 LIST_PAGE_SIZE = 500
+METADATA_LIST_ACCEPT = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"
+METADATA_ACCEPT = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json"
+"""client-go's metadata client (controller-runtime's metadata-only informers) asks this way: a server that
+cannot transform falls back to whole objects (the plain `application/json`), which a projection trims."""
 
 
 class ClusterConfigError(RuntimeError):
@@ -135,6 +139,11 @@ def _call(function: Callable[[], T]) -> T:
         return function()
     except (ApiException, urllib3.exceptions.HTTPError, OSError) as error:
         raise _translate(error) from error
+
+
+def _accept(accept: str | None) -> dict[str, Any]:
+    """The generated client's per-call header override (its own `Accept` otherwise)."""
+    return {} if accept is None else {"_headers": {"Accept": accept}}
 
 
 @dataclass(frozen=True)
@@ -245,8 +254,14 @@ class Kube:
         label_selector: str | None,
         field_selector: str | None = None,
         timeout: float | None = None,
+        transform: Callable[[Obj], Obj | None] | None = None,
+        metadata_only: bool = False,
     ) -> tuple[list[Obj], str]:
-        """All matching objects (following `continue`, pages of 500) and the list's resourceVersion."""
+        """All matching objects (following `continue`, pages of 500) and the list's resourceVersion.
+
+        `transform` is applied to each page's items as it arrives (None drops an item): an informer's
+        projection, so only one page of whole objects is ever held. `metadata_only` asks for
+        `PartialObjectMetadata` items (metadata alone; whole objects from a server that cannot)."""
         function = self._list_function(resource, namespace)
         args = () if namespace is None else (namespace,)
         items: list[Obj] = []
@@ -260,11 +275,17 @@ class Kube:
                 field_selector=field_selector,
                 limit=LIST_PAGE_SIZE,
                 _continue=token,
+                **_accept(METADATA_LIST_ACCEPT if metadata_only else None),
             )
-            items.extend(page.get("items") or [])
-            token = (page.get("metadata") or {}).get("continue") or None
+            page_items: list[Obj] = page.get("items") or []
+            if transform is None:
+                items.extend(page_items)
+            else:
+                items.extend(kept for item in page_items if (kept := transform(item)) is not None)
+            page_metadata = page.get("metadata") or {}
+            token = page_metadata.get("continue") or None
             if not token:
-                return items, str((page.get("metadata") or {}).get("resourceVersion") or "")
+                return items, str(page_metadata.get("resourceVersion") or "")
 
     def watch(
         self,
@@ -274,6 +295,7 @@ class Kube:
         label_selector: str | None,
         resource_version: str,
         field_selector: str | None = None,
+        metadata_only: bool = False,
     ) -> WatchStream:
         function = self._list_function(resource, namespace)
         args = () if namespace is None else (namespace,)
@@ -288,6 +310,7 @@ class Kube:
                 watch=True,
                 _preload_content=False,
                 _request_timeout=self.timeouts.watch,
+                **_accept(METADATA_ACCEPT if metadata_only else None),
             )
         )
         return WatchStream(response)

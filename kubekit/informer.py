@@ -14,7 +14,10 @@
 
 Each informer keeps what it is asked to keep in a thread-safe `Store`: `keep(obj)` decides whether an
 object is cached at all, and `project(obj)` what of it is kept (by default everything but
-`managedFields`); the label and field selectors narrow the watch on the server side. A `Handler` is told
+`managedFields`; `kubekit.projection.FieldProjection` keeps only named fields); the label and field
+selectors narrow the watch on the server side. A list is projected page by page (the client's
+`transform`), so the whole objects of a large list are never all held at once. `project` must be
+idempotent and `keep` must answer the same on a projected object. A `Handler` is told
 what changed; it runs on the informer thread and must be quick (enqueue a key, nothing more). After every
 (re-)list it gets `on_relist` so a level-triggered controller can reconcile everything again.
 """
@@ -82,6 +85,8 @@ class ListWatch(Protocol):
         namespace: str | None,
         label_selector: str | None,
         field_selector: str | None = None,
+        transform: Callable[[Obj], Obj | None] | None = None,
+        metadata_only: bool = False,
     ) -> tuple[list[Obj], str]: ...
 
     def watch(
@@ -92,6 +97,7 @@ class ListWatch(Protocol):
         label_selector: str | None,
         resource_version: str,
         field_selector: str | None = None,
+        metadata_only: bool = False,
     ) -> Stream: ...
 
 
@@ -197,6 +203,7 @@ class Informer:
         store: Store | None = None,
         on_restart: Callable[[str, str], None] = _ignore_restart,
         max_backoff: float = 5.0,
+        metadata_only: bool = False,
     ) -> None:
         self.api = api
         self.resource: Resource = resource
@@ -207,6 +214,8 @@ class Informer:
         self.handler: Handler = handler if handler is not None else IgnoreChanges()
         self.keep = keep
         self.project = project
+        self.metadata_only = metadata_only
+        """List and watch `PartialObjectMetadata` (for a cache that reads nothing but metadata)."""
         self.store = store if store is not None else Store()
         self.synced = threading.Event()
         self._on_restart = on_restart
@@ -277,7 +286,11 @@ class Informer:
             namespace=self.namespace,
             label_selector=self.label_selector,
             field_selector=self.field_selector,
+            transform=self._prepare,
+            **self._metadata_only(),
         )
+        # A client that ignores `transform` returns whole objects: projections are idempotent, so applying
+        # them again is harmless.
         kept = [self.project(obj) for obj in objects if self.keep(obj)]
         self._replace(kept)
         self.synced.set()
@@ -286,6 +299,15 @@ class Informer:
             "informer %s: listed %d (kept %d) at %s", self.name, len(objects), len(kept), resource_version
         )
         return resource_version
+
+    def _metadata_only(self) -> dict[str, bool]:
+        """Asked only when set, so list-watches written before it (test fakes) need not know the option."""
+        return {"metadata_only": True} if self.metadata_only else {}
+
+    def _prepare(self, obj: Obj) -> Obj | None:
+        """What the cache keeps of one listed object (None: nothing), applied page by page so that a list of
+        15,000 nodes never holds every whole object at once."""
+        return self.project(obj) if self.keep(obj) else None
 
     def _replace(self, objects: Iterable[Obj]) -> None:
         fresh = {object_key(obj): obj for obj in objects}
@@ -305,6 +327,7 @@ class Informer:
                 label_selector=self.label_selector,
                 field_selector=self.field_selector,
                 resource_version=resource_version,
+                **self._metadata_only(),
             )
         except KubeError as error:
             if error.status == HTTP_GONE:

@@ -11,6 +11,8 @@ from types import FrameType
 
 from kubekit.client import Kube, Resource, Timeouts, build_api_client
 from kubekit.informer import Handler, Informer, Store, without_managed_fields
+from kubekit.projection import FieldProjection
+from placement.cached_fields import LEADER_POD_FIELDS
 from placement.constants import RESIZE_LABEL, RESIZE_PENDING, ROLE_FOLLOWER, ROLE_LABEL, ROLE_LEADER
 from placement.gang import project_node
 from placement.objects import Obj
@@ -99,6 +101,7 @@ class ResizerApp:
                 f"{ROLE_LABEL}={ROLE_LEADER}",
                 LeaderHandler(self.resizer),
                 store=self.caches.leaders,
+                project=FieldProjection(LEADER_POD_FIELDS),
             ),
             self._informer(
                 "pods",
@@ -143,11 +146,11 @@ class ResizerApp:
             resource,
             name=name,
             namespace=None if cluster_scoped else self.settings.namespace,
-            project=project,
             label_selector=label_selector,
             field_selector=field_selector,
             handler=handler,
             keep=keep,
+            project=project,
             store=store,
             on_restart=self._watch_restarted,
         )

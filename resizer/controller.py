@@ -276,6 +276,28 @@ class Resizer:
             self._deleted.pop(str(metadata(old).get("uid") or ""), None)
         self.enqueue_gangs()
 
+    def job_gone(self, old: Obj) -> None:
+        """A Job left the pending cache (resized, deleted): forget what was noted about it."""
+        self._dry_run_logged.discard(object_key(old))
+
+    def follower_gone(self, old: Obj) -> None:
+        self._dry_run_logged.discard(object_key(old))
+
+    def footprint(self) -> dict[str, int]:
+        """Entries of every structure that grows with Jobs (tests pin that a deleted Job leaves none)."""
+        with self._bound_lock:
+            bound = len(self._bound_seen)
+        return {
+            "pending_jobs": len(self.caches.jobs),
+            "leaders": len(self.caches.leaders),
+            "leader_index": len(self.caches.leaders.index_values()),
+            "followers": len(self.caches.followers),
+            "follower_index": len(self.caches.followers.index_values()),
+            "bind_times": bound,
+            "dry_run_notes": len(self._dry_run_logged),
+            **{f"queue_{name}": count for name, count in self.queue.footprint().items()},
+        }
+
     # --- workers ---------------------------------------------------------------------------------------
 
     def start_workers(self, count: int) -> None:
@@ -738,7 +760,7 @@ class JobHandler:
         self.resizer.enqueue(object_key(new))
 
     def on_delete(self, old: Obj) -> None:
-        return None
+        self.resizer.job_gone(old)
 
     def on_relist(self, objects: list[Obj]) -> None:
         for job in objects:
@@ -787,7 +809,7 @@ class FollowerHandler:
         self.resizer.enqueue(owner_job_key(new))
 
     def on_delete(self, old: Obj) -> None:
-        return None
+        self.resizer.follower_gone(old)
 
     def on_relist(self, objects: list[Obj]) -> None:
         for pod in objects:

@@ -113,6 +113,17 @@ class WorkQueue:
             self._shut_down = True
             self._lock.notify_all()
 
+    def footprint(self) -> dict[str, int]:
+        """Entries per internal structure: all zero once every key is done and forgotten."""
+        with self._lock:
+            return {
+                "queued": len(self._queue),
+                "dirty": len(self._dirty),
+                "processing": len(self._processing),
+                "waiting": len(self._waiting),
+                "failures": len(self._failures),
+            }
+
     def __len__(self) -> int:
         with self._lock:
             return len(self._queue) + len(self._waiting)

@@ -18,7 +18,7 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
-from kubesim.apiserver import discovery
+from kubesim.apiserver import discovery, partial
 from kubesim.apiserver.faults import FaultInjector, parse_faults
 from kubesim.apiserver.media import decode_body, decode_patch
 from kubesim.apiserver.protobuf.decode import decodes
@@ -266,6 +266,8 @@ class RestApi:
             if wants_table(request.headers.get("accept", "")):
                 rv = obj["metadata"]["resourceVersion"]
                 return json_response(table(rt, [obj], resource_version=rv, include_object=_include(request)))
+            if (metadata_only := partial.requested(request.headers.get("accept", ""))) is not None:
+                return json_response(partial.partial(obj, partial.check(metadata_only, listing=False)))
             return json_response(obj)
         if method == "GET" and sub == "status":
             return json_response(
@@ -372,6 +374,8 @@ class RestApi:
     def _list(self, request: Request, rt: ResourceType, namespace: str | None) -> Response:
         query = request.query_params
         limit = query.get("limit")
+        metadata_only = partial.requested(request.headers.get("accept", ""))
+        api_version = partial.check(metadata_only, listing=True) if metadata_only is not None else ""
         items, rv, token = self.api.list_page(
             rt.plural,
             namespace=namespace,
@@ -386,6 +390,8 @@ class RestApi:
                 rt, items, resource_version=rv, include_object=_include(request), continue_token=token
             )
             return json_response(doc)
+        if metadata_only is not None:
+            return json_response(partial.partial_list(items, api_version, rv, token))
         metadata: dict[str, Any] = {"resourceVersion": rv}
         if token:
             metadata["continue"] = token
@@ -417,6 +423,8 @@ class RestApi:
 
     def _watch(self, request: Request, rt: ResourceType, namespace: str | None) -> Response:
         query = request.query_params
+        metadata_only = partial.requested(request.headers.get("accept", ""))
+        partial_version = partial.check(metadata_only, listing=False) if metadata_only is not None else ""
         watcher = self.api.subscribe(
             rt.plural,
             namespace=namespace,
@@ -438,6 +446,8 @@ class RestApi:
             if as_table and event_type in ("ADDED", "MODIFIED", "DELETED"):
                 rv = obj["metadata"]["resourceVersion"]
                 obj = table(rt, [obj], resource_version=rv, include_object=include, with_columns=first)
+            elif partial_version and event_type in ("ADDED", "MODIFIED", "DELETED"):
+                obj = partial.partial(obj, partial_version)
             return _event(event_type, obj)
 
         async def stream() -> AsyncIterator[bytes]:

@@ -17,7 +17,8 @@ neither, the namespace of the pod carrying the term.
 The index keeps, per topology key in use and per domain, per-namespace counts of label values, so a
 selector that reads a single label key (JobSet's and this project's terms) is answered from counts, without
 visiting pods. Existing anti-affinity terms are grouped by identical term, each with the domains it occupies,
-so the symmetry check costs one selector match per distinct term.
+and indexed the other way round (domain -> terms placed there): the symmetry check matches only the terms of
+the domains a cycle visits, each at most once, instead of every placed term (one per exclusive Job).
 """
 
 from __future__ import annotations
@@ -156,6 +157,8 @@ class AffinityIndex:
         self._pods: dict[str, _PlacedPod] = {}
         self._domains: dict[str, dict[str, _Domain]] = {}
         self._anti: dict[AffinityTerm, Counter[str]] = {}
+        self._anti_at: dict[str, dict[str, Counter[AffinityTerm]]] = {}
+        """The same, the other way round: topology key -> domain -> the terms of the pods placed there."""
         self.existing_anti_terms = 0
         """Required anti-affinity terms of the placed pods (upstream's PreFilter matches each every cycle)."""
 
@@ -202,6 +205,7 @@ class AffinityIndex:
             value = node_labels.get(term.topology_key)
             if value is not None:
                 self._anti.setdefault(term, Counter())[value] += 1
+                self._anti_at.setdefault(term.topology_key, {}).setdefault(value, Counter())[term] += 1
 
     def remove_pod(self, key: str) -> None:
         placed = self._pods.pop(key, None)
@@ -223,6 +227,20 @@ class AffinityIndex:
                 del domains_of_term[value]
             if not domains_of_term:
                 del self._anti[term]
+            self._forget_term_at(term, value)
+
+    def _forget_term_at(self, term: AffinityTerm, value: str) -> None:
+        by_domain = self._anti_at.get(term.topology_key)
+        terms = by_domain.get(value) if by_domain is not None else None
+        if by_domain is None or terms is None:
+            return
+        terms[term] -= 1
+        if terms[term] <= 0:
+            del terms[term]
+        if not terms:
+            del by_domain[value]
+        if not by_domain:
+            del self._anti_at[term.topology_key]
 
     def track(self, topology_key: str) -> None:
         """Start keeping per-domain counts for a topology key (done once, on first use)."""
@@ -275,6 +293,18 @@ class AffinityIndex:
                 forbidden.setdefault(term.topology_key, set()).update(domains)
         return forbidden, len(self._anti)
 
+    def any_existing_anti_match(self, namespace: str, labels: Mapping[str, str]) -> bool:
+        """Whether some placed pod's anti-affinity term matches this pod (stops at the first that does)."""
+        namespace_labels = self.namespace_labels
+        return any(term.matches_pod(namespace, labels, namespace_labels) for term in self._anti)
+
+    def anti_topology_keys(self) -> tuple[str, ...]:
+        return tuple(self._anti_at)
+
+    def anti_terms_at(self, topology_key: str, value: str) -> Iterable[AffinityTerm]:
+        """The anti-affinity terms of the pods placed in the domain `topology_key=value`."""
+        return (self._anti_at.get(topology_key) or {}).get(value) or ()
+
     def _domain_matches(self, matcher: PodMatcher, domain: _Domain) -> bool:
         requirements = matcher.requirements
         keys = {r.key for r in requirements}
@@ -312,21 +342,29 @@ class AffinityCheck:
         anti_terms: list[AffinityTerm],
     ) -> None:
         self._index = index
-        self._forbidden, _ = index.forbidden_by_existing(namespace, labels)
-        self.skip = not affinity_terms and not anti_terms and not self._forbidden
+        self._namespace, self._labels = namespace, labels
+        # Symmetry (existing pods' anti-affinity) is answered per domain the search visits, from the terms
+        # placed there, not by matching every placed term up front: with 2,000 exclusive Jobs placed that
+        # took ~3 ms a cycle. Same answers: a domain is forbidden iff a term placed there matches the pod.
+        forbidden = index.any_existing_anti_match(namespace, labels)
+        self._forbidden_keys = index.anti_topology_keys() if forbidden else ()
+        self._term_matches: dict[AffinityTerm, bool] = {}
+        self.skip = not affinity_terms and not anti_terms and not forbidden
         """PreFilter returns Skip: nothing constrains this pod, Filter does not run."""
         incoming = (index.placed_pods * (len(affinity_terms) + len(anti_terms))) if not self.skip else 0
         self.prefilter_work = incoming + index.existing_anti_terms
         """Term matches upstream's PreFilter makes: every existing pod against the incoming pod's terms,
         and every existing pod's required anti-affinity term against the incoming pod."""
-        self.node_work = len(affinity_terms) + len(anti_terms) + (1 if self._forbidden else 0)
+        self.node_work = len(affinity_terms) + len(anti_terms) + (1 if forbidden else 0)
         """Term lookups Filter makes on one node."""
         self._matcher = PodMatcher.of(affinity_terms)
         self._affinity_keys = tuple(dict.fromkeys(t.topology_key for t in affinity_terms))
         self._group_exists = any(index.holds_match(self._matcher, k) for k in self._affinity_keys)
         self._self_match = self._matcher.matches(namespace, labels, index.namespace_labels)
         self._anti = [(t.topology_key, PodMatcher.of((t,))) for t in anti_terms]
-        self._keys = tuple(sorted({*self._forbidden, *self._affinity_keys, *(key for key, _ in self._anti)}))
+        self._keys = tuple(
+            sorted({*self._forbidden_keys, *self._affinity_keys, *(key for key, _ in self._anti)})
+        )
         self._answers: dict[object, str | None] = {}
 
     def reason(self, node_labels: Mapping[str, str]) -> str | None:
@@ -354,7 +392,21 @@ class AffinityCheck:
             value = node_labels.get(key)
             if value is not None and index.domain_has_match(matcher, key, value):
                 return REASON_ANTI_AFFINITY
-        for key, domains in self._forbidden.items():
-            if node_labels.get(key) in domains:
+        for key in self._forbidden_keys:
+            value = node_labels.get(key)
+            if value is not None and self._forbids(key, value):
                 return REASON_EXISTING_ANTI_AFFINITY
         return None
+
+    def _forbids(self, topology_key: str, value: str) -> bool:
+        """Whether a pod placed in this domain carries an anti-affinity term matching the incoming pod."""
+        matches = self._term_matches
+        for term in self._index.anti_terms_at(topology_key, value):
+            known = matches.get(term)
+            if known is None:
+                known = matches[term] = term.matches_pod(
+                    self._namespace, self._labels, self._index.namespace_labels
+                )
+            if known:
+                return True
+        return False

@@ -138,3 +138,36 @@ def test_watch_restarts_and_cache_sizes_are_counted(fake_api: FakeKubeApi) -> No
         assert harness.sample("exclusive_placement_cache_objects", {"kind": "pods"}) == 0
     finally:
         harness.directory.stop()
+
+
+def test_caches_keep_only_what_the_rules_read(fake_api: FakeKubeApi, harness: Harness) -> None:
+    """Issue 16: a node's status, images and annotations and a leader pod's spec, status and foreign
+    labels are never stored, from the list or from a watch event; the lookup still hits."""
+    node = node_obj("node-1", "pool-a")
+    node["metadata"]["annotations"] = {"big": "x" * 1000}
+    node["status"] = {"images": [{"names": ["image"], "sizeBytes": 1}], "capacity": {"cpu": "8"}}
+    fake_api.put("nodes", node)
+    leader = leader_from_fixture("node-1")
+    leader["metadata"]["labels"]["team"] = "research"
+    leader["metadata"]["annotations"]["note"] = "y" * 1000
+    harness.directory.start()
+    eventually(harness.directory.ready, "the informers synced")
+    fake_api.put("pods", leader)
+    eventually(lambda: harness.directory.from_cache(_follower_plan()) is not None, "the bound leader cached")
+    cached_node = harness.nodes.store.get("node-1") or {}
+    assert set(cached_node) == {"metadata"}
+    assert set(cached_node["metadata"]) <= {"name", "resourceVersion", "labels"}
+    (cached_pod,) = harness.pods.store.items()
+    assert set(cached_pod) <= {"metadata", "spec", "status"}
+    assert set(cached_pod["spec"]) == {"nodeName"}
+    assert set(cached_pod["status"]) == {"phase"}
+    assert "team" not in cached_pod["metadata"]["labels"]
+    assert "note" not in cached_pod["metadata"]["annotations"]
+    assert "managedFields" not in cached_pod["metadata"]
+
+
+def test_nodes_are_listed_and_watched_as_metadata(harness: Harness) -> None:
+    """The node informer asks for PartialObjectMetadata (kubesim serves it; the fake API server here sends
+    whole nodes, which the projection trims, as above); leader pods are read beyond their metadata."""
+    assert harness.nodes.metadata_only
+    assert not harness.pods.metadata_only

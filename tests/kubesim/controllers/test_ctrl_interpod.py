@@ -5,6 +5,8 @@ from typing import Any
 import pytest
 
 from kubesim.controllers.interpod import (
+    REASON_EXISTING_ANTI_AFFINITY,
+    AffinityCheck,
     AffinityIndex,
     AffinityTerm,
     PodMatcher,
@@ -122,6 +124,31 @@ def test_symmetry_existing_anti_affinity_forbids_its_domain_for_matching_pods() 
     assert index.forbidden_by_existing("default", {"unrelated": "x"})[0] == {}
     index.remove_pod("default/leader-1")
     assert index.forbidden_by_existing("default", {KEY: "job-2"})[0] == {}
+
+
+@pytest.mark.parametrize("incoming", ["job-1", "job-2", "job-3", None])
+def test_symmetry_per_domain_agrees_with_matching_every_placed_term(incoming: str | None) -> None:
+    """AffinityCheck answers symmetry from the terms placed in each domain it visits; the answer is the one
+    `forbidden_by_existing` (every placed term matched up front) gives, and removed pods leave no term."""
+    index = _index()
+    placements = (
+        ("default/l1", "n1", "job-1"),
+        ("default/l2", "n3", "job-2"),
+        ("default/l2b", "n2", "job-2"),
+    )
+    for key, node, job in placements:
+        index.add_pod(key, node, "default", {KEY: job}, [parse_term(_exclusive_terms(job)[1], "default")])
+    labels = {KEY: incoming} if incoming else {"unrelated": "x"}
+    forbidden, _ = index.forbidden_by_existing("default", labels)
+    check = AffinityCheck(index, "default", labels, [], [])
+    for pool in ("a", "b", "c"):
+        expected = REASON_EXISTING_ANTI_AFFINITY if pool in forbidden.get(POOL, set()) else None
+        assert check.reason({POOL: pool}) == expected, pool
+    assert check.skip == (not forbidden)
+    for key, _node, _job in placements:
+        index.remove_pod(key)
+    assert index.anti_topology_keys() == ()
+    assert list(index.anti_terms_at(POOL, "a")) == []
 
 
 def test_identical_existing_terms_are_grouped() -> None:

@@ -1,0 +1,84 @@
+"""The fields of cached objects that the rules read: what the webhook's and the resizer's informers keep.
+
+Caches hold only these (`kubekit.projection.FieldProjection`); a rule that starts reading another field of
+a cached leader pod or node must name it here, or the projection tests fail (`tests/placement` checks that
+every rule decides the same on the projected object as on the full one).
+
+- A leader pod is read by `placement.leader` (completion index, owning Job by ownerReference or labels,
+  deletionTimestamp, phase, nodeName), `placement.admission.leader_state` (name, nodeName) and
+  `placement.resize` (its topology annotations, name). Keys and logs use namespace/name; the uid and
+  resourceVersion identify the copy.
+- The resizer's all-or-nothing queue (`placement.gang`: `gang_of`, `build_gang`, `leader_view`) reads a
+  leader's JobSet name and restart attempt labels, its all-or-nothing, gang-size, gang-queued-at and
+  released-at annotations, its creationTimestamp, its scheduling gates and `spec.priority`.
+- A node is read for its labels only (`placement.affinity.leader_domain`): the topology key is any label
+  a Job names, so every label is kept, and nothing else (no status, images, conditions, capacity).
+
+Plain nested maps: `True` keeps a field whole, a frozenset keeps only those keys of a string map.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from placement.constants import (
+    ALL_OR_NOTHING_ANNOTATION,
+    CONTROLLER_UID_LABEL,
+    GANG_QUEUED_AT_ANNOTATION,
+    GANG_SIZE_ANNOTATION,
+    JOB_COMPLETION_INDEX_ANNOTATION,
+    JOB_COMPLETION_INDEX_LABEL,
+    JOB_NAME_LABEL,
+    JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION,
+    JOBSET_NAME_LABEL,
+    JOBSET_RESTART_ATTEMPT_LABEL,
+    LEGACY_CONTROLLER_UID_LABEL,
+    LEGACY_JOB_NAME_LABEL,
+    RELEASED_AT_ANNOTATION,
+    ROLE_LABEL,
+    TOPOLOGY_ANNOTATION,
+)
+
+FieldSpec = dict[str, object]
+
+LEADER_POD_LABELS: Final = frozenset(
+    {
+        ROLE_LABEL,
+        JOB_NAME_LABEL,
+        LEGACY_JOB_NAME_LABEL,
+        CONTROLLER_UID_LABEL,
+        LEGACY_CONTROLLER_UID_LABEL,
+        JOB_COMPLETION_INDEX_LABEL,
+        JOBSET_NAME_LABEL,
+        JOBSET_RESTART_ATTEMPT_LABEL,
+    }
+)
+LEADER_POD_ANNOTATIONS: Final = frozenset(
+    {
+        JOB_COMPLETION_INDEX_ANNOTATION,
+        TOPOLOGY_ANNOTATION,
+        JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION,
+        ALL_OR_NOTHING_ANNOTATION,
+        GANG_SIZE_ANNOTATION,
+        GANG_QUEUED_AT_ANNOTATION,
+        RELEASED_AT_ANNOTATION,
+    }
+)
+
+LEADER_POD_FIELDS: Final[FieldSpec] = {
+    "metadata": {
+        "name": True,
+        "namespace": True,
+        "uid": True,
+        "resourceVersion": True,
+        "deletionTimestamp": True,
+        "creationTimestamp": True,
+        "ownerReferences": True,
+        "labels": LEADER_POD_LABELS,
+        "annotations": LEADER_POD_ANNOTATIONS,
+    },
+    "spec": {"nodeName": True, "schedulingGates": True, "priority": True},
+    "status": {"phase": True},
+}
+
+NODE_FIELDS: Final[FieldSpec] = {"metadata": {"name": True, "resourceVersion": True, "labels": True}}
