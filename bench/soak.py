@@ -336,23 +336,35 @@ class PodFollower:
         self.counts["relists"] += 1
         return str(listing["metadata"]["resourceVersion"])
 
-    def has_seen(self, pods: list[dict[str, Any]]) -> bool:
-        """Whether the replay has seen each of `pods` (a later list) at its listed version or later, and
-        the deletion of every pod the list no longer holds."""
+    def unseen(self, pods: list[dict[str, Any]]) -> list[str]:
+        """How the replay differs from `pods` (a later list): pods not yet seen at their listed version or
+        later, and pods whose deletion it has not seen; empty once it has caught up."""
         listed = {p["metadata"]["name"]: int(p["metadata"]["resourceVersion"]) for p in pods}
-        if set(self.known) - set(listed):
-            return False
-        return all(
-            name in self.known and int(self.known[name]["metadata"]["resourceVersion"]) >= version
-            for name, version in listed.items()
-        )
+        gone = [f"{name} deleted, not seen" for name in sorted(set(self.known) - set(listed))]
+        behind = [
+            f"{name} at {self._seen_version(name)}, listed at {version}"
+            for name, version in sorted(listed.items())
+            if self._seen_version(name) < version
+        ]
+        return gone + behind
+
+    def _seen_version(self, name: str) -> int:
+        pod = self.known.get(name)
+        return int(pod["metadata"]["resourceVersion"]) if pod is not None else 0
+
+    def has_seen(self, pods: list[dict[str, Any]]) -> bool:
+        return not self.unseen(pods)
 
     async def catch_up(self, pods: list[dict[str, Any]], timeout: float) -> None:
-        """Wait until the replay has seen the final list's state of every pod (`has_seen`)."""
+        """Wait until the replay has seen the final list's state of every pod (`unseen` is empty)."""
         deadline = time.monotonic() + timeout
         while not self.has_seen(pods):
             if time.monotonic() > deadline:
-                raise SoakError(f"the pod watch had not caught up with the final list after {timeout:.0f}s")
+                missing = self.unseen(pods)
+                raise SoakError(
+                    f"the pod watch had not caught up with the final list after {timeout:.0f}s: "
+                    f"{len(missing)} pods, e.g. {'; '.join(missing[:5])}"
+                )
             await asyncio.sleep(0.05)
 
     async def follow(self, http: httpx.AsyncClient) -> None:
