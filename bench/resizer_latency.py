@@ -502,15 +502,20 @@ def options_from(argv: list[str] | None) -> Options:
     )
 
 
+def write_result(result: dict[str, Any], out: Path, name: str, summary: str) -> int:
+    """Write `result` to out/name, print the summary; exit status 0 when every Job was resized."""
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / name
+    path.write_text(json.dumps(result, indent=2) + "\n")
+    print(summary)
+    print(f"wrote {path}")
+    return 0 if result["met"]["all_resized"] else 1
+
+
 def main(argv: list[str] | None = None) -> int:
     options = options_from(argv)
     result = run(options)
-    options.out.mkdir(parents=True, exist_ok=True)
-    path = options.out / "resizer.json"
-    path.write_text(json.dumps(result, indent=2) + "\n")
-    print(format_summary(result))
-    print(f"wrote {path}")
-    return 0 if result["met"]["all_resized"] else 1
+    return write_result(result, options.out, "resizer.json", format_summary(result))
 
 
 if __name__ == "__main__":

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import ssl
 import subprocess
 import sys
@@ -49,6 +48,7 @@ from bench.resizer_latency import (
     histogram_quantile,
     parse_histogram,
     percentile,
+    write_result,
 )
 from devstack.commands import (
     LOCAL_HOST,
@@ -727,12 +727,7 @@ def options_from(argv: list[str] | None) -> Options:
 def main(argv: list[str] | None = None) -> int:
     options = options_from(argv)
     result = run(options)
-    options.out.mkdir(parents=True, exist_ok=True)
-    path = options.out / "scale.json"
-    path.write_text(json.dumps(result, indent=2) + "\n")
-    print(format_summary(result))
-    print(f"wrote {path}")
-    return 0 if result["met"]["all_resized"] else 1
+    return write_result(result, options.out, "scale.json", format_summary(result))
 
 
 if __name__ == "__main__":

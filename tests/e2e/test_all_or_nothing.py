@@ -139,6 +139,18 @@ def all_gated(stack: Stack, namespace: str, jobset: str) -> Callable[[], bool]:
     return lambda: len(gated_leaders(stack, namespace, jobset)) == JOBS
 
 
+def create_gated(stack: Stack, namespace: str, names: list[str]) -> None:
+    """Create the all-or-nothing JobSets one by one, each once its leaders exist, gated (no resizer runs)."""
+    for name in names:
+        stack.client.create(all_or_nothing_jobset(name, namespace))
+        eventually(
+            all_gated(stack, namespace, name),
+            f"the {JOBS} leaders of {name} created, gated",
+            30,
+            ignoring=(httpx.HTTPError,),
+        )
+
+
 @pytest.mark.slow  # the SIGKILL test below covers it with the real process; this one pins exact counts
 def test_a_release_cut_short_by_a_killed_resizer_is_finished_once_by_the_next(
     stack_factory: Callable[..., Stack],
@@ -149,14 +161,7 @@ def test_a_release_cut_short_by_a_killed_resizer_is_finished_once_by_the_next(
     namespace, names = "crash", ["a", "b"]
     ensure_namespace(stack.client, namespace)
     with Watch(stack.server, f"/api/v1/namespaces/{namespace}/pods") as watch:
-        for name in names:
-            stack.client.create(all_or_nothing_jobset(name, namespace))
-            eventually(
-                all_gated(stack, namespace, name),
-                f"the {JOBS} leaders of {name} created, gated",
-                30,
-                ignoring=(httpx.HTTPError,),
-            )
+        create_gated(stack, namespace, names)
         # What a resizer killed between its first and second gate removal leaves behind.
         first = sorted(gated_leaders(stack, namespace, "a"), key=lambda pod: str(pod["metadata"]["name"]))[0]
         index = first["spec"]["schedulingGates"].index({"name": ALL_OR_NOTHING_GATE})
@@ -220,14 +225,7 @@ def test_a_resizer_sigkilled_between_two_gate_removals_loses_and_doubles_nothing
     namespace, names = "sigkill", ["a", "b"]
     ensure_namespace(stack.client, namespace)
     with Watch(stack.server, f"/api/v1/namespaces/{namespace}/pods") as watch:
-        for name in names:
-            stack.client.create(all_or_nothing_jobset(name, namespace))
-            eventually(
-                all_gated(stack, namespace, name),
-                f"the {JOBS} leaders of {name} created, gated",
-                30,
-                ignoring=(httpx.HTTPError,),
-            )
+        create_gated(stack, namespace, names)
         leaders_before = {
             pod["metadata"]["uid"] for name in names for pod in gated_leaders(stack, namespace, name)
         }
