@@ -49,6 +49,7 @@ from placement.objects import (
     Obj,
     is_finished_pod,
     is_leader,
+    is_terminating,
     job_ref_of_pod,
     labels_of,
     metadata,
@@ -503,15 +504,17 @@ class Resizer:
             return
         if not self.leadership.is_leader():
             return
+        uid = str(metadata(follower).get("uid") or "")
         if repair.status_patch is not None:
-            marked = self._guard(self.kube.patch_pod_status, namespace, name, repair.status_patch)
-            if marked is None:
-                self.caches.followers.delete(pod_key)
-                return
+            fresh = self._guard(self.kube.patch_pod_status, namespace, name, repair.status_patch)
+        else:
+            fresh = self._guard(self.kube.get_pod, namespace, name)
+        if fresh is None or is_terminating(fresh) or str(metadata(fresh).get("uid") or "") != uid:
+            # Gone, or its deletion (ours, from a stale cached copy) already under way: nothing to repeat.
+            self.caches.followers.delete(pod_key)
+            return
         try:
-            deleted = self._guard(
-                self.kube.delete_pod, namespace, name, str(metadata(follower).get("uid") or "")
-            )
+            deleted = self._guard(self.kube.delete_pod, namespace, name, uid)
         except KubeError as error:
             if error.status != 409:  # 409: the uid precondition failed, that pod is already gone
                 raise

@@ -25,6 +25,8 @@ class FakeKube:
         self.timeouts: list[float | None] = []
         self.deleted: list[Obj] = []
         """Pods as they were when deleted (their status shows what was written before the delete)."""
+        self.graceful_deletes = False
+        """Deleted pods stay, terminating (deletionTimestamp set), as a pod with a grace period does."""
 
     # --- helpers for tests
     def put(self, kind: str, obj: Obj) -> Obj:
@@ -109,6 +111,13 @@ class FakeKube:
             pod = self._get("pods", namespace, name)
             if uid and pod["metadata"].get("uid") != uid:
                 raise KubeError(409, "Conflict", "Precondition failed: UID in precondition")
+            if self.graceful_deletes:
+                if not pod["metadata"].get("deletionTimestamp"):
+                    self.deleted.append(copy.deepcopy(pod))
+                    pod["metadata"]["deletionTimestamp"] = "2026-05-01T10:00:00Z"
+                    self.version += 1
+                    pod["metadata"]["resourceVersion"] = str(self.version)
+                return copy.deepcopy(pod)
             self.deleted.append(copy.deepcopy(pod))
             del self.objects[("pods", namespace, name)]
             return {"kind": "Status", "status": "Success"}

@@ -300,8 +300,25 @@ def test_a_stale_copy_of_a_repaired_follower_is_not_counted_again() -> None:
     world.caches.followers.upsert(copy.deepcopy(stale))
     world.resizer.process(KEY)
     assert world.metric("follower_repairs_total") == 2
-    assert ("delete", "pods/train-0-1") in world.kube.calls[6:]
+    assert world.kube.calls[6:] == [("get", "pods/train-0-0"), ("get", "pods/train-0-1")]  # read, gone
     assert len(world.caches.followers) == 1
+
+
+def test_a_stale_copy_of_a_follower_still_terminating_is_neither_deleted_nor_counted_again() -> None:
+    """A pod with a grace period stays, terminating, after the delete; a late watch event puts its copy
+    from before the delete back into the cache. The status write returns the pod as it is: terminating."""
+    world = repair_world()
+    world.kube.graceful_deletes = True
+    world.resizer.process(KEY)
+    assert world.metric("follower_repairs_total") == 2
+    stale = copy.deepcopy(world.kube.deleted[0])
+    assert "deletionTimestamp" not in stale["metadata"]
+    world.caches.followers.upsert(stale)
+    deletes = world.kube.count("delete")
+    world.resizer.process(KEY)
+    assert world.kube.count("delete") == deletes
+    assert world.metric("follower_repairs_total") == 2
+    assert stale["metadata"]["name"] not in {p["metadata"]["name"] for p in world.caches.followers.items()}
 
 
 def test_no_repair_when_the_api_server_shows_another_leader_than_the_cache() -> None:
