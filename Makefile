@@ -44,7 +44,7 @@ run: $(STAMP) ## Bring up kubesim + webhook + resizer, run examples/jobset-exclu
 demo: $(STAMP) ## Scripted end to end, non-interactive; exits 0 when every Job is placed
 	$(PY) -m devstack demo
 
-bench: $(STAMP) ## JobSet vs the four strategies on kubesim, ~13 min (writes bench/results/)
+bench: $(STAMP) ## JobSet vs the four strategies (+ all-or-nothing in the gang race) on kubesim, ~13 min (writes bench/results/)
 	$(PY) -m bench strategies
 
 bench-quick: $(STAMP) ## Quick strategy comparison, ~3 min (as run by make test; writes .bench-quick/)
