@@ -731,6 +731,9 @@ class Resizer:
     def _node(self, name: str | None) -> Obj | None:
         if name is None:
             return None
+        watched = self.caches.nodes.get(name)  # the all-or-nothing queue's informer: labels, kept current
+        if watched is not None:
+            return watched
         with self._node_lock:
             cached = self._node_labels.get(name)
         if cached is not None:

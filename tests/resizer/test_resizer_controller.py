@@ -321,6 +321,15 @@ def test_a_stale_copy_of_a_follower_still_terminating_is_neither_deleted_nor_cou
     assert stale["metadata"]["name"] not in {p["metadata"]["name"] for p in world.caches.followers.items()}
 
 
+def test_a_leaders_node_is_read_from_the_node_informer_when_it_has_it() -> None:
+    """The all-or-nothing queue's node informer already holds every node's labels: no GET per node."""
+    world = repair_world()
+    world.caches.nodes.upsert({"metadata": {"name": "node-5", "labels": {POOL: "pool-2"}}})
+    world.resizer.process(KEY)
+    assert world.kube.count("delete") == 2
+    assert ("get", "nodes/node-5") not in world.kube.calls
+
+
 def test_no_repair_when_the_api_server_shows_another_leader_than_the_cache() -> None:
     world = repair_world()
     moved = pod(0, node="node-7")
