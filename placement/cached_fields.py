@@ -11,7 +11,8 @@ every rule decides the same on the projected object as on the full one).
 - The resizer's all-or-nothing queue (`placement.gang`: `gang_of`, `build_gang`, `leader_view`) reads a
   leader's JobSet name and restart attempt labels, its all-or-nothing, gang-size, gang-queued-at and
   released-at annotations, its creationTimestamp, its scheduling gates and `spec.priority`.
-- A node is read for its labels only (`placement.affinity.leader_domain`): the topology key is any label
+- The queue reads a node's labels and `spec.unschedulable` (`QUEUE_NODE_FIELDS`). Elsewhere a node is read
+  for its labels only (`placement.affinity.leader_domain`): the topology key is any label
   a Job names, so every label is kept, and nothing else (no status, images, conditions, capacity).
 
 Plain nested maps: `True` keeps a field whole, a frozenset keeps only those keys of a string map.
@@ -82,3 +83,10 @@ LEADER_POD_FIELDS: Final[FieldSpec] = {
 }
 
 NODE_FIELDS: Final[FieldSpec] = {"metadata": {"name": True, "resourceVersion": True, "labels": True}}
+
+QUEUE_NODE_FIELDS: Final[FieldSpec] = {
+    "metadata": {"name": True, "resourceVersion": True, "labels": True},
+    "spec": {"unschedulable": True},
+}
+"""What the resizer's all-or-nothing queue reads of a Node (`placement.gang.node_view`): its labels (the
+topology keys come from pods at run time, so all of them) and whether it is cordoned."""

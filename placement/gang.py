@@ -11,8 +11,8 @@ Everything is derived from what the API shows (which leaders are gated, which ar
 released, on which nodes), so a new resizer replica reaches the same decision as the one it replaces.
 
 - `gang_of(obj)`: the gang a pod or Job belongs to (None when it is not all-or-nothing).
-- `build_gang(gang_id, pods)`, `leader_view(pod)`, `node_view(node)`: the few fields the decisions read;
-  `project_node(node)`: what the resizer keeps of a Node.
+- `build_gang(gang_id, pods)`, `leader_view(pod)`, `node_view(node)`: the few fields the decisions read
+  (what the resizer caches of them: `placement.cached_fields`).
 - `gang_state(gang)`, `gang_complete(gang)`, `free_domains(key, nodes, held_nodes, priority)`.
 - `plan_admission(gangs, nodes, held_nodes, now, timeout)` → `AdmissionPlan`.
 - `release_patch(pod, now)`: the JSON patch that ungates one leader and records when (`format_time`);
@@ -212,19 +212,6 @@ def node_view(node: Obj) -> NodeView:
         labels=labels_of(node),
         unschedulable=bool(section(node, "spec").get("unschedulable")),
     )
-
-
-def project_node(node: Obj) -> Obj:
-    """What the resizer keeps of a Node: its name, labels (the topology keys come from pods at run time, so
-    all of them) and `spec.unschedulable`; no status (the bulk of a Node)."""
-    meta = metadata(node)
-    kept: Obj = {"metadata": {"name": meta.get("name"), "labels": labels_of(node)}}
-    for field_name in ("resourceVersion", "uid"):
-        if field_name in meta:
-            kept["metadata"][field_name] = meta[field_name]
-    if section(node, "spec").get("unschedulable"):
-        kept["spec"] = {"unschedulable": True}
-    return kept
 
 
 # --- the gang's state --------------------------------------------------------------------------------------

@@ -12,9 +12,8 @@ from types import FrameType
 from kubekit.client import Kube, Resource, Timeouts, build_api_client
 from kubekit.informer import Handler, Informer, Store, without_managed_fields
 from kubekit.projection import FieldProjection
-from placement.cached_fields import LEADER_POD_FIELDS
+from placement.cached_fields import LEADER_POD_FIELDS, QUEUE_NODE_FIELDS
 from placement.constants import RESIZE_LABEL, RESIZE_PENDING, ROLE_FOLLOWER, ROLE_LABEL, ROLE_LEADER
-from placement.gang import project_node
 from placement.objects import Obj
 from placement.resize import follower_to_watch
 from resizer.controller import (
@@ -119,7 +118,7 @@ class ResizerApp:
                 None,
                 NodeHandler(self.resizer),
                 store=self.caches.nodes,
-                project=project_node,
+                project=FieldProjection(QUEUE_NODE_FIELDS),
                 cluster_scoped=True,
             ),
         ]

@@ -97,8 +97,8 @@ class Caches:
     """Unbound followers carrying our scheduling gate or pinned to a domain, indexed by their Job's
     `namespace/name` (`placement.resize.follower_to_watch`)."""
     nodes: Store
-    """Nodes, projected to name, labels and spec.unschedulable (`placement.gang.project_node`): the free
-    domains of the all-or-nothing queue."""
+    """Nodes, projected to name, labels and spec.unschedulable (`placement.cached_fields.QUEUE_NODE_FIELDS`):
+    the free domains of the all-or-nothing queue, and the leaders' domains."""
 
 
 def new_caches() -> Caches:

@@ -16,7 +16,7 @@ from kubekit.client import Kube, Timeouts, build_api_client
 from kubekit.informer import Informer
 from kubekit.projection import FieldProjection, project
 from kubesim.testing import KubesimServer
-from placement.cached_fields import LEADER_POD_FIELDS, NODE_FIELDS
+from placement.cached_fields import LEADER_POD_FIELDS, NODE_FIELDS, QUEUE_NODE_FIELDS
 from placement.constants import (
     ALL_OR_NOTHING_ANNOTATION,
     ALL_OR_NOTHING_GATE,
@@ -128,6 +128,18 @@ def test_a_projected_node_keeps_its_labels_only() -> None:
     whole = noisy(node("node-1", {ZONE: "zone-a", "team": "research"}))
     projected = FieldProjection(NODE_FIELDS)(whole)
     assert projected == {"metadata": {"name": "node-1", "labels": {ZONE: "zone-a", "team": "research"}}}
+
+
+def test_the_queue_keeps_a_node_as_name_labels_and_unschedulable_only() -> None:
+    node = {
+        "metadata": {"name": "n", "labels": {"a": "b"}, "resourceVersion": "7", "managedFields": [{}]},
+        "spec": {"unschedulable": True, "taints": [{}]},
+        "status": {"images": [{}] * 10},
+    }
+    assert FieldProjection(QUEUE_NODE_FIELDS)(node) == {
+        "metadata": {"name": "n", "labels": {"a": "b"}, "resourceVersion": "7"},
+        "spec": {"unschedulable": True},
+    }
 
 
 LEADERS = {

@@ -46,7 +46,6 @@ from placement.gang import (
     gang_state,
     parse_time,
     plan_admission,
-    project_node,
     release_patch,
 )
 from placement.jobset import JobSetRef, JobSetStartup, JobSetUnknown, exclusive_jobs, jobset_startup
@@ -345,18 +344,6 @@ def test_release_patch_removes_only_our_gate_and_records_the_time() -> None:
 def test_release_times_keep_their_fraction_of_a_second(seconds: float) -> None:
     assert parse_time(format_time(seconds)) == pytest.approx(seconds, abs=1e-6)
     assert format_time(seconds).endswith("Z")
-
-
-def test_a_node_is_kept_as_name_labels_and_unschedulable_only() -> None:
-    node = {
-        "metadata": {"name": "n", "labels": {"a": "b"}, "resourceVersion": "7", "managedFields": [{}]},
-        "spec": {"unschedulable": True, "taints": [{}]},
-        "status": {"images": [{}] * 10},
-    }
-    assert project_node(node) == {
-        "metadata": {"name": "n", "labels": {"a": "b"}, "resourceVersion": "7"},
-        "spec": {"unschedulable": True},
-    }
 
 
 # --- the webhook's part ------------------------------------------------------------------------------------

@@ -7,6 +7,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+from kubekit.projection import FieldProjection
+from placement.cached_fields import QUEUE_NODE_FIELDS
 from placement.constants import (
     ALL_OR_NOTHING_ANNOTATION,
     ALL_OR_NOTHING_GATE,
@@ -24,7 +26,7 @@ from placement.constants import (
     TARGET_PARALLELISM_ANNOTATION,
     TOPOLOGY_ANNOTATION,
 )
-from placement.gang import has_gang_gate, parse_time, project_node
+from placement.gang import has_gang_gate, parse_time
 from placement.resize import has_gate
 from resizer.controller import GANG_KEY, Resizer, new_caches
 from resizer.metrics import Metrics
@@ -131,7 +133,7 @@ class World:
         for i in range(pools):
             node = {"metadata": {"name": f"node-{i}", "labels": {GKE_NODEPOOL_LABEL: f"pool-{i}"}}}
             self.kube.put("nodes", node)
-            self.caches.nodes.upsert(project_node(node))
+            self.caches.nodes.upsert(FieldProjection(QUEUE_NODE_FIELDS)(node))
 
     def leader(self, obj: Obj) -> Obj:
         stored = self.kube.put("pods", obj)
