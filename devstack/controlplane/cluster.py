@@ -180,7 +180,7 @@ class KubeControlPlane:
         kwokctl_config = {
             "apiVersion": "config.kwok.x-k8s.io/v1alpha1",
             "kind": "KwokctlConfiguration",
-            "options": {"runtime": "binary", "bindAddress": LOCAL_HOST},
+            "options": {"runtime": "binary", "bindAddress": LOCAL_HOST, **_component_ports()},
         }
         config.write_text(
             yaml.safe_dump_all([kwokctl_config, *stages(layout.manifests_dir)], sort_keys=False)
@@ -284,6 +284,20 @@ class KubeControlPlane:
         if self._client is not None:
             self._client.close()
             self._client = None
+
+
+def _component_ports() -> dict[str, int]:
+    """Every port of the cluster, from the OS's free ports: kwokctl's own choice counts down from 32765 and
+    two clusters created at once (two test workers) would both take the same ports."""
+    names = (
+        "kubeApiserverPort",
+        "etcdPort",
+        "etcdPeerPort",
+        "kubeControllerManagerPort",
+        "kubeSchedulerPort",
+        "kwokControllerPort",
+    )
+    return {name: free_port() for name in names}
 
 
 def _ready_pattern() -> re.Pattern[str]:
