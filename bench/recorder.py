@@ -64,10 +64,10 @@ class PodRecorder:
 
     async def follow(self, http: httpx.AsyncClient, namespace: str) -> None:
         """Watch pods in `namespace` until cancelled."""
-        await _watch_pods(http, namespace, self.connected, self.observe)
+        await watch_pods(http, namespace, self.connected, self.observe)
 
 
-async def _watch_pods(
+async def watch_pods(
     http: httpx.AsyncClient,
     namespace: str,
     connected: asyncio.Event,
@@ -126,7 +126,7 @@ class BacklogTracker:
 
     async def follow(self, http: httpx.AsyncClient, namespace: str) -> None:
         """Watch pods in `namespace` until cancelled."""
-        await _watch_pods(http, namespace, self.connected, self.observe)
+        await watch_pods(http, namespace, self.connected, self.observe)
 
 
 class GangRecorder(PodRecorder):
