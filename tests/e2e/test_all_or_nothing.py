@@ -111,7 +111,7 @@ def test_all_or_nothing_jobsets_never_hold_part_of_the_domains_they_need(
     stack = stack_factory(cluster=CLUSTER)
     namespace, names = "gangs", ["a", "b", "c"]
     ensure_namespace(stack.client, namespace)
-    with Watch(stack.server, f"/api/v1/namespaces/{namespace}/pods") as watch:
+    with Watch(stack, "Pod", namespace) as watch:
         for name in names:
             stack.client.create(all_or_nothing_jobset(name, namespace))
         placement = run_to_completion(stack, namespace, names, watch)
@@ -160,7 +160,7 @@ def test_a_release_cut_short_by_a_killed_resizer_is_finished_once_by_the_next(
     stack = stack_factory(cluster=replace(CLUSTER, pod_run_seconds=60), resizer_replicas=0)
     namespace, names = "crash", ["a", "b"]
     ensure_namespace(stack.client, namespace)
-    with Watch(stack.server, f"/api/v1/namespaces/{namespace}/pods") as watch:
+    with Watch(stack, "Pod", namespace) as watch:
         create_gated(stack, namespace, names)
         # What a resizer killed between its first and second gate removal leaves behind.
         first = sorted(gated_leaders(stack, namespace, "a"), key=lambda pod: str(pod["metadata"]["name"]))[0]
@@ -224,7 +224,7 @@ def test_a_resizer_sigkilled_between_two_gate_removals_loses_and_doubles_nothing
     stack = stack_factory(cluster=replace(CLUSTER, pod_run_seconds=60), resizer_replicas=0)
     namespace, names = "sigkill", ["a", "b"]
     ensure_namespace(stack.client, namespace)
-    with Watch(stack.server, f"/api/v1/namespaces/{namespace}/pods") as watch:
+    with Watch(stack, "Pod", namespace) as watch:
         create_gated(stack, namespace, names)
         leaders_before = {
             pod["metadata"]["uid"] for name in names for pod in gated_leaders(stack, namespace, name)
@@ -289,7 +289,7 @@ def test_a_reservation_that_cannot_bind_times_out_and_the_jobset_queues_again(
     jobset = exclusive_jobset("x", jobs=4, pods_per_job=1, gpus_per_pod=8, namespace=namespace)
     jobset["metadata"]["annotations"][ALL_OR_NOTHING_ANNOTATION] = "true"
     jobset["spec"]["replicatedJobs"][0]["template"]["spec"]["backoffLimit"] = 6  # a deleted pod is a failure
-    with Watch(stack.server, f"/api/v1/namespaces/{namespace}/pods") as watch:
+    with Watch(stack, "Pod", namespace) as watch:
         stack.client.create(jobset)
         eventually(lambda: resizer_metric(stack, "gang_timeouts_total") >= 1, "the reservation timed out", 60)
         set_taint(stack, tainted, None)
