@@ -18,6 +18,9 @@ import httpx
 import yaml
 
 
+Items = list[dict[str, Any]]
+
+
 @dataclass(frozen=True)
 class ResourceType:
     prefix: str
