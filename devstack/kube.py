@@ -203,7 +203,7 @@ class KubeClient:
 
     def list_with_version(
         self, kind: str, *, namespace: str | None = None
-    ) -> tuple[list[dict[str, Any]], str]:
+    ) -> tuple[Items, str]:
         """The items and the list's resourceVersion, to watch from."""
         listed = self._request("GET", collection_path(kind, namespace))
         return listed["items"], str(listed["metadata"]["resourceVersion"])
