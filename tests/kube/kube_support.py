@@ -4,14 +4,21 @@ admission metrics, and namespaces emptied between tests."""
 from __future__ import annotations
 
 import copy
+import json
 import re
+import ssl
+import threading
+import time
 from collections import Counter
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from certs.files import ca_bundle_b64
 from devstack.clusters import KubeCluster
 from devstack.controlplane.audit import AuditLog, pod_creations
 from devstack.controlplane.kwok import run_time_annotations
 from devstack.kube import KubeError
+from devstack.ports import free_port
 from devstack.stack import Stack
 from tests.support.waiting import eventually
 
@@ -80,3 +87,83 @@ def empty_namespace(stack: Stack, namespace: str, timeout: float = 90) -> None:
         ignoring=(KubeError,),
     )
     stack.client.delete("Namespace", namespace)
+
+
+class SlowAdmission:
+    """A validating webhook that answers every pod UPDATE in `namespace` after `delay` seconds, allowing it:
+    what a slow admission chain does to a client's writes, on the real API server. Serves TLS with the
+    stack's serving certificate; registered with failurePolicy Ignore, removed on exit."""
+
+    def __init__(self, stack: Stack, namespace: str, delay: float) -> None:
+        self.stack = stack
+        self.namespace = namespace
+        self.delay = delay
+        self.name = f"slow-admission-{namespace}"
+        self._server: ThreadingHTTPServer | None = None
+
+    def __enter__(self) -> SlowAdmission:
+        delay = self.delay
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                review = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                time.sleep(delay)  # the point of this webhook: admission latency
+                body = json.dumps(
+                    {
+                        "apiVersion": "admission.k8s.io/v1",
+                        "kind": "AdmissionReview",
+                        "response": {"uid": review["request"]["uid"], "allowed": True},
+                    }
+                ).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *_: object) -> None:
+                return None
+
+        server = ThreadingHTTPServer(("127.0.0.1", free_port()), Handler)
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(self.stack.cert_dir / "tls.crt", self.stack.cert_dir / "tls.key")
+        server.socket = context.wrap_socket(server.socket, server_side=True)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        self._server = server
+        port = server.server_address[1]
+        self.stack.client.create(
+            {
+                "apiVersion": "admissionregistration.k8s.io/v1",
+                "kind": "ValidatingWebhookConfiguration",
+                "metadata": {"name": self.name},
+                "webhooks": [
+                    {
+                        "name": f"{self.name}.test.example",
+                        "admissionReviewVersions": ["v1"],
+                        "sideEffects": "None",
+                        "failurePolicy": "Ignore",
+                        "timeoutSeconds": 5,
+                        "clientConfig": {
+                            "url": f"https://127.0.0.1:{port}/",
+                            "caBundle": ca_bundle_b64(self.stack.ca_file),
+                        },
+                        "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": self.namespace}},
+                        "rules": [
+                            {
+                                "apiGroups": [""],
+                                "apiVersions": ["v1"],
+                                "operations": ["UPDATE"],
+                                "resources": ["pods"],
+                            }
+                        ],
+                    }
+                ],
+            }
+        )
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.stack.client.delete("ValidatingWebhookConfiguration", self.name)
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
