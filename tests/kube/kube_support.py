@@ -3,6 +3,7 @@ admission metrics, and namespaces emptied between tests."""
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import re
@@ -10,6 +11,7 @@ import ssl
 import threading
 import time
 from collections import Counter
+from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -167,3 +169,13 @@ class SlowAdmission:
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()
+
+
+@contextlib.contextmanager
+def resizer_stopped(stack: Stack, index: int = 0) -> Iterator[None]:
+    """Resizer `index` stopped for the block, started again (and ready) after it."""
+    stack.resizers[index].stop()
+    try:
+        yield
+    finally:
+        stack.restart_resizer(index)
