@@ -11,13 +11,13 @@ import ssl
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from certs.files import ca_bundle_b64
 from devstack.clusters import KubeCluster
-from devstack.controlplane.audit import AuditLog, pod_creations
+from devstack.controlplane.audit import AuditLog, Request, pod_creations
 from devstack.controlplane.kwok import run_time_annotations
 from devstack.kube import KubeError
 from devstack.ports import free_port
@@ -179,3 +179,16 @@ def resizer_stopped(stack: Stack, index: int = 0) -> Iterator[None]:
         yield
     finally:
         stack.restart_resizer(index)
+
+
+def preemptions(requests: Iterable[Request], namespace: str) -> int:
+    """Pods of `namespace` that kube-scheduler deleted: the victims of its preemptions."""
+    return sum(
+        1
+        for request in requests
+        if request.verb == "delete"
+        and request.resource == "pods"
+        and not request.subresource
+        and request.namespace == namespace
+        and request.user_agent.startswith("kube-scheduler/")
+    )
