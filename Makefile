@@ -19,8 +19,8 @@ $(STAMP): requirements.txt requirements-sim.txt requirements-dev.txt
 
 venv: $(STAMP) ## Create .venv from the pinned requirements (product, sim extra and dev tools)
 
-test: $(STAMP) ## Run the whole test suite (quick benchmark variants included) on TEST_WORKERS processes
-	$(PY) -m pytest -n $(TEST_WORKERS) $(PYTEST_ARGS)
+test: $(STAMP) kube ## Run the whole test suite (the kube tier and quick benchmark variants included) on TEST_WORKERS processes
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
 test-slow: $(STAMP) ## Run only the slow tests (scale runs, full benchmarks)
 	$(PY) -m pytest -m slow $(PYTEST_ARGS)

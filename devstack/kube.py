@@ -7,13 +7,18 @@ would.
 
 from __future__ import annotations
 
+import json
 import ssl
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
 import yaml
+
+
+Items = list[dict[str, Any]]
 
 
 @dataclass(frozen=True)
@@ -182,6 +187,46 @@ class KubeClient:
         except KubeError as err:
             if err.status != 404:
                 raise
+
+    def patch(
+        self,
+        kind: str,
+        name: str,
+        body: dict[str, Any],
+        *,
+        namespace: str | None = None,
+        subresource: str = "",
+        patch_type: str = "application/merge-patch+json",
+    ) -> dict[str, Any]:
+        path = f"{collection_path(kind, namespace)}/{name}" + (f"/{subresource}" if subresource else "")
+        return self._request("PATCH", path, json=body, headers={"Content-Type": patch_type})
+
+    def list_with_version(
+        self, kind: str, *, namespace: str | None = None
+    ) -> tuple[Items, str]:
+        """The items and the list's resourceVersion, to watch from."""
+        listed = self._request("GET", collection_path(kind, namespace))
+        return listed["items"], str(listed["metadata"]["resourceVersion"])
+
+    def watch(
+        self, kind: str, *, namespace: str | None = None, resource_version: str, timeout_seconds: int = 600
+    ) -> Iterator[tuple[str, dict[str, Any]]]:
+        """(type, object) of every event from `resource_version` on, until the server ends the watch or
+        the caller stops iterating."""
+        params = {
+            "watch": "true",
+            "resourceVersion": resource_version,
+            "timeoutSeconds": str(timeout_seconds),
+        }
+        with self._http.stream(
+            "GET", collection_path(kind, namespace), params=params, timeout=httpx.Timeout(10.0, read=None)
+        ) as response:
+            if response.status_code >= 400:
+                raise KubeError(response.status_code, "", response.read().decode(errors="replace")[:500])
+            for line in response.iter_lines():
+                if line.strip():
+                    event = json.loads(line)
+                    yield event["type"], event["object"]
 
     def request_token(self, namespace: str, service_account: str, *, seconds: int) -> str:
         """A token of `service_account` (TokenRequest), as a Pod's projected token would be."""
