@@ -17,15 +17,16 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
 import httpx
 
-from bench.audit import AuditLog, Window, count_requests
+from bench.audit import Window, count_requests
 from bench.promtext import Samples
+from devstack.controlplane.audit import AuditLog
 
 ADMISSION_CALLS = "apiserver_admission_webhook_admission_duration_seconds_count"
 SCHEDULE_ATTEMPTS = "scheduler_schedule_attempts_total"
@@ -151,20 +152,26 @@ class _Opened:
     scheduler: Samples
 
 
+async def scrape_unverified(url: str) -> str:
+    """A metrics page served with a self-signed certificate to anyone (kwokctl allows `/metrics` without
+    authorization on kube-scheduler's secure port)."""
+    async with httpx.AsyncClient(verify=False, timeout=30.0) as http:
+        return (await _get(http, url)).text
+
+
 @dataclass
 class KubeCounters:
-    """The real control plane's counters (module docstring). `scheduler_metrics`: kube-scheduler's
-    `/metrics` URL (served to anyone: kwokctl allows the path without authorization)."""
+    """The real control plane's counters (module docstring). `scheduler_metrics` returns kube-scheduler's
+    `/metrics` page."""
 
     audit_log: AuditLog
     webhooks: WebhookNames
-    scheduler_metrics: str
+    scheduler_metrics: Callable[[], Awaitable[str]]
+    flush_timeout: float = AUDIT_FLUSH_TIMEOUT
     _opened: _Opened | None = field(default=None, init=False)
 
     async def _scheduler_samples(self) -> Samples:
-        # kube-scheduler serves its own self-signed certificate.
-        async with httpx.AsyncClient(verify=False, timeout=30.0) as http:
-            return Samples.parse((await _get(http, self.scheduler_metrics)).text)
+        return Samples.parse(await self.scheduler_metrics())
 
     async def reset(self, http: httpx.AsyncClient) -> None:
         apiserver = Samples.parse((await _get(http, "/metrics")).text)
@@ -179,7 +186,7 @@ class KubeCounters:
         apiserver = Samples.parse((await _get(http, "/metrics")).text).minus(opened.apiserver)
         scheduler = (await self._scheduler_samples()).minus(opened.scheduler)
         await self._wait_logged(http, opened.offset)
-        counts = count_requests(self.audit_log.read_since(opened.offset), window)
+        counts = count_requests(self.audit_log.requests(since=opened.offset), window)
         stats = counts.as_stats(await _event_reasons(http, namespaces))
         stats.update(admission_sections(apiserver, self.webhooks))
         stats["scheduler"] = scheduler_section(scheduler)
@@ -193,13 +200,13 @@ class KubeCounters:
         audit_id = response.headers.get("Audit-Id")
         if not audit_id:
             raise CounterError("the API server's response carries no Audit-Id header: is auditing on?")
-        deadline = time.monotonic() + AUDIT_FLUSH_TIMEOUT
-        while not self.audit_log.contains(offset, audit_id):
+        deadline = time.monotonic() + self.flush_timeout
+        while not any(r.audit_id == audit_id for r in self.audit_log.requests(since=offset)):
             if time.monotonic() > deadline:
                 raise CounterError(
-                    f"request {audit_id} not in {self.audit_log.path} after {AUDIT_FLUSH_TIMEOUT:.0f}s"
+                    f"request {audit_id} not in {self.audit_log.path} after {self.flush_timeout:g}s"
                 )
-            await asyncio.sleep(0.1)
+            await asyncio.sleep(0.2)
 
 
 async def _event_reasons(http: httpx.AsyncClient, namespaces: Sequence[str]) -> dict[tuple[str, str], str]:

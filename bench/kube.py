@@ -21,17 +21,18 @@ Which scenarios: `KUBE_FULL_SCENARIOS` (docs/results.md says why the long-wait o
 
 from __future__ import annotations
 
+import functools
 import ssl
 from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
 
-from bench.audit import AuditLog
-from bench.counters import KubeCounters, webhook_names
+from bench.counters import KubeCounters, scrape_unverified, webhook_names
 from bench.scenarios import Scenario
 from devstack.clusters import KubeCluster
 from devstack.controlplane import jobset
+from devstack.controlplane.audit import AuditLog
 from devstack.controlplane.kwok import run_time_annotations
 from devstack.kube import KubeClient, kubeconfig_credentials
 from devstack.stack import Stack
@@ -106,7 +107,7 @@ def pod_annotations(scenario: Scenario) -> dict[str, str]:
     return run_time_annotations(scenario.pod_run_seconds)
 
 
-def _component_metrics_url(kwok_config: list[dict[str, Any]], component: str) -> str:
+def component_metrics_url(kwok_config: list[dict[str, Any]], component: str) -> str:
     """A component's metrics URL as kwokctl records it for its own Prometheus (`kwok.yaml`)."""
     for document in kwok_config:
         for entry in (document or {}).get("components") or []:
@@ -130,5 +131,5 @@ def kube_counters(stack: Stack) -> KubeCounters:
     return KubeCounters(
         AuditLog(control_plane.audit_log),
         webhook_names(configurations, jobset_prefix=jobset.NAME_PREFIX),
-        _component_metrics_url(kwok_config, KWOK_SCHEDULER),
+        functools.partial(scrape_unverified, component_metrics_url(kwok_config, KWOK_SCHEDULER)),
     )

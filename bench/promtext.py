@@ -32,16 +32,16 @@ class Samples:
         """What each sample grew by since `earlier` (a sample new since then counts from 0)."""
         return Samples({key: value - earlier.values.get(key, 0.0) for key, value in self.values.items()})
 
-    def total(self, name: str, **labels: str) -> float:
-        """The sum of `name`'s samples whose labels include `labels`."""
-        return sum(self.by_label(name, "", **labels).values())
+    def total(self, metric: str, /, **labels: str) -> float:
+        """The sum of `metric`'s samples whose labels include `labels`."""
+        return sum(self.by_label(metric, "", **labels).values())
 
-    def by_label(self, name: str, label: str, **labels: str) -> dict[str, float]:
-        """`name`'s samples that include `labels`, summed per value of `label`."""
+    def by_label(self, metric: str, label: str, /, **labels: str) -> dict[str, float]:
+        """`metric`'s samples whose labels include `labels`, summed per value of `label`."""
         wanted = set(labels.items())
         sums: dict[str, float] = {}
         for (sample, have), value in self.values.items():
-            if sample == name and wanted <= have:
+            if sample == metric and wanted <= have:
                 key = dict(have).get(label, "")
                 sums[key] = sums.get(key, 0.0) + value
         return sums
