@@ -109,10 +109,10 @@ def test_ordered_jobsets_are_not_shrunk_and_start_in_order(
     eventually(
         lambda: running_pods(kube_stack, namespace) == 10, "10 pods running", 90, ignoring=(KubeError,)
     )
-    jobs = {job["metadata"]["name"]: job for job in kube_stack.client.list("Job", namespace=namespace)}
+    created = {job["metadata"]["name"]: job for job in kube_stack.client.list("Job", namespace=namespace)}
     kept_whole = {
         name
-        for name, job in jobs.items()
+        for name, job in created.items()
         if RESIZE_LABEL not in (job["metadata"].get("labels") or {})
         and job["spec"]["template"]["metadata"]["annotations"].get(STRATEGY_ANNOTATION) == "gate"
     }
@@ -123,5 +123,5 @@ def test_ordered_jobsets_are_not_shrunk_and_start_in_order(
         assert kept_whole == {*workers, "ordered-driver-0"}
     else:
         assert kept_whole == workers
-        assert jobs["ordered-driver-0"]["metadata"]["labels"][RESIZE_LABEL] == "done"
+        assert created["ordered-driver-0"]["metadata"]["labels"][RESIZE_LABEL] == "done"
     assert_each_job_whole_in_its_own_pool(kube_stack, namespace, 3)

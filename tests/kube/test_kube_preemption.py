@@ -80,7 +80,15 @@ def run_preemption(stack: Stack, strategy: str) -> dict[str, Any]:
     eventually(high_running, f"high {strategy} pods running", 180, ignoring=(KubeError,))
     stack.check_alive()
     assert_each_job_whole_in_its_own_pool(stack, high_ns, JOBS)
-    low = stack.client.get("JobSet", "low", namespace=low_ns)
+    low = eventually(  # each preempted low Job failed (backoffLimit 0): JobSet restarts the JobSet
+        lambda: (
+            (jobset := stack.client.get("JobSet", "low", namespace=low_ns))["status"].get("restarts")
+            and jobset
+        ),
+        "the low JobSet restarted by JobSet",
+        60,
+        ignoring=(KubeError,),
+    )
     victims = preemptions(audit_log(stack).requests(since=since), low_ns)
     for namespace in (high_ns, low_ns):
         empty_namespace(stack, namespace, timeout=120)
@@ -98,4 +106,4 @@ def test_a_high_priority_jobset_preempts_its_way_in(kube_stack: Stack, strategy:
     run = run_preemption(kube_stack, strategy)
     assert run["violations"] == 0
     assert run["victims"] >= JOBS * PODS // 2
-    assert run["low"]["status"].get("restarts", 0) >= 1
+    assert run["low"]["status"]["restarts"] >= 1
