@@ -10,8 +10,8 @@
   `<namespace>/<job name>`; every affinity term selects on it.
 - `completion_index(pod)` / `is_leader(pod)`: the leader is completion index "0".
 - `is_terminating(obj)`, `is_finished_pod(pod)`: leaders in these states are ignored.
-- `section(obj, field)`, `labels_of(obj)`, `annotations_of(obj)`, `node_name(pod)`, `namespace_of(obj)`:
-  null-safe accessors.
+- `section(obj, field)`, `labels_of(obj)`, `annotations_of(obj)`, `node_name(pod)`, `namespace_of(obj)`,
+  `uid_of(obj)`: null-safe accessors.
 """
 
 from __future__ import annotations
@@ -145,6 +145,10 @@ def is_finished_pod(pod: Obj) -> bool:
 def node_name(pod: Obj) -> str | None:
     name = section(pod, "spec").get("nodeName")
     return str(name) if name else None
+
+
+def uid_of(obj: Obj) -> str:
+    return str(metadata(obj).get("uid") or "")
 
 
 def namespace_of(obj: Obj, default: str = "") -> str:

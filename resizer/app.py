@@ -16,17 +16,11 @@ from placement.cached_fields import LEADER_POD_FIELDS, QUEUE_NODE_FIELDS
 from placement.constants import RESIZE_LABEL, RESIZE_PENDING, ROLE_FOLLOWER, ROLE_LABEL, ROLE_LEADER
 from placement.objects import Obj
 from placement.resize import follower_to_watch
-from resizer.controller import (
-    FollowerHandler,
-    JobHandler,
-    LeaderHandler,
-    NodeHandler,
-    Resizer,
-    is_pending_job,
-    new_caches,
-)
+from resizer.caches import is_pending_job, new_caches
 from resizer.election import AlwaysLeader, ElectionConfig, LeaderElector
+from resizer.handlers import FollowerHandler, JobHandler, LeaderHandler, NodeHandler
 from resizer.health import HealthServer
+from resizer.manager import Resizer
 from resizer.metrics import Metrics
 from resizer.settings import ResizerSettings
 from resizer.workqueue import WorkQueue
@@ -48,7 +42,7 @@ class ResizerApp:
         api_client = build_api_client(
             settings.kubeconfig,
             settings.server,
-            pool_size=settings.concurrency + 8,
+            pool_size=2 * settings.concurrency + 8,  # the resize and the followers workers, and the rest
             user_agent="exclusive-placement-resizer",
         )
         self.kube = Kube(
@@ -57,7 +51,6 @@ class ResizerApp:
                 read=settings.request_timeout_seconds, watch_server_seconds=settings.watch_timeout_seconds
             ),
         )
-        self.queue = WorkQueue(settings.retry_base_delay_seconds, settings.retry_max_delay_seconds)
         self.caches = new_caches()
         self.elector: LeaderElector | AlwaysLeader
         if settings.leader_elect:
@@ -79,10 +72,10 @@ class ResizerApp:
         self.resizer = Resizer(
             self.kube,
             self.caches,
-            self.queue,
             self.metrics,
             self.elector,
             dry_run=settings.dry_run,
+            new_queue=lambda: WorkQueue(settings.retry_base_delay_seconds, settings.retry_max_delay_seconds),
             gang_timeout=settings.all_or_nothing_timeout_seconds,
         )
         self.informers = [

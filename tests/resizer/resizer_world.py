@@ -1,0 +1,207 @@
+"""One resizer on the in-memory API (`resizer_fakes.FakeKube`), as the resizer's unit tests drive it: its
+caches fed as its informers feed them, its controllers worked key by key."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from kubekit.informer import Handler, Store
+from kubekit.keys import object_key
+from kubekit.projection import FieldProjection
+from placement.cached_fields import LEADER_POD_FIELDS, QUEUE_NODE_FIELDS
+from placement.constants import (
+    ALL_OR_NOTHING_GATE,
+    GKE_NODEPOOL_LABEL,
+    RELEASED_AT_ANNOTATION,
+    TOPOLOGY_ANNOTATION,
+)
+from resizer.caches import new_caches
+from resizer.handlers import FollowerHandler, JobHandler, LeaderHandler, NodeHandler
+from resizer.manager import Resizer
+from resizer.metrics import Metrics
+from resizer.workqueue import WorkQueue
+from tests.resizer.resizer_fakes import FakeClock, FakeKube, Recording
+from tests.support.builders import make_job, make_node, make_pod
+
+Obj = dict[str, Any]
+
+POOL = GKE_NODEPOOL_LABEL
+NS = "team"
+T0 = datetime(2026, 5, 1, 10, tzinfo=UTC).timestamp()
+GANG_TIMEOUT = 60.0
+KEY = f"{NS}/train-0"
+"""The Job of `job()` and `pod()`."""
+
+
+def stamp(seconds: float) -> str:
+    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+# --- one Job, train-0 -------------------------------------------------------------------------------------
+
+
+def job() -> Obj:
+    """train-0 as the webhook leaves it: 1/1, to grow to 8."""
+    return make_job("train-0", NS).uid("job-uid").indexed(1).pending(8).obj()
+
+
+def pod(index: int, node: str | None = None, gated: bool = False) -> Obj:
+    """Completion index `index` of train-0, exclusive on node pools."""
+    built = (
+        make_pod(f"train-0-{index}", NS).owned_by("train-0", "job-uid").index(index).topology(POOL).node(node)
+    )
+    return (built.gated() if gated else built).obj()
+
+
+# --- all-or-nothing JobSets of 3 Jobs ------------------------------------------------------------------
+
+
+def gang_pod(
+    jobset: str,
+    job: int,
+    index: int = 0,
+    *,
+    gate: str | None = ALL_OR_NOTHING_GATE,
+    queued_at: float = T0,
+    released_at: float | None = None,
+) -> Obj:
+    """Completion index `index` of Job `<jobset>-w-<job>` of an all-or-nothing JobSet of 3 Jobs (a leader
+    carries the all-or-nothing gate until the queue releases it, at `released_at`)."""
+    name = f"{jobset}-w-{job}"
+    built = (
+        make_pod(f"{name}-{index}", NS)
+        .uid(f"{name}-{index}-uid")
+        .created(stamp(T0))
+        .owned_by(name, f"{name}-uid")
+        .index(index)
+        .topology(POOL, TOPOLOGY_ANNOTATION)
+        .in_gang(jobset, 3, queued_at=stamp(queued_at))
+    )
+    if released_at is not None:
+        built.annotation(RELEASED_AT_ANNOTATION, stamp(released_at))
+    return (built.gated(gate) if gate else built).obj()
+
+
+def gang_job(jobset: str, job: int) -> Obj:
+    """Job `<jobset>-w-<job>` of an all-or-nothing JobSet of 3, elastic: 1/1, to grow to 4."""
+    name = f"{jobset}-w-{job}"
+    return (
+        make_job(name, NS)
+        .uid(f"{name}-uid")
+        .indexed(1)
+        .pending(4)
+        .annotation(TOPOLOGY_ANNOTATION, POOL)
+        .in_gang(jobset, 3, queued_at=stamp(T0))
+        .obj()
+    )
+
+
+# --- the world -----------------------------------------------------------------------------------------
+
+
+class Leading:
+    """The Lease, as far as a test is concerned: held or not."""
+
+    def __init__(self, leader: bool = True) -> None:
+        self.leader = leader
+
+    def is_leader(self) -> bool:
+        return self.leader
+
+
+class World:
+    def __init__(
+        self,
+        *,
+        leader: bool = True,
+        dry_run: bool = False,
+        nodes: Mapping[str, str] | None = None,
+        kube: FakeKube | None = None,
+    ) -> None:
+        """`nodes`: node name to node pool, in the API and in the node informer's cache (default: node-5
+        in pool-2)."""
+        self.kube = FakeKube() if kube is None else kube
+        self.caches = new_caches()
+        self.metrics = Metrics()
+        self.leading = Leading(leader)
+        self.epoch = FakeClock(T0)
+        self.recorder = Recording()
+        self.resizer = Resizer(
+            self.kube,  # type: ignore[arg-type]
+            self.caches,
+            self.metrics,
+            self.leading,
+            dry_run=dry_run,
+            recorder=self.recorder,
+            new_queue=lambda: WorkQueue(base_delay=0.01),
+            wall_clock=lambda: stamp(self.epoch.now),
+            epoch=self.epoch,
+            gang_timeout=GANG_TIMEOUT,
+        )
+        self.routes: dict[str, tuple[Store, Handler, Callable[[Obj], Obj], str]] = {
+            "jobs": (self.caches.jobs, JobHandler(self.resizer), dict, "jobs"),
+            "leaders": (
+                self.caches.leaders,
+                LeaderHandler(self.resizer),
+                FieldProjection(LEADER_POD_FIELDS),
+                "pods",
+            ),
+            "followers": (self.caches.followers, FollowerHandler(self.resizer), dict, "pods"),
+            "nodes": (
+                self.caches.nodes,
+                NodeHandler(self.resizer),
+                FieldProjection(QUEUE_NODE_FIELDS),
+                "nodes",
+            ),
+        }
+        for name, pool in ({"node-5": "pool-2"} if nodes is None else nodes).items():
+            self.upsert("nodes", make_node(name).label(POOL, pool).obj())
+
+    # --- the API and the caches ------------------------------------------------------------------------
+
+    def add_job(self, obj: Obj) -> Obj:
+        """Into the API and the pending cache, without telling the resizer (a test then works the key)."""
+        stored = self.kube.put("jobs", obj)
+        self.caches.jobs.upsert(stored)
+        return stored
+
+    def add_pod(self, obj: Obj, store: str) -> Obj:
+        stored = self.kube.put("pods", obj)
+        getattr(self.caches, store).upsert(stored)
+        return stored
+
+    def upsert(self, route: str, obj: Obj) -> Obj:
+        """Into the API, then as the informer delivers it: projected into the cache, then the handler."""
+        store, handler, project, kind = self.routes[route]
+        cached = project(self.kube.put(kind, obj))
+        handler.on_upsert(store.upsert(cached), cached)
+        return cached
+
+    def delete(self, route: str, obj: Obj) -> None:
+        """Out of the API, then as the informer delivers the deletion."""
+        store, handler, _project, kind = self.routes[route]
+        meta = obj["metadata"]
+        self.kube.objects.pop((kind, meta.get("namespace", ""), meta["name"]), None)
+        old = store.delete(object_key(obj))
+        if old is not None:
+            handler.on_delete(old)
+
+    # --- the controllers -------------------------------------------------------------------------------
+
+    def drain(self, rounds: int = 1000) -> None:
+        """Work every controller's keys as its workers do until none is queued, waiting for the keys that
+        are retried with backoff (not for the all-or-nothing queue's wake-up at a time-out)."""
+        controllers = self.resizer.controllers
+        for _ in range(rounds):
+            if any([controller.process_next(0) is not None for controller in controllers]):
+                continue
+            retrying = [controller for controller in controllers if controller.queue.footprint()["failures"]]
+            if not any([controller.process_next(1.0) is not None for controller in retrying]):
+                return
+        raise AssertionError(f"the controllers still had work after {rounds} rounds")
+
+    def metric(self, name: str, **labels: str) -> float:
+        value = self.metrics.registry.get_sample_value(f"exclusive_placement_resizer_{name}", labels)
+        return value or 0.0
