@@ -24,7 +24,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
 
 from placement.affinity import leader_domain
 from placement.constants import (
@@ -48,6 +47,7 @@ from placement.objects import (
     job_ref_of_pod,
     labels_of,
     metadata,
+    positive_int,
     section,
     topology_key_of_job,
     topology_key_of_pod,
@@ -177,17 +177,6 @@ def _job_finished(job: Obj) -> bool:
     return False
 
 
-def _positive_int(value: Any) -> int | None:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value if value > 0 else None
-    if isinstance(value, str) and value.strip().isdigit():
-        parsed = int(value.strip())
-        return parsed if parsed > 0 else None
-    return None
-
-
 def _leaders_disagree(key: str, domain: str, rivals: Sequence[Placed]) -> bool:
     """Another live, bound leader of the Job in another (or an unknown) domain: which one leads is unclear."""
     return any((leader_domain(key, node) if node is not None else None) != domain for _rival, node in rivals)
@@ -247,8 +236,8 @@ def decide_resize(job: Obj, leader: Obj | None, *, gang: Gang | None) -> ResizeD
     raw_parallelism = annotations.get(TARGET_PARALLELISM_ANNOTATION, raw_completions)
     if raw_completions is None:
         return skip(SkipReason.MISSING_TARGET)
-    target = _positive_int(raw_completions)
-    if target is None or _positive_int(raw_parallelism) != target:
+    target = positive_int(raw_completions)
+    if target is None or positive_int(raw_parallelism) != target:
         # Elastic Indexed Jobs need completions == parallelism after the change.
         return skip(SkipReason.INVALID_TARGET)
     currents = [value for value in (current_completions, current_parallelism) if isinstance(value, int)]
@@ -256,7 +245,7 @@ def decide_resize(job: Obj, leader: Obj | None, *, gang: Gang | None) -> ResizeD
         return skip(SkipReason.WOULD_SHRINK, target)
 
     raw_max_failed = annotations.get(TARGET_MAX_FAILED_INDEXES_ANNOTATION)
-    max_failed = _positive_int(raw_max_failed) if raw_max_failed is not None else None
+    max_failed = positive_int(raw_max_failed) if raw_max_failed is not None else None
     if raw_max_failed is not None and (max_failed is None or max_failed > target):
         return skip(SkipReason.INVALID_TARGET, target)
 

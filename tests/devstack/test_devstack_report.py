@@ -12,8 +12,6 @@ from devstack.report import (
     job_status,
     resizer_summary,
     state_summary,
-    target_size,
-    topology_key,
 )
 from placement.constants import (
     JOB_COMPLETION_INDEX_ANNOTATION,
@@ -21,7 +19,6 @@ from placement.constants import (
     JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION,
     RESIZE_LABEL,
     TARGET_COMPLETIONS_ANNOTATION,
-    TOPOLOGY_ANNOTATION,
 )
 
 POOL = "cloud.google.com/gke-nodepool"
@@ -122,33 +119,6 @@ def test_job_status(
 def test_domains_are_the_bound_pods_pools() -> None:
     status = job_status(job(2), [pod(0, "n1", "Running"), pod(1, "n2", "Running")], NODES)
     assert status.domains == ("pool-1", "pool-2")
-
-
-@pytest.mark.parametrize(
-    ("obj", "key"),
-    [
-        (
-            {
-                "metadata": {
-                    "annotations": {JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION: "a", TOPOLOGY_ANNOTATION: "b"}
-                }
-            },
-            "b",
-        ),
-        (
-            {"metadata": {}, "spec": {"template": {"metadata": {"annotations": {TOPOLOGY_ANNOTATION: "c"}}}}},
-            "c",
-        ),
-        ({"metadata": {"annotations": {}}}, None),
-    ],
-)
-def test_topology_key_ours_wins(obj: dict[str, Any], key: str | None) -> None:
-    assert topology_key(obj) == key
-
-
-def test_target_size_prefers_the_recorded_target() -> None:
-    assert target_size(job(1, "pending", 8)) == 8
-    assert target_size(job(3)) == 3
 
 
 def test_table_and_summary() -> None:
