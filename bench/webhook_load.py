@@ -52,6 +52,7 @@ from fastapi import Request
 from fastapi.responses import JSONResponse
 
 from certs.files import write_dev_certs
+from kubekit.testing import FakeKubeApi
 from placement.constants import (
     CONTROLLER_UID_LABEL,
     GKE_NODEPOOL_LABEL,
@@ -69,7 +70,6 @@ from placement.objects import hashed_job_key
 from webhook.review import ADMISSION_API_VERSION, ADMISSION_KIND
 from webhook.server import build
 from webhook.settings import WebhookSettings
-from webhook.testing import FakeKubeApi
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_OUT = ROOT / "bench" / "results" / "webhook.json"

@@ -177,7 +177,7 @@ def test_interrupt_wakes_a_watch_reader_on_a_connection_close_stream() -> None:
     import threading
     import time
 
-    from webhook.testing import FakeKubeApi
+    from kubekit.testing import FakeKubeApi
 
     with FakeKubeApi() as api:
         kube = Kube(build_api_client(None, api.url, user_agent="t"), Timeouts(watch_server_seconds=60))

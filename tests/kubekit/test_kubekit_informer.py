@@ -8,13 +8,12 @@ from collections.abc import Iterator
 from typing import Any
 
 import httpx
-import pytest
 
 from kubekit.client import Kube, KubeError, Resource, Timeouts, build_api_client
 from kubekit.informer import Informer, Store
+from kubekit.testing import FakeKubeApi
 from kubesim.testing import KubesimServer
 from tests.support.waiting import eventually
-from webhook.testing import FakeKubeApi
 
 Obj = dict[str, Any]
 
@@ -195,12 +194,6 @@ def test_a_watch_closed_at_once_without_events_counts_as_a_failure() -> None:
     _, _, restarts = run_script(api)
     assert restarts[:2] == ["short", "ended"]  # client-go's "very short watch": backed off, not hammered
     assert api.watched_from[:3] == ["10", "10", "11"]
-
-
-@pytest.fixture
-def fake_api() -> Iterator[FakeKubeApi]:
-    with FakeKubeApi() as api:
-        yield api
 
 
 def kube_for(url: str) -> Kube:

@@ -1,16 +1,16 @@
 """One resizer on the in-memory API (`resizer_fakes.FakeKube`), as the resizer's unit tests drive it: its
-caches fed as its informers feed them, its controllers worked key by key."""
+caches filled by its own informers (`resizer.informers`) over watch feeds the test pushes events into
+(`kubekit.testing.WatchFeed`), its controllers worked key by key."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
-from typing import Any
+from types import TracebackType
+from typing import Any, Self
 
-from kubekit.informer import Handler, Store
 from kubekit.keys import object_key
-from kubekit.projection import FieldProjection
-from placement.cached_fields import LEADER_POD_FIELDS, QUEUE_NODE_FIELDS
+from kubekit.testing import WatchFeed
 from placement.constants import (
     ALL_OR_NOTHING_GATE,
     GKE_NODEPOOL_LABEL,
@@ -18,7 +18,7 @@ from placement.constants import (
     TOPOLOGY_ANNOTATION,
 )
 from resizer.caches import new_caches
-from resizer.handlers import FollowerHandler, JobHandler, LeaderHandler, NodeHandler
+from resizer.informers import resizer_informers
 from resizer.manager import Resizer
 from resizer.metrics import Metrics
 from resizer.workqueue import WorkQueue
@@ -33,6 +33,13 @@ T0 = datetime(2026, 5, 1, 10, tzinfo=UTC).timestamp()
 GANG_TIMEOUT = 60.0
 KEY = f"{NS}/train-0"
 """The Job of `job()` and `pod()`."""
+ROUTES = {
+    "jobs": ("pending-jobs", "jobs"),
+    "leaders": ("leaders", "pods"),
+    "followers": ("unbound-followers", "pods"),
+    "nodes": ("nodes", "nodes"),
+}
+"""A test's name for each informer: (the informer, the kind of object it watches)."""
 
 
 def stamp(seconds: float) -> str:
@@ -140,24 +147,28 @@ class World:
             epoch=self.epoch,
             gang_timeout=GANG_TIMEOUT,
         )
-        self.routes: dict[str, tuple[Store, Handler, Callable[[Obj], Obj], str]] = {
-            "jobs": (self.caches.jobs, JobHandler(self.resizer), dict, "jobs"),
-            "leaders": (
-                self.caches.leaders,
-                LeaderHandler(self.resizer),
-                FieldProjection(LEADER_POD_FIELDS),
-                "pods",
-            ),
-            "followers": (self.caches.followers, FollowerHandler(self.resizer), dict, "pods"),
-            "nodes": (
-                self.caches.nodes,
-                NodeHandler(self.resizer),
-                FieldProjection(QUEUE_NODE_FIELDS),
-                "nodes",
-            ),
-        }
+        self.feeds = {informer: WatchFeed() for informer, _kind in ROUTES.values()}
+        self.informers = resizer_informers(self.feeds.__getitem__, self.resizer, namespace=None)
+        for informer in self.informers:
+            informer.start()
+        for informer in self.informers:
+            assert informer.synced.wait(10), f"informer {informer.name} never listed"
         for name, pool in ({"node-5": "pool-2"} if nodes is None else nodes).items():
             self.upsert("nodes", make_node(name).label(POOL, pool).obj())
+
+    def close(self) -> None:
+        for informer in self.informers:
+            informer.stop()
+        for informer in self.informers:
+            informer.join(10)
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
+        self.close()
 
     # --- the API and the caches ------------------------------------------------------------------------
 
@@ -172,21 +183,27 @@ class World:
         getattr(self.caches, store).upsert(stored)
         return stored
 
-    def upsert(self, route: str, obj: Obj) -> Obj:
-        """Into the API, then as the informer delivers it: projected into the cache, then the handler."""
-        store, handler, project, kind = self.routes[route]
-        cached = project(self.kube.put(kind, obj))
-        handler.on_upsert(store.upsert(cached), cached)
-        return cached
+    def upsert(self, route: str, obj: Obj) -> Obj | None:
+        """Into the API, then to the informer `route` as a watch event; what its cache holds now."""
+        informer, kind = ROUTES[route]
+        existed = (kind, obj["metadata"].get("namespace", ""), obj["metadata"]["name"]) in self.kube.objects
+        stored = self.kube.put(kind, obj)
+        self.feeds[informer].push("MODIFIED" if existed else "ADDED", stored)
+        (cache,) = [each.store for each in self.informers if each.name == informer]
+        return cache.get(object_key(stored))
+
+    def deliver_late(self, route: str, obj: Obj) -> None:
+        """A watch event to the informer `route` carrying `obj` as it was before a later change (a late
+        event: the API is not touched)."""
+        informer, _kind = ROUTES[route]
+        self.feeds[informer].push("MODIFIED", obj)
 
     def delete(self, route: str, obj: Obj) -> None:
-        """Out of the API, then as the informer delivers the deletion."""
-        store, handler, _project, kind = self.routes[route]
+        """Out of the API, then to the informer `route` as a DELETED watch event."""
+        informer, kind = ROUTES[route]
         meta = obj["metadata"]
-        self.kube.objects.pop((kind, meta.get("namespace", ""), meta["name"]), None)
-        old = store.delete(object_key(obj))
-        if old is not None:
-            handler.on_delete(old)
+        gone = self.kube.objects.pop((kind, meta.get("namespace", ""), meta["name"]), obj)
+        self.feeds[informer].push("DELETED", gone)
 
     # --- the controllers -------------------------------------------------------------------------------
 
@@ -205,3 +222,7 @@ class World:
     def metric(self, name: str, **labels: str) -> float:
         value = self.metrics.registry.get_sample_value(f"exclusive_placement_resizer_{name}", labels)
         return value or 0.0
+
+
+MakeWorld = Callable[..., World]
+"""The `make_world` fixture (tests/resizer/conftest.py): a `World` closed after the test."""

@@ -13,11 +13,11 @@ from placement.constants import RESIZE_LABEL
 from placement.resize import has_gate
 from resizer.handlers import LeaderHandler
 from resizer.recorder import EventType, Reason, pod_reference
-from tests.resizer.resizer_world import KEY, POOL, World, job, pod
+from tests.resizer.resizer_world import KEY, POOL, MakeWorld, World, job, pod
 
 
-def test_pending_job_is_resized_once_when_leader_is_bound() -> None:
-    world = World()
+def test_pending_job_is_resized_once_when_leader_is_bound(make_world: MakeWorld) -> None:
+    world = make_world()
     world.add_job(job())
     world.add_pod(pod(0, node="node-5"), "leaders")
     world.resizer.resize.process(KEY)
@@ -36,8 +36,8 @@ def test_pending_job_is_resized_once_when_leader_is_bound() -> None:
     assert outcome.related == pod_reference(world.kube.stored("pods", "team", "train-0-0"))
 
 
-def test_waits_for_the_leader_to_bind() -> None:
-    world = World()
+def test_waits_for_the_leader_to_bind(make_world: MakeWorld) -> None:
+    world = make_world()
     world.add_job(job())
     world.add_pod(pod(0), "leaders")
     world.resizer.resize.process(KEY)
@@ -49,8 +49,8 @@ def test_waits_for_the_leader_to_bind() -> None:
     assert world.metric("bind_to_resize_seconds_count") == 1
 
 
-def test_conflict_rereads_and_decides_again() -> None:
-    world = World()
+def test_conflict_rereads_and_decides_again(make_world: MakeWorld) -> None:
+    world = make_world()
     cached = world.add_job(job())
     # Someone else changed the Job after our cache saw it (e.g. the Job controller's status write).
     world.kube.put("jobs", copy.deepcopy(cached))
@@ -61,8 +61,8 @@ def test_conflict_rereads_and_decides_again() -> None:
     assert world.metric("conflicts_total") == 1
 
 
-def test_job_already_resized_elsewhere_is_not_patched_again() -> None:
-    world = World()
+def test_job_already_resized_elsewhere_is_not_patched_again(make_world: MakeWorld) -> None:
+    world = make_world()
     cached = world.add_job(job())
     done = copy.deepcopy(cached)
     done["metadata"]["labels"][RESIZE_LABEL] = "done"
@@ -76,8 +76,10 @@ def test_job_already_resized_elsewhere_is_not_patched_again() -> None:
 
 
 @pytest.mark.parametrize(("status", "reason"), [(429, "429"), (500, "500"), (None, "connection")])
-def test_transient_errors_are_retried_with_backoff(status: int | None, reason: str) -> None:
-    world = World()
+def test_transient_errors_are_retried_with_backoff(
+    make_world: MakeWorld, status: int | None, reason: str
+) -> None:
+    world = make_world()
     world.add_job(job())
     world.add_pod(pod(0, node="node-5"), "leaders")
     world.kube.fail_next.append(KubeError(status, "Transient"))
@@ -90,8 +92,8 @@ def test_transient_errors_are_retried_with_backoff(status: int | None, reason: s
     assert world.resizer.resize.queue.failures(KEY) == 0
 
 
-def test_job_deleted_meanwhile_is_dropped_quietly() -> None:
-    world = World()
+def test_job_deleted_meanwhile_is_dropped_quietly(make_world: MakeWorld) -> None:
+    world = make_world()
     world.add_job(job())
     world.add_pod(pod(0, node="node-5"), "leaders")
     del world.kube.objects[("jobs", "team", "train-0")]
@@ -101,8 +103,8 @@ def test_job_deleted_meanwhile_is_dropped_quietly() -> None:
     assert world.metric("errors_total", reason="404") == 0
 
 
-def test_forbidden_is_an_error_not_a_retry() -> None:
-    world = World()
+def test_forbidden_is_an_error_not_a_retry(make_world: MakeWorld) -> None:
+    world = make_world()
     world.add_job(job())
     world.add_pod(pod(0, node="node-5"), "leaders")
     world.kube.fail_next.append(KubeError(403, "Forbidden"))
@@ -111,8 +113,8 @@ def test_forbidden_is_an_error_not_a_retry() -> None:
     assert world.resizer.resize.queue.failures(KEY) == 0
 
 
-def test_standby_and_dry_run_do_not_patch() -> None:
-    for world in (World(leader=False), World(dry_run=True)):
+def test_standby_and_dry_run_do_not_patch(make_world: MakeWorld) -> None:
+    for world in (make_world(leader=False), make_world(dry_run=True)):
         world.add_job(job())
         world.add_pod(pod(0, node="node-5"), "leaders")
         world.resizer.resize.process(KEY)
@@ -121,8 +123,8 @@ def test_standby_and_dry_run_do_not_patch() -> None:
         assert world.recorder.outcomes == []
 
 
-def test_becoming_leader_enqueues_pending_and_gated_work() -> None:
-    world = World(leader=False)
+def test_becoming_leader_enqueues_pending_and_gated_work(make_world: MakeWorld) -> None:
+    world = make_world(leader=False)
     world.add_job(job())
     other = pod(1, gated=True)
     other["metadata"]["ownerReferences"][0]["name"] = "train-1"
@@ -132,8 +134,8 @@ def test_becoming_leader_enqueues_pending_and_gated_work() -> None:
     assert world.resizer.followers.queue.get(timeout=0) == "team/train-1"
 
 
-def test_gated_followers_are_pinned_to_the_leader_domain_and_released() -> None:
-    world = World()
+def test_gated_followers_are_pinned_to_the_leader_domain_and_released(make_world: MakeWorld) -> None:
+    world = make_world()
     world.add_pod(pod(0, node="node-5"), "leaders")
     for index in (1, 2, 3):
         world.add_pod(pod(index, gated=True), "followers")
@@ -154,8 +156,8 @@ def test_gated_followers_are_pinned_to_the_leader_domain_and_released() -> None:
     )
 
 
-def test_gate_release_retries_when_gates_changed_under_it() -> None:
-    world = World()
+def test_gate_release_retries_when_gates_changed_under_it(make_world: MakeWorld) -> None:
+    world = make_world()
     world.add_pod(pod(0, node="node-5"), "leaders")
     cached = world.add_pod(pod(1, gated=True), "followers")
     changed = copy.deepcopy(cached)
@@ -168,8 +170,8 @@ def test_gate_release_retries_when_gates_changed_under_it() -> None:
     assert world.metric("conflicts_total") == 1
 
 
-def test_gated_followers_wait_for_the_leader() -> None:
-    world = World()
+def test_gated_followers_wait_for_the_leader(make_world: MakeWorld) -> None:
+    world = make_world()
     world.add_pod(pod(0), "leaders")
     world.add_pod(pod(1, gated=True), "followers")
     world.resizer.followers.process(KEY)
@@ -187,9 +189,9 @@ def pinned(index: int, pool: str) -> dict[str, Any]:
     return follower
 
 
-def repair_world(*, dry_run: bool = False) -> World:
+def repair_world(make_world: MakeWorld, *, dry_run: bool = False) -> World:
     """The leader was re-created and bound in pool-2; followers 1-2 still pinned to the old pool-1."""
-    world = World(dry_run=dry_run)
+    world = make_world(dry_run=dry_run)
     world.add_pod(pod(0, node="node-5"), "leaders")
     world.add_pod(pinned(1, "pool-1"), "followers")
     world.add_pod(pinned(2, "pool-1"), "followers")
@@ -197,8 +199,10 @@ def repair_world(*, dry_run: bool = False) -> World:
     return world
 
 
-def test_followers_pinned_where_the_leader_no_longer_is_are_marked_then_deleted() -> None:
-    world = repair_world()
+def test_followers_pinned_where_the_leader_no_longer_is_are_marked_then_deleted(
+    make_world: MakeWorld,
+) -> None:
+    world = repair_world(make_world)
     world.resizer.followers.process(KEY)
     assert sorted(p["metadata"]["name"] for p in world.kube.deleted) == ["train-0-1", "train-0-2"]
     for deleted in world.kube.deleted:
@@ -226,28 +230,30 @@ def test_followers_pinned_where_the_leader_no_longer_is_are_marked_then_deleted(
     assert world.metric("follower_repairs_total") == 2
 
 
-def test_a_stale_copy_of_a_repaired_follower_is_not_counted_again() -> None:
-    world = repair_world()
+def test_a_stale_copy_of_a_repaired_follower_is_not_counted_again(make_world: MakeWorld) -> None:
+    world = repair_world(make_world)
     world.resizer.followers.process(KEY)
     # a late watch event (the status write) puts the deleted follower back into the cache
     (stale,) = [p for p in world.kube.deleted if p["metadata"]["name"] == "train-0-1"]
-    world.caches.followers.upsert(copy.deepcopy(stale))
+    world.deliver_late("followers", stale)
     world.resizer.followers.process(KEY)
     assert world.metric("follower_repairs_total") == 2
     assert world.kube.calls[5:] == [("get", "pods/train-0-0"), ("get", "pods/train-0-1")]  # read, gone
     assert len(world.caches.followers) == 1
 
 
-def test_a_stale_copy_of_a_follower_still_terminating_is_neither_deleted_nor_counted_again() -> None:
+def test_a_stale_copy_of_a_follower_still_terminating_is_neither_deleted_nor_counted_again(
+    make_world: MakeWorld,
+) -> None:
     """A pod with a grace period stays, terminating, after the delete; a late watch event puts its copy
     from before the delete back into the cache. The status write returns the pod as it is: terminating."""
-    world = repair_world()
+    world = repair_world(make_world)
     world.kube.graceful_deletes = True
     world.resizer.followers.process(KEY)
     assert world.metric("follower_repairs_total") == 2
     stale = copy.deepcopy(world.kube.deleted[0])
     assert "deletionTimestamp" not in stale["metadata"]
-    world.caches.followers.upsert(stale)
+    world.deliver_late("followers", stale)
     deletes = world.kube.count("delete")
     world.resizer.followers.process(KEY)
     assert world.kube.count("delete") == deletes
@@ -255,16 +261,18 @@ def test_a_stale_copy_of_a_follower_still_terminating_is_neither_deleted_nor_cou
     assert stale["metadata"]["name"] not in {p["metadata"]["name"] for p in world.caches.followers.items()}
 
 
-def test_a_leaders_node_the_node_informer_does_not_hold_yet_is_read_from_the_api_server() -> None:
-    world = repair_world()
+def test_a_leaders_node_the_node_informer_does_not_hold_yet_is_read_from_the_api_server(
+    make_world: MakeWorld,
+) -> None:
+    world = repair_world(make_world)
     world.caches.nodes.delete("node-5")
     world.resizer.followers.process(KEY)
     assert world.kube.count("delete") == 2
     assert ("get", "nodes/node-5") in world.kube.calls
 
 
-def test_no_repair_when_the_api_server_shows_another_leader_than_the_cache() -> None:
-    world = repair_world()
+def test_no_repair_when_the_api_server_shows_another_leader_than_the_cache(make_world: MakeWorld) -> None:
+    world = repair_world(make_world)
     moved = pod(0, node="node-7")
     world.kube.put("pods", moved)  # the cache still has it on node-5
     world.resizer.followers.process(KEY)
@@ -273,8 +281,8 @@ def test_no_repair_when_the_api_server_shows_another_leader_than_the_cache() -> 
     assert world.metric("follower_repairs_total") == 0
 
 
-def test_no_repair_while_two_live_leaders_sit_in_different_domains() -> None:
-    world = repair_world()
+def test_no_repair_while_two_live_leaders_sit_in_different_domains(make_world: MakeWorld) -> None:
+    world = repair_world(make_world)
     world.kube.put("nodes", {"metadata": {"name": "node-7", "labels": {POOL: "pool-1"}}})
     duplicate = pod(0, node="node-7")
     duplicate["metadata"]["name"] = "train-0-0-dup"
@@ -284,16 +292,16 @@ def test_no_repair_while_two_live_leaders_sit_in_different_domains() -> None:
     assert world.kube.count("patch-status") == 0
 
 
-def test_dry_run_deletes_nothing() -> None:
-    world = repair_world(dry_run=True)
+def test_dry_run_deletes_nothing(make_world: MakeWorld) -> None:
+    world = repair_world(make_world, dry_run=True)
     world.resizer.followers.process(KEY)
     assert world.kube.count("delete") == 0
     assert world.kube.count("patch-status") == 0
     assert world.metric("follower_repairs_total") == 0
 
 
-def test_a_follower_gone_before_the_status_write_is_dropped_quietly() -> None:
-    world = repair_world()
+def test_a_follower_gone_before_the_status_write_is_dropped_quietly(make_world: MakeWorld) -> None:
+    world = repair_world(make_world)
     del world.kube.objects[("pods", "team", "train-0-1")]
     world.resizer.followers.process(KEY)
     assert [p["metadata"]["name"] for p in world.kube.deleted] == ["train-0-2"]

@@ -9,12 +9,12 @@ from placement.gang import has_gang_gate, parse_time
 from placement.resize import has_gate
 from resizer.gangs import GANG_KEY
 from resizer.recorder import EventType, Reason
-from tests.resizer.resizer_world import GANG_TIMEOUT, NS, POOL, T0, World, gang_job, gang_pod
+from tests.resizer.resizer_world import GANG_TIMEOUT, NS, POOL, T0, MakeWorld, World, gang_job, gang_pod
 
 
-def four_pools() -> World:
+def four_pools(make_world: MakeWorld) -> World:
     """node-<i> in pool-<i>, i = 0..3."""
-    return World(nodes={f"node-{i}": f"pool-{i}" for i in range(4)})
+    return make_world(nodes={f"node-{i}": f"pool-{i}" for i in range(4)})
 
 
 def bind(world: World, name: str, node: str) -> None:
@@ -27,8 +27,8 @@ def gated(world: World, jobset: str) -> list[bool]:
     return [has_gang_gate(world.kube.stored("pods", NS, f"{jobset}-w-{job}-0")) for job in range(3)]
 
 
-def test_the_queue_releases_one_whole_jobset_and_keeps_the_other_whole_in_line() -> None:
-    world = four_pools()
+def test_the_queue_releases_one_whole_jobset_and_keeps_the_other_whole_in_line(make_world: MakeWorld) -> None:
+    world = four_pools(make_world)
     for job in range(3):
         world.upsert("leaders", gang_pod("a", job))
         world.upsert("leaders", gang_pod("b", job, queued_at=T0 + 1))
@@ -48,16 +48,17 @@ def test_the_queue_releases_one_whole_jobset_and_keeps_the_other_whole_in_line()
     ]
 
 
-def test_a_stale_watch_event_cannot_make_a_released_jobset_look_queued_again() -> None:
+def test_a_stale_watch_event_cannot_make_a_released_jobset_look_queued_again(make_world: MakeWorld) -> None:
     """An event older than the gate's removal puts the gated pod back into the cache for a moment; a gate is
     never added back, so the resizer keeps counting those domains as promised."""
-    world = four_pools()
+    world = four_pools(make_world)
     stale = [world.upsert("leaders", gang_pod("a", job)) for job in range(3)]
     world.upsert("leaders", gang_pod("b", 0, queued_at=T0 + 1))
     world.resizer.all_or_nothing.process(GANG_KEY)
     assert gated(world, "a") == [False] * 3
     for old in stale:
-        world.caches.leaders.upsert(old)
+        assert old is not None
+        world.deliver_late("leaders", old)
     world.upsert("leaders", gang_pod("b", 1, queued_at=T0 + 1))
     world.upsert("leaders", gang_pod("b", 2, queued_at=T0 + 1))
     world.resizer.all_or_nothing.process(GANG_KEY)
@@ -65,8 +66,10 @@ def test_a_stale_watch_event_cannot_make_a_released_jobset_look_queued_again() -
     assert (world.kube.count("patch"), world.metric("gang_admissions_total")) == (3, 1)
 
 
-def test_a_release_cut_short_by_a_crash_is_finished_without_touching_what_was_done() -> None:
-    world = four_pools()
+def test_a_release_cut_short_by_a_crash_is_finished_without_touching_what_was_done(
+    make_world: MakeWorld,
+) -> None:
+    world = four_pools(make_world)
     world.upsert("leaders", gang_pod("a", 0, gate=None, released_at=T0))
     for job in (1, 2):
         world.upsert("leaders", gang_pod("a", job))
@@ -82,8 +85,10 @@ def test_a_release_cut_short_by_a_crash_is_finished_without_touching_what_was_do
     assert not world.kube.deleted
 
 
-def test_a_reservation_that_does_not_bind_in_time_is_undone_and_the_next_jobset_goes() -> None:
-    world = four_pools()
+def test_a_reservation_that_does_not_bind_in_time_is_undone_and_the_next_jobset_goes(
+    make_world: MakeWorld,
+) -> None:
+    world = four_pools(make_world)
     for job in range(3):
         world.upsert("leaders", gang_pod("a", job))
         world.upsert("leaders", gang_pod("b", job, queued_at=T0 + 1))
@@ -101,15 +106,17 @@ def test_a_reservation_that_does_not_bind_in_time_is_undone_and_the_next_jobset_
     timed_out = [o for o in world.recorder.outcomes if o.reason == Reason.ALL_OR_NOTHING_TIMED_OUT]
     assert [(o.regarding.name, o.type) for o in timed_out] == [("a", EventType.WARNING)]
     for deleted in world.kube.deleted:  # a watch event older than the deletions: no second timeout
-        world.caches.leaders.upsert(deleted)
+        world.deliver_late("leaders", deleted)
     world.resizer.all_or_nothing.process(GANG_KEY)
     assert (world.metric("gang_timeouts_total"), world.kube.count("delete")) == (1, 3)
     assert gated(world, "b") == [False] * 3  # 3 pools free besides node-0's, which a's leader still holds
     assert world.metric("gang_admissions_total") == 2
 
 
-def test_an_elastic_job_grows_only_once_every_job_of_its_jobset_has_a_bound_leader() -> None:
-    world = four_pools()
+def test_an_elastic_job_grows_only_once_every_job_of_its_jobset_has_a_bound_leader(
+    make_world: MakeWorld,
+) -> None:
+    world = four_pools(make_world)
     for job in range(3):
         world.add_job(gang_job("a", job))
         world.upsert("leaders", gang_pod("a", job))
@@ -129,8 +136,8 @@ def test_an_elastic_job_grows_only_once_every_job_of_its_jobset_has_a_bound_lead
     ]
 
 
-def test_scheduling_gate_followers_are_released_only_once_the_jobset_is_whole() -> None:
-    world = four_pools()
+def test_scheduling_gate_followers_are_released_only_once_the_jobset_is_whole(make_world: MakeWorld) -> None:
+    world = four_pools(make_world)
     for job in range(3):
         world.upsert("leaders", gang_pod("a", job))
     world.add_pod(gang_pod("a", 0, 1, gate=LEADER_SCHEDULED_GATE), "followers")
@@ -146,8 +153,8 @@ def test_scheduling_gate_followers_are_released_only_once_the_jobset_is_whole() 
     assert released["spec"]["nodeSelector"] == {POOL: "pool-0"}
 
 
-def test_a_standby_replica_releases_nothing() -> None:
-    world = four_pools()
+def test_a_standby_replica_releases_nothing(make_world: MakeWorld) -> None:
+    world = four_pools(make_world)
     world.leading.leader = False
     for job in range(3):
         world.upsert("leaders", gang_pod("a", job))

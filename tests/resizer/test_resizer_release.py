@@ -1,7 +1,8 @@
 """Per-Job state is released when the Job goes (issues 16 and 23): after a Job's objects leave the caches,
 every structure of the resizer that grows with Jobs is empty again (`Resizer.footprint`), whatever path
 the Job took: resized, never bound, deleted mid-retry, gated followers in dry-run, and all-or-nothing
-JobSets released, waiting, timed out (also on a leader already gone), or only noted in dry-run."""
+JobSets released, waiting, timed out (also on a leader already gone), or only noted in dry-run. Every
+change reaches the resizer through its own informers (`World.upsert`, `World.delete`)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,18 @@ import pytest
 from kubekit.client import KubeError
 from resizer.gangs import GANG_KEY
 from tests.resizer.resizer_fakes import FakeKube
-from tests.resizer.resizer_world import GANG_TIMEOUT, KEY, NS, T0, World, gang_job, gang_pod, job, pod
+from tests.resizer.resizer_world import (
+    GANG_TIMEOUT,
+    KEY,
+    NS,
+    T0,
+    MakeWorld,
+    World,
+    gang_job,
+    gang_pod,
+    job,
+    pod,
+)
 
 Obj = dict[str, Any]
 
@@ -42,10 +54,6 @@ EVERY_STRUCTURE = {
 
 
 FOUR_POOLS = {f"node-{i}": f"pool-{i}" for i in range(4)}
-
-
-def four_pools(*, dry_run: bool = False) -> World:
-    return World(dry_run=dry_run, nodes=FOUR_POOLS)
 
 
 # --- one Job ---------------------------------------------------------------------------------------------
@@ -197,38 +205,38 @@ class GoneWhenMarked(FakeKube):
         return super().patch_pod_status(namespace, name, strategic_merge_patch)
 
 
-SCENARIOS: list[tuple[Callable[[World], None], Callable[[], World]]] = [
-    (resized_then_deleted, World),
-    (deleted_before_the_leader_bound, World),
-    (deleted_mid_retry, World),
-    (gated_followers_in_dry_run, lambda: World(dry_run=True)),
-    (bound_leader_of_a_job_never_pending, World),
-    (jobset_released_grown_and_deleted, four_pools),
-    (jobset_waiting_behind_another, four_pools),
-    (jobset_larger_than_the_cluster, four_pools),
-    (jobset_timed_out, four_pools),
-    (jobset_timed_out_with_a_leader_already_gone, lambda: World(kube=GoneWhenMarked(), nodes=FOUR_POOLS)),
-    (jobset_in_dry_run, lambda: four_pools(dry_run=True)),
+SCENARIOS: list[tuple[Callable[[World], None], dict[str, Any]]] = [
+    (resized_then_deleted, {}),
+    (deleted_before_the_leader_bound, {}),
+    (deleted_mid_retry, {}),
+    (gated_followers_in_dry_run, {"dry_run": True}),
+    (bound_leader_of_a_job_never_pending, {}),
+    (jobset_released_grown_and_deleted, {"nodes": FOUR_POOLS}),
+    (jobset_waiting_behind_another, {"nodes": FOUR_POOLS}),
+    (jobset_larger_than_the_cluster, {"nodes": FOUR_POOLS}),
+    (jobset_timed_out, {"nodes": FOUR_POOLS}),
+    (jobset_timed_out_with_a_leader_already_gone, {"nodes": FOUR_POOLS, "kube": GoneWhenMarked()}),
+    (jobset_in_dry_run, {"nodes": FOUR_POOLS, "dry_run": True}),
 ]
 
 
 @pytest.mark.parametrize(
-    ("scenario", "world"), SCENARIOS, ids=[scenario.__name__ for scenario, _world in SCENARIOS]
+    ("scenario", "options"), SCENARIOS, ids=[scenario.__name__ for scenario, _options in SCENARIOS]
 )
 def test_jobs_gone_leave_nothing_behind(
-    scenario: Callable[[World], None], world: Callable[[], World]
+    make_world: MakeWorld, scenario: Callable[[World], None], options: dict[str, Any]
 ) -> None:
-    built = world()
-    scenario(built)
-    built.drain()
-    footprint = built.resizer.footprint()
+    world = make_world(**options)
+    scenario(world)
+    world.drain()
+    footprint = world.resizer.footprint()
     assert footprint.keys() >= EVERY_STRUCTURE
     assert {name: count for name, count in footprint.items() if count} == {}
 
 
-def test_footprint_counts_what_a_live_job_holds() -> None:
+def test_footprint_counts_what_a_live_job_holds(make_world: MakeWorld) -> None:
     """The check above cannot pass vacuously: a live Job shows up in the footprint."""
-    world = World()
+    world = make_world()
     world.upsert("jobs", job())
     world.upsert("leaders", pod(0))
     world.upsert("followers", pod(1, gated=True))

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from kubekit.testing import FakeKubeApi
 from placement.admission import LeaderStatus, PodPlan, plan_pod
 from placement.constants import Strategy
 from tests.support.waiting import eventually
@@ -15,7 +16,6 @@ from tests.webhook.webhook_support import leader_from_fixture, node_obj, setting
 from webhook.cache import LeaderDirectory
 from webhook.metrics import Metrics
 from webhook.server import build_directory, kube_for
-from webhook.testing import FakeKubeApi
 
 
 def _follower_plan() -> PodPlan:

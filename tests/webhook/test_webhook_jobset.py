@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from kubekit.testing import FakeKubeApi
 from placement.constants import (
     ALL_OR_NOTHING_ANNOTATION,
     ALL_OR_NOTHING_GATE,
@@ -33,7 +34,7 @@ from tests.webhook.webhook_support import (
 )
 from webhook.review import decode_patch
 from webhook.server import build
-from webhook.testing import AsgiClient, FakeKubeApi
+from webhook.testing import AsgiClient
 
 
 def admit(running: Running, endpoint: str, review: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
