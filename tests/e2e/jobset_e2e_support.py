@@ -59,15 +59,6 @@ def set_taint(stack: Stack, nodes: list[str], taint: Obj | None) -> None:
         response.raise_for_status()
 
 
-def resizer_metric(stack: Stack, name: str) -> float:
-    text = httpx.get(stack.resizer_readyz(0).replace("/readyz", "/metrics"), timeout=5).text
-    return sum(
-        float(line.split()[-1])
-        for line in text.splitlines()
-        if line.startswith(f"exclusive_placement_resizer_{name} ")
-    )
-
-
 @dataclass
 class Watch:
     """A watch on one resource of one namespace, from now, in a background thread: every event in order."""

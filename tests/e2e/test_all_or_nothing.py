@@ -36,7 +36,8 @@ from placement.constants import (
     RELEASED_AT_ANNOTATION,
 )
 from placement.gang import format_time, parse_time
-from tests.e2e.jobset_e2e_support import Watch, pods_of, resizer_metric, set_taint
+from tests.e2e.jobset_e2e_support import Watch, pods_of, set_taint
+from tests.support.metrics import resizer_metric
 from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.e2e

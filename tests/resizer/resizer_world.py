@@ -24,6 +24,7 @@ from resizer.metrics import Metrics
 from resizer.workqueue import WorkQueue
 from tests.resizer.resizer_fakes import FakeClock, FakeKube, Recording
 from tests.support.builders import make_job, make_node, make_pod
+from tests.support.metrics import RESIZER_PREFIX, sample
 
 Obj = dict[str, Any]
 
@@ -220,8 +221,7 @@ class World:
         raise AssertionError(f"the controllers still had work after {rounds} rounds")
 
     def metric(self, name: str, **labels: str) -> float:
-        value = self.metrics.registry.get_sample_value(f"exclusive_placement_resizer_{name}", labels)
-        return value or 0.0
+        return sample(self.metrics.registry, f"{RESIZER_PREFIX}_{name}", **labels)
 
 
 MakeWorld = Callable[..., World]

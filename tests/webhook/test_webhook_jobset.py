@@ -22,6 +22,7 @@ from placement.constants import (
     TOPOLOGY_ANNOTATION,
 )
 from placement.patch import apply
+from tests.support.metrics import sample
 from tests.support.waiting import eventually
 from tests.webhook.webhook_support import (
     POOL,
@@ -52,10 +53,7 @@ def child_job_review(name: str = "trainer-workers-0") -> dict[str, Any]:
 
 
 def metric(running: Running, result: str) -> float:
-    value = running.webhook.metrics.registry.get_sample_value(
-        "exclusive_placement_jobset_lookups_total", {"result": result}
-    )
-    return value or 0.0
+    return sample(running.webhook.metrics.registry, "exclusive_placement_jobset_lookups_total", result=result)
 
 
 # --- the owning JobSet's startup order ------------------------------------------------------------------
