@@ -10,6 +10,7 @@ import pytest
 
 from kubesim.apiserver.server import ApiServer
 from kubesim.errors import ApiError
+from tests.support.waiting import eventually_async
 
 
 def run(body: Callable[[ApiServer], Awaitable[Any]], **kwargs: Any) -> Any:
@@ -206,10 +207,11 @@ def test_garbage_collection_deletes_dependents_in_background() -> None:
         await api.create("pods", dependent, namespace="default")
         await api.create("pods", pod("free"), namespace="default")
         await api.delete("jobs", "j", namespace="default")
-        for _ in range(100):
-            if (await status_of(api.get("pods", "d", namespace="default")))[0] == 404:
-                break
-            await asyncio.sleep(0.01)
+
+        async def dependent_gone() -> bool:
+            return (await status_of(api.get("pods", "d", namespace="default")))[0] == 404
+
+        await eventually_async(dependent_gone, "the dependent pod collected", 5)
         names = [p["metadata"]["name"] for p in (await api.list("pods", namespace="default"))[0]]
         assert names == ["free"]
 
@@ -314,13 +316,14 @@ def test_deleting_a_namespace_deletes_its_contents() -> None:
         await api.create("pods", pod(), namespace="team")
         await api.create("jobs", job(), namespace="team")
         await api.delete("namespaces", "team")
-        for _ in range(100):
-            await asyncio.sleep(0.01)
-            if (
+
+        async def emptied() -> bool:
+            return (
                 not (await api.list("pods", namespace="team"))[0]
                 and not (await api.list("jobs", namespace="team"))[0]
-            ):
-                break
+            )
+
+        await eventually_async(emptied, "the namespace's pods and Jobs deleted", 5)
         assert (await api.list("pods", namespace="team"))[0] == []
         assert (await api.list("jobs", namespace="team"))[0] == []
         assert (await status_of(api.create("pods", pod(), namespace="team")))[0] == 404
