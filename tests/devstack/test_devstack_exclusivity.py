@@ -7,6 +7,8 @@ from typing import Any
 import pytest
 
 from devstack.exclusivity import ExclusivityReplay, PodState, node_domains, pod_state
+from placement.constants import JOBSET_RESTART_ATTEMPT_LABEL
+from tests.support.builders import make_pod
 
 DOMAINS = {"n1": "pool-a", "n2": "pool-a", "n3": "pool-b"}
 
@@ -68,12 +70,8 @@ def test_replay_counts_violations(events: list[PodState], violations: int) -> No
 
 
 def pod(name: str, node: str = "", phase: str = "Pending", job: str = "train") -> dict[str, Any]:
-    labels = {"batch.kubernetes.io/job-name": job, "jobset.sigs.k8s.io/restart-attempt": "2"}
-    return {
-        "metadata": {"name": name, "namespace": "ns", "labels": labels},
-        "spec": {"nodeName": node} if node else {},
-        "status": {"phase": phase},
-    }
+    built = make_pod(name, "ns").job_label(job).label(JOBSET_RESTART_ATTEMPT_LABEL, "2")
+    return built.node(node or None).phase(phase).obj()
 
 
 @pytest.mark.parametrize(

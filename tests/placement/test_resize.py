@@ -11,7 +11,6 @@ import pytest
 from placement.constants import (
     ALL_OR_NOTHING_ANNOTATION,
     GANG_SIZE_ANNOTATION,
-    JOB_COMPLETION_INDEX_ANNOTATION,
     JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION,
     JOBSET_NAME_LABEL,
     JOBSET_RESTART_ATTEMPT_LABEL,
@@ -30,59 +29,35 @@ from placement.resize import (
     decide_resize,
     topology_key,
 )
+from tests.support import builders
 
 POOL = "cloud.google.com/gke-nodepool"
 JOB_UID = "uid-job-1"
 
 
-def make_job(**changes: Any) -> dict[str, Any]:
-    job: dict[str, Any] = {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {
-            "name": "js-w-0",
-            "namespace": "default",
-            "uid": JOB_UID,
-            "resourceVersion": "42",
-            "labels": {RESIZE_LABEL: "pending"},
-            "annotations": {TARGET_COMPLETIONS_ANNOTATION: "8", TARGET_PARALLELISM_ANNOTATION: "8"},
-        },
-        "spec": {"completionMode": "Indexed", "completions": 1, "parallelism": 1},
-        "status": {},
-    }
+def _changed(obj: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
+    """`obj` with `section__field=value` set (None: removed)."""
     for path, value in changes.items():
         section, key = path.split("__")
         if value is None:
-            job[section].pop(key, None)
+            obj[section].pop(key, None)
         else:
-            job[section][key] = value
-    return job
+            obj.setdefault(section, {})[key] = value
+    return obj
+
+
+def make_job(**changes: Any) -> dict[str, Any]:
+    """js-w-0 as the webhook leaves it: 1/1, to grow to 8."""
+    job = builders.make_job("js-w-0").uid(JOB_UID).resource_version("42").indexed(1).pending(8).status()
+    return _changed(job.obj(), changes)
 
 
 def make_pod(
-    index: str = "0", uid: str = JOB_UID, node: str | None = "node-1", **extra: Any
+    index: str = "0", uid: str = JOB_UID, node: str | None = "node-1", **changes: Any
 ) -> dict[str, Any]:
-    pod: dict[str, Any] = {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "name": f"js-w-0-{index}-abcde",
-            "namespace": "default",
-            "annotations": {
-                JOB_COMPLETION_INDEX_ANNOTATION: index,
-                JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION: POOL,
-            },
-            "ownerReferences": [{"kind": "Job", "name": "js-w-0", "uid": uid, "controller": True}],
-        },
-        "spec": {"containers": [{"name": "c", "image": "busybox"}]},
-        "status": {"phase": "Pending"},
-    }
-    if node:
-        pod["spec"]["nodeName"] = node
-    for key, value in extra.items():
-        section, field = key.split("__")
-        pod[section][field] = value
-    return pod
+    """Completion index `index` of js-w-0 (of the Job with `uid`), exclusive on node pools."""
+    pod = builders.make_pod(f"js-w-0-{index}-abcde").owned_by("js-w-0", uid).index(index).topology(POOL)
+    return _changed(pod.node(node).obj(), changes)
 
 
 NODE = {"metadata": {"name": "node-1", "labels": {POOL: "pool-3", "kubernetes.io/hostname": "node-1"}}}

@@ -57,6 +57,10 @@ class Wrapper:
         self._meta.setdefault("annotations", {})[key] = value
         return self
 
+    def resource_version(self, version: str) -> Self:
+        self._meta["resourceVersion"] = version
+        return self
+
     def created(self, timestamp: str) -> Self:
         self._meta["creationTimestamp"] = timestamp
         return self
@@ -105,6 +109,10 @@ class PodWrapper(Wrapper):
             self.label(JOB_NAME_LABEL, job).label(CONTROLLER_UID_LABEL, uid)
         return self
 
+    def job_label(self, job: str) -> Self:
+        """Labelled with its Job's name only (as pods are before their ownerReference is read)."""
+        return self.label(JOB_NAME_LABEL, job)
+
     def index(self, index: int | str) -> Self:
         return self.annotation(JOB_COMPLETION_INDEX_ANNOTATION, str(index))
 
@@ -127,6 +135,12 @@ class PodWrapper(Wrapper):
     def phase(self, phase: str) -> Self:
         return self.status(phase=phase)
 
+    def requests(self, **resources: str) -> Self:
+        """Resource requests of its (first) container, e.g. `requests(**{"nvidia.com/gpu": "8"})`."""
+        container = self._obj["spec"]["containers"][0]
+        container.setdefault("resources", {}).setdefault("requests", {}).update(resources)
+        return self
+
     def priority(self, priority: int) -> Self:
         return self.spec(priority=priority)
 
@@ -148,6 +162,16 @@ class JobWrapper(Wrapper):
             completions=completions,
             parallelism=completions if parallelism is None else parallelism,
         )
+
+    def limits(self, **resources: str) -> Self:
+        """Resource limits of its pod template's first container: `limits(**{"nvidia.com/gpu": "4"})`."""
+        container = self._obj["spec"]["template"]["spec"]["containers"][0]
+        container.setdefault("resources", {}).setdefault("limits", {}).update(resources)
+        return self
+
+    def template_annotation(self, key: str, value: str) -> Self:
+        self._obj["spec"]["template"].setdefault("metadata", {}).setdefault("annotations", {})[key] = value
+        return self
 
     def pending(self, target: int, parallelism: int | None = None) -> Self:
         """As the webhook leaves an elastic Job: `resize: pending`, with its target size recorded."""
