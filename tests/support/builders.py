@@ -61,6 +61,10 @@ class Wrapper:
         self._meta["resourceVersion"] = version
         return self
 
+    def generation(self, generation: int) -> Self:
+        self._meta["generation"] = generation
+        return self
+
     def created(self, timestamp: str) -> Self:
         self._meta["creationTimestamp"] = timestamp
         return self
@@ -132,7 +136,11 @@ class PodWrapper(Wrapper):
         self._obj["spec"].setdefault("nodeSelector", {})[key] = value
         return self
 
-    def phase(self, phase: str) -> Self:
+    def phase(self, phase: str | None) -> Self:
+        """Its status.phase; None: none at all (a pod the API server has not defaulted)."""
+        if phase is None:
+            self._obj["status"].pop("phase", None)
+            return self
         return self.status(phase=phase)
 
     def requests(self, **resources: str) -> Self:
