@@ -9,6 +9,7 @@ chained; `.obj()` returns a fresh dict each time.
 from __future__ import annotations
 
 import copy
+from collections.abc import Mapping, Sequence
 from typing import Any, Self
 
 from placement.constants import (
@@ -47,6 +48,16 @@ class Wrapper:
 
     def uid(self, uid: str) -> Self:
         self._meta["uid"] = uid
+        return self
+
+    def labels(self, values: Mapping[str, str]) -> Self:
+        """metadata.labels exactly `values` (an empty map too)."""
+        self._meta["labels"] = dict(values)
+        return self
+
+    def annotations(self, values: Mapping[str, str]) -> Self:
+        """metadata.annotations exactly `values` (an empty map too)."""
+        self._meta["annotations"] = dict(values)
         return self
 
     def label(self, key: str, value: str) -> Self:
@@ -93,17 +104,25 @@ class Wrapper:
         return self
 
 
+def _metadata(name: str, namespace: str | None) -> Obj:
+    return {"name": name} if namespace is None else {"name": name, "namespace": namespace}
+
+
 class PodWrapper(Wrapper):
-    def __init__(self, name: str, namespace: str) -> None:
+    def __init__(self, name: str, namespace: str | None) -> None:
         super().__init__(
             {
                 "apiVersion": "v1",
                 "kind": "Pod",
-                "metadata": {"name": name, "namespace": namespace},
+                "metadata": _metadata(name, namespace),
                 "spec": {"containers": [{"name": "c", "image": "busybox"}]},
                 "status": {"phase": "Pending"},
             }
         )
+
+    def owner_references(self, references: Sequence[Obj]) -> Self:
+        self._meta["ownerReferences"] = [dict(reference) for reference in references]
+        return self
 
     def owned_by(self, job: str, uid: str = "", *, labels: bool = False) -> Self:
         """Controlled by Job `job` (its ownerReference; with `labels`, the Job controller's labels too)."""
@@ -154,13 +173,17 @@ class PodWrapper(Wrapper):
 
 
 class JobWrapper(Wrapper):
-    def __init__(self, name: str, namespace: str) -> None:
+    def __init__(self, name: str, namespace: str | None) -> None:
         super().__init__(
             {
                 "apiVersion": "batch/v1",
                 "kind": "Job",
-                "metadata": {"name": name, "namespace": namespace},
-                "spec": {"template": {"spec": {"containers": [{"name": "c", "image": "busybox"}]}}},
+                "metadata": _metadata(name, namespace),
+                "spec": {
+                    "template": {
+                        "spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox"}]}
+                    }
+                },
             }
         )
 
@@ -198,11 +221,13 @@ class NodeWrapper(Wrapper):
         return self.spec(unschedulable=True)
 
 
-def make_pod(name: str, namespace: str = "default") -> PodWrapper:
+def make_pod(name: str, namespace: str | None = "default") -> PodWrapper:
+    """A pod in `namespace` (None: none named, for a manifest created into one)."""
     return PodWrapper(name, namespace)
 
 
-def make_job(name: str, namespace: str = "default") -> JobWrapper:
+def make_job(name: str, namespace: str | None = "default") -> JobWrapper:
+    """A Job in `namespace` (None: none named, for a manifest created into one)."""
     return JobWrapper(name, namespace)
 
 
