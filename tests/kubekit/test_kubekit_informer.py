@@ -13,6 +13,7 @@ from kubekit.client import Kube, KubeError, Resource, Timeouts, build_api_client
 from kubekit.informer import Informer, Store
 from kubekit.testing import FakeKubeApi
 from kubesim.testing import KubesimServer
+from tests.support.builders import make_pod
 from tests.support.waiting import eventually
 
 Obj = dict[str, Any]
@@ -251,12 +252,7 @@ def test_an_unreachable_api_is_retried_and_never_synced() -> None:
 
 
 def pod(name: str, app: str) -> Obj:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "labels": {"app": app}},
-        "spec": {"containers": [{"name": "c", "image": "busybox"}]},
-    }
+    return make_pod(name, None).label("app", app).obj()
 
 
 def test_kubesim_410_relists_and_keeps_an_exact_cache() -> None:

@@ -20,8 +20,11 @@ from placement.constants import (
     JOB_COMPLETION_INDEX_ANNOTATION,
     JOB_NAME_LABEL,
     JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION,
+    JOBSET_GROUP,
+    JOBSET_KIND,
     JOBSET_NAME_LABEL,
     JOBSET_RESTART_ATTEMPT_LABEL,
+    JOBSET_VERSION,
     LEADER_SCHEDULED_GATE,
     RESIZE_LABEL,
     RESIZE_PENDING,
@@ -198,6 +201,23 @@ class JobWrapper(Wrapper):
         """Resource limits of its pod template's first container: `limits(**{"nvidia.com/gpu": "4"})`."""
         container = self._obj["spec"]["template"]["spec"]["containers"][0]
         container.setdefault("resources", {}).setdefault("limits", {}).update(resources)
+        return self
+
+    def template_annotations(self, values: Mapping[str, str]) -> Self:
+        """Its pod template's metadata.annotations exactly `values` (an empty map too)."""
+        self._obj["spec"]["template"].setdefault("metadata", {})["annotations"] = dict(values)
+        return self
+
+    def controlled_by_jobset(self, jobset: str, uid: str) -> Self:
+        reference = {
+            "apiVersion": f"{JOBSET_GROUP}/{JOBSET_VERSION}",
+            "kind": JOBSET_KIND,
+            "name": jobset,
+            "uid": uid,
+            "controller": True,
+            "blockOwnerDeletion": True,
+        }
+        self._meta["ownerReferences"] = [reference]
         return self
 
     def template_annotation(self, key: str, value: str) -> Self:
