@@ -10,6 +10,7 @@ import pytest
 
 from kubesim.apiserver.server import ApiServer
 from kubesim.errors import ApiError
+from tests.support.builders import make_job, make_pod
 from tests.support.waiting import eventually_async
 
 
@@ -25,28 +26,11 @@ def run(body: Callable[[ApiServer], Awaitable[Any]], **kwargs: Any) -> Any:
 
 
 def pod(name: str = "p", **spec: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "labels": {"app": "x"}},
-        "spec": {"containers": [{"name": "c", "image": "busybox:1"}], **spec},
-    }
+    return make_pod(name, None).label("app", "x").spec(**spec).obj()
 
 
 def job(name: str = "j", completions: int = 2, parallelism: int = 2) -> dict[str, Any]:
-    return {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {"name": name},
-        "spec": {
-            "completions": completions,
-            "parallelism": parallelism,
-            "completionMode": "Indexed",
-            "template": {
-                "spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox:1"}]}
-            },
-        },
-    }
+    return make_job(name, None).indexed(completions, parallelism).obj()
 
 
 async def status_of(call: Awaitable[Any]) -> tuple[int, str]:
