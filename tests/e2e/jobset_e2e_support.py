@@ -53,15 +53,6 @@ def set_taint(stack: Stack, nodes: list[str], taint: Obj | None) -> None:
         stack.client.patch("Node", name, {"spec": {"taints": [taint] if taint else []}})
 
 
-def resizer_metric(stack: Stack, name: str) -> float:
-    text = httpx.get(stack.resizer_readyz(0).replace("/readyz", "/metrics"), timeout=5).text
-    return sum(
-        float(line.split()[-1])
-        for line in text.splitlines()
-        if line.startswith(f"exclusive_placement_resizer_{name} ")
-    )
-
-
 @dataclass
 class Watch:
     """A watch on one kind in one namespace, from now, in a background thread: every event in order."""

@@ -36,10 +36,10 @@ from tests.e2e.jobset_e2e_support import (
     assert_each_job_whole_in_its_own_pool,
     domains_by_job,
     pods_of,
-    resizer_metric,
     running_pods,
     set_taint,
 )
+from tests.support.metrics import resizer_metric
 from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.e2e

@@ -82,11 +82,12 @@ def ordered_jobset(name: str, namespace: str, order: str) -> Obj:
 def test_ordered_jobsets_are_not_shrunk_and_start_in_order(
     kube_stack: Stack, namespace: str, order: str
 ) -> None:
-    with resizer_stopped(kube_stack), Watch(kube_stack, "Job", namespace) as jobs:
+    with resizer_stopped(kube_stack), Watch(kube_stack, "Job", namespace) as job_events:
         kube_stack.client.create(ordered_jobset("ordered", namespace, order))
         eventually(
             lambda: any(
-                kind == "ADDED" and job["metadata"]["name"] == "ordered-driver-0" for kind, job in jobs.events
+                kind == "ADDED" and job["metadata"]["name"] == "ordered-driver-0"
+                for kind, job in job_events.events
             ),
             "the driver's Job created",
             90,
@@ -94,7 +95,7 @@ def test_ordered_jobsets_are_not_shrunk_and_start_in_order(
         )
     workers_seen: dict[str, Obj] = {}
     when_driver_created: list[Obj] = []
-    for kind, job in list(jobs.events):
+    for kind, job in list(job_events.events):
         name = job["metadata"]["name"]
         if name.startswith("ordered-workers"):
             workers_seen[name] = job

@@ -21,11 +21,11 @@ from tests.e2e.jobset_e2e_support import (
     Watch,
     domains_by_job,
     pods_of,
-    resizer_metric,
     running_pods,
     set_taint,
 )
 from tests.kube.kube_support import resizer_stopped
+from tests.support.metrics import resizer_metric
 from tests.support.waiting import eventually
 
 pytestmark = [pytest.mark.kube, pytest.mark.xdist_group("kube-repair")]
