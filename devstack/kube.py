@@ -17,7 +17,6 @@ from typing import Any
 import httpx
 import yaml
 
-
 Items = list[dict[str, Any]]
 
 
@@ -201,9 +200,7 @@ class KubeClient:
         path = f"{collection_path(kind, namespace)}/{name}" + (f"/{subresource}" if subresource else "")
         return self._request("PATCH", path, json=body, headers={"Content-Type": patch_type})
 
-    def list_with_version(
-        self, kind: str, *, namespace: str | None = None
-    ) -> tuple[Items, str]:
+    def list_with_version(self, kind: str, *, namespace: str | None = None) -> tuple[Items, str]:
         """The items and the list's resourceVersion, to watch from."""
         listed = self._request("GET", collection_path(kind, namespace))
         return listed["items"], str(listed["metadata"]["resourceVersion"])
