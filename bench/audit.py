@@ -3,8 +3,8 @@
 kube-apiserver writes one JSON line per answered request (devstack's audit policy, read by
 `devstack.controlplane.audit`). This module keeps a run's time window, names the client of each request the
 way kubesim's `/debug/stats` names it, sets aside the background traffic kubesim has no counterpart for, and
-adds up the rest into the `requests` / `pods` / `jobs` / `events` sections of a `/debug/stats`-shaped
-snapshot, so `bench.strategies.result_from_stats` reads either control plane alike (pure functions).
+adds up the rest with kubesim's own counters (`kubesim.stats.Stats`) into a `/debug/stats` snapshot, so
+`bench.strategies.result_from_stats` reads either control plane alike (pure functions).
 
 What counts (docs/results.md, "Counting on the real control plane", says how it differs from kubesim):
 
@@ -35,9 +35,8 @@ from typing import Any
 
 from devstack.controlplane.audit import Request
 from devstack.controlplane.jobset import IDENTITY as JOBSET_IDENTITY
+from kubesim.stats import WRITE_VERBS, Stats
 
-WRITE_VERBS = frozenset({"create", "update", "patch", "delete", "deletecollection"})
-"""kubesim's write verbs (kubesim/stats.py)."""
 NOT_REJECTIONS = frozenset({409, 422})
 """Pod create errors that are no rejection: the name exists, or the object is invalid."""
 
@@ -126,24 +125,14 @@ class Window:
 
 @dataclass
 class RequestCounts:
-    """A window's requests added up as kubesim's `Stats` adds them (`as_stats`), plus the background set
-    aside and the status codes of the rejected pod creations."""
+    """A window's requests added up by kubesim's own counters (`kubesim.stats.Stats`, as its API server
+    counts them), plus what only the audit log has: the background set aside, the status codes of the
+    rejected pod creations, and the Events written, by name (their reasons are only in the Events)."""
 
-    total: int = 0
-    writes: int = 0
-    by_verb_resource: Counter[str] = field(default_factory=Counter)
-    by_client: Counter[str] = field(default_factory=Counter)
-    by_client_verb_resource: dict[str, Counter[str]] = field(default_factory=dict)
-    by_namespace: Counter[str] = field(default_factory=Counter)
-    writes_by_namespace: Counter[str] = field(default_factory=Counter)
-    pods_create_accepted: int = 0
-    pods_create_rejected: int = 0
+    stats: Stats = field(default_factory=Stats)
     rejected_by_code: Counter[int] = field(default_factory=Counter)
-    pods_patched: int = 0
-    jobs_patched: int = 0
     event_writes_by_name: Counter[tuple[str, str]] = field(default_factory=Counter)
-    """(namespace, Event name) → its successful creates, updates and patches (the reason is only in the
-    Event itself: `event_writes_by_reason`)."""
+    """(namespace, Event name) → its successful creates, updates and patches."""
     background: Counter[str] = field(default_factory=Counter)
 
     def add(self, request: Request) -> None:
@@ -151,31 +140,23 @@ class RequestCounts:
         if reason is not None:
             self.background[reason] += 1
             return
-        client, key = client_of(request), verb_resource(request)
-        self.total += 1
-        self.by_verb_resource[key] += 1
-        self.by_client[client] += 1
-        self.by_client_verb_resource.setdefault(client, Counter())[key] += 1
-        write = request.verb in WRITE_VERBS
-        self.writes += write
-        if request.namespace:
-            self.by_namespace[request.namespace] += 1
-            self.writes_by_namespace[request.namespace] += write
-        self._count_object(request, write)
-
-    def _count_object(self, request: Request, write: bool) -> None:
+        path = resource_path(request)
+        self.stats.count_request(request.verb, path, client_of(request), request.namespace or None)
         whole_object = not request.subresource
         if request.resource == "pods" and whole_object and request.verb == "create":
-            if succeeded(request):
-                self.pods_create_accepted += 1
-            elif request.code not in NOT_REJECTIONS:
-                self.pods_create_rejected += 1
-                self.rejected_by_code[request.code] += 1
+            self._count_pod_create(request)
         if request.verb == "patch" and whole_object and succeeded(request):
-            self.pods_patched += request.resource == "pods"
-            self.jobs_patched += request.resource == "jobs"
-        if request.resource == "events" and write and request.verb != "delete" and succeeded(request):
+            self.stats.pods_patched += request.resource == "pods"
+            self.stats.jobs_patched += request.resource == "jobs"
+        if request.resource == "events" and request.verb in WRITE_VERBS - {"delete"} and succeeded(request):
             self.event_writes_by_name[request.namespace, request.name] += 1
+
+    def _count_pod_create(self, request: Request) -> None:
+        if succeeded(request):
+            self.stats.pods_create_accepted += 1
+        elif request.code not in NOT_REJECTIONS:
+            self.stats.pods_create_rejected += 1
+            self.rejected_by_code[request.code] += 1
 
     def event_writes_by_reason(self, reasons: Mapping[tuple[str, str], str]) -> dict[str, int]:
         """Event writes by the Event's reason, given (namespace, name) → reason of the Events as stored
@@ -186,34 +167,16 @@ class RequestCounts:
         return dict(by_reason)
 
     def as_stats(self, event_reasons: Mapping[tuple[str, str], str]) -> dict[str, Any]:
-        """The `requests`, `pods`, `jobs` and `events` sections of kubesim's `/debug/stats` snapshot, and
-        the background set aside."""
-        return {
-            "requests": {
-                "total": self.total,
-                "writes": self.writes,
-                "by_verb_resource": dict(self.by_verb_resource),
-                "by_client": dict(self.by_client),
-                "by_client_verb_resource": {
-                    client: dict(counts) for client, counts in sorted(self.by_client_verb_resource.items())
-                },
-                "by_namespace": {
-                    ns: {"total": n, "writes": self.writes_by_namespace[ns]}
-                    for ns, n in sorted(self.by_namespace.items())
-                },
-            },
-            "pods": {
-                "create_accepted": self.pods_create_accepted,
-                "create_rejected": self.pods_create_rejected,
-                "create_rejected_by_code": {
-                    str(code): n for code, n in sorted(self.rejected_by_code.items())
-                },
-                "patched": self.pods_patched,
-            },
-            "jobs": {"patched": self.jobs_patched},
-            "events": {"writes_by_reason": self.event_writes_by_reason(event_reasons)},
-            "background_requests": dict(sorted(self.background.items())),
+        """A `/debug/stats` snapshot of the window (its `requests`, `pods`, `jobs` and `events` sections
+        counted; kubesim's component sections left at zero for the caller to fill), the status codes of
+        the rejected creations under `pods`, and the background set aside."""
+        snapshot = self.stats.snapshot()
+        snapshot["pods"]["create_rejected_by_code"] = {
+            str(code): n for code, n in sorted(self.rejected_by_code.items())
         }
+        snapshot["events"] = {"writes_by_reason": self.event_writes_by_reason(event_reasons)}
+        snapshot["background_requests"] = dict(sorted(self.background.items()))
+        return snapshot
 
 
 def count_requests(requests: Iterable[Request], window: Window) -> RequestCounts:

@@ -125,12 +125,9 @@ def test_a_jobset_run_adds_up_like_kubesims_counters() -> None:
         "create events": 2,
         "patch events": 1,
     }
-    assert stats["pods"] == {
-        "create_accepted": 2,
-        "create_rejected": 2,
-        "create_rejected_by_code": {"403": 2},
-        "patched": 0,
-    }
+    pods = stats["pods"]
+    assert (pods["create_accepted"], pods["create_rejected"], pods["patched"]) == (2, 2, 0)
+    assert pods["create_rejected_by_code"] == {"403": 2}
     assert stats["events"]["writes_by_reason"] == {"FailedCreate": 2, "SuccessfulCreate": 1, "Scheduled": 1}
     assert stats["background_requests"] == {"apiserver-internal": 1}
 
@@ -138,9 +135,9 @@ def test_a_jobset_run_adds_up_like_kubesims_counters() -> None:
 def test_requests_received_outside_the_window_count_nowhere() -> None:
     whole = count_requests(sample(), WHOLE_LOG)
     run = count_requests(sample(), JOBSET_RUN)
-    assert whole.total == 16
-    assert whole.by_client["external:exclusive-placement-resizer"] == 2
-    assert run.by_client["external:exclusive-placement-resizer"] == 0
+    assert whole.stats.requests_total == 16
+    assert whole.stats.by_client["external:exclusive-placement-resizer"] == 2
+    assert run.stats.by_client["external:exclusive-placement-resizer"] == 0
     assert whole.background == {
         "non-resource": 1,
         "leases": 1,
@@ -153,8 +150,8 @@ def test_requests_received_outside_the_window_count_nowhere() -> None:
 
 def test_only_successful_job_patches_count_as_patches() -> None:
     counts = count_requests(sample(), WHOLE_LOG)
-    assert counts.by_verb_resource["patch jobs"] == 2  # both count as requests
-    assert counts.jobs_patched == 1  # the one answered 409 (a stale resourceVersion) changed nothing
+    assert counts.stats.by_verb_resource["patch jobs"] == 2  # both count as requests
+    assert counts.stats.jobs_patched == 1  # the one answered 409 (a stale resourceVersion) changed nothing
 
 
 @pytest.mark.parametrize(
@@ -166,8 +163,8 @@ def test_a_refused_pod_create_is_a_rejection_unless_it_was_a_name_clash_or_inval
     created = the("create", "pods/binding")
     counts = RequestCounts()
     counts.add(dataclasses.replace(created, subresource="", code=code))
-    assert counts.pods_create_rejected == int(rejected)
-    assert counts.total == 1
+    assert counts.stats.pods_create_rejected == int(rejected)
+    assert counts.stats.requests_total == 1
 
 
 def test_an_event_gone_before_its_reason_was_read_counts_under_no_reason() -> None:

@@ -59,22 +59,23 @@ APISERVER_AFTER = admission_page(
         (PROJECT_POD_WEBHOOK, False): 5,
     }
 )
-SCHEDULER_BEFORE = """# TYPE scheduler_schedule_attempts_total counter
-scheduler_schedule_attempts_total{profile="default-scheduler",result="scheduled"} 4
-scheduler_schedule_attempts_total{profile="default-scheduler",result="unschedulable"} 1
+
+
+def scheduler_page(*, scheduled: int, unschedulable: int, preemptions: int, victims: int) -> str:
+    """kube-scheduler's scheduling attempts and preemption victims histogram."""
+    attempts = "scheduler_schedule_attempts_total"
+    return f"""# TYPE {attempts} counter
+{attempts}{{profile="default-scheduler",result="scheduled"}} {scheduled}
+{attempts}{{profile="default-scheduler",result="unschedulable"}} {unschedulable}
 # TYPE scheduler_preemption_victims histogram
-scheduler_preemption_victims_bucket{le="+Inf"} 1
-scheduler_preemption_victims_sum 2
-scheduler_preemption_victims_count 1
+scheduler_preemption_victims_bucket{{le="+Inf"}} {preemptions}
+scheduler_preemption_victims_sum {victims}
+scheduler_preemption_victims_count {preemptions}
 """
-SCHEDULER_AFTER = """# TYPE scheduler_schedule_attempts_total counter
-scheduler_schedule_attempts_total{profile="default-scheduler",result="scheduled"} 36
-scheduler_schedule_attempts_total{profile="default-scheduler",result="unschedulable"} 4
-# TYPE scheduler_preemption_victims histogram
-scheduler_preemption_victims_bucket{le="+Inf"} 3
-scheduler_preemption_victims_sum 7
-scheduler_preemption_victims_count 3
-"""
+
+
+SCHEDULER_BEFORE = scheduler_page(scheduled=4, unschedulable=1, preemptions=1, victims=2)
+SCHEDULER_AFTER = scheduler_page(scheduled=36, unschedulable=4, preemptions=3, victims=7)
 WEBHOOKS = WebhookNames(
     project=frozenset({PROJECT_POD_WEBHOOK}),
     jobset_pods=frozenset({"mpod.kb.io", "vpod.kb.io"}),
