@@ -16,10 +16,10 @@ What counts (docs/results.md, "Counting on the real control plane", says how it 
   `external:bench`);
 - background requests (`background_reason`) count in no figure and are reported apart: watches (the log has
   a watch only when it ends; kubesim counted none in any window), non-resource requests (discovery,
-  `/metrics`), the API server's loopback requests, Leases (leader election, node heartbeats), the node
-  lifecycle's requests about Node objects (kwok's heartbeats, the node and TTL controllers),
-  kube-controller-manager's minting of its controllers' tokens, and the benchmark's own instrumentation
-  (user agents `bench-*`);
+  `/metrics`), the API server's loopback requests, Leases (leader election, node heartbeats), kwok's
+  writes to Node objects, the node lifecycle and TTL controllers' requests (taints, node registration
+  Events), kube-controller-manager's minting of its controllers' tokens, and the benchmark's own
+  instrumentation (user agents `bench-*`);
 - a pod create answered with an error other than 409 (AlreadyExists) or 422 (Invalid) is a rejected
   creation: 403 from a webhook's denial, 404 from JobSet's webhook when a node is missing, 500 when a webhook
   call failed — the set kubesim counts.
@@ -51,7 +51,8 @@ CLIENT_BY_USER_AGENT = {
 }
 """Clients that share the admin user and differ by user agent: the scheduler, kwok, and
 kube-controller-manager's own root client (the one that mints its controllers' tokens)."""
-NODE_LIFECYCLE_CLIENTS = frozenset({"kwok", "node-controller", "ttl-controller"})
+NODE_LIFECYCLE_CLIENTS = frozenset({"node-controller", "ttl-controller"})
+"""kube-controller-manager's node lifecycle: taints, node registration Events, the TTL annotation."""
 BENCH_INSTRUMENTATION_PREFIX = "bench-"
 """User agents of the benchmark's requests that are not the workload (audit markers, the rendezvous)."""
 
@@ -97,8 +98,10 @@ def background_reason(request: Request) -> str | None:
     if request.resource == "leases":
         return "leases"
     client = client_of(request)
-    if request.resource == "nodes" and client in NODE_LIFECYCLE_CLIENTS:
+    if request.resource == "nodes" and client == "kwok":
         return "node-heartbeats"
+    if client in NODE_LIFECYCLE_CLIENTS:
+        return "node-lifecycle"
     if client == "kube-controller-manager":
         return "controller-credentials"
     if agent(request).startswith(BENCH_INSTRUMENTATION_PREFIX):

@@ -79,7 +79,7 @@ def test_each_request_is_put_down_to_the_component_that_sent_it(
         ("list", "limitranges", "", "apiserver-internal"),
         ("get", "leases", "", "leases"),
         ("patch", "nodes/status", "kwok", "node-heartbeats"),
-        ("patch", "nodes", "kube-controller-manager", "node-heartbeats"),
+        ("patch", "nodes", "kube-controller-manager", "node-lifecycle"),
         ("create", "serviceaccounts/token", "", "controller-credentials"),
         ("create", "pods/binding", "", None),
         ("patch", "jobs", "", None),
@@ -142,7 +142,8 @@ def test_requests_received_outside_the_window_count_nowhere() -> None:
         "non-resource": 1,
         "leases": 1,
         "controller-credentials": 1,
-        "node-heartbeats": 2,
+        "node-heartbeats": 1,
+        "node-lifecycle": 1,
         "watch": 1,
         "apiserver-internal": 1,
     }
