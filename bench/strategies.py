@@ -64,6 +64,7 @@ from bench.measures import (
     RESIZER_CLIENT,
     WEBHOOK_CLIENT,
     client_requests,
+    failed_create_messages,
     headline_ratios,
     preemption_fields,
     timeline_fields,
@@ -288,11 +289,9 @@ async def run_strategy(run: Run, *, clean_up: bool) -> dict[str, Any]:
             ns = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
             (await http.post("/api/v1/namespaces", json=ns)).raise_for_status()
         try:
-            if run.scenario.preemption:
-                return await _measure_preemption(http, run)
-            if run.scenario.gang:
-                return await _measure_gang(http, run)
-            return await _measure(http, run)
+            result = await _measure_scenario(http, run)
+            result["failed_create_messages"] = await _failed_create_messages(http, namespaces)
+            return result
         finally:
             # Also after a failed run: the next strategy needs every pool free and an empty queue again.
             if clean_up:
@@ -304,6 +303,22 @@ async def run_strategy(run: Run, *, clean_up: bool) -> dict[str, Any]:
                     await _delete_jobset(http, low_priority_namespace(run.namespace), LOW_JOBSET_NAME)
                 for name in namespaces:
                     await _wait_pods_gone(http, name, timeout=120)
+
+
+async def _measure_scenario(http: httpx.AsyncClient, run: Run) -> dict[str, Any]:
+    if run.scenario.preemption:
+        return await _measure_preemption(http, run)
+    if run.scenario.gang:
+        return await _measure_gang(http, run)
+    return await _measure(http, run)
+
+
+async def _failed_create_messages(http: httpx.AsyncClient, namespaces: Sequence[str]) -> dict[str, int]:
+    """Why the run's pod creations were refused (after its window: not counted)."""
+    events: list[dict[str, Any]] = []
+    for namespace in namespaces:
+        events += (await _request(http, "GET", f"/api/v1/namespaces/{namespace}/events"))["items"]
+    return failed_create_messages(events)
 
 
 def measured_jobsets(scenario: Scenario) -> list[str]:
