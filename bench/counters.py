@@ -30,6 +30,8 @@ from devstack.controlplane.audit import AuditLog
 
 ADMISSION_CALLS = "apiserver_admission_webhook_admission_duration_seconds_count"
 SCHEDULE_ATTEMPTS = "scheduler_schedule_attempts_total"
+QUEUE_INCOMING = "scheduler_queue_incoming_pods_total"
+"""Pods moved into one of the scheduling queues, by the event that moved them (why pods were retried)."""
 PREEMPTION_VICTIMS = "scheduler_preemption_victims"
 """A histogram observed once per preemption that nominated a node, with its number of victims."""
 AUDIT_MARKER_AGENT = "bench-audit-marker"
@@ -126,6 +128,9 @@ def scheduler_section(grown: Samples) -> dict[str, Any]:
         "preemption_victims": round(grown.total(f"{PREEMPTION_VICTIMS}_sum")),
         "filter_evaluations": None,
         "affinity_evaluations": None,
+        "queue_moves_by_event": {
+            event: round(n) for event, n in sorted(grown.by_label(QUEUE_INCOMING, "event").items()) if n
+        },
     }
 
 
@@ -140,6 +145,7 @@ def real_control_plane_fields(stats: dict[str, Any]) -> dict[str, Any]:
         "pod_creates_rejected_by_code": stats["pods"]["create_rejected_by_code"],
         "jobset_object_webhook_calls": stats["jobset_webhooks"]["jobset_object_calls"],
         "admission_calls_by_webhook": stats["admission_calls_by_webhook"],
+        "scheduler_queue_moves_by_event": stats["scheduler"]["queue_moves_by_event"],
         "window_seconds": stats["window_seconds"],
     }
 

@@ -173,6 +173,10 @@ def result_from_stats(
         "scheduler_attempts": stats["scheduler"].get("attempts", 0),
         "api_requests_by_verb_resource": dict(sorted(stats["requests"].get("by_verb_resource", {}).items())),
         "api_requests_by_client": dict(sorted(stats["requests"].get("by_client", {}).items())),
+        "api_requests_by_client_verb_resource": {
+            client: dict(sorted(counts.items()))
+            for client, counts in sorted(stats["requests"].get("by_client_verb_resource", {}).items())
+        },
         **real_control_plane_fields(stats),
     }
 

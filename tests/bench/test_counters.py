@@ -62,11 +62,15 @@ APISERVER_AFTER = admission_page(
 
 
 def scheduler_page(*, scheduled: int, unschedulable: int, preemptions: int, victims: int) -> str:
-    """kube-scheduler's scheduling attempts and preemption victims histogram."""
-    attempts = "scheduler_schedule_attempts_total"
+    """kube-scheduler's scheduling attempts, its queue's incoming pods (all added, the unschedulable ones
+    moved back on a deletion) and its preemption victims histogram."""
+    attempts, incoming = "scheduler_schedule_attempts_total", "scheduler_queue_incoming_pods_total"
     return f"""# TYPE {attempts} counter
 {attempts}{{profile="default-scheduler",result="scheduled"}} {scheduled}
 {attempts}{{profile="default-scheduler",result="unschedulable"}} {unschedulable}
+# TYPE {incoming} counter
+{incoming}{{event="PodAdd",queue="active"}} {scheduled}
+{incoming}{{event="AssignedPodDelete",queue="backoff"}} {unschedulable}
 # TYPE scheduler_preemption_victims histogram
 scheduler_preemption_victims_bucket{{le="+Inf"}} {preemptions}
 scheduler_preemption_victims_sum {victims}
@@ -114,6 +118,7 @@ def test_the_scheduler_section_counts_attempts_and_preemptions_not_kubesims_eval
         "preemption_victims": 5,
         "filter_evaluations": None,
         "affinity_evaluations": None,
+        "queue_moves_by_event": {"AssignedPodDelete": 3, "PodAdd": 32},
     }
 
 

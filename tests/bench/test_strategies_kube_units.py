@@ -120,7 +120,12 @@ KUBE_STATS: dict[str, Any] = {
     **KUBESIM_STATS,
     "pods": {**KUBESIM_STATS["pods"], "create_rejected_by_code": {"403": 7}},
     "jobset_webhooks": {"calls": 80, "denied": 8, "jobset_object_calls": 2},
-    "scheduler": {"attempts": 32, "filter_evaluations": None, "affinity_evaluations": None},
+    "scheduler": {
+        "attempts": 32,
+        "filter_evaluations": None,
+        "affinity_evaluations": None,
+        "queue_moves_by_event": {"PodAdd": 32},
+    },
     "background_requests": {"leases": 4},
     "admission_calls_by_webhook": {"mpod.kb.io": 40, "vpod.kb.io": 40},
     "window_seconds": 2.5,
