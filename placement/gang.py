@@ -39,6 +39,7 @@ from placement.constants import (
     JOBSET_RESTART_ATTEMPT_LABEL,
     RELEASED_AT_ANNOTATION,
 )
+from placement.counts import InvalidCount, parse_count
 from placement.leader import is_live
 from placement.objects import (
     Obj,
@@ -67,12 +68,18 @@ class GangId:
         return f"{self.namespace}/{self.jobset}#{self.attempt}"
 
 
+MAX_GANG_SIZE = 100_000
+"""More Jobs than any cluster has domains (such a gang never fits): only bounds what is parsed."""
+
+
 def gang_size(annotations: Mapping[str, str]) -> int | None:
     """The gang size the webhook wrote, when the object is all-or-nothing (else None)."""
     if annotations.get(ALL_OR_NOTHING_ANNOTATION, "").strip().lower() != "true":
         return None
-    raw = annotations.get(GANG_SIZE_ANNOTATION, "").strip()
-    return int(raw) if raw.isdigit() and int(raw) > 0 else None
+    try:
+        return parse_count(annotations.get(GANG_SIZE_ANNOTATION, ""), MAX_GANG_SIZE)
+    except InvalidCount:
+        return None
 
 
 def pod_priority_value(pod: Obj) -> int:

@@ -6,8 +6,9 @@
 - `job_ref_of_pod(pod)`: the owning Job (name, uid) from the controller ownerReference, else from the
   `batch.kubernetes.io/job-name` / `controller-uid` labels (pods from generateName have no name yet);
   `owner_job_key(pod)`: that Job as `<namespace>/<name>`.
-- `job_key(namespace, job_name, labels)`: JobSet's job-key label when present, else a stable hash of
-  `<namespace>/<job name>`; every affinity term selects on it.
+- `job_key(namespace, job_name)`: sha1 of `<namespace>/<job name>` (JobSet's own formula); every affinity
+  term selects on it. Derived from the pod's own namespace and owning Job, never read from a label: a Job
+  template or a pod can carry any label (`placement.reserved` denies a JobSet job-key that disagrees).
 - `completion_index(pod)` / `is_leader(pod)`: the leader is completion index "0".
 - `is_terminating(obj)`, `is_finished_pod(pod)`: leaders in these states are ignored.
 - `section(obj, field)`, `labels_of(obj)`, `annotations_of(obj)`, `node_name(pod)`, `namespace_of(obj)`:
@@ -26,7 +27,6 @@ from placement.constants import (
     JOB_COMPLETION_INDEX_LABEL,
     JOB_NAME_LABEL,
     JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION,
-    JOBSET_JOB_KEY_LABEL,
     LEADER_COMPLETION_INDEX,
     LEGACY_CONTROLLER_UID_LABEL,
     LEGACY_JOB_NAME_LABEL,
@@ -114,13 +114,10 @@ def owner_job_key(pod: Obj) -> str | None:
     return None if ref is None else f"{namespace_of(pod)}/{ref.name}"
 
 
-def hashed_job_key(namespace: str, job_name: str) -> str:
-    """sha1 hex of `<namespace>/<job name>` (40 chars: a valid label value), as JobSet computes its key."""
+def job_key(namespace: str, job_name: str) -> str:
+    """sha1 hex of `<namespace>/<job name>` (40 chars: a valid label value), as JobSet computes its
+    `jobset.sigs.k8s.io/job-key` (`jobHashKey` in its JobSet controller)."""
     return hashlib.sha1(f"{namespace}/{job_name}".encode(), usedforsecurity=False).hexdigest()
-
-
-def job_key(namespace: str, job_name: str, obj_labels: dict[str, str]) -> str:
-    return obj_labels.get(JOBSET_JOB_KEY_LABEL) or hashed_job_key(namespace, job_name)
 
 
 def completion_index(pod: Obj) -> str | None:

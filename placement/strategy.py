@@ -25,7 +25,9 @@ from placement.objects import Obj, annotations_of, metadata, pod_template, secti
 GENERATED_NAME_SUFFIX_LENGTH = 5
 """The API server appends 5 random characters to generateName."""
 SIZE_ONE_MAX_FAILED_INDEXES = 1
-_INDEX_NUMBER = re.compile(r"\d+")
+_NONZERO_DIGIT = re.compile(r"[1-9]")
+"""Any number in a succeededIndexes list with a nonzero digit is an index >= 1 (read without `int()`,
+which refuses over 4,300 digits)."""
 
 
 class InvalidStrategy(ValueError):
@@ -103,7 +105,7 @@ def success_policy_problem(spec: Obj) -> str | None:
             continue
         where = f"spec.successPolicy.rules[{position}]"
         indexes = rule.get("succeededIndexes")
-        if isinstance(indexes, str) and any(int(n) >= 1 for n in _INDEX_NUMBER.findall(indexes)):
+        if isinstance(indexes, str) and _NONZERO_DIGIT.search(indexes):
             return (
                 f"{where}.succeededIndexes {indexes!r} names indexes >= 1, which the API server rejects at "
                 "size 1, and successPolicy cannot be changed afterwards"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 import pytest
@@ -18,7 +19,6 @@ from placement.constants import (
     JOB_KEY_LABEL,
     JOB_NAME_LABEL,
     JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION,
-    JOBSET_JOB_KEY_LABEL,
     LEGACY_CONTROLLER_UID_LABEL,
     LEGACY_JOB_NAME_LABEL,
     PRIORITY_LABEL,
@@ -29,7 +29,6 @@ from placement.constants import (
 from placement.objects import (
     JobRef,
     completion_index,
-    hashed_job_key,
     is_leader,
     job_key,
     job_ref_of_pod,
@@ -90,12 +89,12 @@ def test_job_ref_from_owner_references_then_labels(metadata: dict[str, Any], exp
     assert owner_job_key(pod) == (f"{NS}/{expected.name}" if expected else None)
 
 
-def test_job_key_prefers_jobsets_label_else_stable_hash() -> None:
-    assert job_key(NS, JOB, {JOBSET_JOB_KEY_LABEL: "abc"}) == "abc"
-    hashed = job_key(NS, JOB, {})
-    assert hashed == hashed_job_key(NS, JOB) == job_key(NS, JOB, {})
-    assert len(hashed) == 40
-    assert hashed != job_key("other", JOB, {})
+def test_job_key_is_jobsets_hash_of_namespace_and_job() -> None:
+    expected = hashlib.sha1(f"{NS}/{JOB}".encode(), usedforsecurity=False).hexdigest()
+    assert job_key(NS, JOB) == expected
+    assert len(expected) == 40
+    assert job_key("other", JOB) != expected
+    assert job_key(NS, "other") != expected
 
 
 @pytest.mark.parametrize(
@@ -172,17 +171,17 @@ def test_hostname_limit_is_exact() -> None:
 
 def test_leader_affinity_terms_shape() -> None:
     affinity, anti = leader_affinity_terms("k1", ZONE, "1000")
+    # No namespaceSelector: the affinity selects pods of the leader's own namespace only.
     assert affinity == {
         "labelSelector": {"matchExpressions": [{"key": JOB_KEY_LABEL, "operator": "In", "values": ["k1"]}]},
         "topologyKey": ZONE,
-        "namespaceSelector": {},
     }
     assert anti["labelSelector"]["matchExpressions"] == [
         {"key": JOB_KEY_LABEL, "operator": "Exists"},
         {"key": JOB_KEY_LABEL, "operator": "NotIn", "values": ["k1"]},
         {"key": PRIORITY_LABEL, "operator": "In", "values": ["1000"]},
     ]
-    assert anti["namespaceSelector"] == {}
+    assert anti["namespaceSelector"] == {}  # exclusivity is cluster-wide
 
 
 @pytest.mark.parametrize(

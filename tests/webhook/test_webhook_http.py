@@ -74,10 +74,14 @@ def test_elastic_jobs_are_shrunk(running: Running, fixture: str) -> None:
     assert job["metadata"]["annotations"][TARGET_COMPLETIONS_ANNOTATION] == target
     assert job["metadata"]["annotations"][TARGET_PARALLELISM_ANNOTATION] == target
     assert job["metadata"]["labels"][RESIZE_LABEL] == "pending"
-    # re-invocation (reinvocationPolicy: IfNeeded) on the patched Job changes nothing
+    # The Job webhook is never re-invoked (reinvocationPolicy: Never): a Job arriving with the keys comes
+    # from a client, and loses them.
     again = copy.deepcopy(review)
     again["request"]["object"] = job
-    assert "patch" not in running.post("/mutate-jobs", again)["response"]
+    readmitted = _patched(again, running.post("/mutate-jobs", again))
+    assert RESIZE_LABEL not in readmitted["metadata"]["labels"]
+    assert TARGET_COMPLETIONS_ANNOTATION not in readmitted["metadata"]["annotations"]
+    assert readmitted["spec"]["completions"] == 1
 
 
 def test_nonindexed_job_falls_back_to_gate_with_a_warning(running: Running) -> None:
