@@ -12,9 +12,12 @@ from placement.constants import (
     JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION,
     JOBSET_NAME_LABEL,
     JOBSET_NODE_SELECTOR_ANNOTATION,
+    RESIZE_LABEL,
+    TARGET_COMPLETIONS_ANNOTATION,
     TOPOLOGY_ANNOTATION,
     ZONE_LABEL,
 )
+from placement.reserved import RESIZE_KEYS, RESIZE_LABELS
 from tests.chart.cel_evaluation import all_true
 from tests.chart.chart_rendering import Obj, render, webhooks
 
@@ -28,13 +31,19 @@ def pod(annotations: dict[str, str] | None = None, labels: dict[str, str] | None
     return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": {"containers": [{"name": "c"}]}}
 
 
-def job(annotations: dict[str, str] | None = None, template_annotations: dict[str, str] | None = None) -> Obj:
+def job(
+    annotations: dict[str, str] | None = None,
+    template_annotations: dict[str, str] | None = None,
+    labels: dict[str, str] | None = None,
+) -> Obj:
     template: Obj = {"spec": {"containers": [{"name": "c"}]}}
     if template_annotations is not None:
         template["metadata"] = {"annotations": template_annotations}
     meta: Obj = {"name": "train"}
     if annotations is not None:
         meta["annotations"] = annotations
+    if labels is not None:
+        meta["labels"] = labels
     return {"apiVersion": "batch/v1", "kind": "Job", "metadata": meta, "spec": {"template": template}}
 
 
@@ -64,6 +73,18 @@ JOB_CASES = [
     ("unrelated annotations", job(OTHER, OTHER), False),
     ("JobSet's node-selector mode on the Job", job(NODE_SELECTOR_MODE, JOBSETS), False),
     ("JobSet's node-selector mode on the template", job(JOBSETS, NODE_SELECTOR_MODE), False),
+    # Any resize key, on any Job: the webhook removes the keys it did not set itself.
+    *(
+        (
+            f"{key} on a plain Job",
+            job(labels={key: "pending"}) if key in RESIZE_LABELS else job({key: "40"}),
+            True,
+        )
+        for key in RESIZE_KEYS
+    ),
+    ("resize label in node-selector mode", job(NODE_SELECTOR_MODE, labels={RESIZE_LABEL: "pending"}), True),
+    ("a resize key on the pod template only", job(None, {TARGET_COMPLETIONS_ANNOTATION: "40"}), False),
+    ("other labels", job(labels=OTHER), False),
 ]
 
 
@@ -92,5 +113,7 @@ def test_pod_webhooks_see_only_pods_with_a_topology_annotation(
 
 
 @pytest.mark.parametrize(("case", "obj", "expected"), JOB_CASES, ids=[c[0] for c in JOB_CASES])
-def test_job_webhook_sees_only_jobs_with_a_topology_annotation(case: str, obj: Obj, expected: bool) -> None:
+def test_job_webhook_sees_jobs_with_a_topology_annotation_or_a_resize_key(
+    case: str, obj: Obj, expected: bool
+) -> None:
     assert admitted(match_conditions("jobs.mutate.exclusive-placement.io"), obj) is expected, case

@@ -96,3 +96,21 @@ def test_the_call_scanner_sees_what_it_should() -> None:
     assert ("cluster", "jobset.x-k8s.io", "jobsets", "get") in api_calls("webhook")
     assert ("cluster", "", "pods", "delete") in api_calls("resizer")
     assert ("cluster", "", "pods/status", "patch") in api_calls("resizer")
+
+
+GRANTED_AHEAD = {("resizer", ("cluster", "", "events", "create"))}
+"""Granted for the Events the resizer is about to write (resize and refusal Events); drop once it does."""
+
+
+@pytest.mark.parametrize("component", ["webhook", "resizer"])
+def test_nothing_is_granted_that_the_component_never_calls(objects: list[Obj], component: str) -> None:
+    account = of_component(objects, "Deployment", component)["spec"]["template"]["spec"]["serviceAccountName"]
+    calls = api_calls(component)
+    granted = {
+        (scope, group, resource, verb)
+        for scope, grants in grants_of(objects, account).items()
+        for (group, resource), verbs in grants.items()
+        for verb in verbs
+    }
+    unused = {grant for grant in granted - calls if (component, grant) not in GRANTED_AHEAD}
+    assert unused == set()
