@@ -163,7 +163,7 @@ def test_a_job_carrying_another_namespaces_jobset_key_is_denied(stack: Stack) ->
 
 def test_a_pod_carrying_another_jobs_key_does_not_pull_its_leader(stack: Stack) -> None:
     """Without the chart's opt-in job-key policy anyone who creates pods may set the label; the victim's
-    leader must still not be pulled into the attacker's pool (today's JobSet would be: docs/jobset-parity.md)."""
+    leader must still not be pulled into the attacker's pool (JobSet's is: docs/jobset-parity.md)."""
     for namespace in (ATTACKER, VICTIM_NAMESPACE):
         ensure_namespace(stack.client, namespace)
     victim_key = jobset_key(VICTIM_NAMESPACE, VICTIM)
@@ -184,7 +184,8 @@ def test_a_pod_carrying_another_jobs_key_does_not_pull_its_leader(stack: Stack) 
         if pod["metadata"]["labels"].get(ROLE_LABEL) == ROLE_LEADER
     )
     (term,) = leader["spec"]["affinity"]["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
-    assert "namespaceSelector" not in term and "namespaces" not in term, term
+    assert "namespaceSelector" not in term, term
+    assert "namespaces" not in term, term
 
 
 FORGED_TARGET = {TARGET_COMPLETIONS_ANNOTATION: "40", TARGET_PARALLELISM_ANNOTATION: "40"}

@@ -215,7 +215,12 @@ def test_unknown_strategy_is_denied_naming_valid_values(running: Running) -> Non
 
 def test_health_endpoints(running: Running) -> None:
     assert running.client.get("/livez").text == "ok"
-    assert running.client.get("/readyz").json() == {"ready": True, "certs": True, "caches": True}
+    assert running.client.get("/readyz").json() == {
+        "ready": True,
+        "certs": True,
+        "caches": True,
+        "admissions": True,
+    }
 
 
 def test_not_ready_until_caches_sync() -> None:
