@@ -17,8 +17,8 @@ from starlette.requests import Request
 
 from webhook.limits import Reservation
 
-BYTES_PER_BODY_BYTE = 4
-"""The body, the strings parsed from it, the JSON text of the deep copy and its strings."""
+BYTES_PER_BODY_BYTE = 5
+"""The body, the strings parsed from it, the JSON text of the deep copy and its strings, and a margin."""
 BYTES_PER_CONTAINER = 192
 """An object or array and its copy (an empty dict is 64 bytes, one with a key 184; plus a slot in its
 parent)."""

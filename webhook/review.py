@@ -1,6 +1,8 @@
 """AdmissionReview v1 on the wire: typed shapes, strict parsing, and the response vocabulary.
 
-`parse_review(body)` raises `BadReview` (→ HTTP 400) for anything that is not a usable review. Responses
+`parse_review(body)` raises `BadReview` (→ HTTP 400) for anything that is not a usable review, including
+JSON nested deeper than `MAX_JSON_DEPTH` (no Kubernetes object comes near it; the code after parsing, which
+copies and diffs objects recursively, must never meet Python's recursion limit). Responses
 are built only through `allowed`, `denied`, `patched`, `errored`; each echoes apiVersion, kind and uid.
 """
 
@@ -63,6 +65,22 @@ class BadReview(ValueError):
 
 
 _OPERATIONS = ("CREATE", "UPDATE", "DELETE", "CONNECT")
+MAX_JSON_DEPTH = 100
+"""A review of a Pod or Job nests about 12 levels deep (request.object.spec.affinity...values)."""
+
+
+def _nested_deeper_than(value: Any, limit: int) -> bool:
+    """Whether JSON `value` has arrays or objects nested more than `limit` deep (iterative: no recursion)."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        children = node.values() if isinstance(node, dict) else node
+        for child in children:
+            if isinstance(child, dict | list):
+                if depth >= limit:
+                    return True
+                stack.append((child, depth + 1))
+    return False
 
 
 def parse_review(body: bytes) -> AdmissionReview:
@@ -71,9 +89,11 @@ def parse_review(body: bytes) -> AdmissionReview:
     except (ValueError, UnicodeDecodeError) as err:
         raise BadReview(f"body is not JSON: {err}") from err
     except RecursionError as err:
-        raise BadReview("body nests JSON too deeply") from err
+        raise BadReview(f"body nests JSON deeper than {MAX_JSON_DEPTH} levels") from err
     if not isinstance(data, dict):
         raise BadReview("body must be a JSON object (an AdmissionReview)")
+    if _nested_deeper_than(data, MAX_JSON_DEPTH):
+        raise BadReview(f"body nests JSON deeper than {MAX_JSON_DEPTH} levels")
     if data.get("kind") != ADMISSION_KIND:
         raise BadReview(f"kind must be {ADMISSION_KIND}, got {data.get('kind')!r}")
     if data.get("apiVersion") != ADMISSION_API_VERSION:

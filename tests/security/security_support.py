@@ -62,6 +62,17 @@ class WebhookProcess:
         return self.process.log_path.read_text(errors="replace")
 
 
+LEGIT_ADDRESS = "127.0.0.2"
+"""Another loopback address (all of 127/8 is the loopback interface): a client the webhook sees apart from
+an attacker on 127.0.0.1, as it would see the API server apart from a pod."""
+
+
+def legit_client(webhook: WebhookProcess) -> httpx.Client:
+    """A client connecting from `LEGIT_ADDRESS`."""
+    transport = httpx.HTTPTransport(verify=webhook.trust(), local_address=LEGIT_ADDRESS)
+    return httpx.Client(base_url=webhook.base, transport=transport, timeout=10.0)
+
+
 def start_webhook(tmp_path: Path, api: FakeKubeApi, *extra: str) -> WebhookProcess:
     cert_dir = tmp_path / "certs"
     write_dev_certs(
