@@ -61,6 +61,7 @@ from placement.objects import (
     annotations_of,
     completion_index,
     is_leader,
+    items,
     job_key,
     job_ref_of_pod,
     labels_of,
@@ -384,7 +385,7 @@ def mutation_needs_leader(plan: PodPlan) -> bool:
 
 
 def has_leader_gate(pod: Obj) -> bool:
-    gates = section(pod, "spec").get("schedulingGates") or []
+    gates = items(section(pod, "spec"), "schedulingGates")
     return any(isinstance(g, dict) and g.get("name") == LEADER_SCHEDULED_GATE for g in gates)
 
 

@@ -44,6 +44,7 @@ from placement.leader import is_live
 from placement.objects import (
     Obj,
     annotations_of,
+    items,
     labels_of,
     metadata,
     namespace_of,
@@ -97,7 +98,7 @@ def gang_of(obj: Obj) -> GangId | None:
 
 
 def has_gang_gate(pod: Obj) -> bool:
-    gates = section(pod, "spec").get("schedulingGates") or []
+    gates = items(section(pod, "spec"), "schedulingGates")
     return any(isinstance(gate, dict) and gate.get("name") == ALL_OR_NOTHING_GATE for gate in gates)
 
 
@@ -111,7 +112,7 @@ def as_released(pod: Obj, released_at: str) -> Obj:
     spec = section(pod, "spec")
     gates = [
         g
-        for g in spec.get("schedulingGates") or []
+        for g in items(spec, "schedulingGates")
         if not (isinstance(g, dict) and g.get("name") == ALL_OR_NOTHING_GATE)
     ]
     meta = metadata(pod)
@@ -431,7 +432,7 @@ def release_patch(pod: Obj, now: str) -> JsonPatch | None:
     """Remove the all-or-nothing gate (after `test`ing it is where it was seen) and record `now` (RFC 3339)
     in `RELEASED_AT_ANNOTATION`, in one patch: the timeout's clock survives a resizer restart. None when
     the pod is not gated."""
-    gates = section(pod, "spec").get("schedulingGates") or []
+    gates = items(section(pod, "spec"), "schedulingGates")
     index = next(
         (
             i

@@ -36,6 +36,7 @@ from placement.constants import (
 from placement.objects import (
     Obj,
     annotations_of,
+    items,
     labels_of,
     metadata,
     namespace_of,
@@ -107,7 +108,7 @@ OwnerJobSet = JobSetStartup | JobSetUnknown
 
 def owning_jobset(job: Obj) -> JobSetRef | None:
     meta = metadata(job)
-    for ref in meta.get("ownerReferences") or []:
+    for ref in items(meta, "ownerReferences"):
         if (
             isinstance(ref, dict)
             and ref.get("controller")
@@ -127,10 +128,10 @@ def jobset_startup(jobset: Obj) -> JobSetStartup:
     spec = section(jobset, "spec")
     in_order = section(spec, "startupPolicy").get("startupPolicyOrder") == JOBSET_IN_ORDER
     ready: set[str] = set()
-    for replicated in spec.get("replicatedJobs") or []:
+    for replicated in items(spec, "replicatedJobs"):
         if not isinstance(replicated, dict):
             continue
-        for dependency in replicated.get("dependsOn") or []:
+        for dependency in items(replicated, "dependsOn"):
             if isinstance(dependency, dict) and dependency.get("status") == JOBSET_DEPENDENCY_READY:
                 ready.add(str(dependency.get("name") or ""))
     return JobSetStartup(
@@ -157,7 +158,7 @@ def exclusive_jobs(jobset: Obj) -> int:
         return 0
     everything = bool(annotations.get(JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION, "").strip())
     count = 0
-    for replicated in section(jobset, "spec").get("replicatedJobs") or []:
+    for replicated in items(section(jobset, "spec"), "replicatedJobs"):
         if not isinstance(replicated, dict):
             continue
         template = section(replicated, "template")

@@ -11,8 +11,8 @@
   template or a pod can carry any label (`placement.reserved` denies a JobSet job-key that disagrees).
 - `completion_index(pod)` / `is_leader(pod)`: the leader is completion index "0".
 - `is_terminating(obj)`, `is_finished_pod(pod)`: leaders in these states are ignored.
-- `section(obj, field)`, `labels_of(obj)`, `annotations_of(obj)`, `node_name(pod)`, `namespace_of(obj)`:
-  null-safe accessors.
+- `section(obj, field)`, `items(obj, field)`, `labels_of(obj)`, `annotations_of(obj)`, `node_name(pod)`,
+  `namespace_of(obj)`: null-safe accessors.
 """
 
 from __future__ import annotations
@@ -50,6 +50,13 @@ def section(obj: Obj, field: str) -> Obj:
     objects that are not shaped as the API server would send them."""
     value = obj.get(field)
     return value if isinstance(value, dict) else {}
+
+
+def items(obj: Obj, field: str) -> list[Any]:
+    """`obj[field]` when it is a list (ownerReferences, schedulingGates, conditions, …), else an empty list:
+    never raises on objects that are not shaped as the API server would send them."""
+    value = obj.get(field)
+    return value if isinstance(value, list) else []
 
 
 def metadata(obj: Obj) -> Obj:
@@ -96,7 +103,7 @@ def topology_key_of_job(job: Obj) -> str | None:
 
 
 def job_ref_of_pod(pod: Obj) -> JobRef | None:
-    for ref in metadata(pod).get("ownerReferences") or []:
+    for ref in items(metadata(pod), "ownerReferences"):
         if isinstance(ref, dict) and ref.get("kind") == "Job" and ref.get("controller") and ref.get("name"):
             return JobRef(name=str(ref["name"]), uid=str(ref.get("uid") or ""))
     pod_labels = labels_of(pod)

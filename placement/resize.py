@@ -41,6 +41,7 @@ from placement.objects import (
     Obj,
     annotations_of,
     is_terminating,
+    items,
     job_ref_of_pod,
     labels_of,
     metadata,
@@ -157,7 +158,7 @@ def follower_to_watch(pod: Obj) -> bool:
 
 
 def _gate_index(pod: Obj, gate: str) -> int | None:
-    gates = section(pod, "spec").get("schedulingGates") or []
+    gates = items(section(pod, "spec"), "schedulingGates")
     for index, entry in enumerate(gates):
         if isinstance(entry, dict) and entry.get("name") == gate:
             return index
@@ -170,7 +171,7 @@ def escape_json_pointer(token: str) -> str:
 
 
 def _job_finished(job: Obj) -> bool:
-    for condition in section(job, "status").get("conditions") or []:
+    for condition in items(section(job, "status"), "conditions"):
         if (
             isinstance(condition, dict)
             and condition.get("type") in FINISHED_CONDITIONS
@@ -335,7 +336,7 @@ def _has_violation_condition(pod: Obj) -> bool:
         isinstance(condition, dict)
         and condition.get("type") == DISRUPTION_TARGET_CONDITION
         and condition.get("status") == "True"
-        for condition in section(pod, "status").get("conditions") or []
+        for condition in items(section(pod, "status"), "conditions")
     )
 
 

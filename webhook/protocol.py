@@ -34,6 +34,9 @@ log = logging.getLogger(__name__)
 DEFAULT_HEADER_TIMEOUT_SECONDS = 10.0
 DEFAULT_MAX_HEADER_BYTES = 16 * 1024
 """h11's default (uvicorn's h11 protocol); the API server sends a few hundred bytes."""
+CLOSE_GRACE_SECONDS = 0.5
+"""After a 408 or 431 the connection is cut this long after the answer was written (Go's net/http waits as
+long): a TLS connection merely closed waits for the client's close_notify, decrypting what it still sends."""
 FEED_BYTES = 1024
 """Header bytes are handed to httptools once the blank line arrives or this many are buffered."""
 _END_OF_HEADERS = (b"\r\n\r\n", b"\n\n")
@@ -107,6 +110,7 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         if not self.transport.is_closing():
             self.transport.write(_closing_response(status, message))
             self.transport.close()
+            self.loop.call_later(CLOSE_GRACE_SECONDS, self.transport.abort)
 
     # --- request headers: bounded in time and size
 

@@ -111,8 +111,9 @@ def parse_review(body: bytes) -> AdmissionReview:
     obj = request.get("object")
     if obj is not None and not isinstance(obj, dict):
         raise BadReview("request.object must be an object")
-    if obj is not None and not isinstance(obj.get("metadata", {}), dict):
-        raise BadReview("request.object.metadata must be an object")
+    for field in ("metadata", "spec"):  # the API server sends typed objects: both are always objects
+        if obj is not None and not isinstance(obj.get(field, {}), dict):
+            raise BadReview(f"request.object.{field} must be an object")
     for field in ("namespace", "name"):
         if not isinstance(request.get(field, ""), str):
             raise BadReview(f"request.{field} must be a string")

@@ -23,7 +23,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from placement.constants import RESIZE_LABEL, STRATEGIES, TARGET_COMPLETIONS_ANNOTATION
+from placement.constants import JOBSET_JOB_KEY_LABEL, RESIZE_LABEL, STRATEGIES, TARGET_COMPLETIONS_ANNOTATION
 from placement.reserved import RESIZE_KEYS
 from tests.reliability.fuzz_inputs import load_fixture, mutated_reviews, raw_bodies
 from tests.reliability.reliability_app import LEADER_STATES, SettableLeaders, admission_app, response_patch
@@ -88,6 +88,10 @@ def check_admission(client: AsgiClient, endpoint: str, review: Any, tally: Count
         assert status["message"]
         assert status["code"] != 500, status["message"]
         tally["denied"] += 1
+        tally["denied-forged-key"] += JOBSET_JOB_KEY_LABEL in status["message"]
+    tally["resize-keys-removed"] += any(
+        "removed exclusive-placement.io/" in w for w in answer["response"].get("warnings", [])
+    )
     patch = response_patch(answer)
     if patch is None:
         tally["allowed" if allowed else "not-allowed"] += 1
@@ -141,6 +145,8 @@ def test_mutated_reviews_keep_every_admission_property(client: AsgiClient, leade
     assert tally["patched"] > 50
     assert tally["http-400"] > 50
     assert tally["denied"] > 10
+    assert tally["denied-forged-key"] > 0
+    assert tally["resize-keys-removed"] > 0
 
 
 def test_arbitrary_bodies_are_broken_calls_or_reviews(leaders: SettableLeaders) -> None:
