@@ -68,12 +68,12 @@ class Counts:
 
 QUICK = Counts(
     idle_connections=600,
-    idle_seconds=3.0,
+    idle_seconds=2.0,
     header_seconds=2.0,
     expanding_bodies=2,
     expanding_objects=600_000,
     slow_bodies=64,
-    slow_seconds=3.0,
+    slow_seconds=2.0,
 )
 
 

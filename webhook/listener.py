@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import resource
 import socket
 import ssl
 import sys
@@ -41,6 +42,8 @@ flight, reused), so that a quarter of the connections stay free for other client
 DEFAULT_TLS_HANDSHAKE_TIMEOUT_SECONDS = 10.0
 STARTUP_FAILURE = 3
 """uvicorn's exit code when the server cannot start."""
+SPARE_FILE_DESCRIPTORS = 64
+"""Besides client connections: the listening socket, the API server connections, certificate files."""
 
 
 @dataclass(frozen=True)
@@ -166,6 +169,23 @@ class Listener:
             await asyncio.gather(*tasks, return_exceptions=True)
 
 
+def raise_file_limit(connections: int) -> None:
+    """Lets the process open `connections` client connections: raises the soft RLIMIT_NOFILE towards the
+    hard one (as the Go runtime does at start); warns when even that is too low."""
+    needed = connections + SPARE_FILE_DESCRIPTORS
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != resource.RLIM_INFINITY and soft < needed:
+        soft = needed if hard == resource.RLIM_INFINITY else min(needed, hard)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    if soft != resource.RLIM_INFINITY and soft < needed:
+        log.warning(
+            "the file descriptor limit %d is below --max-connections %d plus %d: raise the hard limit",
+            soft,
+            connections,
+            SPARE_FILE_DESCRIPTORS,
+        )
+
+
 def bind(host: str, port: int, backlog: int) -> socket.socket:
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
@@ -209,6 +229,7 @@ class GuardedServer(uvicorn.Server):
             log.error("cannot listen on %s:%s: %s", self.config.host, self.config.port, err)
             await self.lifespan.shutdown()
             sys.exit(STARTUP_FAILURE)
+        raise_file_limit(self._limits.max_connections)
         listener = Listener(sock, self._protocol, self._tls, self._limits, self._metrics)
         listener.start()
         self.servers = [listener]  # type: ignore[list-item]

@@ -8,13 +8,15 @@ from __future__ import annotations
 
 import gc
 import json
+import subprocess
+import sys
 import tracemalloc
 from collections.abc import Callable
 
 import pytest
 
 from placement.patch import deep_copy
-from tests.security.security_support import fixture_review
+from tests.security.security_support import ROOT, fixture_review
 from webhook.body import parsed_size_estimate
 from webhook.limits import InflightGate, MemoryBudget, Reservation, Shedding
 from webhook.listener import ConnectionLimits
@@ -127,3 +129,22 @@ def test_the_estimate_bounds_what_parsing_and_copying_allocate(shape: str) -> No
     estimate, peak = parsed_size_estimate(body), _peak_of_parse_and_copy(body)
     print(f"{shape}: {len(body)} B, peak {peak} B ({peak / len(body):.1f}x), estimate {estimate / peak:.2f}x")
     assert estimate >= peak
+
+
+def test_the_file_limit_is_raised_to_fit_the_connection_limit() -> None:
+    """In a child process (the limit is per process): a soft limit of 100 is raised for 500 connections."""
+    script = (
+        "import resource\n"
+        "soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)\n"
+        "resource.setrlimit(resource.RLIMIT_NOFILE, (100, hard))\n"
+        "from webhook.listener import raise_file_limit\n"
+        "raise_file_limit(500)\n"
+        "print(resource.getrlimit(resource.RLIMIT_NOFILE)[0], hard)\n"
+    )
+    soft, hard = map(
+        int,
+        subprocess.run(
+            [sys.executable, "-c", script], check=True, capture_output=True, text=True, cwd=ROOT
+        ).stdout.split(),
+    )
+    assert soft == (564 if hard == -1 or hard >= 564 else hard)
