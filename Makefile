@@ -65,6 +65,9 @@ bench-resizer: $(STAMP) ## Bind-to-resize latency and resizer RSS over 1,000 Job
 bench-scale: $(STAMP) ## 15,000 nodes, 2,000 Jobs at 50/s: RSS, admission, bind-to-resize (writes bench/results/scale.json)
 	$(PY) -m bench scale
 
+bench-abuse: $(STAMP) ## One abusive client per attack vs the webhook: peak RSS, a legitimate admission meanwhile (writes bench/results/abuse.json)
+	$(PY) -m bench abuse
+
 soak: $(STAMP) ## Fault-injection soak (elastic + scheduling-gate)
 	$(PY) -m bench soak
 
@@ -74,4 +77,4 @@ kubesim: $(STAMP) ## Run kubesim alone on :6443 (kubeconfig in .kubesim/kubeconf
 clean: ## Remove the venv, caches and dev state
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis .kubesim .dev .bench-quick
 
-.PHONY: help venv test test-slow lint fmt certs run demo bench bench-quick bench-webhook bench-resizer bench-scale soak kubesim clean
+.PHONY: help venv test test-slow lint fmt certs run demo bench bench-quick bench-webhook bench-resizer bench-scale bench-abuse soak kubesim clean

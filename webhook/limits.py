@@ -26,7 +26,7 @@ DEFAULT_BODY_TIMEOUT_SECONDS = 10.0
 """The API server's own default webhook timeout: a body slower than that is never going to be useful."""
 DEFAULT_ADMISSION_MEMORY_MIB = 64
 """Bodies and parsed reviews in flight. The largest object the API server stores (1.5 MiB in etcd, ~3 MiB
-as JSON) is estimated at about 45 MiB parsed (docs/reliability.md, "Memory per request"); with the
+as JSON) is estimated at 47 MiB parsed (docs/reliability.md, "Memory per request"); with the
 webhook's own ~130 MB at 15,000 nodes this stays under the chart's 256 MiB limit."""
 READINESS_HOLD_SECONDS = 5.0
 """`/readyz` stays unready this long after the last shed admission: one readiness period of the chart's
