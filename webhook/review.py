@@ -67,6 +67,27 @@ class BadReview(ValueError):
 _OPERATIONS = ("CREATE", "UPDATE", "DELETE", "CONNECT")
 MAX_JSON_DEPTH = 100
 """A review of a Pod or Job nests about 12 levels deep (request.object.spec.affinity...values)."""
+STRING_MAPS = (
+    ("metadata", "labels"),
+    ("metadata", "annotations"),
+    ("spec", "template", "metadata", "labels"),
+    ("spec", "template", "metadata", "annotations"),
+)
+"""Maps of strings in every object the webhook acts on (a Pod's or a Job's, and a Job's pod template's): the
+API server decodes objects into typed structs before admission, so anything else is not its request."""
+
+
+def _at(obj: dict[str, Any], path: tuple[str, ...]) -> Any:
+    value: Any = obj
+    for step in path:
+        value = value.get(step) if isinstance(value, dict) else None
+    return value
+
+
+def _not_a_string_map(value: Any) -> bool:
+    return value is not None and (
+        not isinstance(value, dict) or not all(v is None or isinstance(v, str) for v in value.values())
+    )
 
 
 def _nested_deeper_than(value: Any, limit: int) -> bool:
@@ -114,6 +135,9 @@ def parse_review(body: bytes) -> AdmissionReview:
     for field in ("metadata", "spec"):  # the API server sends typed objects: both are always objects
         if obj is not None and not isinstance(obj.get(field, {}), dict):
             raise BadReview(f"request.object.{field} must be an object")
+    for path in STRING_MAPS:
+        if obj is not None and _not_a_string_map(_at(obj, path)):
+            raise BadReview(f"request.object.{'.'.join(path)} must map strings to strings")
     for field in ("namespace", "name"):
         if not isinstance(request.get(field, ""), str):
             raise BadReview(f"request.{field} must be a string")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import socket
 import ssl
@@ -91,24 +92,33 @@ def start_webhook(tmp_path: Path, api: FakeKubeApi, *extra: str) -> WebhookProce
     return webhook
 
 
-@pytest.fixture(scope="module")
-def limited_webhook(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WebhookProcess]:
-    """One webhook for the module, with tight flood/slow-client limits."""
+@contextlib.contextmanager
+def running_webhook(
+    tmp_path_factory: pytest.TempPathFactory, name: str, *extra: str
+) -> Iterator[WebhookProcess]:
+    """A webhook process with `extra` flags against its own fake API server, stopped on exit."""
     with FakeKubeApi() as api:
-        webhook = start_webhook(
-            tmp_path_factory.mktemp("webhook"),
-            api,
-            "--max-inflight-admissions",
-            str(MAX_INFLIGHT),
-            "--body-timeout-seconds",
-            str(BODY_TIMEOUT),
-            "--header-timeout-seconds",
-            str(HEADER_TIMEOUT),
-        )
+        webhook = start_webhook(tmp_path_factory.mktemp(name), api, *extra)
         try:
             yield webhook
         finally:
             webhook.process.stop()
+
+
+@pytest.fixture(scope="module")
+def limited_webhook(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WebhookProcess]:
+    """One webhook for the module, with tight flood/slow-client limits."""
+    with running_webhook(
+        tmp_path_factory,
+        "webhook",
+        "--max-inflight-admissions",
+        str(MAX_INFLIGHT),
+        "--body-timeout-seconds",
+        str(BODY_TIMEOUT),
+        "--header-timeout-seconds",
+        str(HEADER_TIMEOUT),
+    ) as webhook:
+        yield webhook
 
 
 def fixture_review(name: str) -> dict[str, Any]:

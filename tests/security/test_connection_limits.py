@@ -24,10 +24,9 @@ from tests.security.security_support import (
     WebhookProcess,
     fixture_review,
     legit_client,
-    start_webhook,
+    running_webhook,
 )
 from tests.support.waiting import eventually
-from webhook.testing import FakeKubeApi
 
 PER_CLIENT = 4
 HANDSHAKE_TIMEOUT = 2.0
@@ -36,19 +35,15 @@ REQUEST_HEAD = "POST /mutate-pods HTTP/1.1\r\nHost: localhost\r\nContent-Type: a
 
 @pytest.fixture(scope="module")
 def capped_webhook(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WebhookProcess]:
-    with FakeKubeApi() as api:
-        webhook = start_webhook(
-            tmp_path_factory.mktemp("capped"),
-            api,
-            "--max-connections-per-client",
-            str(PER_CLIENT),
-            "--tls-handshake-timeout-seconds",
-            str(HANDSHAKE_TIMEOUT),
-        )
-        try:
-            yield webhook
-        finally:
-            webhook.process.stop()
+    with running_webhook(
+        tmp_path_factory,
+        "capped",
+        "--max-connections-per-client",
+        str(PER_CLIENT),
+        "--tls-handshake-timeout-seconds",
+        str(HANDSHAKE_TIMEOUT),
+    ) as webhook:
+        yield webhook
 
 
 def closed_metric(webhook: WebhookProcess, reason: str) -> float:
@@ -167,14 +162,8 @@ def client_ca(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def mtls_webhook(tmp_path_factory: pytest.TempPathFactory, client_ca: Path) -> Iterator[WebhookProcess]:
-    with FakeKubeApi() as api:
-        webhook = start_webhook(
-            tmp_path_factory.mktemp("mtls"), api, "--client-ca-file", str(client_ca / "ca.crt")
-        )
-        try:
-            yield webhook
-        finally:
-            webhook.process.stop()
+    with running_webhook(tmp_path_factory, "mtls", "--client-ca-file", str(client_ca / "ca.crt")) as webhook:
+        yield webhook
 
 
 def client_with_certificate(webhook: WebhookProcess, directory: Path, name: str) -> httpx.Client:
