@@ -19,8 +19,8 @@ $(STAMP): requirements.txt requirements-sim.txt requirements-dev.txt
 
 venv: $(STAMP) ## Create .venv from the pinned requirements (product, sim extra and dev tools)
 
-test: $(STAMP) ## Run the whole test suite (quick benchmark variants included) on TEST_WORKERS processes
-	$(PY) -m pytest -n $(TEST_WORKERS) $(PYTEST_ARGS)
+test: $(STAMP) kube ## Run the whole test suite (the kube tier and quick benchmark variants included) on TEST_WORKERS processes
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
 test-slow: $(STAMP) ## Run only the slow tests (scale runs, full benchmarks)
 	$(PY) -m pytest -m slow $(PYTEST_ARGS)
@@ -68,8 +68,14 @@ bench-scale: $(STAMP) ## 15,000 nodes, 2,000 Jobs at 50/s: RSS, admission, bind-
 bench-abuse: $(STAMP) ## One abusive client per attack vs the webhook: peak RSS, a legitimate admission meanwhile (writes bench/results/abuse.json)
 	$(PY) -m bench abuse
 
+bench-controlplane: $(STAMP) kube ## The real control plane: warm start and idle RSS, 16 nodes (writes bench/results/controlplane.json)
+	$(PY) -m bench controlplane --out bench/results
+
 soak: $(STAMP) ## Fault-injection soak (elastic + scheduling-gate)
 	$(PY) -m bench soak
+
+kube: $(STAMP) ## Build the real control plane (kube-apiserver, KCM, scheduler, etcd, kwok, JobSet) from cluster/go.mod into .cache/kube
+	@$(PY) -m devstack.controlplane build
 
 kubesim: $(STAMP) ## Run kubesim alone on :6443 (kubeconfig in .kubesim/kubeconfig)
 	$(PY) -m kubesim serve --port 6443
@@ -77,4 +83,4 @@ kubesim: $(STAMP) ## Run kubesim alone on :6443 (kubeconfig in .kubesim/kubeconf
 clean: ## Remove the venv, caches and dev state
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis .kubesim .dev .bench-quick
 
-.PHONY: help venv test test-slow lint fmt certs run demo bench bench-quick bench-webhook bench-resizer bench-scale bench-abuse soak kubesim clean
+.PHONY: help venv kube test test-slow lint fmt certs run demo bench bench-quick bench-webhook bench-resizer bench-scale bench-abuse bench-controlplane soak kubesim clean

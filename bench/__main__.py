@@ -6,6 +6,7 @@ resizer     bind-to-resize latency and resizer RSS over 1,000 Jobs (bench/resize
 soak        fault-injection soak of elastic and scheduling-gate (bench/soak.py)
 scale       15,000 nodes, 2,000 Jobs: webhook/resizer RSS, admission and bind-to-resize (bench/scale.py)
 abuse       one abusive client per attack: webhook peak RSS, a legitimate admission meanwhile (bench/abuse.py)
+controlplane  the real control plane's warm start and idle memory (bench/controlplane.py)
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ BENCHMARKS: dict[str, str] = {
     "soak": "bench.soak",
     "scale": "bench.scale",
     "abuse": "bench.abuse",
+    "controlplane": "bench.controlplane",
 }
 
 

@@ -21,9 +21,9 @@ from devstack.report import (
     format_table,
     job_status,
     node_label_map,
-    topology_key,
 )
 from devstack.stack import Stack
+from placement.objects import topology_key_of_job
 
 
 class PlacementError(RuntimeError):
@@ -81,13 +81,13 @@ class Observation:
 def observe(
     client: KubeClient, namespace: str, timeline: Timeline, nodes: list[dict[str, Any]]
 ) -> Observation:
-    jobs = [j for j in client.list("Job", namespace=namespace) if topology_key(j)]
+    jobs = [j for j in client.list("Job", namespace=namespace) if topology_key_of_job(j)]
     pods = client.list("Pod", namespace=namespace)
     labels = node_label_map(nodes)
     statuses = [job_status(job, pods, labels) for job in jobs]
     timeline.observe(statuses, time.monotonic())
     problems: list[str] = []
-    for key in sorted({topology_key(j) or "" for j in jobs}):
+    for key in sorted({topology_key_of_job(j) or "" for j in jobs}):
         replay = ExclusivityReplay(node_domains(nodes, key))
         replay.observe_all(pod_state(p) for p in pods)
         problems += replay.describe()
