@@ -125,7 +125,7 @@ def test_an_exclusive_job_carrying_another_jobs_jobset_key_is_denied(where: str)
     if where == "job":
         original["metadata"]["labels"] = forged
     else:
-        original["spec"]["template"]["metadata"]["labels"] = forged
+        original["spec"]["template"].setdefault("metadata", {})["labels"] = forged
     verdict = mutate_job(original, Strategy.ELASTIC, namespace=NS)
     assert (verdict.allowed, verdict.reason, verdict.patch) == (False, "forged-job-key", [])
     assert JOBSET_JOB_KEY_LABEL in verdict.message
@@ -135,7 +135,9 @@ def test_an_exclusive_job_carrying_another_jobs_jobset_key_is_denied(where: str)
 
 def test_jobsets_own_key_is_admitted() -> None:
     original = job(annotations=dict(EXCLUSIVE), labels={JOBSET_JOB_KEY_LABEL: jobset_key(NS, JOB)})
-    original["spec"]["template"]["metadata"]["labels"] = {JOBSET_JOB_KEY_LABEL: jobset_key(NS, JOB)}
+    original["spec"]["template"].setdefault("metadata", {})["labels"] = {
+        JOBSET_JOB_KEY_LABEL: jobset_key(NS, JOB)
+    }
     admitted(original)
 
 
