@@ -2,10 +2,10 @@
 
 Mutations model what a buggy or hostile client can send: a field replaced by any JSON value (wrong types),
 a field removed, huge or unicode label keys and values, deep nesting (up to 900 levels, near Python's
-recursion limit, which the JSON decoder still accepts), another kind or operation, dryRun; and the keys this project
-reads as numbers or trusts least: target and gang sizes that are not ASCII decimals or have thousands of
-digits, `succeededIndexes` of thousands of digits, resize keys on any Job, and a JobSet job-key label of
-another Job.
+recursion limit, which the JSON decoder still accepts), another kind or operation, dryRun; and the keys
+this project reads as numbers or trusts least: target and gang sizes that are not ASCII decimals or have
+thousands of digits, `succeededIndexes` of thousands of digits, resize keys on any Job, and a JobSet
+job-key label of another Job.
 """
 
 from __future__ import annotations
