@@ -198,6 +198,7 @@ def test_nesting_the_decoder_accepts_is_a_bad_request_not_an_internal_error(
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(900)  # 20,000 inputs took 454 s on a loaded 2-core machine (docs/reliability.md)
 def test_mutated_reviews_long_run(leaders: SettableLeaders) -> None:
     tally: Counter[str] = Counter()
     with AsgiClient(admission_app(leaders)) as client:
