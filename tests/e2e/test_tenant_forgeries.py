@@ -26,7 +26,6 @@ from devstack.scenario import ensure_namespace
 from devstack.stack import Stack
 from placement.constants import (
     GKE_NODEPOOL_LABEL,
-    GPU_RESOURCE,
     HOSTNAME_LABEL,
     JOB_KEY_LABEL,
     JOBSET_JOB_KEY_LABEL,
@@ -39,7 +38,7 @@ from placement.constants import (
     TARGET_PARALLELISM_ANNOTATION,
     TOPOLOGY_ANNOTATION,
 )
-from tests.e2e.jobset_e2e_support import domains_by_job
+from tests.e2e.jobset_e2e_support import domains_by_job, plain_job
 from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.e2e
@@ -67,38 +66,17 @@ def indexed_job(
     template_labels: dict[str, str] | None = None,
     node_selector: dict[str, str] | None = None,
 ) -> Obj:
-    job_annotations = dict(annotations or {})
-    if exclusive:
-        job_annotations[TOPOLOGY_ANNOTATION] = GKE_NODEPOOL_LABEL
-    pod_spec: Obj = {
-        "restartPolicy": "Never",
-        "containers": [
-            {
-                "name": "worker",
-                "image": "registry.example/worker:1",
-                "resources": {"requests": {"cpu": "1", GPU_RESOURCE: "1"}, "limits": {GPU_RESOURCE: "1"}},
-            }
-        ],
-    }
+    job = plain_job(name, namespace, pods)
+    meta = job["metadata"]
+    if not exclusive:
+        del meta["annotations"][TOPOLOGY_ANNOTATION]
+    meta["annotations"].update(annotations or {})
+    meta["labels"] = dict(labels or {})
+    template = job["spec"]["template"]
+    template["metadata"] = {"labels": dict(template_labels or {})}
     if node_selector:
-        pod_spec["nodeSelector"] = node_selector
-    return {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {
-            "name": name,
-            "namespace": namespace,
-            "labels": dict(labels or {}),
-            "annotations": job_annotations,
-        },
-        "spec": {
-            "completionMode": "Indexed",
-            "completions": pods,
-            "parallelism": pods,
-            "backoffLimit": 0,
-            "template": {"metadata": {"labels": dict(template_labels or {})}, "spec": pod_spec},
-        },
-    }
+        template["spec"]["nodeSelector"] = node_selector
+    return job
 
 
 def bait_pod(name: str, node: str, key: str) -> Obj:

@@ -16,16 +16,14 @@ import pytest
 from devstack.kube import Credentials, KubeClient, KubeError
 from devstack.stack import Stack
 from placement.constants import (
-    GKE_NODEPOOL_LABEL,
-    GPU_RESOURCE,
     JOBSET_JOB_KEY_LABEL,
     RESIZE_DONE,
     RESIZE_LABEL,
     RESIZE_PENDING,
     TARGET_COMPLETIONS_ANNOTATION,
     TARGET_PARALLELISM_ANNOTATION,
-    TOPOLOGY_ANNOTATION,
 )
+from tests.e2e.jobset_e2e_support import plain_job
 from tests.kube.kube_support import kube_cluster
 from tests.support.waiting import eventually
 
@@ -55,37 +53,15 @@ def tenant(stack: Stack, namespace: str) -> KubeClient:
     return KubeClient(stack.client.server, credentials=Credentials(ca_file=ca_file, token=token))
 
 
-def indexed_job(name: str, pods: int, *, template_labels: dict[str, str] | None = None) -> Obj:
-    gpu = {GPU_RESOURCE: "1"}
-    return {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {"name": name, "annotations": {TOPOLOGY_ANNOTATION: GKE_NODEPOOL_LABEL}},
-        "spec": {
-            "completionMode": "Indexed",
-            "completions": pods,
-            "parallelism": pods,
-            "backoffLimit": 0,
-            "template": {
-                "metadata": {"labels": dict(template_labels or {})},
-                "spec": {
-                    "restartPolicy": "Never",
-                    "containers": [
-                        {
-                            "name": "worker",
-                            "image": "registry.example/worker:1",
-                            "resources": {"requests": {"cpu": "1", **gpu}, "limits": gpu},
-                        }
-                    ],
-                },
-            },
-        },
-    }
+def exclusive_job(name: str, namespace: str, pods: int, template_labels: dict[str, str] | None = None) -> Obj:
+    job = plain_job(name, namespace, pods)
+    job["spec"]["template"]["metadata"] = {"labels": dict(template_labels or {})}
+    return job
 
 
 def test_a_tenant_cannot_change_the_target_the_webhook_recorded(kube_stack: Stack, namespace: str) -> None:
     team = tenant(kube_stack, namespace)
-    created = team.create(indexed_job("train", 4), namespace=namespace)
+    created = team.create(exclusive_job("train", namespace, 4), namespace=namespace)
     assert created["metadata"]["labels"][RESIZE_LABEL] == RESIZE_PENDING
     assert created["metadata"]["annotations"][TARGET_COMPLETIONS_ANNOTATION] == "4"
     forged = {
@@ -120,7 +96,7 @@ def test_a_tenant_cannot_create_a_job_with_another_namespaces_jobset_key(
     kube_stack: Stack, namespace: str
 ) -> None:
     victim_key = hashlib.sha1(b"team-b/victim", usedforsecurity=False).hexdigest()
-    bait = indexed_job("bait", 1, template_labels={JOBSET_JOB_KEY_LABEL: victim_key})
+    bait = exclusive_job("bait", namespace, 1, {JOBSET_JOB_KEY_LABEL: victim_key})
     with pytest.raises(KubeError) as denied:
         tenant(kube_stack, namespace).create(bait, namespace=namespace)
     assert denied.value.status == 403, denied.value
