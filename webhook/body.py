@@ -13,7 +13,7 @@ the bound against a measurement of every shape; docs/reliability.md, "Memory per
 
 from __future__ import annotations
 
-from starlette.requests import Request
+from fastapi import Request
 
 from webhook.limits import Reservation
 
