@@ -155,14 +155,23 @@ def parse_bool(value: str | None) -> bool | None:
 
 
 def exclusive_jobs(jobset: Obj) -> int:
-    """How many child Jobs ask for exclusive placement: JobSet's exclusive-topology annotation covers every
-    replicated Job (JobSet copies it to each Job); otherwise a replicated Job's own template annotations
-    (Job or pod template) decide. JobSet's node-selector mode is left to JobSet: none."""
+    """How many child Jobs ask for exclusive placement (`exclusive_replicated_jobs`, times their replicas)."""
+    count = 0
+    for replicated in exclusive_replicated_jobs(jobset):
+        replicas = replicated.get("replicas", 1)
+        count += replicas if isinstance(replicas, int) and not isinstance(replicas, bool) else 1
+    return count
+
+
+def exclusive_replicated_jobs(jobset: Obj) -> list[Obj]:
+    """The replicated Jobs whose child Jobs ask for exclusive placement: JobSet's exclusive-topology
+    annotation covers every replicated Job (JobSet copies it to each Job); otherwise a replicated Job's own
+    template annotations (Job or pod template) decide. JobSet's node-selector mode is left to JobSet: none."""
     annotations = annotations_of(jobset)
     if uses_node_selector_mode(annotations):
-        return 0
+        return []
     everything = bool(annotations.get(JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION, "").strip())
-    count = 0
+    found: list[Obj] = []
     for replicated in section(jobset, "spec").get("replicatedJobs") or []:
         if not isinstance(replicated, dict):
             continue
@@ -171,9 +180,8 @@ def exclusive_jobs(jobset: Obj) -> int:
         if uses_node_selector_mode(own):
             continue
         if everything or topology_key_from_annotations(own) is not None:
-            replicas = replicated.get("replicas", 1)
-            count += replicas if isinstance(replicas, int) and not isinstance(replicas, bool) else 1
-    return count
+            found.append(replicated)
+    return found
 
 
 def uses_node_selector_mode(annotations: dict[str, str]) -> bool:
