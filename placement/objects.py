@@ -9,7 +9,7 @@
 - `job_key(namespace, job_name, labels)`: JobSet's job-key label when present, else a stable hash of
   `<namespace>/<job name>`; every affinity term selects on it.
 - `completion_index(pod)` / `is_leader(pod)`: the leader is completion index "0".
-- `is_terminating(obj)`, `is_finished_pod(pod)`: leaders in these states are ignored.
+- `is_terminating(obj)`, `is_finished_pod(pod)`: leaders in these states are ignored; `is_finished_job(job)`.
 - `section(obj, field)`, `labels_of(obj)`, `annotations_of(obj)`, `node_name(pod)`, `namespace_of(obj)`:
   null-safe accessors.
 """
@@ -35,6 +35,7 @@ from placement.constants import (
 
 Obj = dict[str, Any]
 FINISHED_POD_PHASES = frozenset({"Succeeded", "Failed"})
+FINISHED_JOB_CONDITIONS = frozenset({"Complete", "Failed", "SuccessCriteriaMet", "FailureTarget"})
 
 
 @dataclass(frozen=True)
@@ -140,6 +141,16 @@ def is_terminating(obj: Obj) -> bool:
 
 def is_finished_pod(pod: Obj) -> bool:
     return section(pod, "status").get("phase") in FINISHED_POD_PHASES
+
+
+def is_finished_job(job: Obj) -> bool:
+    """A Job condition says it finished, or is about to (the terminal conditions and their targets)."""
+    return any(
+        isinstance(condition, dict)
+        and condition.get("type") in FINISHED_JOB_CONDITIONS
+        and condition.get("status") == "True"
+        for condition in section(job, "status").get("conditions") or []
+    )
 
 
 def node_name(pod: Obj) -> str | None:

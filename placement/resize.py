@@ -40,6 +40,7 @@ from placement.objects import (
     JobRef,
     Obj,
     annotations_of,
+    is_finished_job,
     is_terminating,
     job_ref_of_pod,
     labels_of,
@@ -49,8 +50,6 @@ from placement.objects import (
     topology_key_of_pod,
 )
 from placement.patch import JsonPatch
-
-FINISHED_CONDITIONS = frozenset({"Complete", "Failed", "SuccessCriteriaMet", "FailureTarget"})
 
 
 class SkipReason(StrEnum):
@@ -167,17 +166,6 @@ def escape_json_pointer(token: str) -> str:
     return token.replace("~", "~0").replace("/", "~1")
 
 
-def _job_finished(job: Obj) -> bool:
-    for condition in section(job, "status").get("conditions") or []:
-        if (
-            isinstance(condition, dict)
-            and condition.get("type") in FINISHED_CONDITIONS
-            and condition.get("status") == "True"
-        ):
-            return True
-    return False
-
-
 def _positive_int(value: Any) -> int | None:
     if isinstance(value, bool):
         return None
@@ -228,7 +216,7 @@ def decide_resize(job: Obj, leader: Obj | None) -> ResizeDecision:
         return skip(SkipReason.NOT_PENDING)
     if is_terminating(job):
         return skip(SkipReason.JOB_TERMINATING)
-    if _job_finished(job):
+    if is_finished_job(job):
         return skip(SkipReason.JOB_FINISHED)
     if spec.get("completionMode") != "Indexed":
         return skip(SkipReason.NOT_INDEXED)
