@@ -145,8 +145,8 @@ def test_all_or_nothing_on_a_template_is_allowed_with_a_warning_that_it_is_not_r
     verdict = check(jobset(pod_annotations={ALL_OR_NOTHING_ANNOTATION: "true"}))
     assert verdict.allowed
     assert verdict.warnings == (
-        f"exclusive placement: {ALL_OR_NOTHING_ANNOTATION} is read from the JobSet's own metadata.annotations "
-        f"only; at {POD_TEMPLATE.removesuffix('.annotations')} it has no effect",
+        f"exclusive placement: {ALL_OR_NOTHING_ANNOTATION} is read from the JobSet's own "
+        f"metadata.annotations only; at {POD_TEMPLATE.removesuffix('.annotations')} it has no effect",
     )
 
 
