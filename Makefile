@@ -12,12 +12,16 @@ TEST_WORKERS ?= 2
 help: ## List the targets
 	@grep -E '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  \033[36m%-16s\033[0m %s\n", $$1, $$2}'
 
-$(STAMP): requirements.txt requirements-sim.txt requirements-dev.txt
+# The project itself goes in editable and without dependencies (every one is pinned in the requirements;
+# the build backend too, hence no build isolation): its console scripts, kubectl-exclusive_placement among
+# them, land in .venv/bin and run this checkout's code.
+$(STAMP): requirements.txt requirements-sim.txt requirements-dev.txt pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
+	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation --editable .
 	@touch $(STAMP)
 
-venv: $(STAMP) ## Create .venv from the pinned requirements (product, sim extra and dev tools)
+venv: $(STAMP) ## Create .venv from the pinned requirements (product, sim extra and dev tools) and install the project
 
 test: $(STAMP) ## Run the whole test suite (quick benchmark variants included) on TEST_WORKERS processes
 	$(PY) -m pytest -n $(TEST_WORKERS) $(PYTEST_ARGS)

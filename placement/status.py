@@ -13,7 +13,7 @@ scheduler's verdict from the pod's `PodScheduled` condition.
   pods (a cordoned domain cannot).
 - `job_progress(snapshot, job)`: the steps of one Job on its way to being placed, and what it waits for.
 - `waiting_jobs(snapshot)`: every exclusive Job of `snapshot.jobs` not yet placed, each with one
-  `WaitReason` and a message.
+  `WaitReason` and a message; `placement_status(snapshot, namespace)`: both, for one namespace or all.
 """
 
 from __future__ import annotations
@@ -588,3 +588,10 @@ def waiting_jobs(snapshot: Snapshot) -> list[Waiting]:
         if waiting is not None:
             found.append(waiting)
     return sorted(found, key=lambda w: (w.namespace, w.jobset, w.job))
+
+
+def placement_status(snapshot: Snapshot, namespace: str | None) -> tuple[list[DomainStatus], list[Waiting]]:
+    """`status`: the domains of every key the Jobs and pods of `namespace` (None: all) are exclusive on,
+    with their holders from every namespace, and the waiting Jobs among `snapshot.jobs`."""
+    pods = [pod for pod in snapshot.pods if namespace is None or namespace_of(pod) == namespace]
+    return domain_statuses(snapshot, topology_keys(snapshot.jobs, pods)), waiting_jobs(snapshot)
