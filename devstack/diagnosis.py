@@ -85,6 +85,11 @@ class Diagnosis:
     hints: tuple[str, ...]
 
     @property
+    def recognised(self) -> bool:
+        """Some hint names a cause (not only devstack's "no hint for this cause" or "nothing waits")."""
+        return not set(self.hints) <= {UNKNOWN_CAUSE, NOTHING_WAITS}
+
+    @property
     def fingerprint(self) -> tuple[object, ...]:
         """What makes two diagnoses the same picture: reasons, counts and hints, not the details."""
         return tuple((g.count, g.unit, g.reason) for g in self.groups), self.hints

@@ -88,12 +88,10 @@ def build_parser() -> argparse.ArgumentParser:
 def parse_target(target: str, name: str | None) -> tuple[str, str]:
     """("job", "x") from `job/x` or `job x`; ValueError naming the accepted forms."""
     kind, _, rest = target.partition("/")
-    name = rest or name
-    if kind.lower() not in KINDS or not name or (rest and name is not rest):
-        raise ValueError(
-            f"expected (job|jobset|pod)/NAME or TYPE NAME, got {' '.join(filter(None, (target, name)))!r}"
-        )
-    return KINDS[kind.lower()], name
+    given = " ".join(filter(None, (target, name)))
+    if kind.lower() not in KINDS or bool(rest) == bool(name):
+        raise ValueError(f"expected (job|jobset|pod)/NAME or TYPE NAME, got {given!r}")
+    return KINDS[kind.lower()], rest or str(name)
 
 
 def status(

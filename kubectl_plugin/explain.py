@@ -9,6 +9,7 @@ from collections.abc import Iterable, Sequence
 
 from placement.constants import (
     ALL_OR_NOTHING_ANNOTATION,
+    DOMAIN,
     JOB_KEY_LABEL,
     JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION,
     JOBSET_NAME_LABEL,
@@ -44,7 +45,7 @@ from placement.status import (
 )
 
 EVENTS_SHOWN = 5
-LABEL_WIDTH = 15
+LABEL_WIDTH = 17
 
 
 def _name(obj: Obj) -> str:
@@ -77,9 +78,7 @@ def explain_job(snapshot: Snapshot, job: Obj, events: Iterable[Obj]) -> str:
         )
     progress = job_progress(snapshot, job)
     domains = domain_statuses(snapshot, [progress.topology_key])
-    lines = [title, _field("Exclusive on", _domain_summary(progress.topology_key, domains))]
-    lines.append(_field("Strategy", progress.steps[0].detail))
-    lines.append("Progress:")
+    lines = [title, _field("Exclusive on", _domain_summary(progress.topology_key, domains)), "Progress:"]
     width = max(len(step.name) for step in progress.steps)
     lines += [
         f"  [{'x' if step.done else ' '}] {step.name:<{width}}   {step.detail}".rstrip()
@@ -189,11 +188,18 @@ def _event_time(event: Obj) -> str:
     return str(event.get("eventTime") or event.get("lastTimestamp") or event.get("firstTimestamp") or "")
 
 
+def _worth_showing(event: Obj) -> bool:
+    """Warnings, and what this project's components report (routine Normal events would crowd them out)."""
+    source = str(event.get("reportingController") or section(event, "source").get("component") or "")
+    return event.get("type") == "Warning" or source.startswith(DOMAIN)
+
+
 def _events(events: Iterable[Obj], involved: set[tuple[str, str]]) -> list[str]:
     mine = [
         event
         for event in events
-        if (
+        if _worth_showing(event)
+        and (
             str(section(event, "involvedObject").get("kind")),
             str(section(event, "involvedObject").get("name")),
         )
@@ -201,7 +207,7 @@ def _events(events: Iterable[Obj], involved: set[tuple[str, str]]) -> list[str]:
     ]
     if not mine:
         return []
-    lines = [f"Events (last {min(EVENTS_SHOWN, len(mine))} of {len(mine)}):"]
+    lines = [f"Events, warnings and this project's (last {min(EVENTS_SHOWN, len(mine))} of {len(mine)}):"]
     for event in sorted(mine, key=_event_time)[-EVENTS_SHOWN:]:
         target = section(event, "involvedObject")
         count = event.get("count") or section(event, "series").get("count") or 1

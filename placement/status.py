@@ -370,12 +370,12 @@ def job_progress(snapshot: Snapshot, job: Obj) -> JobProgress:
 def _admission_detail(job: Obj, strategy: str) -> str:
     fallback = annotations_of(job).get(ELASTIC_FALLBACK_ANNOTATION)
     if fallback:
-        return f"strategy {strategy}: elastic was not possible ({fallback})"
+        return f"{strategy}, as elastic was not possible ({fallback})"
     if not is_indexed(job):
-        return f"strategy {strategy}: a NonIndexed Job has no leader, every pod carries the affinity terms"
+        return f"{strategy}: a NonIndexed Job has no leader, every pod carries the affinity terms"
     if TARGET_COMPLETIONS_ANNOTATION in annotations_of(job):
-        return f"strategy {strategy}: admitted at size 1 of {full_size(job)}"
-    return f"strategy {strategy}, {full_size(job)} pods"
+        return f"{strategy}: at size 1 of {full_size(job)} until its leader is bound"
+    return f"{strategy}, {full_size(job)} pods"
 
 
 def _leader_steps(snapshot: Snapshot, job: Obj, pods: list[Obj], key: str, walk: _Walk) -> str:

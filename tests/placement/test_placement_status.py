@@ -274,7 +274,7 @@ def test_each_step_of_an_elastic_job_says_whether_it_is_done() -> None:
         ("resized to 8", False),
         ("pods placed", False),
     ]
-    assert progress.steps[0].detail == "strategy elastic: admitted at size 1 of 8"
+    assert progress.steps[0].detail == "elastic: at size 1 of 8 until its leader is bound"
     assert progress.steps[2].detail == f"{POOL}=pool-2 (node node-2, since 2026-01-01T00:00:10Z)"
     assert (progress.domain, progress.size, progress.strategy) == ("pool-2", 8, "elastic")
 
