@@ -1,7 +1,8 @@
 """`python -m devstack run|demo`: the whole system on the embedded cluster (kubesim + webhook + resizer).
 
 run   brings the stack up, applies a manifest (default examples/jobset-exclusive.yaml), shows progress and
-      the placement table, then keeps serving until Ctrl-C (kubectl works against the printed kubeconfig).
+      the placement table, then keeps serving until Ctrl-C (kubectl works against the printed kubeconfig),
+      reporting every exclusive Job applied since as it progresses or stalls. One stack per --workdir.
 demo  the same, non-interactive: exits 0 with the table when every Job is placed, 1 with the reason if not.
 """
 
@@ -10,15 +11,18 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+import time
 from pathlib import Path
+from typing import Any
 
 from devstack.commands import KubesimFlags
-from devstack.demo import apply_and_follow
-from devstack.interrupts import handle_stop_signals, pause
+from devstack.demo import apply, apply_and_follow, follow_forever
+from devstack.interrupts import handle_stop_signals
 from devstack.processes import ProcessError
-from devstack.report import resizer_summary
-from devstack.scenario import PlacementError, load_manifests
+from devstack.report import resizer_summary, state_summary
+from devstack.scenario import PlacementError, expected_jobs, load_manifests
 from devstack.stack import Stack, StackOptions
+from devstack.workdir import WorkdirInUse
 from placement.constants import DEFAULT_STRATEGY, STRATEGIES
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "jobset-exclusive.yaml"
@@ -142,10 +146,36 @@ def echo(line: str) -> None:
     print(line, flush=True)
 
 
-def serve_forever(stack: Stack) -> None:
-    while True:
-        stack.check_alive()
-        pause(1.0)
+def place(stack: Stack, objects: list[dict[str, Any]], args: argparse.Namespace) -> str:
+    """Apply the manifests and follow their Jobs until each is placed; the Jobs' last summary."""
+    if not expected_jobs(objects):
+        apply(stack, objects, namespace=args.namespace, echo=echo)
+        echo("nothing to place: the manifests hold no Job or JobSet")
+        return ""
+    observation = apply_and_follow(
+        stack,
+        objects,
+        namespace=args.namespace,
+        timeout=args.timeout,
+        echo=echo,
+        stall_seconds=args.stall_seconds,
+    )
+    echo("")
+    echo(observation.table)
+    echo("")
+    echo(f"every Job placed, each in its own node pool ({len(observation.statuses)} Jobs)")
+    echo(resizer_summary(stack.resizer_metrics()) or "resizer: nothing resized")
+    return state_summary(observation.statuses)
+
+
+def serve(stack: Stack, args: argparse.Namespace, start: float, last: str) -> None:
+    echo(f"\nserving. kubeconfig: {stack.kubeconfig}")
+    echo(f"  kubectl --kubeconfig {stack.kubeconfig} get pods -o wide")
+    echo(f"  kubectl --kubeconfig {stack.kubeconfig} apply -f examples/indexed-job.yaml")
+    echo(f"  KUBECONFIG={stack.kubeconfig} .venv/bin/kubectl-exclusive_placement status -A")
+    echo("Exclusive Jobs of every namespace are reported here as they progress or stall.")
+    echo("Ctrl-C stops everything.")
+    follow_forever(stack, echo=echo, start=start, stall_seconds=args.stall_seconds, last=last)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -169,29 +199,17 @@ def main(argv: list[str] | None = None) -> int:
             )
             with Stack(options) as stack:
                 echo(f"kubesim {stack.server}  webhook {stack.webhook_url}  kubeconfig {stack.kubeconfig}")
-                observation = apply_and_follow(
-                    stack,
-                    objects,
-                    namespace=args.namespace,
-                    timeout=args.timeout,
-                    echo=echo,
-                    stall_seconds=args.stall_seconds,
-                )
-                echo("")
-                echo(observation.table)
-                echo("")
-                echo(f"every Job placed, each in its own node pool ({len(observation.statuses)} Jobs)")
-                echo(resizer_summary(stack.resizer_metrics()) or "resizer: nothing resized")
+                start = time.monotonic()
+                last = place(stack, objects, args)
                 if args.command == "demo":
                     return 0
-                echo(f"\nserving. kubeconfig: {stack.kubeconfig}")
-                echo(f"  kubectl --kubeconfig {stack.kubeconfig} get pods -o wide")
-                echo(f"  kubectl --kubeconfig {stack.kubeconfig} apply -f examples/indexed-job.yaml")
-                echo("Ctrl-C stops everything.")
-                serve_forever(stack)
+                serve(stack, args, start, last)
         except KeyboardInterrupt:
             echo("\nstopped: every process terminated")
             return 130 if args.command == "demo" else 0
+        except WorkdirInUse as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 1
         except (PlacementError, ProcessError) as err:
             print(f"\nFAILED: {err}", file=sys.stderr)
             return 1

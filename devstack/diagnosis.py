@@ -52,7 +52,8 @@ class Snapshot:
     events: list[Obj]
 
 
-def read_snapshot(client: KubeClient, namespace: str) -> Snapshot:
+def read_snapshot(client: KubeClient, namespace: str | None) -> Snapshot:
+    """`namespace` None: every namespace."""
     return Snapshot(
         nodes=client.list("Node"),
         jobsets=client.list("JobSet", namespace=namespace),

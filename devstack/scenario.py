@@ -79,8 +79,9 @@ class Observation:
 
 
 def observe(
-    client: KubeClient, namespace: str, timeline: Timeline, nodes: list[dict[str, Any]]
+    client: KubeClient, namespace: str | None, timeline: Timeline, nodes: list[dict[str, Any]]
 ) -> Observation:
+    """The exclusive Jobs of `namespace` (None: every namespace), their states and any violation."""
     jobs = [j for j in client.list("Job", namespace=namespace) if topology_key(j)]
     pods = client.list("Pod", namespace=namespace)
     labels = node_label_map(nodes)

@@ -4,8 +4,9 @@
         stack.client.create(jobset)        # talks to kubesim at stack.server
         ...                                # every process is stopped on exit, even on Ctrl-C
 
-Start order: certificates, kubesim (port chosen by itself), the webhook (TLS, ready when its caches are
-synced), the chart's webhook configurations pointed at the local webhook, then the resizer replicas.
+Start order: the workdir's lock (one stack per workdir: `devstack.workdir`), certificates, kubesim (port
+chosen by itself), the webhook (TLS, ready when its caches are synced), the chart's webhook configurations
+pointed at the local webhook, then the resizer replicas.
 On stop every process group gets SIGTERM at once (then SIGKILL after a grace period). Each process also
 dies with devstack if devstack is killed, so nothing is left behind.
 """
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import re
 import shutil
 import signal
@@ -42,6 +44,7 @@ from devstack.ports import free_port
 from devstack.processes import ManagedProcess, ProcessError, stop_all
 from devstack.readiness import wait_for_log_line, wait_http_ok
 from devstack.webhooks import local_webhook_configurations
+from devstack.workdir import WorkdirClaim
 from placement.constants import DEFAULT_STRATEGY, STRATEGIES
 
 log = logging.getLogger(__name__)
@@ -103,6 +106,7 @@ class Stack:
         self.resizers: list[ManagedProcess] = []
         self.resizer_metrics_ports: list[int] = []
         self._client: KubeClient | None = None
+        self._claim: WorkdirClaim | None = None
 
     # --- paths -------------------------------------------------------------------------------------
     @property
@@ -144,9 +148,13 @@ class Stack:
         if self.options.workdir is None:
             self._tempdir = tempfile.mkdtemp(prefix="devstack-")
             self.workdir = Path(self._tempdir)
-        self.workdir.mkdir(parents=True, exist_ok=True)
+        self._claim = WorkdirClaim(self.workdir)
+        self._claim.acquire()
         self._generate_certs()
         self._start_kubesim()
+        self._claim.describe(
+            f"the devstack of pid {os.getpid()} (kubesim {self.server}, kubeconfig {self.kubeconfig})"
+        )
         self._client = KubeClient(self.server)
         self._ensure_release_namespace()
         self._start_webhook()
@@ -167,6 +175,9 @@ class Stack:
         if self._client is not None:
             self._client.close()
             self._client = None
+        if self._claim is not None:
+            self._claim.release()
+            self._claim = None
         if self._tempdir is not None:
             shutil.rmtree(self._tempdir, ignore_errors=True)
             self._tempdir = None

@@ -486,18 +486,25 @@ def _pods_step(job: Obj, pods: list[Obj], key: str, domain: str, walk: _Walk) ->
     if gated:
         wait = (
             WaitReason.FOLLOWERS_GATED,
-            f"{len(gated)} followers carry the scheduling gate {LEADER_SCHEDULED_GATE}: the resizer pins "
-            "them to their leader's domain and removes it once the leader is bound (all-or-nothing: once "
-            "every Job of the JobSet has a bound leader)",
+            f"{_count(len(gated), 'follower')} carry the scheduling gate {LEADER_SCHEDULED_GATE}: the "
+            "resizer pins them to their leader's domain and removes it once the leader is bound "
+            "(all-or-nothing: once every Job of the JobSet has a bound leader)",
         )
     elif verdicts:
-        wait = (WaitReason.FOLLOWERS_UNSCHEDULABLE, f"{len(verdicts)} pods in {where}: {verdicts[0]}")
+        wait = (
+            WaitReason.FOLLOWERS_UNSCHEDULABLE,
+            f"{_count(len(verdicts), 'pod')} in {where}: {verdicts[0]}",
+        )
     elif unbound:
-        wait = (WaitReason.FOLLOWERS_PENDING, f"{len(unbound)} pods are not scheduled yet")
+        wait = (WaitReason.FOLLOWERS_PENDING, f"{_count(len(unbound), 'pod')} not scheduled yet")
     elif len(live) < expected:
         wait = _missing_pods(job, len(live), expected)
     done = walk.waiting is None and wait is None and len(bound) >= expected
     walk.step("pods placed", done, detail, wait)
+
+
+def _count(number: int, noun: str) -> str:
+    return f"{number} {noun}{'' if number == 1 else 's'}"
 
 
 def _missing_pods(job: Obj, present: int, expected: int) -> tuple[WaitReason, str]:

@@ -216,7 +216,7 @@ CASES: list[tuple[str, list[Obj], list[Obj], WaitReason | None, str]] = [
         [exclusive_job("a", resize=RESIZE_DONE)],
         [exclusive_pod("a", 0, node_name="node-1"), *followers("a", 3)],
         WaitReason.FOLLOWERS_PENDING,
-        "3 pods are not scheduled yet",
+        "3 pods not scheduled yet",
     ),
     (
         "a NonIndexed Job's pods",
