@@ -135,7 +135,9 @@ def explain(cluster: Cluster, kind: str, name: str, namespace: str, echo: Callab
             explain_jobset(cluster.snapshot(namespace, cluster.jobs_of_jobset(namespace, name)), obj, events)
         )
     elif kind == "job":
-        echo(explain_job(cluster.snapshot(namespace, [obj]), obj, events))
+        echo(
+            explain_job(cluster.snapshot(namespace, [obj]), obj, events, cluster.pods_of_job(namespace, name))
+        )
     else:
         owner = owner_job_key(obj)
         job = cluster.get("job", namespace, owner.split("/", 1)[1]) if owner else None

@@ -18,7 +18,7 @@ from kubernetes import config
 
 from kubekit.client import Kube, KubeError, Resource, Timeouts, build_api_client
 from kubekit.informer import Informer
-from placement.constants import JOB_KEY_LABEL, JOBSET_NAME_LABEL
+from placement.constants import JOB_KEY_LABEL, JOB_NAME_LABEL, JOBSET_NAME_LABEL
 from placement.objects import Obj
 from placement.status import Snapshot
 
@@ -118,6 +118,10 @@ class Cluster:
 
     def jobs_of_jobset(self, namespace: str, jobset: str) -> list[Obj]:
         return self._list("jobs", namespace, f"{JOBSET_NAME_LABEL}={jobset}")
+
+    def pods_of_job(self, namespace: str, job: str) -> list[Obj]:
+        """Every pod of the Job, exclusive or not (a pod the webhook never saw has no job-key label)."""
+        return self._list("pods", namespace, f"{JOB_NAME_LABEL}={job}")
 
     def events(self, namespace: str) -> list[Obj]:
         return self._list("events", namespace)

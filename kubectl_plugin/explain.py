@@ -68,7 +68,8 @@ def _domain_summary(key: str, domains: Sequence[DomainStatus]) -> str:
 # --- a Job ---------------------------------------------------------------------------------------------
 
 
-def explain_job(snapshot: Snapshot, job: Obj, events: Iterable[Obj]) -> str:
+def explain_job(snapshot: Snapshot, job: Obj, events: Iterable[Obj], job_pods: Sequence[Obj] = ()) -> str:
+    """`job_pods`: every pod of the Job, so that those the webhook never admitted can be named."""
     title = f"Job {_name(job)}" + (f" (JobSet {js})" if (js := labels_of(job).get(JOBSET_NAME_LABEL)) else "")
     if not is_exclusive_job(job):
         return (
@@ -78,7 +79,18 @@ def explain_job(snapshot: Snapshot, job: Obj, events: Iterable[Obj]) -> str:
         )
     progress = job_progress(snapshot, job)
     domains = domain_statuses(snapshot, [progress.topology_key])
-    lines = [title, _field("Exclusive on", _domain_summary(progress.topology_key, domains)), "Progress:"]
+    lines = [title, _field("Exclusive on", _domain_summary(progress.topology_key, domains))]
+    unplaced = [pod for pod in job_pods if JOB_KEY_LABEL not in labels_of(pod) and topology_key_of_pod(pod)]
+    if unplaced:
+        example = metadata(unplaced[0]).get("name")
+        lines.append(
+            _field(
+                "Not placed",
+                f"{len(unplaced)} pods without the {JOB_KEY_LABEL} label (e.g. {example}): the webhook did "
+                "not admit them; is it configured for this namespace?",
+            )
+        )
+    lines.append("Progress:")
     width = max(len(step.name) for step in progress.steps)
     lines += [
         f"  [{'x' if step.done else ' '}] {step.name:<{width}}   {step.detail}".rstrip()
