@@ -392,8 +392,9 @@ def _leader_steps(snapshot: Snapshot, job: Obj, pods: list[Obj], key: str, walk:
                 False,
                 wait=(
                     WaitReason.LEADER_NOT_CREATED,
-                    "no leader pod (completion index 0) exists yet: the Job controller creates it (a "
-                    "FailedCreate event on the Job says why it cannot)",
+                    "no leader pod (completion index 0) admitted by the webhook yet: the Job controller "
+                    "creates it (a FailedCreate event on the Job says why it cannot; explain shows pods the "
+                    "webhook did not admit)",
                 ),
             )
         return ""

@@ -1,0 +1,106 @@
+"""The plugin's command line against an in-process kubesim: kubeconfig and context, the default namespace,
+usage errors (exit 2) and read errors (exit 1, one line). The placement itself is checked end to end in
+tests/e2e/test_operator_experience.py."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+from devstack.ports import free_port
+from kubectl_plugin.cli import main, parse_target
+from kubesim.testing import KubesimServer
+
+
+@pytest.fixture(scope="module")
+def sim() -> Iterator[KubesimServer]:
+    with KubesimServer(nodes=4, pools=2, controllers=False) as server:
+        yield server
+
+
+def kubeconfig_with(source: Path, target: Path, **context: str) -> Path:
+    """A copy of `source` whose context has `context` set (e.g. namespace, cluster server)."""
+    config = yaml.safe_load(source.read_text())
+    config["contexts"][0]["context"].update(context)
+    target.write_text(yaml.safe_dump(config))
+    return target
+
+
+@pytest.mark.parametrize(
+    ("target", "name", "expected"),
+    [
+        ("job/train-0", None, ("job", "train-0")),
+        ("jobs", "train-0", ("job", "train-0")),
+        ("JobSet/train", None, ("jobset", "train")),
+        ("jobset.jobset.x-k8s.io/train", None, ("jobset", "train")),
+        ("po/train-0-0-abcde", None, ("pod", "train-0-0-abcde")),
+    ],
+)
+def test_targets_take_kubectls_forms(target: str, name: str | None, expected: tuple[str, str]) -> None:
+    assert parse_target(target, name) == expected
+
+
+@pytest.mark.parametrize(
+    ("target", "name"), [("deploy/x", None), ("job", None), ("job/x", "y"), ("job/", None)]
+)
+def test_other_targets_are_refused(target: str, name: str | None) -> None:
+    with pytest.raises(ValueError, match=r"expected \(job\|jobset\|pod\)/NAME or TYPE NAME"):
+        parse_target(target, name)
+
+
+def test_usage_errors_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    for argv in (["status", "-n", "a", "-A"], ["explain", "deploy/x"], ["status", "-o", "yaml"]):
+        with pytest.raises(SystemExit) as exit_:
+            main(argv)
+        assert exit_.value.code == 2
+    assert "not both" in capsys.readouterr().err
+
+
+def test_an_empty_cluster_says_so(sim: KubesimServer, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["status", "--kubeconfig", str(sim.kubeconfig_path)]) == 0
+    assert capsys.readouterr().out == "No exclusive Jobs or topology domains found in namespace default.\n"
+    assert main(["status", "-A", "-o", "json", "--kubeconfig", str(sim.kubeconfig_path)]) == 0
+    assert capsys.readouterr().out == '{\n  "domains": [],\n  "waiting": []\n}\n'
+
+
+def test_the_namespace_defaults_to_the_contexts(
+    sim: KubesimServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = kubeconfig_with(sim.kubeconfig_path, tmp_path / "kubeconfig", namespace="team-a")
+    assert main(["explain", "job/train-0", "--kubeconfig", str(config)]) == 1
+    assert capsys.readouterr().err == 'error: job "train-0" not found in namespace team-a\n'
+    assert main(["explain", "jobset", "train", "-n", "team-b", "--kubeconfig", str(config)]) == 1
+    assert capsys.readouterr().err == 'error: jobset "train" not found in namespace team-b\n'
+
+
+def test_an_unknown_context_or_kubeconfig_is_one_line(
+    sim: KubesimServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["status", "--kubeconfig", str(tmp_path / "missing")]) == 1
+    assert capsys.readouterr().err == f"error: kubeconfig {tmp_path / 'missing'} does not exist\n"
+    assert main(["status", "--kubeconfig", str(sim.kubeconfig_path), "--context", "nope"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: kubeconfig ") and "nope" in err and err.count("\n") == 1
+
+
+def test_an_unreachable_api_server_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config = tmp_path / "kubeconfig"
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [{"name": "c", "cluster": {"server": f"http://127.0.0.1:{free_port()}"}}],
+                "users": [{"name": "u", "user": {"token": "t"}}],
+                "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
+                "current-context": "x",
+            }
+        )
+    )
+    assert main(["status", "--kubeconfig", str(config), "--request-timeout", "2"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: cannot list nodes: the API server is unreachable")
+    assert err.count("\n") == 1
