@@ -49,7 +49,7 @@ demo: $(STAMP) ## Scripted end to end, non-interactive; exits 0 when every Job i
 	$(PY) -m devstack demo
 
 bench: $(STAMP) ## JobSet vs the four strategies (+ all-or-nothing in the gang race) on kubesim, ~13 min (writes bench/results/)
-	$(PY) -m bench strategies
+	$(PY) -m bench strategies --out bench/results
 
 bench-quick: $(STAMP) ## Quick strategy comparison, ~3 min (as run by make test; writes .bench-quick/)
 	$(PY) -m bench strategies --quick --out .bench-quick
@@ -61,21 +61,21 @@ bench-webhook: $(STAMP) ## Webhook admission load vs a no-op endpoint (needs hey
 		echo "Without it, 'python -m bench webhook --tool httpx' runs with a Python client that is"; \
 		echo "usually slower than the webhook itself, and then reports no throughput ratio."; \
 		exit 2; }
-	$(PY) -m bench webhook --tool hey
+	$(PY) -m bench webhook --tool hey --out bench/results/webhook.json
 
-bench-resizer: $(STAMP) ## Bind-to-resize latency and resizer RSS over 1,000 Jobs
-	$(PY) -m bench resizer
+bench-resizer: $(STAMP) ## Bind-to-resize latency and resizer RSS over 1,000 Jobs (writes bench/results/resizer.json)
+	$(PY) -m bench resizer --out bench/results
 
 bench-scale: $(STAMP) ## 15,000 nodes, 2,000 Jobs at 50/s: RSS, admission, bind-to-resize (writes bench/results/scale.json)
-	$(PY) -m bench scale
+	$(PY) -m bench scale --out bench/results
 
-soak: $(STAMP) ## Fault-injection soak (elastic + scheduling-gate)
-	$(PY) -m bench soak
+soak: $(STAMP) ## Fault-injection soak (elastic + scheduling-gate) (writes bench/results/soak.json)
+	$(PY) -m bench soak --out bench/results
 
 kubesim: $(STAMP) ## Run kubesim alone on :6443 (kubeconfig in .kubesim/kubeconfig)
 	$(PY) -m kubesim serve --port 6443
 
 clean: ## Remove the venv, caches and dev state
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis .kubesim .dev .bench-quick
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis .kubesim .dev .bench-quick .bench
 
 .PHONY: help venv test test-slow lint fmt certs run demo bench bench-quick bench-webhook bench-resizer bench-scale soak kubesim clean

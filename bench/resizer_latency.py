@@ -32,6 +32,7 @@ from typing import Any
 
 import httpx
 
+from bench.paths import SCRATCH
 from kubesim.testing import KubesimProcess
 from placement.constants import (
     GKE_NODEPOOL_LABEL,
@@ -46,7 +47,7 @@ from placement.constants import (
     TARGET_PARALLELISM_ANNOTATION,
 )
 
-DEFAULT_OUT = Path("bench/results")
+DEFAULT_OUT = SCRATCH
 TARGET_P99_SECONDS = 0.250
 TARGET_RSS_MB = 150.0
 POOL_LABEL = GKE_NODEPOOL_LABEL
@@ -475,7 +476,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--timeout", type=float, default=defaults.timeout, help="seconds to wait for every resize"
     )
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="directory for resizer.json")
+    parser.add_argument(
+        "--out", type=Path, default=DEFAULT_OUT, help="directory for resizer.json (default: %(default)s)"
+    )
     parser.add_argument("--quick", action="store_true", help="a small run for the test suite")
     return parser
 

@@ -42,6 +42,7 @@ from typing import Any
 
 import httpx
 
+from bench.paths import SCRATCH
 from bench.resizer_latency import (
     RssSampler,
     Watcher,
@@ -76,7 +77,7 @@ from placement.constants import (
     TOPOLOGY_ANNOTATION,
 )
 
-DEFAULT_OUT = Path("bench/results")
+DEFAULT_OUT = SCRATCH
 NAMESPACE = "default"
 ADMISSION_HISTOGRAM = "exclusive_placement_admission_duration_seconds"
 RESIZER_HISTOGRAM = "exclusive_placement_resizer_bind_to_resize_seconds"
@@ -694,7 +695,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="comma-separated Job counts of the footprint phase (default 1000,3000,5000)",
     )
     parser.add_argument("--timeout", type=float, default=None, help="seconds to wait for every resize")
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="directory for scale.json")
+    parser.add_argument(
+        "--out", type=Path, default=DEFAULT_OUT, help="directory for scale.json (default: %(default)s)"
+    )
     parser.add_argument("--quick", action="store_true", help="a small run for the test suite (~20 s)")
     return parser
 
