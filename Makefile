@@ -72,10 +72,16 @@ bench-scale: $(STAMP) ## 15,000 nodes, 2,000 Jobs at 50/s: RSS, admission, bind-
 soak: $(STAMP) ## Fault-injection soak (elastic + scheduling-gate) (writes bench/results/soak.json)
 	$(PY) -m bench soak --out bench/results
 
+helm-lint: $(STAMP) ## helm lint --strict of the chart, no helm binary needed (Helm's library via helm-python-sdk)
+	$(PY) -m devstack chart lint
+
+helm-template: $(STAMP) ## The manifests the chart renders (helm template, no helm binary; cert-manager mode: no key printed)
+	$(PY) -m devstack chart template --set certs.mode=cert-manager
+
 kubesim: $(STAMP) ## Run kubesim alone on :6443 (kubeconfig in .kubesim/kubeconfig)
 	$(PY) -m kubesim serve --port 6443
 
 clean: ## Remove the venv, caches and dev state
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis .kubesim .dev .bench-quick .bench
 
-.PHONY: help venv test test-slow lint fmt certs run demo bench bench-quick bench-webhook bench-resizer bench-scale soak kubesim clean
+.PHONY: help venv test test-slow lint fmt certs run demo bench bench-quick bench-webhook bench-resizer bench-scale soak helm-lint helm-template kubesim clean

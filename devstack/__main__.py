@@ -4,6 +4,7 @@ run   brings the stack up, applies a manifest (default examples/jobset-exclusive
       the placement table, then keeps serving until Ctrl-C (kubectl works against the printed kubeconfig),
       reporting every exclusive Job applied since as it progresses or stalls. One stack per --workdir.
 demo  the same, non-interactive: exits 0 with the table when every Job is placed, 1 with the reason if not.
+chart `helm lint` / `helm template` of the chart without a helm binary (`python -m devstack chart lint`).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from devstack import chart
 from devstack.commands import KubesimFlags
 from devstack.demo import apply, apply_and_follow, follow_forever
 from devstack.interrupts import handle_stop_signals
@@ -120,6 +122,7 @@ def build_parser() -> argparse.ArgumentParser:
             "and a hint; said again only when that changes (default: %(default)s)",
         )
         cmd.add_argument("-v", "--verbose", action="store_true", help="log devstack's own steps")
+    chart.add_command(sub)
     return parser
 
 
@@ -180,6 +183,8 @@ def serve(stack: Stack, args: argparse.Namespace, start: float, last: str) -> No
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.command == "chart":
+        return chart.run(args)
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",

@@ -86,7 +86,9 @@ class Cluster:
     def _list(
         self, resource: Resource, namespace: str | None, label_selector: str | None = None
     ) -> list[Obj]:
-        where = "" if resource == "nodes" else f" in namespace {namespace}" if namespace else " in all namespaces"
+        where = (
+            "" if resource == "nodes" else f" in namespace {namespace}" if namespace else " in all namespaces"
+        )
         try:
             items, _ = self.kube.list_objects(resource, namespace=namespace, label_selector=label_selector)
         except KubeError as error:

@@ -363,13 +363,6 @@ class Kube:
         body = {"preconditions": {"uid": uid}, "propagationPolicy": "Background"}
         return self._raw(self.core.delete_namespaced_pod, name, namespace, body=body)
 
-    def list_events(self, namespace: str) -> list[Obj]:
-        """core/v1 Events of a namespace (one page of at most `LIST_PAGE_SIZE`, the newest matter)."""
-        items: list[Obj] = (
-            self._raw(self.core.list_namespaced_event, namespace, limit=LIST_PAGE_SIZE).get("items") or []
-        )
-        return items
-
     def get_jobset(self, namespace: str, name: str, timeout: float | None = None) -> Obj:
         return self._raw(
             self.custom.get_namespaced_custom_object,

@@ -40,13 +40,13 @@ log = logging.getLogger(__name__)
 
 
 class NodeLabelSource(Protocol):
-    def keys(self) -> frozenset[str]: ...
+    def label_keys(self) -> frozenset[str]: ...
 
 
 class NoNodeLabels:
     """No node known: no topology warning."""
 
-    def keys(self) -> frozenset[str]:
+    def label_keys(self) -> frozenset[str]:
         return frozenset()
 
 
@@ -170,7 +170,7 @@ class Admission:
             take_over_jobset=self.take_over_jobset,
             all_or_nothing=self.all_or_nothing,
         )
-        verdict = with_topology_warning(verdict, job, self.node_labels.keys())
+        verdict = with_topology_warning(verdict, job, self.node_labels.label_keys())
         return self._done(request, verdict, mutating=True, job=job_name)
 
     async def validate_jobsets(self, request: AdmissionRequest) -> Handled:
@@ -181,7 +181,7 @@ class Admission:
         verdict = validate_jobset(
             jobset,
             default_all_or_nothing=self.all_or_nothing,
-            node_label_keys=self.node_labels.keys(),
+            node_label_keys=self.node_labels.label_keys(),
             old=request.get("oldObject") if request["operation"] == "UPDATE" else None,
         )
         return self._done(request, verdict, mutating=False)

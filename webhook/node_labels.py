@@ -22,7 +22,7 @@ class NodeLabelKeys:
         self._counts: Counter[str] = Counter()
         self._lock = threading.Lock()
 
-    def keys(self) -> frozenset[str]:
+    def label_keys(self) -> frozenset[str]:
         with self._lock:
             return frozenset(self._counts)
 

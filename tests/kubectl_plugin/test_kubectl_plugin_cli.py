@@ -83,7 +83,9 @@ def test_an_unknown_context_or_kubeconfig_is_one_line(
     assert capsys.readouterr().err == f"error: kubeconfig {tmp_path / 'missing'} does not exist\n"
     assert main(["status", "--kubeconfig", str(sim.kubeconfig_path), "--context", "nope"]) == 1
     err = capsys.readouterr().err
-    assert err.startswith("error: kubeconfig ") and "nope" in err and err.count("\n") == 1
+    assert err.startswith("error: kubeconfig ")
+    assert "nope" in err
+    assert err.count("\n") == 1
 
 
 def test_an_unreachable_api_server_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

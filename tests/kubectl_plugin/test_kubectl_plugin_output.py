@@ -151,8 +151,8 @@ def test_explain_job_shows_the_steps_the_scheduler_and_what_would_unblock_it() -
     assert "Waiting for:     leader-unschedulable" in lines
     assert f"  leader pod b-0-xyz: Unschedulable: {UNSCHEDULABLE}" in lines
     assert (
-        f"  - a {POOL} domain freeing up: held are pool-0 by {NS}/a; one frees when its Job completes or is deleted"
-        in lines
+        f"  - a {POOL} domain freeing up: held are pool-0 by {NS}/a; one frees when its Job completes or is "
+        "deleted" in lines
     )
     assert "  - uncordoning pool-1 (kubectl uncordon)" in lines
     assert f"  Warning FailedScheduling pod/b-0-xyz (x3): {UNSCHEDULABLE}" in lines

@@ -34,7 +34,7 @@ def with_pools(fake_api: FakeKubeApi) -> Iterator[Running]:
     webhook = build(settings_for(fake_api.url))
     with AsgiClient(webhook.app) as client:
         eventually(lambda: client.get("/readyz").status_code == 200, "the webhook ready")
-        eventually(lambda: GKE_NODEPOOL_LABEL in webhook.node_labels.keys(), "node labels known")
+        eventually(lambda: GKE_NODEPOOL_LABEL in webhook.node_labels.label_keys(), "node labels known")
         yield Running(client, webhook, fake_api)
 
 
@@ -88,8 +88,8 @@ def test_a_topology_key_no_node_carries_is_warned_about_on_jobsets_and_jobs(with
     response = with_pools.post("/validate-jobsets", jobset_review(jobset))["response"]
     assert response["allowed"] is True
     assert response["warnings"] == [
-        "exclusive placement: no node carries the label cloud.google.com/gke-nodepol (the topology key), so the "
-        f"leader cannot be scheduled until one does; did you mean {GKE_NODEPOOL_LABEL}?"
+        "exclusive placement: no node carries the label cloud.google.com/gke-nodepol (the topology key), so "
+        f"the leader cannot be scheduled until one does; did you mean {GKE_NODEPOOL_LABEL}?"
     ]
     job = fixture_review("indexed-job.json")
     assert (
@@ -112,13 +112,13 @@ def test_node_label_keys_follow_the_informers_events() -> None:
     keys = NodeLabelKeys()
     a, b = node_obj("a", "pool-a"), node_obj("b", None)
     keys.on_relist([a, b])
-    assert keys.keys() == {GKE_NODEPOOL_LABEL, HOSTNAME_LABEL}
+    assert keys.label_keys() == {GKE_NODEPOOL_LABEL, HOSTNAME_LABEL}
     keys.on_delete(a)
-    assert keys.keys() == {HOSTNAME_LABEL}
+    assert keys.label_keys() == {HOSTNAME_LABEL}
     relabelled = node_obj("b", "pool-b")
     keys.on_upsert(b, relabelled)
-    assert keys.keys() == {GKE_NODEPOOL_LABEL, HOSTNAME_LABEL}
+    assert keys.label_keys() == {GKE_NODEPOOL_LABEL, HOSTNAME_LABEL}
     keys.on_upsert(relabelled, b)
-    assert keys.keys() == {HOSTNAME_LABEL}
+    assert keys.label_keys() == {HOSTNAME_LABEL}
     keys.on_relist([])
-    assert keys.keys() == frozenset()
+    assert keys.label_keys() == frozenset()
