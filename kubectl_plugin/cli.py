@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 import threading
 from collections.abc import Callable, Sequence
@@ -181,5 +182,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return READ_ERROR
     except KeyboardInterrupt:
         return 0
+    except BrokenPipeError:
+        # The reader went away (`| head`): say nothing more, as the docs of `signal` advise.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return READ_ERROR
     finally:
         cluster.close()

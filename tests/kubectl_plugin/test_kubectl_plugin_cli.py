@@ -4,6 +4,9 @@ tests/e2e/test_operator_experience.py."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -106,3 +109,23 @@ def test_an_unreachable_api_server_is_one_line(tmp_path: Path, capsys: pytest.Ca
     err = capsys.readouterr().err
     assert err.startswith("error: cannot list nodes: the API server is unreachable")
     assert err.count("\n") == 1
+
+
+def test_a_reader_that_goes_away_gets_no_traceback(sim: KubesimServer) -> None:
+    """`kubectl exclusive-placement status -o json | head -1`: the pipe closes before the output ends."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        result = subprocess.run(
+            [sys.executable, "-m", "kubectl_plugin", "status", "-A", "-o", "json"],
+            env={**os.environ, "KUBECONFIG": str(sim.kubeconfig_path)},
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    finally:
+        os.close(write_end)
+    assert result.returncode == 1
+    assert result.stderr == ""
