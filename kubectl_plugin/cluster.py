@@ -17,7 +17,7 @@ from pathlib import Path
 from kubernetes import config
 
 from kubekit.client import Kube, KubeError, Resource, Timeouts, build_api_client
-from kubekit.informer import Informer
+from kubekit.informer import Informer, OnAnyChange
 from placement.constants import JOB_KEY_LABEL, JOB_NAME_LABEL, JOBSET_NAME_LABEL
 from placement.objects import Obj
 from placement.status import Snapshot
@@ -134,7 +134,7 @@ class Cluster:
         """Call `on_change` with a fresh snapshot whenever a node, exclusive pod or Job in scope changes,
         until `stop` is set. The caller has made one `snapshot` first: errors surface there, not here."""
         changed = threading.Event()
-        signal = _Signal(changed)
+        signal = OnAnyChange(changed.set)
         informers = [
             Informer(self.kube, "nodes", name="nodes", namespace=None, label_selector=None, handler=signal),
             Informer(
@@ -159,19 +159,3 @@ class Cluster:
                 informer.stop()
             for informer in informers:
                 informer.join(SYNC_SECONDS)
-
-
-class _Signal:
-    """An informer handler that only says that something changed."""
-
-    def __init__(self, changed: threading.Event) -> None:
-        self._changed = changed
-
-    def on_upsert(self, old: Obj | None, new: Obj) -> None:
-        self._changed.set()
-
-    def on_delete(self, old: Obj) -> None:
-        self._changed.set()
-
-    def on_relist(self, objects: list[Obj]) -> None:
-        self._changed.set()

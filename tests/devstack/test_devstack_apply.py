@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -13,14 +14,20 @@ from devstack.__main__ import main
 from devstack.kube import KubeClient, UnservedKind
 from kubesim.testing import KubesimServer
 
-CONFIG_MAP = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "settings"}, "data": {"a": "1"}}
-SERVICE = {
+Obj = dict[str, Any]
+CONFIG_MAP: Obj = {
+    "apiVersion": "v1",
+    "kind": "ConfigMap",
+    "metadata": {"name": "settings"},
+    "data": {"a": "1"},
+}
+SERVICE: Obj = {
     "apiVersion": "v1",
     "kind": "Service",
     "metadata": {"name": "trainer"},
     "spec": {"ports": [{"port": 80}]},
 }
-QUEUE = {
+QUEUE: Obj = {
     "apiVersion": "kueue.x-k8s.io/v1beta1",
     "kind": "ClusterQueue",
     "metadata": {"name": "cq"},
@@ -36,11 +43,11 @@ def client() -> Iterator[KubeClient]:
 
 @pytest.mark.parametrize(("obj", "collection"), [(CONFIG_MAP, "configmaps"), (SERVICE, "services")])
 def test_kinds_outside_devstacks_table_are_found_in_discovery(
-    client: KubeClient, obj: dict[str, object], collection: str
+    client: KubeClient, obj: Obj, collection: str
 ) -> None:
     created = client.create(obj, namespace="default")
     assert (created["kind"], created["metadata"]["namespace"]) == (obj["kind"], "default")
-    assert created["metadata"]["name"] == obj["metadata"]["name"]  # type: ignore[index]
+    assert created["metadata"]["name"] == obj["metadata"]["name"]
     assert client.served_type(str(obj["apiVersion"]), str(obj["kind"])).plural == collection
 
 
@@ -63,13 +70,19 @@ def test_a_kind_the_api_server_does_not_serve_is_named(
     assert str(refused.value) == message
 
 
+def demo(tmp_path: Path, *objects: Obj) -> int:
+    """`devstack demo -f` a manifest of `objects`, on the smallest cluster."""
+    manifest = tmp_path / "manifest.yaml"
+    manifest.write_text(yaml.safe_dump_all(objects))
+    return main(
+        ["demo", "-f", str(manifest), "--nodes", "2", "--pools", "1", "--workdir", str(tmp_path / "w")]
+    )
+
+
 def test_run_f_creates_what_it_can_and_names_what_it_cannot(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    manifest = tmp_path / "mixed.yaml"
-    manifest.write_text(yaml.safe_dump_all([CONFIG_MAP, QUEUE]))
-    argv = ["demo", "-f", str(manifest), "--nodes", "2", "--pools", "1", "--workdir", str(tmp_path / "w")]
-    assert main(argv) == 1
+    assert demo(tmp_path, CONFIG_MAP, QUEUE) == 1
     out, err = capsys.readouterr()
     assert "created ConfigMap default/settings" in out
     assert err == (
@@ -81,10 +94,7 @@ def test_run_f_creates_what_it_can_and_names_what_it_cannot(
 def test_a_manifest_without_jobs_has_nothing_to_place(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    manifest = tmp_path / "settings.yaml"
-    manifest.write_text(yaml.safe_dump_all([CONFIG_MAP, SERVICE]))
-    argv = ["demo", "-f", str(manifest), "--nodes", "2", "--pools", "1", "--workdir", str(tmp_path / "w")]
-    assert main(argv) == 0
+    assert demo(tmp_path, CONFIG_MAP, SERVICE) == 0
     out = capsys.readouterr().out
     assert "created Service default/trainer" in out
     assert out.rstrip().endswith("nothing to place: the manifests hold no Job or JobSet")

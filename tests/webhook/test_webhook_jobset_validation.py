@@ -17,11 +17,15 @@ from placement.constants import (
     JOBSET_GROUP,
     JOBSET_KIND,
     JOBSET_VERSION,
+    RESIZE_LABEL,
+    STRATEGY_ANNOTATION,
     TOPOLOGY_ANNOTATION,
 )
+from placement.patch import apply
 from tests.support.waiting import eventually
-from tests.webhook.webhook_support import Running, fixture_review, node_obj, settings_for
+from tests.webhook.webhook_support import Running, fixture_review, jobset_of_fixture, node_obj, settings_for
 from webhook.node_labels import NodeLabelKeys
+from webhook.review import decode_patch
 from webhook.server import build
 from webhook.testing import AsgiClient, FakeKubeApi
 
@@ -122,3 +126,16 @@ def test_node_label_keys_follow_the_informers_events() -> None:
     assert keys.label_keys() == {HOSTNAME_LABEL}
     keys.on_relist([])
     assert keys.label_keys() == frozenset()
+
+
+def test_a_jobsets_own_strategy_is_the_default_of_its_child_jobs(running: Running) -> None:
+    """Read with the JobSet (one GET, as its startup order and all-or-nothing are)."""
+    owner = jobset_of_fixture()
+    owner["metadata"]["annotations"] = {STRATEGY_ANNOTATION: "scheduling-gate"}
+    running.api.put("jobsets", owner)
+    review = fixture_review("jobset-child-job.json")
+    answer = running.post("/mutate-jobs", review)
+    job = apply(review["request"]["object"], decode_patch(answer))  # type: ignore[arg-type]
+    assert job["spec"]["template"]["metadata"]["annotations"][STRATEGY_ANNOTATION] == "scheduling-gate"
+    assert RESIZE_LABEL not in (job["metadata"].get("labels") or {})
+    assert job["spec"]["completions"] == review["request"]["object"]["spec"]["completions"]
