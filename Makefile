@@ -23,8 +23,8 @@ $(STAMP): requirements.txt requirements-sim.txt requirements-dev.txt pyproject.t
 
 venv: $(STAMP) ## Create .venv from the pinned requirements (product, sim extra and dev tools) and install the project
 
-test: $(STAMP) ## Run the whole test suite (quick benchmark variants included) on TEST_WORKERS processes
-	$(PY) -m pytest -n $(TEST_WORKERS) $(PYTEST_ARGS)
+test: $(STAMP) kube ## Run the whole test suite (the kube tier and quick benchmark variants included) on TEST_WORKERS processes
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
 test-slow: $(STAMP) ## Run only the slow tests (scale runs, full benchmarks)
 	$(PY) -m pytest -m slow $(PYTEST_ARGS)
@@ -78,10 +78,13 @@ helm-lint: $(STAMP) ## helm lint --strict of the chart, no helm binary needed (H
 helm-template: $(STAMP) ## The manifests the chart renders (helm template, no helm binary; cert-manager mode: no key printed)
 	$(PY) -m devstack chart template --set certs.mode=cert-manager
 
+kube: $(STAMP) ## Build the real control plane (kube-apiserver, KCM, scheduler, etcd, kwok, JobSet) from cluster/go.mod into .cache/kube
+	@$(PY) -m devstack.controlplane build
+
 kubesim: $(STAMP) ## Run kubesim alone on :6443 (kubeconfig in .kubesim/kubeconfig)
 	$(PY) -m kubesim serve --port 6443
 
 clean: ## Remove the venv, caches and dev state
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis .kubesim .dev .bench-quick .bench
 
-.PHONY: help venv test test-slow lint fmt certs run demo bench bench-quick bench-webhook bench-resizer bench-scale soak helm-lint helm-template kubesim clean
+.PHONY: help venv kube test test-slow lint fmt certs run demo bench bench-quick bench-webhook bench-resizer bench-scale soak helm-lint helm-template kubesim clean

@@ -1,4 +1,8 @@
-"""`python -m devstack run|demo`: the whole system on the embedded cluster (kubesim + webhook + resizer).
+"""`python -m devstack run|demo`: the whole system locally (a control plane + webhook + resizer).
+
+The control plane is kubesim (the default: embedded, starts in a second) or, with `--control-plane kube`,
+the real one built by `make kube`: etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok's
+fake nodes and JobSet's controller and webhooks.
 
 run   brings the stack up, applies a manifest (default examples/jobset-exclusive.yaml), shows progress and
       the placement table, then keeps serving until Ctrl-C (kubectl works against the printed kubeconfig),
@@ -17,7 +21,10 @@ from pathlib import Path
 from typing import Any
 
 from devstack import chart
+from devstack.clusters import CONTROL_PLANES
 from devstack.commands import KubesimFlags
+from devstack.controlplane.binaries import MissingBinaries, require_built
+from devstack.controlplane.versions import pinned_versions
 from devstack.demo import apply, apply_and_follow, follow_forever
 from devstack.interrupts import handle_stop_signals
 from devstack.processes import ProcessError
@@ -70,7 +77,26 @@ def build_parser() -> argparse.ArgumentParser:
             default=DEFAULT_STRATEGY,
             help="webhook default strategy (default: %(default)s)",
         )
-        cmd.add_argument("--nodes", type=int, default=32, help="simulated nodes (default: %(default)s)")
+        cmd.add_argument(
+            "--control-plane",
+            choices=CONTROL_PLANES,
+            default="kubesim",
+            help="kubesim (embedded) or kube (the real control plane built by `make kube`) "
+            "(default: %(default)s)",
+        )
+        cmd.add_argument(
+            "--controller-manager-qps",
+            type=float,
+            default=None,
+            help="--control-plane kube: raise kube-controller-manager's client limit above upstream's 20 qps",
+        )
+        cmd.add_argument(
+            "--controller-manager-burst",
+            type=int,
+            default=None,
+            help="--control-plane kube: raise kube-controller-manager's burst above upstream's 30",
+        )
+        cmd.add_argument("--nodes", type=int, default=32, help="nodes (default: %(default)s)")
         cmd.add_argument("--pools", type=int, default=8, help="node pools (default: %(default)s)")
         cmd.add_argument("--gpus-per-node", type=int, default=8, help="default: %(default)s")
         cmd.add_argument(
@@ -142,7 +168,20 @@ def options_from(args: argparse.Namespace) -> StackOptions:
         jobset_takeover=args.jobset_takeover,
         resizer_replicas=args.resizer_replicas,
         workdir=args.workdir.resolve(),
+        control_plane=args.control_plane,
+        controller_manager_qps=args.controller_manager_qps,
+        controller_manager_burst=args.controller_manager_burst,
     )
+
+
+def describe_control_plane(args: argparse.Namespace) -> str:
+    if args.control_plane == "kube":
+        versions = pinned_versions()
+        return (
+            f"Kubernetes {versions.kubernetes} with kwok and JobSet {versions.jobset} "
+            f"({args.nodes} nodes, {args.pools} pools)"
+        )
+    return f"kubesim ({args.nodes} nodes, {args.pools} pools, time scale {args.time_scale})"
 
 
 def echo(line: str) -> None:
@@ -193,17 +232,22 @@ def main(argv: list[str] | None = None) -> int:
     try:
         options = options_from(args)
         objects = load_manifests(args.manifest)
-    except (ValueError, PlacementError) as err:
+        if options.control_plane == "kube":
+            require_built()
+    except (ValueError, PlacementError, MissingBinaries) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     with handle_stop_signals():  # Ctrl-C or SIGTERM: the clean stop, from any safe point
         try:
             echo(
-                f"starting kubesim ({args.nodes} nodes, {args.pools} pools, time scale {args.time_scale}), "
-                f"webhook (default strategy {args.strategy}) and resizer; logs in {options.workdir}/logs"
+                f"starting {describe_control_plane(args)}, webhook (default strategy {args.strategy}) and "
+                f"resizer; logs in {options.workdir}/logs"
             )
             with Stack(options) as stack:
-                echo(f"kubesim {stack.server}  webhook {stack.webhook_url}  kubeconfig {stack.kubeconfig}")
+                echo(
+                    f"{args.control_plane} {stack.server}  webhook {stack.webhook_url}  "
+                    f"kubeconfig {stack.kubeconfig}"
+                )
                 start = time.monotonic()
                 last = place(stack, objects, args)
                 if args.command == "demo":

@@ -45,6 +45,16 @@ def certs_command(out_dir: Path, *, python: str | None = None) -> list[str]:
     ]
 
 
+def _connection(server: str | None, kubeconfig: Path | None) -> list[str]:
+    if server is not None and kubeconfig is not None:
+        raise ValueError("give a component either a server URL or a kubeconfig, not both")
+    if server is not None:
+        return ["--server", server]
+    if kubeconfig is not None:
+        return ["--kubeconfig", str(kubeconfig)]
+    return []
+
+
 @dataclass(frozen=True)
 class KubesimFlags:
     """Simulated cluster shape; see `python -m kubesim serve --help` for every flag."""
@@ -120,13 +130,15 @@ def webhook_command(
     *,
     port: int,
     cert_dir: Path,
-    server: str,
+    server: str | None,
+    kubeconfig: Path | None = None,
     default_strategy: str | None = None,
     jobset_takeover: bool = True,
     python: str | None = None,
     extra_args: Sequence[str] = (),
 ) -> list[str]:
     """The admission webhook over TLS; ready when `GET https://127.0.0.1:PORT/readyz` answers 200.
+    It reaches the API server at `server` (a plain URL: kubesim) or through `kubeconfig` (a real cluster).
     `default_strategy=None` leaves the webhook's own default; `jobset_takeover=False` adds
     `--no-jobset-takeover` (JobSet's webhooks then act on the pods too)."""
     argv = [
@@ -139,8 +151,7 @@ def webhook_command(
         str(port),
         "--cert-dir",
         str(cert_dir),
-        "--server",
-        server,
+        *_connection(server, kubeconfig),
     ]
     if default_strategy is not None:
         argv += ["--default-strategy", default_strategy]
@@ -154,18 +165,17 @@ def resizer_command(
     server: str | None,
     metrics_port: int,
     leader_elect: bool,
+    kubeconfig: Path | None = None,
     lease_namespace: str = RELEASE_NAMESPACE,
     python: str | None = None,
     extra_args: Sequence[str] = (),
 ) -> list[str]:
     """The resizer; ready when `GET http://127.0.0.1:METRICS_PORT/readyz` answers 200.
 
-    `server=None` omits `--server` (the resizer then uses a `--kubeconfig` from `extra_args`, or its own
-    default). One replica runs without leader election; several replicas elect a leader through a Lease in
-    `lease_namespace` (which must exist)."""
-    argv = [*_python(python), "-m", "resizer"]
-    if server is not None:
-        argv += ["--server", server]
+    It reaches the API server at `server` (kubesim) or through `kubeconfig`; with neither, the resizer
+    uses its own default (`$KUBECONFIG`, in-cluster, `~/.kube/config`). One replica runs without leader
+    election; several replicas elect a leader through a Lease in `lease_namespace` (which must exist)."""
+    argv = [*_python(python), "-m", "resizer", *_connection(server, kubeconfig)]
     argv += [
         "--metrics-host",
         LOCAL_HOST,

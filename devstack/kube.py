@@ -1,16 +1,24 @@
 """A small synchronous REST client for the handful of kinds devstack and the benchmarks touch.
 
-Plain dicts in, plain dicts out, over httpx: the stack talks to kubesim exactly as any client would.
-`create` takes any kind the API server serves: a kind outside the table below is looked up in discovery
-(its apiVersion's resource list), as kubectl does.
+Plain dicts in, plain dicts out, over httpx: the stack talks to kubesim (plain HTTP, no credentials) and to
+the real API server (TLS, a client certificate or a bearer token from a kubeconfig) exactly as any client
+would. `create` takes any kind the API server serves: a kind outside the table below is looked up in
+discovery (its apiVersion's resource list), as kubectl does.
 """
 
 from __future__ import annotations
 
+import json
+import ssl
+from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import httpx
+import yaml
+
+Items = list[dict[str, Any]]
 
 
 @dataclass(frozen=True)
@@ -28,6 +36,9 @@ RESOURCE_TYPES: dict[str, ResourceType] = {
     "Job": ResourceType("apis/batch/v1", "jobs", True),
     "JobSet": ResourceType("apis/jobset.x-k8s.io/v1alpha2", "jobsets", True),
     "Lease": ResourceType("apis/coordination.k8s.io/v1", "leases", True),
+    "CustomResourceDefinition": ResourceType(
+        "apis/apiextensions.k8s.io/v1", "customresourcedefinitions", False
+    ),
     "PriorityClass": ResourceType("apis/scheduling.k8s.io/v1", "priorityclasses", False),
     "ServiceAccount": ResourceType("api/v1", "serviceaccounts", True),
     "ClusterRole": ResourceType("apis/rbac.authorization.k8s.io/v1", "clusterroles", False),
@@ -74,10 +85,51 @@ class UnservedKind(ValueError):
     """The API server serves no such kind: the message says which apiVersion and kind."""
 
 
+@dataclass(frozen=True)
+class Credentials:
+    """How to reach an API server over TLS: the CA that signed it, and a client certificate or a token."""
+
+    ca_file: Path
+    client_cert: tuple[Path, Path] | None = None
+    token: str | None = None
+
+    def ssl_context(self) -> ssl.SSLContext:
+        context = ssl.create_default_context(cafile=str(self.ca_file))
+        if self.client_cert is not None:
+            context.load_cert_chain(str(self.client_cert[0]), str(self.client_cert[1]))
+        return context
+
+
+def kubeconfig_credentials(path: Path) -> tuple[str, Credentials]:
+    """The server and credentials of a kubeconfig's current context (file paths, not inline data)."""
+    config = yaml.safe_load(path.read_text())
+    context_name = config["current-context"]
+    context = next(c["context"] for c in config["contexts"] if c["name"] == context_name)
+    cluster = next(c["cluster"] for c in config["clusters"] if c["name"] == context["cluster"])
+    user = next(u["user"] for u in config["users"] if u["name"] == context["user"])
+    client_cert = None
+    if "client-certificate" in user:
+        client_cert = (Path(user["client-certificate"]), Path(user["client-key"]))
+    return cluster["server"], Credentials(
+        ca_file=Path(cluster["certificate-authority"]), client_cert=client_cert, token=user.get("token")
+    )
+
+
 class KubeClient:
-    def __init__(self, server: str, *, timeout: float = 30.0):
+    def __init__(self, server: str, *, timeout: float = 30.0, credentials: Credentials | None = None):
         self.server = server
-        self._http = httpx.Client(base_url=server, timeout=timeout, headers={"User-Agent": "devstack"})
+        headers = {"User-Agent": "devstack"}
+        verify: ssl.SSLContext | bool = True
+        if credentials is not None:
+            verify = credentials.ssl_context()
+            if credentials.token:
+                headers["Authorization"] = f"Bearer {credentials.token}"
+        self._http = httpx.Client(base_url=server, timeout=timeout, headers=headers, verify=verify)
+
+    @classmethod
+    def from_kubeconfig(cls, path: Path, *, timeout: float = 30.0) -> KubeClient:
+        server, credentials = kubeconfig_credentials(path)
+        return cls(server, timeout=timeout, credentials=credentials)
 
     def close(self) -> None:
         self._http.close()
@@ -162,6 +214,61 @@ class KubeClient:
         except KubeError as err:
             if err.status != 404:
                 raise
+
+    def patch(
+        self,
+        kind: str,
+        name: str,
+        body: dict[str, Any],
+        *,
+        namespace: str | None = None,
+        subresource: str = "",
+        patch_type: str = "application/merge-patch+json",
+    ) -> dict[str, Any]:
+        path = f"{collection_path(kind, namespace)}/{name}" + (f"/{subresource}" if subresource else "")
+        return self._request("PATCH", path, json=body, headers={"Content-Type": patch_type})
+
+    def list_with_version(self, kind: str, *, namespace: str | None = None) -> tuple[Items, str]:
+        """The items and the list's resourceVersion, to watch from."""
+        listed = self._request("GET", collection_path(kind, namespace))
+        return listed["items"], str(listed["metadata"]["resourceVersion"])
+
+    def watch(
+        self, kind: str, *, namespace: str | None = None, resource_version: str, timeout_seconds: int = 600
+    ) -> Iterator[tuple[str, dict[str, Any]]]:
+        """(type, object) of every event from `resource_version` on, until the server ends the watch or
+        the caller stops iterating."""
+        params = {
+            "watch": "true",
+            "resourceVersion": resource_version,
+            "timeoutSeconds": str(timeout_seconds),
+        }
+        with self._http.stream(
+            "GET", collection_path(kind, namespace), params=params, timeout=httpx.Timeout(10.0, read=None)
+        ) as response:
+            if response.status_code >= 400:
+                raise KubeError(response.status_code, "", response.read().decode(errors="replace")[:500])
+            for line in response.iter_lines():
+                if line.strip():
+                    event = json.loads(line)
+                    yield event["type"], event["object"]
+
+    def request_token(self, namespace: str, service_account: str, *, seconds: int) -> str:
+        """A token of `service_account` (TokenRequest), as a Pod's projected token would be."""
+        body = {
+            "apiVersion": "authentication.k8s.io/v1",
+            "kind": "TokenRequest",
+            "spec": {"expirationSeconds": seconds},
+        }
+        path = f"/api/v1/namespaces/{namespace}/serviceaccounts/{service_account}/token"
+        return str(self._request("POST", path, json=body)["status"]["token"])
+
+    def text(self, path: str) -> str:
+        """A non-JSON endpoint (`/metrics`, `/readyz`), as text; `KubeError` on an error status."""
+        response = self._http.get(path)
+        if response.status_code >= 400:
+            raise KubeError(response.status_code, "", response.text[:500])
+        return response.text
 
     def stats(self) -> dict[str, Any]:
         """kubesim's counters (`GET /debug/stats`)."""

@@ -1,14 +1,17 @@
-"""`Stack`: kubesim + webhook + resizer as separate local processes, wired like a real install.
+"""`Stack`: a control plane + webhook + resizer as separate local processes, wired like a real install.
 
-    with Stack(StackOptions(pools=4, nodes=16)) as stack:
-        stack.client.create(jobset)        # talks to kubesim at stack.server
+    with Stack(StackOptions(cluster=KubesimFlags(nodes=16, pools=4))) as stack:
+        stack.client.create(jobset)        # talks to the API server at stack.server
         ...                                # every process is stopped on exit, even on Ctrl-C
 
-Start order: the workdir's lock (one stack per workdir: `devstack.workdir`), certificates, kubesim (port
-chosen by itself), the webhook (TLS, ready when its caches are synced), the chart's webhook configurations
-pointed at the local webhook, then the resizer replicas.
-On stop every process group gets SIGTERM at once (then SIGKILL after a grace period). Each process also
-dies with devstack if devstack is killed, so nothing is left behind.
+The control plane is kubesim (`control_plane="kubesim"`, the default) or the real one built by `make kube`
+(`control_plane="kube"`: etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok and JobSet;
+devstack.clusters). Start order: the workdir's lock (one stack per workdir: `devstack.workdir`),
+certificates, the control plane, the release namespace (and on the real cluster the chart's ServiceAccounts
+and RBAC, with a token for each process), the webhook (TLS, ready when its caches are synced), the chart's
+webhook configurations pointed at the local webhook, then the resizer replicas. On stop every process group
+gets SIGTERM at once (then SIGKILL after a grace period). Each process also dies with devstack if devstack
+is killed, so nothing is left behind.
 """
 
 from __future__ import annotations
@@ -16,7 +19,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import re
 import shutil
 import signal
 import subprocess
@@ -30,31 +32,37 @@ from types import TracebackType
 import httpx
 
 from certs.files import ca_bundle_b64
+from devstack.clusters import CONTROL_PLANES, Cluster, KubeCluster, KubesimCluster
 from devstack.commands import (
     LOCAL_HOST,
     RELEASE_NAMESPACE,
     KubesimFlags,
     certs_command,
-    kubesim_command,
     resizer_command,
     webhook_command,
 )
+from devstack.controlplane.cluster import KubeClusterOptions
 from devstack.kube import KubeClient, KubeError
 from devstack.ports import free_port
 from devstack.processes import ManagedProcess, ProcessError, stop_all
-from devstack.readiness import wait_for_log_line, wait_http_ok
-from devstack.webhooks import local_webhook_configurations
+from devstack.readiness import wait_http_ok
+from devstack.webhooks import chart_values, local_webhook_configurations, render_chart
 from devstack.workdir import WorkdirClaim
 from placement.constants import DEFAULT_STRATEGY, STRATEGIES
 
 log = logging.getLogger(__name__)
 
-KUBESIM_LISTENING = re.compile(r"kubesim listening on (?P<url>http://\S+) kubeconfig=(?P<kubeconfig>\S+)")
-
 
 @dataclass(frozen=True)
 class StackOptions:
     cluster: KubesimFlags = field(default_factory=KubesimFlags)
+    """The cluster's shape (nodes, pools, GPUs: both control planes) and kubesim's own settings."""
+    control_plane: str = "kubesim"
+    """`kubesim` (embedded, starts in a second) or `kube` (the real control plane built by `make kube`)."""
+    controller_manager_qps: float | None = None
+    """`kube` only: raise kube-controller-manager's client limit above upstream's 20 qps (said on start)."""
+    controller_manager_burst: int | None = None
+    """`kube` only: raise its burst above upstream's 30."""
     default_strategy: str = DEFAULT_STRATEGY
     """Strategy for Jobs without an `exclusive-placement.io/strategy` annotation."""
     jobset_takeover: bool = True
@@ -76,6 +84,19 @@ class StackOptions:
             raise ValueError(f"unknown strategy {self.default_strategy!r}; valid: {', '.join(STRATEGIES)}")
         if self.resizer_replicas < 0:
             raise ValueError(f"resizer replicas must be >= 0, got {self.resizer_replicas}")
+        if self.control_plane not in CONTROL_PLANES:
+            raise ValueError(
+                f"unknown control plane {self.control_plane!r}; valid: {', '.join(CONTROL_PLANES)}"
+            )
+
+    def kube_cluster(self) -> KubeClusterOptions:
+        return KubeClusterOptions(
+            nodes=self.cluster.nodes,
+            pools=self.cluster.pools,
+            gpus_per_node=self.cluster.gpus_per_node,
+            controller_manager_qps=self.controller_manager_qps,
+            controller_manager_burst=self.controller_manager_burst,
+        )
 
 
 @contextlib.contextmanager
@@ -98,10 +119,8 @@ class Stack:
         self.options = options or StackOptions()
         self._tempdir: str | None = None
         self.workdir = self.options.workdir or Path(".")
-        self.server = ""
-        self.kubeconfig = Path()
         self.webhook_url = ""
-        self.kubesim: ManagedProcess | None = None
+        self.cluster: Cluster | None = None
         self.webhook: ManagedProcess | None = None
         self.resizers: list[ManagedProcess] = []
         self.resizer_metrics_ports: list[int] = []
@@ -122,13 +141,27 @@ class Stack:
         return self.cert_dir / "ca.crt"
 
     @property
+    def server(self) -> str:
+        return self.cluster.server if self.cluster is not None else ""
+
+    @property
+    def kubeconfig(self) -> Path:
+        """A kubeconfig for kubectl: kubesim's, or the real cluster's admin credentials."""
+        return self.cluster.kubeconfig if self.cluster is not None else Path()
+
+    @property
+    def kubesim(self) -> ManagedProcess | None:
+        return self.cluster.process if isinstance(self.cluster, KubesimCluster) else None
+
+    @property
     def client(self) -> KubeClient:
         if self._client is None:
             raise ProcessError("the stack is not started")
         return self._client
 
     def processes(self) -> list[ManagedProcess]:
-        return [p for p in (self.kubesim, self.webhook, *self.resizers) if p is not None]
+        cluster = self.cluster.processes() if self.cluster is not None else []
+        return [p for p in (*cluster, self.webhook, *self.resizers) if p is not None]
 
     # --- lifecycle -----------------------------------------------------------------------------------
     def __enter__(self) -> Stack:
@@ -151,11 +184,11 @@ class Stack:
         self._claim = WorkdirClaim(self.workdir)
         self._claim.acquire()
         self._generate_certs()
-        self._start_kubesim()
+        self._client = self._start_cluster()
         self._claim.describe(
-            f"the devstack of pid {os.getpid()} (kubesim {self.server}, kubeconfig {self.kubeconfig})"
+            f"the devstack of pid {os.getpid()} ({self.options.control_plane} {self.server}, "
+            f"kubeconfig {self.kubeconfig})"
         )
-        self._client = KubeClient(self.server)
         self._ensure_release_namespace()
         self._start_webhook()
         self.register_webhooks()
@@ -175,6 +208,8 @@ class Stack:
         if self._client is not None:
             self._client.close()
             self._client = None
+        if self.cluster is not None:
+            self.cluster.close()
         if self._claim is not None:
             self._claim.release()
             self._claim = None
@@ -196,17 +231,35 @@ class Stack:
         if result.returncode != 0:
             raise ProcessError(f"certificate generation failed ({' '.join(argv)}):\n{result.stderr}")
 
-    def _start_kubesim(self) -> None:
-        kubeconfig = self.workdir / "kubeconfig"
-        argv = kubesim_command(
-            self.options.cluster, port=0, kubeconfig=kubeconfig, extra_args=self.options.kubesim_args
-        )
-        self.kubesim = ManagedProcess("kubesim", argv, self.log_dir / "kubesim.log")
-        self.kubesim.start()
-        match = wait_for_log_line(self.kubesim, KUBESIM_LISTENING, self.options.startup_timeout)
-        self.server = match["url"]
-        self.kubeconfig = Path(match["kubeconfig"])
-        wait_http_ok(self.kubesim, f"{self.server}/version", self.options.startup_timeout)
+    def _start_cluster(self) -> KubeClient:
+        options = self.options
+        if options.control_plane == "kube":
+            self.cluster = KubeCluster(
+                options.kube_cluster(),
+                workdir=self.workdir,
+                cert_dir=self.cert_dir,
+                log_dir=self.log_dir,
+                startup_timeout=options.startup_timeout,
+                chart_objects=render_chart(
+                    chart_values(ca_bundle_b64(self.ca_file), options.default_strategy)
+                ),
+            )
+        else:
+            self.cluster = KubesimCluster(
+                options.cluster,
+                workdir=self.workdir,
+                log_dir=self.log_dir,
+                startup_timeout=options.startup_timeout,
+                extra_args=options.kubesim_args,
+            )
+        return self.cluster.start()
+
+    def connection(self, component: str) -> tuple[str | None, Path | None]:
+        """How `component` (`webhook`, `resizer`) reaches the API server: kubesim's URL, or a kubeconfig
+        with the token of its ServiceAccount on the real cluster."""
+        if self.cluster is None:
+            raise ProcessError("the stack is not started")
+        return self.cluster.connection(component)
 
     def _ensure_release_namespace(self) -> None:
         """The namespace a Helm release lives in: exempt from the webhooks, holds the resizer's Lease."""
@@ -220,10 +273,12 @@ class Stack:
 
     def _start_webhook(self) -> None:
         port = free_port()
+        server, kubeconfig = self.connection("webhook")
         argv = webhook_command(
             port=port,
             cert_dir=self.cert_dir,
-            server=self.server,
+            server=server,
+            kubeconfig=kubeconfig,
             default_strategy=self.options.default_strategy,
             jobset_takeover=self.options.jobset_takeover,
         )
@@ -260,8 +315,10 @@ class Stack:
         `extra_args` are more resizer flags (e.g. `--all-or-nothing-timeout-seconds 2`)."""
         port = free_port()
         index = len(self.resizers)
+        server, kubeconfig = self.connection("resizer")
         argv = resizer_command(
-            server=self.server,
+            server=server,
+            kubeconfig=kubeconfig,
             metrics_port=port,
             leader_elect=self.options.resizer_replicas > 1,
             extra_args=extra_args,

@@ -6,7 +6,6 @@ orders every write, so "what did the workers look like when the driver was creat
 from __future__ import annotations
 
 import contextlib
-import json
 import threading
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -15,6 +14,7 @@ from typing import Any
 import httpx
 
 from devstack.exclusivity import node_domains
+from devstack.kube import KubeError
 from devstack.stack import Stack
 from placement.constants import GKE_NODEPOOL_LABEL, JOB_NAME_LABEL
 
@@ -50,13 +50,7 @@ def assert_each_job_whole_in_its_own_pool(stack: Stack, namespace: str, jobs: in
 def set_taint(stack: Stack, nodes: list[str], taint: Obj | None) -> None:
     """Replace the taints of `nodes` by `taint` (None: no taint)."""
     for name in nodes:
-        response = httpx.patch(
-            f"{stack.server}/api/v1/nodes/{name}",
-            json={"spec": {"taints": [taint] if taint else []}},
-            headers={"Content-Type": "application/merge-patch+json"},
-            timeout=10,
-        )
-        response.raise_for_status()
+        stack.client.patch("Node", name, {"spec": {"taints": [taint] if taint else []}})
 
 
 def resizer_metric(stack: Stack, name: str) -> float:
@@ -70,33 +64,29 @@ def resizer_metric(stack: Stack, name: str) -> float:
 
 @dataclass
 class Watch:
-    """A watch on one resource of one namespace, from now, in a background thread: every event in order."""
+    """A watch on one kind in one namespace, from now, in a background thread: every event in order."""
 
-    server: str
-    path: str
+    stack: Stack
+    kind: str
+    namespace: str
     events: list[tuple[str, Obj]] = field(default_factory=list)
     _thread: threading.Thread | None = None
     _stop: threading.Event = field(default_factory=threading.Event)
 
     def __enter__(self) -> Watch:
-        listed = httpx.get(f"{self.server}{self.path}", timeout=10).json()
-        version = listed["metadata"]["resourceVersion"]
+        _, version = self.stack.client.list_with_version(self.kind, namespace=self.namespace)
         self._thread = threading.Thread(target=self._follow, args=(version,), daemon=True)
         self._thread.start()
         return self
 
     def _follow(self, version: str) -> None:
-        params = {"watch": "true", "resourceVersion": version, "timeoutSeconds": "600"}
-        with (
-            contextlib.suppress(httpx.HTTPError),
-            httpx.stream("GET", f"{self.server}{self.path}", params=params, timeout=None) as response,
-        ):
-            for line in response.iter_lines():
+        with contextlib.suppress(httpx.HTTPError, KubeError):
+            for kind, obj in self.stack.client.watch(
+                self.kind, namespace=self.namespace, resource_version=version
+            ):
                 if self._stop.is_set():
                     return
-                if line.strip():
-                    event = json.loads(line)
-                    self.events.append((event["type"], event["object"]))
+                self.events.append((kind, obj))
 
     def __exit__(self, *_: object) -> None:
         self._stop.set()

@@ -13,7 +13,6 @@
 from __future__ import annotations
 
 import time
-from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
@@ -32,77 +31,26 @@ from placement.constants import (
     ALL_OR_NOTHING_TIMEOUT_REASON,
     GKE_NODEPOOL_LABEL,
     JOB_COMPLETION_INDEX_ANNOTATION,
-    JOBSET_NAME_LABEL,
     RELEASED_AT_ANNOTATION,
 )
 from placement.gang import format_time, parse_time
-from tests.e2e.jobset_e2e_support import Watch, pods_of, resizer_metric, set_taint
+from tests.e2e.all_or_nothing_support import (
+    JOBS,
+    all_or_nothing_jobset,
+    completed,
+    create_gated,
+    gated_leaders,
+    released_leaders_of,
+    run_to_completion,
+)
+from tests.e2e.jobset_e2e_support import Watch, resizer_metric, set_taint
 from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.e2e
 
 Obj = dict[str, Any]
-JOBS = 3
 CLUSTER = KubesimFlags(nodes=4, pools=4, gpus_per_node=8, time_scale=0.05, pod_run_seconds=20)
 """4 pools of one eight-GPU node; a Job of 2 four-GPU pods fills one; a pod runs 20 simulated s (1 s)."""
-
-
-def all_or_nothing_jobset(name: str, namespace: str) -> Obj:
-    jobset = exclusive_jobset(name, jobs=JOBS, pods_per_job=2, gpus_per_pod=4, namespace=namespace)
-    jobset["metadata"]["annotations"][ALL_OR_NOTHING_ANNOTATION] = "true"
-    return jobset
-
-
-class Placement:
-    """Replays the pod watch in order: which Jobs' leaders and followers of each JobSet ever bound, and the
-    most JobSets ever seen partly placed (some but not all of their Jobs' leaders bound) at one moment."""
-
-    def __init__(self) -> None:
-        self.leaders_bound: dict[str, set[str]] = defaultdict(set)
-        self.most_partial = 0
-        self.early_followers: list[str] = []
-        self.ungated_leaders_created: list[str] = []
-        self.deleted_leaders: list[str] = []
-
-    def replay(self, events: list[tuple[str, Obj]]) -> None:
-        for kind, pod in events:
-            meta = pod["metadata"]
-            jobset = meta["labels"][JOBSET_NAME_LABEL]
-            job = meta["ownerReferences"][0]["name"]
-            leader = meta["annotations"][JOB_COMPLETION_INDEX_ANNOTATION] == "0"
-            if (
-                leader
-                and kind == "ADDED"
-                and {"name": ALL_OR_NOTHING_GATE} not in (pod["spec"].get("schedulingGates") or [])
-            ):
-                self.ungated_leaders_created.append(meta["name"])
-            if leader and kind == "DELETED" and pod["status"].get("phase") != "Succeeded":
-                self.deleted_leaders.append(meta["name"])
-            if pod["spec"].get("nodeName"):
-                if leader:
-                    self.leaders_bound[jobset].add(job)
-                elif len(self.leaders_bound[jobset]) < JOBS:
-                    self.early_followers.append(meta["name"])
-            partial = sum(1 for jobs in self.leaders_bound.values() if 0 < len(jobs) < JOBS)
-            self.most_partial = max(self.most_partial, partial)
-
-
-def completed(stack: Stack, namespace: str, names: list[str]) -> bool:
-    for name in names:
-        conditions = stack.client.get("JobSet", name, namespace=namespace).get("status", {}).get("conditions")
-        if not any(c["type"] == "Completed" and c["status"] == "True" for c in conditions or []):
-            return False
-    return True
-
-
-def run_to_completion(stack: Stack, namespace: str, names: list[str], watch: Watch) -> Placement:
-    eventually(
-        lambda: completed(stack, namespace, names), "every JobSet completed", 60, ignoring=(httpx.HTTPError,)
-    )
-    stack.check_alive()
-    placement = Placement()
-    placement.replay(list(watch.events))
-    return placement
 
 
 def test_all_or_nothing_jobsets_never_hold_part_of_the_domains_they_need(
@@ -111,7 +59,7 @@ def test_all_or_nothing_jobsets_never_hold_part_of_the_domains_they_need(
     stack = stack_factory(cluster=CLUSTER)
     namespace, names = "gangs", ["a", "b", "c"]
     ensure_namespace(stack.client, namespace)
-    with Watch(stack.server, f"/api/v1/namespaces/{namespace}/pods") as watch:
+    with Watch(stack, "Pod", namespace) as watch:
         for name in names:
             stack.client.create(all_or_nothing_jobset(name, namespace))
         placement = run_to_completion(stack, namespace, names, watch)
@@ -125,32 +73,6 @@ def test_all_or_nothing_jobsets_never_hold_part_of_the_domains_they_need(
     assert resizer_metric(stack, "gang_timeouts_total") == 0
 
 
-def gated_leaders(stack: Stack, namespace: str, jobset: str) -> list[Obj]:
-    return [
-        pod
-        for pod in pods_of(stack, namespace)
-        if pod["metadata"]["labels"][JOBSET_NAME_LABEL] == jobset
-        and pod["metadata"]["annotations"][JOB_COMPLETION_INDEX_ANNOTATION] == "0"
-        and {"name": ALL_OR_NOTHING_GATE} in (pod["spec"].get("schedulingGates") or [])
-    ]
-
-
-def all_gated(stack: Stack, namespace: str, jobset: str) -> Callable[[], bool]:
-    return lambda: len(gated_leaders(stack, namespace, jobset)) == JOBS
-
-
-def create_gated(stack: Stack, namespace: str, names: list[str]) -> None:
-    """Create the all-or-nothing JobSets one by one, each once its leaders exist, gated (no resizer runs)."""
-    for name in names:
-        stack.client.create(all_or_nothing_jobset(name, namespace))
-        eventually(
-            all_gated(stack, namespace, name),
-            f"the {JOBS} leaders of {name} created, gated",
-            30,
-            ignoring=(httpx.HTTPError,),
-        )
-
-
 @pytest.mark.slow  # the SIGKILL test below covers it with the real process; this one pins exact counts
 def test_a_release_cut_short_by_a_killed_resizer_is_finished_once_by_the_next(
     stack_factory: Callable[..., Stack],
@@ -160,7 +82,7 @@ def test_a_release_cut_short_by_a_killed_resizer_is_finished_once_by_the_next(
     stack = stack_factory(cluster=replace(CLUSTER, pod_run_seconds=60), resizer_replicas=0)
     namespace, names = "crash", ["a", "b"]
     ensure_namespace(stack.client, namespace)
-    with Watch(stack.server, f"/api/v1/namespaces/{namespace}/pods") as watch:
+    with Watch(stack, "Pod", namespace) as watch:
         create_gated(stack, namespace, names)
         # What a resizer killed between its first and second gate removal leaves behind.
         first = sorted(gated_leaders(stack, namespace, "a"), key=lambda pod: str(pod["metadata"]["name"]))[0]
@@ -199,17 +121,6 @@ def test_a_release_cut_short_by_a_killed_resizer_is_finished_once_by_the_next(
     assert resizer_metric(stack, "gang_timeouts_total") == 0
 
 
-def released_leaders_of(events: list[tuple[str, Obj]], jobset: str) -> dict[str, set[str]]:
-    """Leader uid -> every released-at stamp the watch showed on it (one per gate removal)."""
-    stamps: dict[str, set[str]] = defaultdict(set)
-    for _kind, pod in events:
-        meta = pod["metadata"]
-        stamp = meta["annotations"].get(RELEASED_AT_ANNOTATION)
-        if meta["labels"][JOBSET_NAME_LABEL] == jobset and stamp is not None:
-            stamps[meta["uid"]].add(stamp)
-    return dict(stamps)
-
-
 def set_faults(stack: Stack, spec: str) -> None:
     httpx.post(f"{stack.server}/debug/faults", json={"faults": spec}, timeout=10).raise_for_status()
 
@@ -224,7 +135,7 @@ def test_a_resizer_sigkilled_between_two_gate_removals_loses_and_doubles_nothing
     stack = stack_factory(cluster=replace(CLUSTER, pod_run_seconds=60), resizer_replicas=0)
     namespace, names = "sigkill", ["a", "b"]
     ensure_namespace(stack.client, namespace)
-    with Watch(stack.server, f"/api/v1/namespaces/{namespace}/pods") as watch:
+    with Watch(stack, "Pod", namespace) as watch:
         create_gated(stack, namespace, names)
         leaders_before = {
             pod["metadata"]["uid"] for name in names for pod in gated_leaders(stack, namespace, name)
@@ -289,7 +200,7 @@ def test_a_reservation_that_cannot_bind_times_out_and_the_jobset_queues_again(
     jobset = exclusive_jobset("x", jobs=4, pods_per_job=1, gpus_per_pod=8, namespace=namespace)
     jobset["metadata"]["annotations"][ALL_OR_NOTHING_ANNOTATION] = "true"
     jobset["spec"]["replicatedJobs"][0]["template"]["spec"]["backoffLimit"] = 6  # a deleted pod is a failure
-    with Watch(stack.server, f"/api/v1/namespaces/{namespace}/pods") as watch:
+    with Watch(stack, "Pod", namespace) as watch:
         stack.client.create(jobset)
         eventually(lambda: resizer_metric(stack, "gang_timeouts_total") >= 1, "the reservation timed out", 60)
         set_taint(stack, tainted, None)

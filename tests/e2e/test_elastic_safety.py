@@ -67,7 +67,7 @@ def test_in_order_jobsets_are_not_shrunk_and_start_in_order(stack_factory: Calla
     stack = stack_factory(resizer_replicas=0)
     namespace = "in-order"
     ensure_namespace(stack.client, namespace)
-    with Watch(stack.server, f"/apis/batch/v1/namespaces/{namespace}/jobs") as jobs:
+    with Watch(stack, "Job", namespace) as jobs:
         stack.client.create(in_order_jobset("ordered", namespace))
         eventually(
             lambda: any(
@@ -209,7 +209,7 @@ def test_followers_pinned_where_a_re_created_leader_is_not_are_repaired(
     )
     assert {p["spec"]["nodeSelector"][GKE_NODEPOOL_LABEL] for p in pinned} == {old_pool}
 
-    with Watch(stack.server, f"/api/v1/namespaces/{namespace}/pods") as pods:
+    with Watch(stack, "Pod", namespace) as pods:
         stack.client.delete("Pod", first["metadata"]["name"], namespace=namespace)
         eventually(
             lambda: running_pods(stack, namespace) == 3,

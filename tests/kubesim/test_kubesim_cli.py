@@ -11,10 +11,10 @@ import pytest
 import yaml
 from kubernetes import client
 
+from devstack.clusters import KUBESIM_LISTENING
 from devstack.commands import KubesimFlags, kubesim_command
 from devstack.processes import ManagedProcess
 from devstack.readiness import wait_for_log_line
-from devstack.stack import KUBESIM_LISTENING
 from kubesim.testing import REPO_ROOT, KubesimProcess
 from tests.support.kube import kube_client, name_of
 from tests.support.waiting import eventually

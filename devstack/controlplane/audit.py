@@ -1,0 +1,75 @@
+"""The API server's audit log: one JSON event per request (the policy in `cluster.AUDIT_POLICY`).
+
+Each event names the user, the user agent, the verb, the object (resource, subresource, namespace, name)
+and the response code: the record of every request the cluster served, by whoever made it. A reader keeps
+its offset, so `mark()` then `events_since(mark)` returns exactly the requests of one run.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+Obj = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Request:
+    user: str
+    user_agent: str
+    verb: str
+    resource: str
+    subresource: str
+    namespace: str
+    name: str
+    code: int
+
+    @classmethod
+    def from_event(cls, event: Obj) -> Request:
+        ref = event.get("objectRef") or {}
+        return cls(
+            user=str((event.get("user") or {}).get("username", "")),
+            user_agent=str(event.get("userAgent", "")),
+            verb=str(event.get("verb", "")),
+            resource=str(ref.get("resource", "")),
+            subresource=str(ref.get("subresource", "")),
+            namespace=str(ref.get("namespace", "")),
+            name=str(ref.get("name", "")),
+            code=int((event.get("responseStatus") or {}).get("code", 0)),
+        )
+
+
+class AuditLog:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def mark(self) -> int:
+        """The current end of the log: requests made after this are in `requests(since=mark)`."""
+        return self.path.stat().st_size if self.path.exists() else 0
+
+    def requests(self, *, since: int = 0) -> Iterator[Request]:
+        """Every complete request logged after byte offset `since` (a line still being written is not)."""
+        if not self.path.exists():
+            return
+        with self.path.open("rb") as log:
+            log.seek(since)
+            for line in log:
+                if line.endswith(b"\n") and line.strip():
+                    yield Request.from_event(json.loads(line))
+
+
+def pod_creations(requests: Iterable[Request], namespace: str) -> Counter[int]:
+    """Response code -> count of pod creations in `namespace` (not bindings, evictions or other
+    subresources): 201 accepted, 403 denied by an admission webhook, …"""
+    return Counter(
+        request.code
+        for request in requests
+        if request.verb == "create"
+        and request.resource == "pods"
+        and not request.subresource
+        and request.namespace == namespace
+    )

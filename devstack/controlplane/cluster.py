@@ -1,0 +1,304 @@
+"""`KubeControlPlane`: a real Kubernetes control plane on this machine, ready for the project's processes.
+
+Start order:
+1. kwokctl's binary runtime (under `guard`, so the cluster dies with devstack): etcd; kube-apiserver on
+   127.0.0.1 with its secure port, Node,RBAC authorization, the default admission plugins (Priority and
+   ServiceAccount among them) and an audit policy that writes every request at Metadata level;
+   kube-controller-manager with its default controllers, each under its own ServiceAccount, and upstream's
+   client limits (20 qps, burst 30, unless a flag raises them and says so); kube-scheduler with the default
+   profile; kwok with the Stages of `kwok.py`.
+2. Nodes shaped as kubesim's (pools, zones, racks, GPUs), run by kwok.
+3. JobSet: its CRD, its controller as a devstack process under its own ServiceAccount, its webhooks.
+
+What is left to `Stack`: this project's webhook and resizers, their identities and webhook configurations.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TypeVar
+
+import yaml
+
+from certs.files import ca_bundle_b64
+from devstack.commands import LOCAL_HOST
+from devstack.controlplane import jobset
+from devstack.controlplane.binaries import require_built
+from devstack.controlplane.guard import READY_LINE
+from devstack.controlplane.identities import apply_objects, ensure_namespace, write_kubeconfig
+from devstack.controlplane.kwok import kwok_nodes, stages
+from devstack.controlplane.versions import BuildLayout, Versions, pinned_versions
+from devstack.interrupts import pause
+from devstack.kube import KubeClient, KubeError
+from devstack.ports import free_port
+from devstack.processes import ManagedProcess
+from devstack.readiness import NotReadyError, wait_for_log_line, wait_http_ok
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+CLUSTER_NAME = "devstack"
+UPSTREAM_CONTROLLER_MANAGER_QPS = 20.0
+UPSTREAM_CONTROLLER_MANAGER_BURST = 30
+AUDIT_POLICY = {
+    "apiVersion": "audit.k8s.io/v1",
+    "kind": "Policy",
+    # One line per request: the stage that carries the response code.
+    "omitStages": ["RequestReceived", "ResponseStarted"],
+    "rules": [{"level": "Metadata"}],
+}
+
+
+@dataclass(frozen=True)
+class KubeClusterOptions:
+    nodes: int = 16
+    pools: int = 4
+    gpus_per_node: int = 8
+    controller_manager_qps: float | None = None
+    """None: upstream's default (20). Any other value is passed to kube-controller-manager and said so."""
+    controller_manager_burst: int | None = None
+    """None: upstream's default (30)."""
+    jobset: bool = True
+    """JobSet's CRD, controller and webhooks."""
+
+    def __post_init__(self) -> None:
+        if self.nodes < 1 or not 1 <= self.pools <= self.nodes:
+            raise ValueError(f"need 1 <= pools <= nodes, got nodes={self.nodes} pools={self.pools}")
+
+    def controller_manager_flags(self) -> list[str]:
+        flags: list[str] = []
+        if self.controller_manager_qps is not None:
+            flags.append(f"kube-controller-manager=kube-api-qps={self.controller_manager_qps:g}")
+        if self.controller_manager_burst is not None:
+            flags.append(f"kube-controller-manager=kube-api-burst={self.controller_manager_burst}")
+        return flags
+
+
+def eventually(probe: Callable[[], T | None], *, what: str, timeout: float, interval: float = 0.2) -> T:
+    deadline = time.monotonic() + timeout
+    last: object = None
+    while True:
+        try:
+            result = probe()
+        except KubeError as err:
+            result, last = None, err
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            raise NotReadyError(f"{what} not within {timeout:.0f}s (last: {last})")
+        pause(interval)
+
+
+class KubeControlPlane:
+    def __init__(
+        self,
+        options: KubeClusterOptions,
+        *,
+        workdir: Path,
+        cert_dir: Path,
+        log_dir: Path,
+        startup_timeout: float,
+    ) -> None:
+        self.options = options
+        self.workdir = workdir
+        self.cert_dir = cert_dir
+        self.log_dir = log_dir
+        self.startup_timeout = startup_timeout
+        self.layout: BuildLayout | None = None
+        self.versions: Versions = pinned_versions()
+        self.guard: ManagedProcess | None = None
+        self.jobset_controller: ManagedProcess | None = None
+        self.jobset_webhook_url = ""
+        self._client: KubeClient | None = None
+
+    # --- paths --------------------------------------------------------------------------------------
+    @property
+    def kwok_workdir(self) -> Path:
+        return self.workdir / "kwok"
+
+    @property
+    def cluster_dir(self) -> Path:
+        return self.kwok_workdir / "clusters" / CLUSTER_NAME
+
+    @property
+    def kubeconfig(self) -> Path:
+        """The admin kubeconfig (client certificate in group system:masters)."""
+        return self.workdir / "kubeconfig"
+
+    @property
+    def ca_file(self) -> Path:
+        return self.cluster_dir / "pki" / "ca.crt"
+
+    @property
+    def audit_log(self) -> Path:
+        return self.cluster_dir / "logs" / "audit.log"
+
+    @property
+    def component_logs(self) -> Path:
+        return self.cluster_dir / "logs"
+
+    @property
+    def client(self) -> KubeClient:
+        if self._client is None:
+            raise RuntimeError("the control plane is not started")
+        return self._client
+
+    def processes(self) -> list[ManagedProcess]:
+        return [p for p in (self.jobset_controller, self.guard) if p is not None]
+
+    # --- start --------------------------------------------------------------------------------------
+    def start(self) -> KubeClient:
+        self.layout = require_built()
+        started = time.monotonic()
+        self._start_cluster(self.layout)
+        self._client = KubeClient.from_kubeconfig(self.kubeconfig)
+        eventually(
+            lambda: self.client.get("ServiceAccount", "default", namespace="default"),
+            what="the default ServiceAccount (kube-controller-manager's serviceaccount controller)",
+            timeout=self.startup_timeout,
+        )
+        for node in kwok_nodes(
+            self.options.nodes, self.options.pools, gpus_per_node=self.options.gpus_per_node
+        ):
+            self.client.create(node)
+        if self.options.jobset:
+            self._start_jobset(self.layout)
+        self._wait_nodes_ready()
+        log.info(
+            "kube control plane ready in %.1f s (%d nodes)", time.monotonic() - started, self.options.nodes
+        )
+        return self.client
+
+    def _kwokctl_flags(self, layout: BuildLayout) -> list[str]:
+        config = self.workdir / "kwokctl.yaml"
+        kwokctl_config = {
+            "apiVersion": "config.kwok.x-k8s.io/v1alpha1",
+            "kind": "KwokctlConfiguration",
+            "options": {"runtime": "binary", "bindAddress": LOCAL_HOST, **_component_ports()},
+        }
+        config.write_text(
+            yaml.safe_dump_all([kwokctl_config, *stages(layout.manifests_dir)], sort_keys=False)
+        )
+        audit_policy = self.workdir / "audit-policy.yaml"
+        audit_policy.write_text(yaml.safe_dump(AUDIT_POLICY, sort_keys=False))
+        flags = [
+            "--config", str(config),
+            "--kubeconfig", str(self.kubeconfig),
+            "--wait", f"{self.startup_timeout:.0f}s",
+            "--kube-audit-policy", str(audit_policy),
+            "--kube-apiserver-binary", str(layout.binary("kube-apiserver")),
+            "--kube-controller-manager-binary", str(layout.binary("kube-controller-manager")),
+            "--kube-scheduler-binary", str(layout.binary("kube-scheduler")),
+            "--etcd-binary", str(layout.binary("etcd")),
+            "--kwok-controller-binary", str(layout.binary("kwok")),
+            "--extra-args", "kube-controller-manager=use-service-account-credentials=true",
+        ]  # fmt: skip
+        for flag in self.options.controller_manager_flags():
+            flags += ["--extra-args", flag]
+        return flags
+
+    def _start_cluster(self, layout: BuildLayout) -> None:
+        raised = self.options.controller_manager_flags()
+        if raised:
+            print(
+                f"kube-controller-manager client limits raised above upstream's "
+                f"{UPSTREAM_CONTROLLER_MANAGER_QPS:g} qps / burst {UPSTREAM_CONTROLLER_MANAGER_BURST}: "
+                + ", ".join(flag.split("=", 1)[1] for flag in raised),
+                flush=True,
+            )
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        argv = [
+            sys.executable, "-m", "devstack.controlplane.guard",
+            "--kwokctl", str(layout.binary("kwokctl")),
+            "--kwok-workdir", str(self.kwok_workdir),
+            "--name", CLUSTER_NAME,
+            "--", *self._kwokctl_flags(layout),
+        ]  # fmt: skip
+        self.guard = ManagedProcess("control-plane", argv, self.log_dir / "control-plane.log")
+        self.guard.start()
+        wait_for_log_line(self.guard, _ready_pattern(), self.startup_timeout + 30)
+
+    def _start_jobset(self, layout: BuildLayout) -> None:
+        manifests = layout.manifests_dir
+        self.client.create(jobset.crd(manifests))
+        ensure_namespace(self.client, jobset.NAMESPACE)
+        apply_objects(self.client, jobset.rbac(manifests))
+        kubeconfig = write_kubeconfig(
+            self.client, jobset.IDENTITY, self.ca_file, self.workdir / "jobset.kubeconfig"
+        )
+        webhook_port, health_port = free_port(), free_port()
+        config = self.workdir / "jobset-config.yaml"
+        config.write_text(
+            jobset.controller_config(
+                webhook_port=webhook_port, health_port=health_port, cert_dir=self.cert_dir
+            )
+        )
+        eventually(
+            self._crd_established, what=f"CRD {jobset.CRD_NAME} Established", timeout=self.startup_timeout
+        )
+        argv = [
+            str(layout.binary("jobset-controller")),
+            "--kubeconfig",
+            str(kubeconfig),
+            "--config",
+            str(config),
+        ]
+        self.jobset_controller = ManagedProcess("jobset", argv, self.log_dir / "jobset.log")
+        self.jobset_controller.start()
+        wait_http_ok(
+            self.jobset_controller, f"http://{LOCAL_HOST}:{health_port}/readyz", self.startup_timeout
+        )
+        self.jobset_webhook_url = f"https://{LOCAL_HOST}:{webhook_port}"
+        for configuration in jobset.webhook_configurations(
+            manifests, self.jobset_webhook_url, ca_bundle_b64(self.cert_dir / "ca.crt")
+        ):
+            self.client.create_or_replace(configuration)
+
+    def _crd_established(self) -> bool:
+        crd = self.client.get("CustomResourceDefinition", jobset.CRD_NAME)
+        conditions = (crd.get("status") or {}).get("conditions") or []
+        return any(c.get("type") == "Established" and c.get("status") == "True" for c in conditions)
+
+    def _wait_nodes_ready(self) -> None:
+        def all_ready() -> bool:
+            nodes = self.client.list("Node")
+            ready = [
+                node
+                for node in nodes
+                if any(
+                    c.get("type") == "Ready" and c.get("status") == "True"
+                    for c in node.get("status", {}).get("conditions", [])
+                )
+            ]
+            return len(ready) == self.options.nodes
+
+        eventually(all_ready, what=f"{self.options.nodes} Ready nodes (kwok)", timeout=self.startup_timeout)
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+
+
+def _component_ports() -> dict[str, int]:
+    """Every port of the cluster, from the OS's free ports: kwokctl's own choice counts down from 32765 and
+    two clusters created at once (two test workers) would both take the same ports."""
+    names = (
+        "kubeApiserverPort",
+        "etcdPort",
+        "etcdPeerPort",
+        "kubeControllerManagerPort",
+        "kubeSchedulerPort",
+        "kwokControllerPort",
+    )
+    return {name: free_port() for name in names}
+
+
+def _ready_pattern() -> re.Pattern[str]:
+    return re.compile(re.escape(READY_LINE))

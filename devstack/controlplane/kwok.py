@@ -1,0 +1,83 @@
+"""kwok's part: Stage manifests for the fake kubelets, and Node objects shaped as kubesim's.
+
+The Stages are kwok's own, taken from its module by `make kube` (manifests/kwok/):
+- nodes: `node-initialize` (Ready, addresses, the capacity the Node object declares) and
+  `node-heartbeat-with-lease` (node Leases, as kubelets renew them);
+- pods: `pod-ready` of kwok's "fast" set (a bound pod becomes Running and Ready at once), `pod-delete`
+  (a deleted pod goes away at once) and `pod-complete` of its "general" set, changed in two ways so that
+  a pod runs until it is deleted unless it asks for a run time:
+  - it applies only to pods that carry `pod-complete.stage.kwok.x-k8s.io/delay` (upstream completes every
+    Job pod 1 to 5 s after it is Ready);
+  - the default jitter of 5 s is dropped. kwok takes a jitter that is not above the delay as the delay
+    itself, so upstream's default would cut any run time above 5 s down to 5 s.
+  `run_time_annotations` sets both the delay and the jitter to the same value: a fixed run time.
+"""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from kubesim.cluster import make_nodes
+
+Obj = dict[str, Any]
+
+NODE_STAGES = ("node-initialize.yaml", "node-heartbeat-with-lease.yaml")
+POD_STAGES = ("pod-ready.yaml", "pod-complete.yaml", "pod-delete.yaml")
+RUN_TIME_ANNOTATION = "pod-complete.stage.kwok.x-k8s.io/delay"
+RUN_TIME_JITTER_ANNOTATION = "pod-complete.stage.kwok.x-k8s.io/jitter-delay"
+KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"
+
+
+class StageError(RuntimeError):
+    """A Stage manifest from the kwok module is not shaped as this module expects."""
+
+
+def run_time_annotations(seconds: float) -> dict[str, str]:
+    """Pod annotations that make kwok complete the pod `seconds` after it is Running."""
+    value = f"{round(seconds * 1000)}ms"
+    return {RUN_TIME_ANNOTATION: value, RUN_TIME_JITTER_ANNOTATION: value}
+
+
+def _load_stage(path: Path) -> Obj:
+    stage = yaml.safe_load(path.read_text())
+    if not isinstance(stage, dict) or stage.get("kind") != "Stage":
+        raise StageError(f"{path} is not a kwok Stage")
+    return stage
+
+
+def completion_on_request(stage: Obj) -> Obj:
+    """kwok's general `pod-complete`, applied only to pods that ask for a run time, with no default jitter."""
+    result = copy.deepcopy(stage)
+    spec = result["spec"]
+    expressions = spec.setdefault("selector", {}).setdefault("matchExpressions", [])
+    expressions.append({"key": f'.metadata.annotations["{RUN_TIME_ANNOTATION}"]', "operator": "Exists"})
+    delay = spec.get("delay")
+    if not isinstance(delay, dict) or "durationFrom" not in delay:
+        raise StageError("kwok's pod-complete Stage no longer reads its delay from an annotation")
+    delay.pop("jitterDurationMilliseconds", None)
+    return result
+
+
+def stages(manifests_dir: Path) -> list[Obj]:
+    """Every Stage the fake kubelets run, in the order kwok is given them."""
+    kwok_dir = manifests_dir / "kwok"
+    result = [_load_stage(kwok_dir / name) for name in NODE_STAGES]
+    for name in POD_STAGES:
+        stage = _load_stage(kwok_dir / name)
+        result.append(completion_on_request(stage) if name == "pod-complete.yaml" else stage)
+    return result
+
+
+def kwok_nodes(count: int, pools: int, *, gpus_per_node: int) -> list[Obj]:
+    """kubesim's nodes (pools, zones, racks, GPUs, the same names) for kwok to run: kwok sets the
+    conditions, addresses and heartbeats itself, so only the shape and the capacity are kept."""
+    nodes = make_nodes(count, pools, gpus_per_node=gpus_per_node, cluster_name="kwok")
+    for node in nodes:
+        node["metadata"]["annotations"] = {KWOK_NODE_ANNOTATION: "fake"}
+        status = node["status"]
+        node["status"] = {"capacity": status["capacity"], "allocatable": status["allocatable"]}
+    return nodes

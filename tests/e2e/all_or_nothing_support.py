@@ -1,0 +1,131 @@
+"""All-or-nothing JobSets as the end-to-end tests (kubesim and kube tiers) create and judge them."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+
+from devstack.kube import KubeError
+from devstack.manifests import exclusive_jobset
+from devstack.stack import Stack
+from placement.constants import (
+    ALL_OR_NOTHING_ANNOTATION,
+    ALL_OR_NOTHING_GATE,
+    JOB_COMPLETION_INDEX_ANNOTATION,
+    JOBSET_NAME_LABEL,
+    RELEASED_AT_ANNOTATION,
+)
+from tests.e2e.jobset_e2e_support import Watch, pods_of
+from tests.support.waiting import eventually
+
+Obj = dict[str, Any]
+JOBS = 3
+
+
+def all_or_nothing_jobset(name: str, namespace: str) -> Obj:
+    jobset = exclusive_jobset(name, jobs=JOBS, pods_per_job=2, gpus_per_pod=4, namespace=namespace)
+    jobset["metadata"]["annotations"][ALL_OR_NOTHING_ANNOTATION] = "true"
+    return jobset
+
+
+class Placement:
+    """Replays the pod watch in order: which Jobs' leaders and followers of each JobSet ever bound, and the
+    most JobSets ever seen partly placed (some but not all of their Jobs' leaders bound) at one moment."""
+
+    def __init__(self) -> None:
+        self.leaders_bound: dict[str, set[str]] = defaultdict(set)
+        self.most_partial = 0
+        self.early_followers: list[str] = []
+        self.ungated_leaders_created: list[str] = []
+        self.deleted_leaders: list[str] = []
+
+    def replay(self, events: list[tuple[str, Obj]]) -> None:
+        for kind, pod in events:
+            meta = pod["metadata"]
+            jobset = meta["labels"][JOBSET_NAME_LABEL]
+            job = meta["ownerReferences"][0]["name"]
+            leader = meta["annotations"][JOB_COMPLETION_INDEX_ANNOTATION] == "0"
+            if (
+                leader
+                and kind == "ADDED"
+                and {"name": ALL_OR_NOTHING_GATE} not in (pod["spec"].get("schedulingGates") or [])
+            ):
+                self.ungated_leaders_created.append(meta["name"])
+            if leader and kind == "DELETED" and pod["status"].get("phase") != "Succeeded":
+                self.deleted_leaders.append(meta["name"])
+            if pod["spec"].get("nodeName"):
+                if leader:
+                    self.leaders_bound[jobset].add(job)
+                elif len(self.leaders_bound[jobset]) < JOBS:
+                    self.early_followers.append(meta["name"])
+            partial = sum(1 for jobs in self.leaders_bound.values() if 0 < len(jobs) < JOBS)
+            self.most_partial = max(self.most_partial, partial)
+
+
+def completed(stack: Stack, namespace: str, names: list[str]) -> bool:
+    for name in names:
+        conditions = stack.client.get("JobSet", name, namespace=namespace).get("status", {}).get("conditions")
+        if not any(c["type"] == "Completed" and c["status"] == "True" for c in conditions or []):
+            return False
+    return True
+
+
+def run_to_completion(
+    stack: Stack, namespace: str, names: list[str], watch: Watch, timeout: float = 60
+) -> Placement:
+    eventually(
+        lambda: completed(stack, namespace, names),
+        "every JobSet completed",
+        timeout,
+        ignoring=(httpx.HTTPError, KubeError),
+    )
+    stack.check_alive()
+    placement = Placement()
+    placement.replay(list(watch.events))
+    return placement
+
+
+def gated_leaders(stack: Stack, namespace: str, jobset: str) -> list[Obj]:
+    return [
+        pod
+        for pod in pods_of(stack, namespace)
+        if pod["metadata"]["labels"][JOBSET_NAME_LABEL] == jobset
+        and pod["metadata"]["annotations"][JOB_COMPLETION_INDEX_ANNOTATION] == "0"
+        and {"name": ALL_OR_NOTHING_GATE} in (pod["spec"].get("schedulingGates") or [])
+    ]
+
+
+def all_gated(stack: Stack, namespace: str, jobset: str) -> Callable[[], bool]:
+    return lambda: len(gated_leaders(stack, namespace, jobset)) == JOBS
+
+
+def create_gated(
+    stack: Stack,
+    namespace: str,
+    names: list[str],
+    make: Callable[[str, str], Obj] = all_or_nothing_jobset,
+) -> None:
+    """Create the all-or-nothing JobSets (`make(name, namespace)`) one by one, each once its leaders exist,
+    gated (no resizer runs)."""
+    for name in names:
+        stack.client.create(make(name, namespace))
+        eventually(
+            all_gated(stack, namespace, name),
+            f"the {JOBS} leaders of {name} created, gated",
+            30,
+            ignoring=(httpx.HTTPError, KubeError),
+        )
+
+
+def released_leaders_of(events: list[tuple[str, Obj]], jobset: str) -> dict[str, set[str]]:
+    """Leader uid -> every released-at stamp the watch showed on it (one per gate removal)."""
+    stamps: dict[str, set[str]] = defaultdict(set)
+    for _kind, pod in events:
+        meta = pod["metadata"]
+        stamp = meta["annotations"].get(RELEASED_AT_ANNOTATION)
+        if meta["labels"][JOBSET_NAME_LABEL] == jobset and stamp is not None:
+            stamps[meta["uid"]].add(stamp)
+    return dict(stamps)

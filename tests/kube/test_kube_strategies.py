@@ -1,0 +1,152 @@
+"""Every strategy on the real control plane, next to JobSet's real controller and webhooks.
+
+With the takeover of JobSet's annotation (the default), JobSet's pod webhooks are still called for every
+JobSet pod (their objectSelector matches all of them) but deny none and add no affinity; elastic and
+scheduling-gate create every pod exactly once (the audit log counts the creations). Without the takeover,
+both projects act on every exclusive pod: JobSet's validating webhook denies scheduling-gate's gated
+followers until their leader is scheduled, and leaders carry both projects' affinity terms.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from devstack.kube import KubeError
+from devstack.manifests import exclusive_jobset
+from devstack.stack import Stack
+from placement.constants import (
+    JOB_COMPLETION_INDEX_ANNOTATION,
+    JOB_KEY_LABEL,
+    JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION,
+    JOBSET_JOB_KEY_LABEL,
+    STRATEGIES,
+    TOPOLOGY_ANNOTATION,
+    Strategy,
+)
+from tests.e2e.jobset_e2e_support import (
+    assert_each_job_whole_in_its_own_pool,
+    pods_of,
+    running_pods,
+    set_taint,
+)
+from tests.kube.conftest import KubeStackFactory
+from tests.kube.kube_support import (
+    audit_log,
+    jobset_webhook_calls,
+    pod_creates,
+    webhook_admissions,
+)
+from tests.support.waiting import eventually
+
+pytestmark = [pytest.mark.kube, pytest.mark.xdist_group("kube-strategies")]
+
+JOBS, PODS = 4, 4
+HOLD = {"key": "example.com/maintenance", "value": "true", "effect": "NoSchedule"}
+REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
+Obj = dict[str, Any]
+
+
+def affinity_keys(pod: Obj) -> set[str]:
+    affinity = pod["spec"].get("affinity") or {}
+    return {
+        expression["key"]
+        for kind in ("podAffinity", "podAntiAffinity")
+        for term in (affinity.get(kind) or {}).get(REQUIRED) or []
+        for expression in term["labelSelector"]["matchExpressions"]
+    }
+
+
+def run_jobset(
+    stack: Stack, namespace: str, strategy: str, *, hold_leaders_until: Callable[[], bool] | None = None
+) -> dict[str, Any]:
+    """Create a JobSet of JOBS x PODS, wait until every pod runs; return the pods, the pod creations by
+    response code and JobSet's webhook calls and denials of exactly this run. `hold_leaders_until`: every
+    node is tainted until it is true, so no leader is scheduled before then."""
+    nodes = [node["metadata"]["name"] for node in stack.client.list("Node")]
+    since, admissions = audit_log(stack).mark(), webhook_admissions(stack)
+    if hold_leaders_until is not None:
+        set_taint(stack, nodes, HOLD)
+    stack.client.create(
+        exclusive_jobset(strategy, jobs=JOBS, pods_per_job=PODS, strategy=strategy, namespace=namespace)
+    )
+    if hold_leaders_until is not None:
+        eventually(hold_leaders_until, "the leaders' hold to be over", 90, ignoring=(KubeError,))
+        set_taint(stack, nodes, None)
+    eventually(
+        lambda: running_pods(stack, namespace) == JOBS * PODS,
+        f"{JOBS * PODS} {strategy} pods running",
+        120,
+        ignoring=(KubeError,),
+    )
+    stack.check_alive()
+    assert_each_job_whole_in_its_own_pool(stack, namespace, JOBS)
+    calls, denied = jobset_webhook_calls(admissions, webhook_admissions(stack))
+    pods = pods_of(stack, namespace)
+    creates = pod_creates(stack, namespace, since=since)
+    stack.client.delete("JobSet", strategy, namespace=namespace)
+    eventually(lambda: not pods_of(stack, namespace), f"{strategy} pods gone", 90, ignoring=(KubeError,))
+    return {"pods": pods, "creates": creates, "jobset_calls": calls, "jobset_denied": denied}
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_every_strategy_places_a_jobset_next_to_jobsets_own_webhooks(
+    kube_stack: Stack, namespace: str, strategy: str
+) -> None:
+    def every_follower_created() -> bool:
+        return len(pods_of(kube_stack, namespace)) == JOBS * PODS
+
+    hold = every_follower_created if strategy == Strategy.SCHEDULING_GATE else None
+    run = run_jobset(kube_stack, namespace, strategy, hold_leaders_until=hold)
+    # JobSet's webhooks were called for every JobSet pod (mutating and validating), and denied none
+    assert run["jobset_calls"] >= 2 * JOBS * PODS
+    assert run["jobset_denied"] == 0
+    for pod in run["pods"]:
+        annotations = pod["metadata"]["annotations"]
+        assert JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION not in annotations
+        assert TOPOLOGY_ANNOTATION in annotations
+        assert JOBSET_JOB_KEY_LABEL not in affinity_keys(pod)  # no JobSet affinity injected
+    if strategy in (Strategy.ELASTIC, Strategy.SCHEDULING_GATE, Strategy.AFFINITY):
+        assert run["creates"][403] == 0
+    if strategy in (Strategy.ELASTIC, Strategy.SCHEDULING_GATE):
+        assert run["creates"] == {201: JOBS * PODS}  # every pod created exactly once
+    if strategy == Strategy.SCHEDULING_GATE:
+        assert all(not pod["spec"].get("schedulingGates") for pod in run["pods"])
+
+
+def test_without_the_takeover_both_projects_act_on_every_pod(kube_stack_factory: KubeStackFactory) -> None:
+    stack = kube_stack_factory(jobset_takeover=False)
+    namespace = "no-takeover"
+    stack.client.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+    eventually(
+        lambda: stack.client.get("ServiceAccount", "default", namespace=namespace),
+        "the namespace's default ServiceAccount",
+        30,
+        ignoring=(KubeError,),
+    )
+    before = webhook_admissions(stack)
+
+    def jobset_denied_followers() -> bool:
+        return jobset_webhook_calls(before, webhook_admissions(stack))[1] >= JOBS
+
+    gated = run_jobset(stack, namespace, Strategy.SCHEDULING_GATE, hold_leaders_until=jobset_denied_followers)
+    # JobSet's vpod.kb.io denies the gated followers ("follower pod node selector not set") until their
+    # leader is scheduled: scheduling-gate degrades to JobSet's own rejection loop
+    assert gated["jobset_denied"] > 0
+    assert gated["creates"][403] >= gated["jobset_denied"]
+    assert gated["creates"][201] == JOBS * PODS
+    leaders = [
+        p for p in gated["pods"] if p["metadata"]["annotations"][JOB_COMPLETION_INDEX_ANNOTATION] == "0"
+    ]
+    assert len(leaders) == JOBS
+    for pod in gated["pods"]:
+        assert pod["metadata"]["annotations"][JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION]
+    for leader in leaders:
+        assert {JOBSET_JOB_KEY_LABEL, JOB_KEY_LABEL} <= affinity_keys(leader)  # JobSet's terms next to ours
+
+    elastic = run_jobset(stack, namespace, Strategy.ELASTIC)
+    # elastic creates each follower after its leader is bound: JobSet's webhook pins it where ours does
+    assert elastic["jobset_calls"] >= 2 * JOBS * PODS
+    assert elastic["creates"][403] == elastic["jobset_denied"]
