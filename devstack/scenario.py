@@ -89,8 +89,15 @@ def observe(
     timeline.observe(statuses, time.monotonic())
     problems: list[str] = []
     for key in sorted({topology_key(j) or "" for j in jobs}):
+        # Exclusivity holds among the Jobs of one key: a Job on another key (or a key no node carries,
+        # where every node's domain is "") shares nothing with them.
+        on_key = {
+            f"{j['metadata'].get('namespace', '')}/{j['metadata']['name']}"
+            for j in jobs
+            if topology_key(j) == key
+        }
         replay = ExclusivityReplay(node_domains(nodes, key))
-        replay.observe_all(pod_state(p) for p in pods)
+        replay.observe_all(state for p in pods if (state := pod_state(p)).job in on_key)
         problems += replay.describe()
     return Observation(statuses, timeline, problems)
 

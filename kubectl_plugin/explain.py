@@ -128,7 +128,8 @@ def unblock_hints(progress: JobProgress, domains: Sequence[DomainStatus]) -> lis
     reason = progress.waiting.reason
     key = progress.topology_key
     free = [d.domain for d in domains if d.free]
-    if reason in (
+    leaderless = reason is WaitReason.FOLLOWERS_UNSCHEDULABLE and not progress.domain  # a NonIndexed Job
+    if leaderless or reason in (
         WaitReason.LEADER_UNSCHEDULABLE,
         WaitReason.LEADER_PENDING,
         WaitReason.ALL_OR_NOTHING_QUEUED,

@@ -225,3 +225,13 @@ def test_explain_a_pod_without_topology() -> None:
     bare = exclusive_pod("x", 0)
     bare["metadata"]["annotations"] = {TOPOLOGY_ANNOTATION: ""}
     assert "asks for no exclusive placement" in explain_pod(contended(), bare, None, [])
+
+
+def test_a_non_indexed_job_waiting_for_a_domain_is_told_about_domains_not_a_leaders_domain() -> None:
+    pods = [exclusive_pod("a", 0, node_name="node-0"), exclusive_pod("sweep", None, verdict=UNSCHEDULABLE)]
+    sweep = exclusive_job("sweep", resize=None, mode=None, size=1)
+    snapshot = Snapshot(pools(1), pods, [exclusive_job("a", resize=RESIZE_DONE, size=1), sweep])
+    text = explain_job(snapshot, sweep, [])
+    assert "Waiting for:     followers-unschedulable" in text
+    assert f"  - a {POOL} domain freeing up: held are pool-0 by {NS}/a" in text
+    assert "pinned next to their leader" not in text
