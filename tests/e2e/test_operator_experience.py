@@ -4,8 +4,6 @@ kubectl's own plugin mechanism, and misconfigurations applied with kubectl."""
 
 from __future__ import annotations
 
-import json
-import os
 import re
 import signal
 import subprocess
@@ -24,6 +22,7 @@ from devstack.stack import Stack
 from placement.constants import GKE_NODEPOOL_LABEL, STRATEGY_ANNOTATION, TOPOLOGY_ANNOTATION
 from tests.e2e.conftest import StackFactory
 from tests.kubesim.kubectl_fixture import KUBECTL
+from tests.support.plugin_commands import run, status_json
 from tests.support.waiting import eventually
 
 pytestmark = [
@@ -33,15 +32,8 @@ pytestmark = [
 ]
 
 ROOT = Path(__file__).resolve().parents[2]
-PLUGIN = Path(sys.executable).parent / "kubectl-exclusive_placement"
 SERVING = re.compile(r"serving\. kubeconfig: (?P<kubeconfig>\S+)")
 REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
-
-
-def run(argv: list[str], kubeconfig: Path, *, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    """A command with KUBECONFIG set and the venv's scripts first on PATH (where kubectl finds plugins)."""
-    env = {**os.environ, "KUBECONFIG": str(kubeconfig), "PATH": f"{PLUGIN.parent}:{os.environ['PATH']}"}
-    return subprocess.run(argv, input=stdin, env=env, capture_output=True, text=True, timeout=60, check=False)
 
 
 def devstack_run(workdir: Path, log: Path, *args: str) -> ManagedProcess:
@@ -71,16 +63,8 @@ def serving(tmp_path: Path) -> Iterator[tuple[ManagedProcess, Path]]:
         process.stop()
 
 
-def status_json(kubeconfig: Path) -> dict[str, Any]:
-    result = run([str(PLUGIN), "status", "-A", "-o", "json"], kubeconfig)
-    assert result.returncode == 0, result.stderr
-    document: dict[str, Any] = json.loads(result.stdout)
-    return document
-
-
 def test_an_operator_sees_held_domains_waiting_jobs_and_why(serving: tuple[ManagedProcess, Path]) -> None:
     process, kubeconfig = serving
-    assert PLUGIN.is_file(), f"{PLUGIN} is missing: `make venv` installs the project's console scripts"
 
     def three_waiting() -> dict[str, Any] | None:
         document = status_json(kubeconfig)
