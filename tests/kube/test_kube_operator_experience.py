@@ -11,8 +11,8 @@ import pytest
 import yaml
 
 from devstack.commands import KubesimFlags
-from devstack.manifests import exclusive_jobset
-from placement.constants import GKE_NODEPOOL_LABEL, TOPOLOGY_ANNOTATION
+from devstack.manifests import exclusive_jobset, non_indexed_exclusive_job
+from placement.constants import GKE_NODEPOOL_LABEL
 from tests.kube.conftest import KubeStackFactory
 from tests.kubesim.kubectl_fixture import KUBECTL
 from tests.support.plugin_commands import run, status_json
@@ -56,20 +56,7 @@ def test_the_plugin_and_the_admission_checks_on_kube_apiserver(kube_stack_factor
     assert denied.returncode != 0
     assert "valid values: elastic, gate, scheduling-gate, affinity" in denied.stderr
 
-    sweep = {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {
-            "name": "sweep",
-            "namespace": "typos",
-            "annotations": {TOPOLOGY_ANNOTATION: GKE_NODEPOOL_LABEL},
-        },
-        "spec": {
-            "completions": 2,
-            "parallelism": 2,
-            "template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "i"}]}},
-        },
-    }
+    sweep = non_indexed_exclusive_job("sweep", pods=2, namespace="typos")
     placed = run([str(KUBECTL), "apply", "-f", "-"], kubeconfig, stdin=yaml.safe_dump(sweep))
     assert placed.returncode == 0, placed.stderr
     assert "the Job is NonIndexed" in placed.stderr
