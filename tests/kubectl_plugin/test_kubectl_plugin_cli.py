@@ -4,18 +4,25 @@ tests/e2e/test_operator_experience.py."""
 
 from __future__ import annotations
 
+import json
 import os
+import queue
+import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import yaml
 
+from devstack.kube import KubeClient
 from devstack.ports import free_port
 from kubectl_plugin.cli import main, parse_target
 from kubesim.testing import KubesimServer
+from placement.constants import GKE_NODEPOOL_LABEL, TOPOLOGY_ANNOTATION
+from tests.support.waiting import eventually
 
 
 @pytest.fixture(scope="module")
@@ -129,3 +136,53 @@ def test_a_reader_that_goes_away_gets_no_traceback(sim: KubesimServer) -> None:
         os.close(write_end)
     assert result.returncode == 1
     assert result.stderr == ""
+
+
+def test_watch_prints_a_document_per_change_and_ends_on_ctrl_c(sim: KubesimServer) -> None:
+    watcher = subprocess.Popen(
+        [sys.executable, "-m", "kubectl_plugin", "status", "-A", "-o", "json", "--watch"],
+        env={**os.environ, "KUBECONFIG": str(sim.kubeconfig_path)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    lines: queue.Queue[str] = queue.Queue()
+
+    def read() -> None:
+        for line in watcher.stdout or ():
+            lines.put(line)
+
+    threading.Thread(target=read, daemon=True).start()
+    try:
+        assert json.loads(eventually(lambda: next_line(lines), "the first document")) == {
+            "domains": [],
+            "waiting": [],
+        }
+        job = {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "metadata": {"name": "watched", "annotations": {TOPOLOGY_ANNOTATION: GKE_NODEPOOL_LABEL}},
+            "spec": {
+                "completionMode": "Indexed",
+                "completions": 2,
+                "parallelism": 2,
+                "template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "i"}]}},
+            },
+        }
+        with KubeClient(sim.url) as client:
+            client.create(job, namespace="default")
+        changed = json.loads(eventually(lambda: next_line(lines), "a document after the Job was created"))
+        assert [(w["job"], w["reason"]) for w in changed["waiting"]] == [("watched", "leader-not-created")]
+        assert {d["domain"] for d in changed["domains"]} == {"pool-00", "pool-01"}
+    finally:
+        watcher.send_signal(signal.SIGINT)
+        assert watcher.wait(30) == 0
+    assert watcher.stderr is not None
+    assert watcher.stderr.read() == ""
+
+
+def next_line(lines: queue.Queue[str]) -> str | None:
+    try:
+        return lines.get_nowait()
+    except queue.Empty:
+        return None
