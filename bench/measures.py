@@ -1,8 +1,10 @@
-"""What one strategy run measures, computed from what it recorded (pure functions, no I/O).
+"""What the benchmarks measure, computed from what they recorded (pure functions, no I/O).
 
-Two sources: kubesim's `/debug/stats` snapshot of the run's window (counters) and the per-Job timeline the
-pod watch recorded (`JobTimeline`: wall-clock instants on the watch). The definitions here are the ones
-docs/results.md states.
+- Statistics every benchmark uses: nearest-rank percentiles, quantiles of a Prometheus histogram read from
+  a `/metrics` page, a metric's value, least-squares fits (memory per 1,000 objects).
+- What one strategy run measures. Two sources: kubesim's `/debug/stats` snapshot of the run's window
+  (counters) and the per-Job timeline the pod watch recorded (`JobTimeline`: wall-clock instants on the
+  watch). The definitions here are the ones docs/results.md states.
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
+
+from prometheus_client.parser import text_string_to_metric_families
 
 WEBHOOK_CLIENT = "external:exclusive-placement-webhook"
 """kubesim's client name for this project's webhook (its User-Agent, webhook/server.py)."""
@@ -25,6 +29,81 @@ LOOKUPS_PER_REJECTION = 2
 """This project's webhook admits a follower in two calls (mutating, validating); a follower is rejected only
 when its leader is not cached as bound, which is a cache miss, and each miss costs one live LIST of the
 Job's leader (webhook/cache.py `LeaderDirectory.leader_state`). An unbound leader needs no node lookup."""
+
+
+# --- statistics ------------------------------------------------------------------------------------------
+
+
+def nearest_rank(values: Sequence[float], quantile: float) -> float | None:
+    """The nearest-rank percentile (an observed value, never interpolated); None for no values."""
+    if not 0 < quantile <= 1:
+        raise ValueError(f"quantile must be in (0, 1], got {quantile}")
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(quantile * len(ordered)) - 1)]
+
+
+def _samples(metrics_text: str, name: str) -> Iterable[tuple[Mapping[str, str], float]]:
+    for family in text_string_to_metric_families(metrics_text):
+        for sample in family.samples:
+            if sample.name == name:
+                yield sample.labels, sample.value
+
+
+def metric_value(metrics_text: str, name: str, labels: Mapping[str, str] | None = None) -> float:
+    """The sum of the samples of `name` on a `/metrics` page whose labels include `labels` (0 if none)."""
+    wanted = (labels or {}).items()
+    return sum(value for have, value in _samples(metrics_text, name) if wanted <= have.items())
+
+
+def histogram_buckets(metrics_text: str, name: str) -> list[tuple[float, float]]:
+    """The cumulative (upper bound, count) buckets of histogram `name`, summed over its label sets (every
+    endpoint of the webhook's admission histogram, say), by bound."""
+    totals: dict[float, float] = {}
+    for labels, value in _samples(metrics_text, f"{name}_bucket"):
+        bound = float(labels["le"])
+        totals[bound] = totals.get(bound, 0.0) + value
+    return sorted(totals.items())
+
+
+def histogram_quantile(buckets: Sequence[tuple[float, float]], quantile: float) -> float | None:
+    """Prometheus' `histogram_quantile` over cumulative (upper bound, count) buckets: linear within the
+    bucket the rank falls in; None when nothing was observed."""
+    if not buckets or buckets[-1][1] == 0:
+        return None
+    rank = quantile * buckets[-1][1]
+    lower_bound, lower_count = 0.0, 0.0
+    for bound, count in buckets:
+        if count >= rank:
+            if math.isinf(bound):
+                return lower_bound
+            share = (rank - lower_count) / (count - lower_count) if count > lower_count else 0.0
+            return lower_bound + (bound - lower_bound) * share
+        lower_bound, lower_count = bound, count
+    return lower_bound
+
+
+def linear_fit(points: Sequence[tuple[float, float]]) -> tuple[float, float] | None:
+    """Least-squares (slope, intercept) of y over x; None with fewer than two distinct x."""
+    if len({x for x, _ in points}) < 2:
+        return None
+    count = len(points)
+    mean_x = sum(x for x, _ in points) / count
+    mean_y = sum(y for _, y in points) / count
+    covariance = sum((x - mean_x) * (y - mean_y) for x, y in points)
+    variance = sum((x - mean_x) ** 2 for x, _ in points)
+    slope = covariance / variance
+    return slope, mean_y - slope * mean_x
+
+
+def per_thousand(points: Sequence[tuple[float, float]]) -> float | None:
+    """MB per 1,000 objects: the slope of (objects, MB) times 1,000, rounded."""
+    fit = linear_fit(points)
+    return None if fit is None else round(fit[0] * 1000, 2)
+
+
+# --- one strategy run ------------------------------------------------------------------------------------
 
 
 @dataclass
@@ -50,16 +129,6 @@ class JobTimeline:
         if self.leader_bound is None or len(self.running) < pods_per_job:
             return None
         return max(self.running.values()) - self.leader_bound
-
-
-def nearest_rank(values: Sequence[float], quantile: float) -> float | None:
-    """The nearest-rank percentile (an observed value, never interpolated); None for no values."""
-    if not 0 < quantile <= 1:
-        raise ValueError(f"quantile must be in (0, 1], got {quantile}")
-    if not values:
-        return None
-    ordered = sorted(values)
-    return ordered[max(0, math.ceil(quantile * len(ordered)) - 1)]
 
 
 def _rounded(value: float | None, digits: int = 3) -> float | None:

@@ -14,15 +14,8 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
-import math
-import os
-import signal
-import socket
-import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -32,13 +25,17 @@ from typing import Any
 
 import httpx
 
-from bench.paths import SCRATCH
+from bench.cli import DEFAULT_OUT, Load, add_load_arguments, benchmark_parser, load_from, write_result
+from bench.measures import histogram_buckets, histogram_quantile, nearest_rank
+from bench.probes import ResizeWatch, RssSampler, wait_until
+from devstack.commands import LOCAL_HOST, resizer_command
+from devstack.ports import free_port
+from devstack.processes import ManagedProcess
+from devstack.readiness import wait_http_ok
 from kubesim.testing import KubesimProcess
 from placement.constants import (
     GKE_NODEPOOL_LABEL,
-    JOB_COMPLETION_INDEX_ANNOTATION,
     JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION,
-    RESIZE_DONE,
     RESIZE_LABEL,
     RESIZE_PENDING,
     ROLE_LABEL,
@@ -47,63 +44,29 @@ from placement.constants import (
     TARGET_PARALLELISM_ANNOTATION,
 )
 
-DEFAULT_OUT = SCRATCH
 TARGET_P99_SECONDS = 0.250
 TARGET_RSS_MB = 150.0
 POOL_LABEL = GKE_NODEPOOL_LABEL
 NAMESPACE = "default"
+RESIZER_HISTOGRAM = "exclusive_placement_resizer_bind_to_resize_seconds"
+FULL = Load(nodes=64, pools=8, jobs=1000, rate=20.0, timeout=300.0)
+QUICK = Load(nodes=64, pools=8, jobs=40, rate=40.0, timeout=300.0)
 
 
 @dataclass(frozen=True)
 class Options:
-    jobs: int = 1000
+    jobs: int = FULL.jobs
     target: int = 2
     """Size each Job is restored to (followers add scheduler/kubelet load, not resizer load)."""
-    rate: float = 20.0
+    rate: float = FULL.rate
     """Jobs created per second."""
     time_scale: float = 1.0
-    nodes: int = 64
-    pools: int = 8
+    nodes: int = FULL.nodes
+    pools: int = FULL.pools
     concurrency: int = 4
-    timeout: float = 300.0
+    timeout: float = FULL.timeout
     out: Path = DEFAULT_OUT
     quick: bool = False
-
-
-def percentile(values: list[float], fraction: float) -> float:
-    """Nearest-rank percentile (0 < fraction <= 1) of a non-empty list."""
-    if not values:
-        raise ValueError("percentile of no values")
-    if not 0 < fraction <= 1:
-        raise ValueError(f"fraction must be in (0, 1], got {fraction}")
-    ordered = sorted(values)
-    return ordered[max(0, math.ceil(fraction * len(ordered)) - 1)]
-
-
-def histogram_quantile(buckets: list[tuple[float, float]], fraction: float) -> float | None:
-    """Prometheus-style quantile from cumulative (upper bound, count) buckets, linear within a bucket."""
-    if not buckets or buckets[-1][1] == 0:
-        return None
-    rank = fraction * buckets[-1][1]
-    lower_bound, lower_count = 0.0, 0.0
-    for bound, count in buckets:
-        if count >= rank:
-            if math.isinf(bound):
-                return lower_bound
-            share = (rank - lower_count) / (count - lower_count) if count > lower_count else 0.0
-            return lower_bound + (bound - lower_bound) * share
-        lower_bound, lower_count = bound, count
-    return lower_bound
-
-
-def parse_histogram(metrics_text: str, name: str) -> list[tuple[float, float]]:
-    buckets: list[tuple[float, float]] = []
-    prefix = f'{name}_bucket{{le="'
-    for line in metrics_text.splitlines():
-        if line.startswith(prefix):
-            bound = line[len(prefix) : line.index('"', len(prefix))]
-            buckets.append((float(bound), float(line.rsplit(" ", 1)[1])))
-    return sorted(buckets)
 
 
 def shrunk_job(name: str, target: int, cpu: str = "10m") -> dict[str, Any]:
@@ -143,146 +106,26 @@ def shrunk_job(name: str, target: int, cpu: str = "10m") -> dict[str, Any]:
     }
 
 
-class Watcher:
-    """First-seen times of a condition per key, from a list+watch over plain HTTP."""
-
-    def __init__(self, url: str, path: str, label_selector: str, seen: dict[str, float], kind: str) -> None:
-        self.url, self.path, self.selector, self.seen, self.kind = url, path, label_selector, seen, kind
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._run, name=f"watch-{kind}", daemon=True)
-
-    def start(self) -> None:
-        self.thread.start()
-
-    def _record(self, obj: dict[str, Any], now: float) -> None:
-        meta = obj.get("metadata") or {}
-        if self.kind == "pods":
-            owners = [ref["name"] for ref in meta.get("ownerReferences") or [] if ref.get("kind") == "Job"]
-            index = (meta.get("annotations") or {}).get(JOB_COMPLETION_INDEX_ANNOTATION)
-            if owners and index == "0" and (obj.get("spec") or {}).get("nodeName"):
-                self.seen.setdefault(owners[0], now)
-        elif (meta.get("labels") or {}).get(RESIZE_LABEL) == RESIZE_DONE:
-            self.seen.setdefault(str(meta.get("name")), now)
-
-    def _run(self) -> None:
-        with httpx.Client(base_url=self.url, timeout=httpx.Timeout(10, read=None)) as client:
-            version = ""
-            while not self.stop.is_set():
-                try:
-                    if not version:
-                        listed = client.get(self.path, params={"labelSelector": self.selector}).json()
-                        now = time.monotonic()
-                        for item in listed.get("items") or []:
-                            self._record(item, now)
-                        version = listed["metadata"]["resourceVersion"]
-                    params = {
-                        "watch": "true",
-                        "resourceVersion": version,
-                        "labelSelector": self.selector,
-                        "allowWatchBookmarks": "true",
-                        "timeoutSeconds": "600",
-                    }
-                    with client.stream("GET", self.path, params=params) as response:
-                        if response.status_code == 410:
-                            version = ""
-                            continue
-                        for line in response.iter_lines():
-                            if self.stop.is_set():
-                                return
-                            if not line:
-                                continue
-                            event = json.loads(line)
-                            obj = event.get("object") or {}
-                            if event.get("type") == "ERROR":
-                                version = ""
-                                break
-                            version = (obj.get("metadata") or {}).get("resourceVersion") or version
-                            if event.get("type") in ("ADDED", "MODIFIED"):
-                                self._record(obj, time.monotonic())
-                except (httpx.HTTPError, ValueError, KeyError):
-                    time.sleep(0.1)
-
-
-class RssSampler:
-    def __init__(self, pid: int, interval: float = 0.25) -> None:
-        self.pid, self.interval = pid, interval
-        self.samples: list[float] = []
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._run, name="rss", daemon=True)
-
-    def read(self) -> float | None:
-        try:
-            for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) / 1024.0
-        except OSError:
-            return None
-        return None
-
-    def cpu_seconds(self) -> float | None:
-        """utime + stime of the process so far."""
-        try:
-            fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            return None
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-    def _run(self) -> None:
-        while not self.stop.wait(self.interval):
-            value = self.read()
-            if value is not None:
-                self.samples.append(value)
-
-    def start(self) -> None:
-        self.thread.start()
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @contextlib.contextmanager
-def resizer_process(
-    server: str, port: int, concurrency: int, log_path: Path
-) -> Iterator[subprocess.Popen[bytes]]:
-    argv = [
-        sys.executable,
-        "-m",
+def resizer_process(server: str, concurrency: int, workdir: Path) -> Iterator[tuple[ManagedProcess, str]]:
+    """One resizer (no election) against `server`, as devstack starts it; with its /metrics URL."""
+    port = free_port()
+    resizer = ManagedProcess(
         "resizer",
-        "--server",
-        server,
-        "--no-leader-elect",
-        "--metrics-host",
-        "127.0.0.1",
-        "--metrics-port",
-        str(port),
-        "--concurrency",
-        str(concurrency),
-    ]
-    with log_path.open("wb") as log:
-        process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        resizer_command(
+            server=server,
+            metrics_port=port,
+            leader_elect=False,
+            extra_args=["--concurrency", str(concurrency)],
+        ),
+        workdir / "resizer.log",
+    )
     try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            if process.poll() is not None:
-                raise RuntimeError(f"resizer exited {process.returncode}: {log_path.read_text()[-2000:]}")
-            with contextlib.suppress(httpx.HTTPError):
-                if httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=2).status_code == 200:
-                    break
-            time.sleep(0.1)
-        else:
-            raise RuntimeError("resizer not ready within 60 s")
-        yield process
+        resizer.start()
+        wait_http_ok(resizer, f"http://{LOCAL_HOST}:{port}/readyz", 60)
+        yield resizer, f"http://{LOCAL_HOST}:{port}/metrics"
     finally:
-        if process.poll() is None:
-            os.killpg(process.pid, signal.SIGTERM)
-            try:
-                process.wait(15)
-            except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
-                process.wait(5)
+        resizer.stop()
 
 
 def create_jobs(url: str, names: list[str], target: int, rate: float) -> None:
@@ -311,33 +154,30 @@ def create_jobs(url: str, names: list[str], target: int, rate: float) -> None:
 def summarize(
     options: Options,
     *,
-    bound: dict[str, float],
-    done: dict[str, float],
-    names: list[str],
+    latencies: list[float],
+    resized: int,
     rss: list[float],
     metrics_text: str,
     stats: dict[str, Any],
     elapsed: float,
     cpu_seconds: float = 0.0,
 ) -> dict[str, Any]:
-    latencies = [max(0.0, done[name] - bound[name]) for name in names if name in bound and name in done]
-    histogram = parse_histogram(metrics_text, "exclusive_placement_resizer_bind_to_resize_seconds")
-    p50 = percentile(latencies, 0.5) if latencies else None
-    p99 = percentile(latencies, 0.99) if latencies else None
-    rss_max = max(rss) if rss else None
+    histogram = histogram_buckets(metrics_text, RESIZER_HISTOGRAM)
+    p99 = nearest_rank(latencies, 0.99)
+    rss_max = max(rss, default=None)
     return {
         "benchmark": "resizer",
         "options": {**asdict(options), "out": str(options.out)},
-        "jobs_created": len(names),
-        "jobs_resized": sum(1 for name in names if name in done),
+        "jobs_created": options.jobs,
+        "jobs_resized": resized,
         "elapsed_seconds": round(elapsed, 2),
         "bind_to_resize_seconds": {
             "observed_from": "a client watch: leader first seen bound -> Job first seen resize=done",
             "count": len(latencies),
-            "p50": p50,
-            "p90": percentile(latencies, 0.9) if latencies else None,
+            "p50": nearest_rank(latencies, 0.5),
+            "p90": nearest_rank(latencies, 0.9),
             "p99": p99,
-            "max": max(latencies) if latencies else None,
+            "max": max(latencies, default=None),
         },
         "resizer_histogram_seconds": {
             "observed_from": "inside the resizer: bind observed -> patch acknowledged (bucket-interpolated)",
@@ -355,72 +195,46 @@ def summarize(
             "p99_seconds": TARGET_P99_SECONDS,
             "rss_mb": TARGET_RSS_MB,
             "time_scale": 1.0,
-            "jobs": 1000,
+            "jobs": FULL.jobs,
         },
         "met": {
             "p99": p99 is not None and p99 < TARGET_P99_SECONDS,
             "rss": rss_max is not None and rss_max < TARGET_RSS_MB,
-            "all_resized": all(name in done for name in names),
+            "all_resized": resized == options.jobs,
         },
     }
 
 
 def run(options: Options) -> dict[str, Any]:
     names = [f"bench-{index:05d}" for index in range(options.jobs)]
-    bound: dict[str, float] = {}
-    done: dict[str, float] = {}
     with (
-        tempfile.TemporaryDirectory(prefix="bench-resizer-") as workdir,
+        tempfile.TemporaryDirectory(prefix="bench-resizer-") as tmp,
         KubesimProcess(
             nodes=options.nodes,
             pools=options.pools,
             time_scale=options.time_scale,
             seed=1,
-            log_path=Path(workdir) / "kubesim.log",
+            log_path=Path(tmp) / "kubesim.log",
         ) as sim,
+        resizer_process(sim.url, options.concurrency, Path(tmp)) as (resizer, metrics_url),
+        ResizeWatch(sim.url, NAMESPACE) as watch,
     ):
-        port = _free_port()
-        with resizer_process(sim.url, port, options.concurrency, Path(workdir) / "resizer.log") as process:
-            watchers = [
-                Watcher(
-                    sim.url,
-                    f"/api/v1/namespaces/{NAMESPACE}/pods",
-                    f"{ROLE_LABEL}={ROLE_LEADER}",
-                    bound,
-                    "pods",
-                ),
-                # Only Jobs entering `resize: done`: a watch on every Job change made this client, not the
-                # resizer, fall a second behind at 50 Jobs/s.
-                Watcher(
-                    sim.url,
-                    f"/apis/batch/v1/namespaces/{NAMESPACE}/jobs",
-                    f"{RESIZE_LABEL}={RESIZE_DONE}",
-                    done,
-                    "jobs",
-                ),
-            ]
-            sampler = RssSampler(process.pid)
-            for watcher in watchers:
-                watcher.start()
-            sampler.start()
-            cpu_before = sampler.cpu_seconds() or 0.0
-            started = time.monotonic()
-            create_jobs(sim.url, names, options.target, options.rate)
-            deadline = started + options.timeout
-            while time.monotonic() < deadline and not all(name in done for name in names):
-                time.sleep(0.1)
-            elapsed = time.monotonic() - started
-            cpu = (sampler.cpu_seconds() or 0.0) - cpu_before
-            metrics_text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
-            for watcher in watchers:
-                watcher.stop.set()
-            sampler.stop.set()
-            stats = sim.stats()
+        assert resizer.pid is not None
+        sampler = RssSampler(resizer.pid)
+        sampler.start()
+        cpu_before = sampler.cpu_seconds() or 0.0
+        started = time.monotonic()
+        create_jobs(sim.url, names, options.target, options.rate)
+        wait_until(lambda: watch.all_resized(names), started + options.timeout - time.monotonic(), 0.1)
+        elapsed = time.monotonic() - started
+        cpu = (sampler.cpu_seconds() or 0.0) - cpu_before
+        sampler.stop.set()
+        metrics_text = httpx.get(metrics_url, timeout=10).text
+        stats = sim.stats()
     return summarize(
         options,
-        bound=bound,
-        done=done,
-        names=names,
+        latencies=watch.latencies(names),
+        resized=watch.resized(names),
         rss=sampler.samples,
         metrics_text=metrics_text,
         stats=stats,
@@ -454,65 +268,36 @@ def format_summary(result: dict[str, Any]) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="python -m bench resizer",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    parser = benchmark_parser("python -m bench resizer", __doc__, "resizer.json")
+    add_load_arguments(parser, FULL, QUICK)
     defaults = Options()
-    parser.add_argument(
-        "--jobs", type=int, default=None, help=f"Jobs to create (default {defaults.jobs}; quick: 40)"
-    )
     parser.add_argument("--target", type=int, default=defaults.target, help="size each Job is restored to")
-    parser.add_argument(
-        "--rate", type=float, default=None, help=f"Jobs created per second (default {defaults.rate})"
-    )
     parser.add_argument(
         "--time-scale", type=float, default=None, help="kubesim time scale (default 1; quick: 0.1)"
     )
-    parser.add_argument("--nodes", type=int, default=defaults.nodes)
-    parser.add_argument("--pools", type=int, default=defaults.pools)
     parser.add_argument("--concurrency", type=int, default=defaults.concurrency, help="resizer --concurrency")
-    parser.add_argument(
-        "--timeout", type=float, default=defaults.timeout, help="seconds to wait for every resize"
-    )
-    parser.add_argument(
-        "--out", type=Path, default=DEFAULT_OUT, help="directory for resizer.json (default: %(default)s)"
-    )
-    parser.add_argument("--quick", action="store_true", help="a small run for the test suite")
     return parser
 
 
 def options_from(argv: list[str] | None) -> Options:
-    args = build_parser().parse_args(argv)
-    if args.quick:
-        jobs, rate, time_scale = args.jobs or 40, args.rate or 40.0, args.time_scale or 0.1
-    else:
-        jobs, rate, time_scale = args.jobs or 1000, args.rate or 20.0, args.time_scale or 1.0
-    if jobs < 1 or rate <= 0 or time_scale <= 0 or args.target < 1:
-        raise SystemExit("--jobs, --rate, --time-scale and --target must be positive")
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    load = load_from(parser, args, FULL, QUICK)
+    time_scale = args.time_scale or (0.1 if args.quick else 1.0)
+    if time_scale <= 0 or args.target < 1 or args.concurrency < 1:
+        parser.error("--time-scale, --target and --concurrency must be positive")
     return Options(
-        jobs=jobs,
+        jobs=load.jobs,
         target=args.target,
-        rate=rate,
+        rate=load.rate,
         time_scale=time_scale,
-        nodes=args.nodes,
-        pools=args.pools,
+        nodes=load.nodes,
+        pools=load.pools,
         concurrency=args.concurrency,
-        timeout=args.timeout,
+        timeout=load.timeout,
         out=args.out,
         quick=args.quick,
     )
-
-
-def write_result(result: dict[str, Any], out: Path, name: str, summary: str) -> int:
-    """Write `result` to out/name, print the summary; exit status 0 when every Job was resized."""
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / name
-    path.write_text(json.dumps(result, indent=2) + "\n")
-    print(summary)
-    print(f"wrote {path}")
-    return 0 if result["met"]["all_resized"] else 1
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -34,23 +34,24 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any
+from types import TracebackType
+from typing import Any, Self
 
 import httpx
 
-from bench.paths import SCRATCH
-from bench.resizer_latency import (
-    RssSampler,
-    Watcher,
+from bench.cli import DEFAULT_OUT, Load, add_load_arguments, benchmark_parser, load_from, write_result
+from bench.measures import (
+    histogram_buckets,
     histogram_quantile,
-    parse_histogram,
-    percentile,
-    write_result,
+    metric_value,
+    nearest_rank,
+    per_thousand,
 )
+from bench.probes import ResizeWatch, RssSampler, wait_until
 from devstack.commands import (
     LOCAL_HOST,
     KubesimFlags,
@@ -77,7 +78,6 @@ from placement.constants import (
     TOPOLOGY_ANNOTATION,
 )
 
-DEFAULT_OUT = SCRATCH
 NAMESPACE = "default"
 ADMISSION_HISTOGRAM = "exclusive_placement_admission_duration_seconds"
 RESIZER_HISTOGRAM = "exclusive_placement_resizer_bind_to_resize_seconds"
@@ -141,28 +141,6 @@ QUICK = Options(
 )
 
 
-# --- statistics ------------------------------------------------------------------------------------------
-
-
-def linear_fit(points: Sequence[tuple[float, float]]) -> tuple[float, float] | None:
-    """Least-squares (slope, intercept) of y over x; None with fewer than two distinct x."""
-    if len({x for x, _ in points}) < 2:
-        return None
-    count = len(points)
-    mean_x = sum(x for x, _ in points) / count
-    mean_y = sum(y for _, y in points) / count
-    covariance = sum((x - mean_x) * (y - mean_y) for x, y in points)
-    variance = sum((x - mean_x) ** 2 for x, _ in points)
-    slope = covariance / variance
-    return slope, mean_y - slope * mean_x
-
-
-def per_thousand(points: Sequence[tuple[float, float]]) -> float | None:
-    """MB per 1,000 objects: the slope of (objects, MB) times 1,000, rounded."""
-    fit = linear_fit(points)
-    return None if fit is None else round(fit[0] * 1000, 2)
-
-
 def mb(value: float | None) -> float | None:
     return None if value is None else round(value, 1)
 
@@ -171,16 +149,12 @@ def ms(value: float | None) -> float | None:
     return None if value is None else round(value * 1000, 2)
 
 
-def admission_quantile(metrics_text: str, fraction: float) -> float | None:
-    """The quantile over every admission endpoint (the webhook's histogram buckets, summed)."""
-    totals: dict[float, float] = {}
-    for line in metrics_text.splitlines():
-        if not line.startswith(f"{ADMISSION_HISTOGRAM}_bucket{{"):
-            continue
-        labels, value = line.rsplit(" ", 1)
-        bound = labels.split('le="', 1)[1].split('"', 1)[0]
-        totals[float(bound)] = totals.get(float(bound), 0.0) + float(value)
-    return histogram_quantile(sorted(totals.items()), fraction)
+def load_of(options: Options) -> Load:
+    """The command line's view of `options` (`bench.cli`)."""
+    large = options.large
+    return Load(
+        nodes=large.nodes, pools=large.pools, jobs=large.jobs, rate=options.rate, timeout=options.timeout
+    )
 
 
 # --- manifests -------------------------------------------------------------------------------------------
@@ -297,29 +271,6 @@ def post_paced(
     return created, latencies
 
 
-def wait_until(condition: Callable[[], bool], timeout: float, interval: float = 0.2) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(interval)
-    return condition()
-
-
-def settled_rss(sampler: RssSampler, seconds: float = 1.0) -> float | None:
-    """RSS after a short pause (the informer threads finish applying what they just received)."""
-    time.sleep(seconds)
-    return sampler.read()
-
-
-def metric_value(text: str, name: str, labels: str = "") -> float:
-    wanted = f"{name}{{{labels}}}" if labels else name
-    for line in text.splitlines():
-        if line.startswith(wanted + " "):
-            return float(line.rsplit(" ", 1)[1])
-    return 0.0
-
-
 def stack_options(cluster: Cluster, options: Options, workdir: Path) -> StackOptions:
     return StackOptions(
         cluster=KubesimFlags(
@@ -340,113 +291,134 @@ def webhook_metrics(stack: Stack) -> str:
     return httpx.get(f"{stack.webhook_url}/metrics", verify=trust, timeout=10).text
 
 
+class ProductRss:
+    """RSS (and kubesim's CPU) of the stack's processes while Jobs arrive."""
+
+    def __init__(self, stack: Stack) -> None:
+        pids = {
+            name: None if process is None else process.pid for name, process in self.processes(stack).items()
+        }
+        missing = [name for name, pid in pids.items() if pid is None]
+        if missing:
+            raise RuntimeError(f"the stack runs no {', '.join(missing)}")
+        self.samplers = {name: RssSampler(pid) for name, pid in pids.items() if pid is not None}
+        self.idle = {
+            "webhook": self.samplers["webhook"].settled(),
+            "resizer": self.samplers["resizer"].read(),
+        }
+        self.kubesim_cpu = 0.0
+
+    @staticmethod
+    def processes(stack: Stack) -> dict[str, ManagedProcess | None]:
+        return {"webhook": stack.webhook, "resizer": stack.resizers[0], "kubesim": stack.kubesim}
+
+    def __enter__(self) -> Self:
+        for sampler in self.samplers.values():
+            sampler.start()
+        self.kubesim_cpu = -(self.samplers["kubesim"].cpu_seconds() or 0.0)
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
+        self.kubesim_cpu += self.samplers["kubesim"].cpu_seconds() or 0.0
+        for sampler in self.samplers.values():
+            sampler.stop.set()
+
+    def max(self, name: str) -> float | None:
+        return mb(max(self.samplers[name].samples, default=None))
+
+
+@dataclass(frozen=True)
+class Arrivals:
+    """How the Jobs went in: each creation's latency (s), and when they were all created and resized."""
+
+    create_latencies: list[float]
+    created_in: float
+    elapsed: float
+    jobs_per_second: float
+
+
+def arrive(stack: Stack, names: Sequence[str], watch: ResizeWatch, options: Options) -> Arrivals:
+    """Create the exclusive Jobs at `options.rate` per second and wait until each is resized."""
+    started = time.monotonic()
+    jobs = [exclusive_job(name, options.target, options.gpus_per_pod) for name in names]
+    _, latencies = post_paced(stack.server, f"/apis/batch/v1/namespaces/{NAMESPACE}/jobs", jobs, options.rate)
+    created_in = time.monotonic() - started
+    wait_until(lambda: watch.all_resized(names), options.timeout)
+    elapsed = time.monotonic() - started
+    resized = watch.resized(names)
+    last_done = max(watch.done.seen.values(), default=started)
+    rate = round(resized / max(1e-9, last_done - started), 2) if resized else 0.0
+    return Arrivals(latencies, created_in, elapsed, rate)
+
+
+def admission_fields(webhook_text: str) -> dict[str, Any]:
+    buckets = histogram_buckets(webhook_text, ADMISSION_HISTOGRAM)
+    return {
+        "observed_from": "the webhook's histogram, every endpoint (bucket-interpolated)",
+        "count": metric_value(webhook_text, f"{ADMISSION_HISTOGRAM}_count"),
+        "p50": ms(histogram_quantile(buckets, 0.5)),
+        "p99": ms(histogram_quantile(buckets, 0.99)),
+    }
+
+
+def bind_to_resize_fields(latencies: list[float], resizer_text: str) -> dict[str, Any]:
+    return {
+        "observed_from": "a client watch: leader first seen bound -> Job first seen resize=done",
+        "count": len(latencies),
+        "p50": ms(nearest_rank(latencies, 0.5)),
+        "p99": ms(nearest_rank(latencies, 0.99)),
+        "max": ms(max(latencies, default=None)),
+        "resizer_histogram_p99": ms(
+            histogram_quantile(histogram_buckets(resizer_text, RESIZER_HISTOGRAM), 0.99)
+        ),
+    }
+
+
 def run_load(cluster: Cluster, options: Options, workdir: Path) -> dict[str, Any]:
     """One cluster under a steady arrival of exclusive Jobs (phase 1, and 2 on the small cluster)."""
     names = [f"scale-{index:05d}" for index in range(cluster.jobs)]
-    bound: dict[str, float] = {}
-    done: dict[str, float] = {}
     started_stack = time.monotonic()
     with Stack(stack_options(cluster, options, workdir)) as stack:
-        assert stack.webhook is not None
-        assert stack.webhook.pid is not None
-        assert stack.kubesim is not None
-        assert stack.kubesim.pid is not None
-        resizer_pid = stack.resizers[0].pid
-        assert resizer_pid is not None
         stack_seconds = time.monotonic() - started_stack
-        webhook_rss = RssSampler(stack.webhook.pid)
-        resizer_rss = RssSampler(resizer_pid)
-        kubesim_rss = RssSampler(stack.kubesim.pid)
-        idle = {"webhook": settled_rss(webhook_rss), "resizer": resizer_rss.read()}
-        watchers = [
-            Watcher(
-                stack.server,
-                f"/api/v1/namespaces/{NAMESPACE}/pods",
-                f"{ROLE_LABEL}={ROLE_LEADER}",
-                bound,
-                "pods",
-            ),
-            # Only the Jobs entering `resize: done` (one event each): a watch on every Job change made this
-            # client fall a second behind at 50 Jobs/s.
-            Watcher(
-                stack.server,
-                f"/apis/batch/v1/namespaces/{NAMESPACE}/jobs",
-                f"{RESIZE_LABEL}={RESIZE_DONE}",
-                done,
-                "jobs",
-            ),
-        ]
-        for sampler in (webhook_rss, resizer_rss, kubesim_rss):
-            sampler.start()
-        for watcher in watchers:
-            watcher.start()
-        kubesim_cpu = kubesim_rss.cpu_seconds() or 0.0
-        started = time.monotonic()
-        jobs = [exclusive_job(name, options.target, options.gpus_per_pod) for name in names]
-        _, create_latencies = post_paced(
-            stack.server, f"/apis/batch/v1/namespaces/{NAMESPACE}/jobs", jobs, options.rate
-        )
-        created_in = time.monotonic() - started
-        wait_until(lambda: all(name in done for name in names), options.timeout)
-        elapsed = time.monotonic() - started
-        kubesim_cpu = (kubesim_rss.cpu_seconds() or 0.0) - kubesim_cpu
+        with ProductRss(stack) as rss, ResizeWatch(stack.server, NAMESPACE) as watch:
+            arrivals = arrive(stack, names, watch, options)
         webhook_text = webhook_metrics(stack)
         resizer_text = "\n".join(stack.resizer_metrics())
-        cached_leaders = metric_value(webhook_text, "exclusive_placement_cache_objects", 'kind="pods"')
-        for watcher in watchers:
-            watcher.stop.set()
-        for sampler in (webhook_rss, resizer_rss, kubesim_rss):
-            sampler.stop.set()
         stats = httpx.get(f"{stack.server}/debug/stats", timeout=10).json()
-    latencies = [max(0.0, done[name] - bound[name]) for name in names if name in bound and name in done]
-    last_done = max(done.values(), default=started)
-    resized = sum(1 for name in names if name in done)
     return {
         "nodes": cluster.nodes,
         "domains": cluster.pools,
         "jobs": cluster.jobs,
-        "jobs_resized": resized,
+        "jobs_resized": watch.resized(names),
         "stack_start_seconds": round(stack_seconds, 1),
         "arrival_rate": options.rate,
-        "arrival_seconds": round(created_in, 2),
-        "elapsed_seconds": round(elapsed, 2),
-        "jobs_per_second": round(resized / max(1e-9, last_done - started), 2) if resized else 0.0,
+        "arrival_seconds": round(arrivals.created_in, 2),
+        "elapsed_seconds": round(arrivals.elapsed, 2),
+        "jobs_per_second": arrivals.jobs_per_second,
         "webhook_rss_mb": {
-            "idle": mb(idle["webhook"]),
-            "max": mb(max(webhook_rss.samples, default=None)),
-            "leaders_cached": cached_leaders,
+            "idle": mb(rss.idle["webhook"]),
+            "max": rss.max("webhook"),
+            "leaders_cached": metric_value(
+                webhook_text, "exclusive_placement_cache_objects", {"kind": "pods"}
+            ),
         },
-        "resizer_rss_mb": {"idle": mb(idle["resizer"]), "max": mb(max(resizer_rss.samples, default=None))},
+        "resizer_rss_mb": {"idle": mb(rss.idle["resizer"]), "max": rss.max("resizer")},
         "kubesim": {
-            "rss_mb_max": mb(max(kubesim_rss.samples, default=None)),
-            "cpu_seconds": round(kubesim_cpu, 1),
-            "cpu_share": round(kubesim_cpu / max(1e-9, elapsed), 2),
+            "rss_mb_max": rss.max("kubesim"),
+            "cpu_seconds": round(rss.kubesim_cpu, 1),
+            "cpu_share": round(rss.kubesim_cpu / max(1e-9, arrivals.elapsed), 2),
             "pods_bound": stats.get("pods", {}).get("bound"),
             "admission_calls": stats.get("admission_calls"),
         },
-        "admission_ms": {
-            "observed_from": "the webhook's histogram, every endpoint (bucket-interpolated)",
-            "count": metric_value(webhook_text, f"{ADMISSION_HISTOGRAM}_count", 'endpoint="mutate-jobs"')
-            + metric_value(webhook_text, f"{ADMISSION_HISTOGRAM}_count", 'endpoint="mutate-pods"')
-            + metric_value(webhook_text, f"{ADMISSION_HISTOGRAM}_count", 'endpoint="validate-pods"'),
-            "p50": ms(admission_quantile(webhook_text, 0.5)),
-            "p99": ms(admission_quantile(webhook_text, 0.99)),
-        },
+        "admission_ms": admission_fields(webhook_text),
         "job_create_ms": {
             "observed_from": "the client: POST of a Job (through the mutating webhook) to its 201",
-            "p50": ms(percentile(create_latencies, 0.5)) if create_latencies else None,
-            "p99": ms(percentile(create_latencies, 0.99)) if create_latencies else None,
+            "p50": ms(nearest_rank(arrivals.create_latencies, 0.5)),
+            "p99": ms(nearest_rank(arrivals.create_latencies, 0.99)),
         },
-        "bind_to_resize_ms": {
-            "observed_from": "a client watch: leader first seen bound -> Job first seen resize=done",
-            "count": len(latencies),
-            "p50": ms(percentile(latencies, 0.5)) if latencies else None,
-            "p99": ms(percentile(latencies, 0.99)) if latencies else None,
-            "max": ms(max(latencies)) if latencies else None,
-            "resizer_histogram_p99": ms(
-                histogram_quantile(parse_histogram(resizer_text, RESIZER_HISTOGRAM), 0.99)
-            ),
-        },
+        "bind_to_resize_ms": bind_to_resize_fields(watch.latencies(names), resizer_text),
     }
 
 
@@ -464,7 +436,7 @@ class Product:
     def cached_leaders(self) -> float:
         trust = ssl.create_default_context(cafile=str(self.ca_file))
         text = httpx.get(self.webhook_metrics, verify=trust, timeout=10).text
-        return metric_value(text, "exclusive_placement_cache_objects", 'kind="pods"')
+        return metric_value(text, "exclusive_placement_cache_objects", {"kind": "pods"})
 
     def resizes(self) -> float:
         text = httpx.get(self.resizer_metrics, timeout=10).text
@@ -511,7 +483,7 @@ def idle_webhook_rss(nodes: int, workdir: Path) -> float | None:
         product_processes(sim.url, workdir) as product,
     ):
         assert product.webhook.pid is not None
-        return settled_rss(RssSampler(product.webhook.pid), 2.0)
+        return RssSampler(product.webhook.pid).settled(2.0)
 
 
 def run_footprint(options: Options, workdir: Path) -> dict[str, Any]:
@@ -550,7 +522,7 @@ def run_footprint(options: Options, workdir: Path) -> dict[str, Any]:
                 {
                     "jobs": size,
                     "caught_up": synced,
-                    "webhook_rss_mb": mb(settled_rss(webhook_rss)),
+                    "webhook_rss_mb": mb(webhook_rss.settled()),
                     "resizer_rss_mb": mb(resizer_rss.read()),
                 }
             )
@@ -673,56 +645,37 @@ def format_summary(result: dict[str, Any]) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="python -m bench scale",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    defaults = Options()
-    parser.add_argument(
-        "--nodes", type=int, default=None, help=f"large cluster (default {defaults.large.nodes})"
-    )
-    parser.add_argument(
-        "--pools", type=int, default=None, help=f"its domains (default {defaults.large.pools})"
-    )
-    parser.add_argument(
-        "--jobs", type=int, default=None, help=f"Jobs created (default {defaults.large.jobs})"
-    )
-    parser.add_argument("--rate", type=float, default=None, help=f"Jobs per second (default {defaults.rate})")
+    parser = benchmark_parser("python -m bench scale", __doc__, "scale.json")
+    add_load_arguments(parser, load_of(Options()), load_of(QUICK))
     parser.add_argument(
         "--footprint-jobs",
         default=None,
         help="comma-separated Job counts of the footprint phase (default 1000,3000,5000)",
     )
-    parser.add_argument("--timeout", type=float, default=None, help="seconds to wait for every resize")
-    parser.add_argument(
-        "--out", type=Path, default=DEFAULT_OUT, help="directory for scale.json (default: %(default)s)"
-    )
-    parser.add_argument("--quick", action="store_true", help="a small run for the test suite (~20 s)")
     return parser
 
 
 def options_from(argv: list[str] | None) -> Options:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
     options = QUICK if args.quick else Options()
-    large = Cluster(
-        nodes=args.nodes or options.large.nodes,
-        pools=args.pools or options.large.pools,
-        jobs=args.jobs or options.large.jobs,
-    )
-    if min(large.nodes, large.pools, large.jobs) < 1 or large.pools > large.nodes:
-        raise SystemExit("--nodes, --pools and --jobs must be positive, with pools <= nodes")
-    footprint = (
-        tuple(int(value) for value in args.footprint_jobs.split(","))
-        if args.footprint_jobs
-        else options.footprint_jobs
-    )
+    load = load_from(parser, args, load_of(Options()), load_of(QUICK))
+    try:
+        footprint = (
+            tuple(int(value) for value in args.footprint_jobs.split(","))
+            if args.footprint_jobs
+            else options.footprint_jobs
+        )
+    except ValueError:
+        parser.error(f"--footprint-jobs: comma-separated Job counts, got {args.footprint_jobs!r}")
+    if min(footprint) < 1:
+        parser.error("--footprint-jobs: every count must be positive")
     return replace(
         options,
-        large=large,
-        rate=args.rate or options.rate,
+        large=Cluster(nodes=load.nodes, pools=load.pools, jobs=load.jobs),
+        rate=load.rate,
         footprint_jobs=footprint,
-        timeout=args.timeout or options.timeout,
+        timeout=load.timeout,
         out=args.out,
     )
 

@@ -52,8 +52,10 @@ import uvicorn
 from fastapi import Request
 from fastapi.responses import JSONResponse
 
+from bench.measures import metric_value
 from bench.paths import SCRATCH
 from certs.files import write_dev_certs
+from kubekit.testing import FakeKubeApi
 from placement.constants import (
     CONTROLLER_UID_LABEL,
     GKE_NODEPOOL_LABEL,
@@ -71,7 +73,6 @@ from placement.objects import hashed_job_key
 from webhook.review import ADMISSION_API_VERSION, ADMISSION_KIND
 from webhook.server import build
 from webhook.settings import WebhookSettings
-from webhook.testing import FakeKubeApi
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_OUT = SCRATCH / "webhook.json"
@@ -450,14 +451,6 @@ def check_answers(base: str, payloads: dict[str, bytes], trust: ssl.SSLContext) 
         raise RuntimeError(f"mutate-follower: leader's domain not applied: {follower_patch}")
 
 
-def metric(text: str, name: str, labels: str) -> float:
-    prefix = f"{name}{{{labels}}} "
-    for line in text.splitlines():
-        if line.startswith(prefix):
-            return float(line[len(prefix) :])
-    return 0.0
-
-
 def run(plan: LoadPlan, out: Path | None) -> dict[str, Any]:
     payloads = bodies()
     with tempfile.TemporaryDirectory(prefix="webhook-bench-") as tmp, FakeKubeApi() as api:
@@ -490,8 +483,8 @@ def run(plan: LoadPlan, out: Path | None) -> dict[str, Any]:
 
     lookups = served(("mutate-follower", "validate-follower"))
     admissions = served(("mutate-leader", "mutate-follower", "validate-follower"))
-    hits = metric(metrics_text, "exclusive_placement_leader_cache_total", 'result="hit"')
-    misses = metric(metrics_text, "exclusive_placement_leader_cache_total", 'result="miss"')
+    hits = metric_value(metrics_text, "exclusive_placement_leader_cache_total", {"result": "hit"})
+    misses = metric_value(metrics_text, "exclusive_placement_leader_cache_total", {"result": "miss"})
     report: dict[str, Any] = {
         "tool": plan.tool,
         "settings": {

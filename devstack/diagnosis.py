@@ -16,16 +16,11 @@ from typing import Any
 
 from devstack.hints import JobFacts, hints_for
 from devstack.kube import KubeClient
-from devstack.report import DONE_STATES, is_leader, job_status, node_label_map, target_size, topology_key
-from placement.constants import (
-    GPU_RESOURCE,
-    JOB_NAME_LABEL,
-    JOBSET_NAME_LABEL,
-    LEADER_SCHEDULED_GATE,
-    LEGACY_JOB_NAME_LABEL,
-    RESIZE_LABEL,
-    RESIZE_PENDING,
-)
+from devstack.report import DONE_STATES, job_status, node_label_map
+from kubekit.keys import object_key
+from placement.constants import GPU_RESOURCE, JOBSET_NAME_LABEL, RESIZE_LABEL, RESIZE_PENDING
+from placement.objects import is_leader, owner_job_key, target_size, topology_key_of_job
+from placement.resize import has_gate
 
 Obj = dict[str, Any]
 
@@ -164,28 +159,18 @@ def gpus_per_pod(job: Mapping[str, Any]) -> int:
     return total
 
 
-def _job_name(pod: Mapping[str, Any]) -> str:
-    labels = (pod.get("metadata") or {}).get("labels") or {}
-    return str(labels.get(JOB_NAME_LABEL) or labels.get(LEGACY_JOB_NAME_LABEL) or "")
-
-
-def _has_leader_gate(pod: Mapping[str, Any]) -> bool:
-    gates = (pod.get("spec") or {}).get("schedulingGates") or []
-    return any(g.get("name") == LEADER_SCHEDULED_GATE for g in gates)
-
-
 # --- the whole picture ---------------------------------------------------------------------------------
 def stalled_jobs(snapshot: Snapshot, warnings: Mapping[tuple[str, str], Mapping[str, Any]]) -> list[JobFacts]:
     """Every Job not yet running whole (nor complete), with what the hints need to know about it;
     `warnings` is `latest_warnings` of the snapshot's events."""
     labels = node_label_map(snapshot.nodes)
-    pods_by_job: dict[str, list[Obj]] = {}
+    pods_by_job: dict[str | None, list[Obj]] = {}
     for pod in snapshot.pods:
-        pods_by_job.setdefault(_job_name(pod), []).append(pod)
+        pods_by_job.setdefault(owner_job_key(pod), []).append(pod)
     facts: list[JobFacts] = []
     for job in snapshot.jobs:
         meta = job["metadata"]
-        own = pods_by_job.get(meta["name"], [])
+        own = pods_by_job.get(object_key(job), [])
         status = job_status(job, own, labels)
         if status.state in DONE_STATES:
             continue
@@ -194,13 +179,13 @@ def stalled_jobs(snapshot: Snapshot, warnings: Mapping[tuple[str, str], Mapping[
         facts.append(
             JobFacts(
                 name=status.job,
-                topology_key=topology_key(job),
+                topology_key=topology_key_of_job(job),
                 pods=target_size(job),
                 gpus_per_pod=gpus_per_pod(job),
                 leader_bound=status.leader_bound,
                 leader_reason=next((r for r in map(pod_wait_reason, leaders) if r), None),
                 resize_pending=(meta.get("labels") or {}).get(RESIZE_LABEL) == RESIZE_PENDING,
-                gated_followers=sum(1 for p in own if _has_leader_gate(p) and not is_leader(p)),
+                gated_followers=sum(1 for p in own if has_gate(p) and not is_leader(p)),
                 suspended=bool((job.get("spec") or {}).get("suspend")),
                 failure=str(warning.get("message") or "") if warning else None,
             )

@@ -13,11 +13,10 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
-from placement.constants import JOB_NAME_LABEL, JOBSET_RESTART_ATTEMPT_LABEL, LEGACY_JOB_NAME_LABEL
-
-TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
+from kubekit.keys import object_key
+from placement.constants import JOBSET_RESTART_ATTEMPT_LABEL
+from placement.objects import Obj, is_finished_pod, labels_of, node_name, owner_job_key
 
 
 @dataclass(frozen=True)
@@ -35,24 +34,11 @@ class PodState:
     """JobSet's restart attempt of the Job ("" outside a JobSet)."""
 
 
-def job_of(pod: Mapping[str, Any]) -> str:
-    meta = pod.get("metadata", {})
-    labels = meta.get("labels") or {}
-    name = labels.get(JOB_NAME_LABEL) or labels.get(LEGACY_JOB_NAME_LABEL)
-    if not name:
-        owners = [o for o in meta.get("ownerReferences") or [] if o.get("kind") == "Job"]
-        name = owners[0]["name"] if owners else ""
-    return f"{meta.get('namespace', '')}/{name}" if name else ""
-
-
-def pod_state(pod: Mapping[str, Any], *, deleted: bool = False) -> PodState:
-    meta = pod.get("metadata", {})
-    node = (pod.get("spec") or {}).get("nodeName") or ""
-    phase = (pod.get("status") or {}).get("phase", "Pending")
-    active = bool(node) and not deleted and phase not in TERMINAL_PHASES
-    attempt = (meta.get("labels") or {}).get(JOBSET_RESTART_ATTEMPT_LABEL, "")
-    key = f"{meta.get('namespace', '')}/{meta.get('name', '')}"
-    return PodState(key, job_of(pod), node, active, attempt)
+def pod_state(pod: Obj, *, deleted: bool = False) -> PodState:
+    node = node_name(pod) or ""
+    active = bool(node) and not deleted and not is_finished_pod(pod)
+    attempt = labels_of(pod).get(JOBSET_RESTART_ATTEMPT_LABEL, "")
+    return PodState(object_key(pod), owner_job_key(pod) or "", node, active, attempt)
 
 
 @dataclass
@@ -107,5 +93,5 @@ def _attempt_key(state: PodState) -> str:
     return f"{state.job} (restart attempt {state.attempt})" if state.attempt else state.job
 
 
-def node_domains(nodes: Iterable[Mapping[str, Any]], topology_key: str) -> dict[str, str]:
-    return {n["metadata"]["name"]: (n["metadata"].get("labels") or {}).get(topology_key, "") for n in nodes}
+def node_domains(nodes: Iterable[Obj], topology_key: str) -> dict[str, str]:
+    return {object_key(node): labels_of(node).get(topology_key, "") for node in nodes}

@@ -1,23 +1,26 @@
-"""What `make run` / `make demo` show: per-Job state from jobs, pods and nodes, and the final table."""
+"""What `make run` / `make demo` show: per-Job state from jobs, pods and nodes, and the final table.
+
+Objects are read as the product reads them (`placement.objects`): a pod's Job, its role, a Job's topology
+key and target size."""
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal
 
-from devstack.exclusivity import job_of
-from placement.constants import (
-    JOB_COMPLETION_INDEX_ANNOTATION,
-    JOB_COMPLETION_INDEX_LABEL,
-    JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION,
-    LEADER_COMPLETION_INDEX,
-    RESIZE_DONE,
-    RESIZE_LABEL,
-    RESIZE_PENDING,
-    TARGET_COMPLETIONS_ANNOTATION,
-    TOPOLOGY_ANNOTATION,
+from kubekit.keys import object_key
+from placement.constants import RESIZE_DONE, RESIZE_LABEL, RESIZE_PENDING
+from placement.objects import (
+    Obj,
+    is_leader,
+    labels_of,
+    node_name,
+    owner_job_key,
+    section,
+    target_size,
+    topology_key_of_job,
 )
 
 JobState = Literal["pending", "leader-bound", "resized", "running", "complete", "failed"]
@@ -39,56 +42,23 @@ class JobStatus:
     """None for Jobs that are not resized (strategies other than elastic)."""
 
 
-def topology_key(job: Mapping[str, Any]) -> str | None:
-    """Ours wins over JobSet's; the Job's metadata over its pod template."""
-    for meta in (job.get("metadata", {}), job.get("spec", {}).get("template", {}).get("metadata", {})):
-        annotations = meta.get("annotations") or {}
-        for key in (TOPOLOGY_ANNOTATION, JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION):
-            if annotations.get(key):
-                return str(annotations[key])
-    return None
-
-
-def target_size(job: Mapping[str, Any]) -> int:
-    annotations = job.get("metadata", {}).get("annotations") or {}
-    if TARGET_COMPLETIONS_ANNOTATION in annotations:
-        return int(annotations[TARGET_COMPLETIONS_ANNOTATION])
-    return int(job.get("spec", {}).get("completions") or 1)
-
-
-def is_leader(pod: Mapping[str, Any]) -> bool:
-    meta = pod.get("metadata", {})
-    index = (meta.get("annotations") or {}).get(JOB_COMPLETION_INDEX_ANNOTATION) or (
-        meta.get("labels") or {}
-    ).get(JOB_COMPLETION_INDEX_LABEL)
-    return index == LEADER_COMPLETION_INDEX
-
-
-def _condition(job: Mapping[str, Any], kind: str) -> bool:
+def _condition(job: Obj, kind: str) -> bool:
     return any(
         c.get("type") == kind and c.get("status") == "True"
-        for c in job.get("status", {}).get("conditions") or []
+        for c in section(job, "status").get("conditions") or []
     )
 
 
-def job_status(
-    job: Mapping[str, Any], pods: Iterable[Mapping[str, Any]], node_labels: Mapping[str, Mapping[str, str]]
-) -> JobStatus:
+def job_status(job: Obj, pods: Iterable[Obj], node_labels: Mapping[str, Mapping[str, str]]) -> JobStatus:
     """State of one Job from its own pods (`pods` may hold other Jobs' pods: they are skipped)."""
-    meta = job["metadata"]
-    key = f"{meta.get('namespace', '')}/{meta['name']}"
-    own = [p for p in pods if job_of(p) == key]
-    tkey = topology_key(job)
-    domains = sorted(
-        {
-            node_labels.get(p["spec"]["nodeName"], {}).get(tkey or "", "?")
-            for p in own
-            if (p.get("spec") or {}).get("nodeName")
-        }
-    )
-    running = sum(1 for p in own if (p.get("status") or {}).get("phase") == "Running")
-    leader_bound = any(is_leader(p) and (p.get("spec") or {}).get("nodeName") for p in own)
-    resize_label = (meta.get("labels") or {}).get(RESIZE_LABEL)
+    key = object_key(job)
+    own = [p for p in pods if owner_job_key(p) == key]
+    tkey = topology_key_of_job(job)
+    bound = [(p, node) for p in own if (node := node_name(p)) is not None]
+    domains = sorted({node_labels.get(node, {}).get(tkey or "", "?") for _p, node in bound})
+    running = sum(1 for p in own if section(p, "status").get("phase") == "Running")
+    leader_bound = any(is_leader(p) for p, _node in bound)
+    resize_label = labels_of(job).get(RESIZE_LABEL)
     resized = None if resize_label not in (RESIZE_PENDING, RESIZE_DONE) else resize_label == RESIZE_DONE
     target = target_size(job)
     state: JobState
@@ -107,8 +77,8 @@ def job_status(
     return JobStatus(key, state, tuple(domains), running, target, bool(leader_bound), resized)
 
 
-def node_label_map(nodes: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, str]]:
-    return {n["metadata"]["name"]: dict(n["metadata"].get("labels") or {}) for n in nodes}
+def node_label_map(nodes: Iterable[Obj]) -> dict[str, dict[str, str]]:
+    return {object_key(node): labels_of(node) for node in nodes}
 
 
 def state_summary(statuses: Iterable[JobStatus]) -> str:

@@ -21,9 +21,9 @@ from devstack.report import (
     format_table,
     job_status,
     node_label_map,
-    topology_key,
 )
 from devstack.stack import Stack
+from placement.objects import metadata, namespace_of, topology_key_of_job
 
 
 class PlacementError(RuntimeError):
@@ -82,19 +82,17 @@ def observe(
     client: KubeClient, namespace: str | None, timeline: Timeline, nodes: list[dict[str, Any]]
 ) -> Observation:
     """The exclusive Jobs of `namespace` (None: every namespace), their states and any violation."""
-    jobs = [j for j in client.list("Job", namespace=namespace) if topology_key(j)]
+    jobs = [j for j in client.list("Job", namespace=namespace) if topology_key_of_job(j)]
     pods = client.list("Pod", namespace=namespace)
     labels = node_label_map(nodes)
     statuses = [job_status(job, pods, labels) for job in jobs]
     timeline.observe(statuses, time.monotonic())
     problems: list[str] = []
-    for key in sorted({topology_key(j) or "" for j in jobs}):
+    for key in sorted({topology_key_of_job(j) or "" for j in jobs}):
         # Exclusivity holds among the Jobs of one key: a Job on another key (or a key no node carries,
         # where every node's domain is "") shares nothing with them.
         on_key = {
-            f"{j['metadata'].get('namespace', '')}/{j['metadata']['name']}"
-            for j in jobs
-            if topology_key(j) == key
+            f"{namespace_of(j)}/{metadata(j).get('name')}" for j in jobs if topology_key_of_job(j) == key
         }
         replay = ExclusivityReplay(node_domains(nodes, key))
         replay.observe_all(state for p in pods if (state := pod_state(p)).job in on_key)

@@ -5,7 +5,7 @@ JobSet's gated leaders form a *gang*. The resizer is the admission queue: `plan_
 gangs to release (every gated leader of the gang ungated at once), which released gangs timed out (their
 ungated leaders deleted, so their domains go back), and which gang heads the queue waiting for domains.
 `gang_complete` says when a gang's Jobs may grow (elastic) or release their followers (scheduling-gate):
-once every Job of the JobSet has a bound leader.
+once every Job of the JobSet has a bound leader (`placement.resize` decides both with the gang as input).
 
 Everything is derived from what the API shows (which leaders are gated, which are bound, when each was
 released, on which nodes), so a new resizer replica reaches the same decision as the one it replaces.
@@ -53,8 +53,7 @@ from placement.objects import (
     section,
     topology_key_of_pod,
 )
-from placement.patch import JsonPatch
-from placement.resize import escape_json_pointer
+from placement.patch import JsonPatch, escape
 
 
 @dataclass(frozen=True, order=True)
@@ -457,7 +456,7 @@ def release_patch(pod: Obj, now: str) -> JsonPatch | None:
         patch.append(
             {
                 "op": "add",
-                "path": f"/metadata/annotations/{escape_json_pointer(RELEASED_AT_ANNOTATION)}",
+                "path": f"/metadata/annotations/{escape(RELEASED_AT_ANNOTATION)}",
                 "value": now,
             }
         )

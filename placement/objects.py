@@ -9,9 +9,11 @@
 - `job_key(namespace, job_name, labels)`: JobSet's job-key label when present, else a stable hash of
   `<namespace>/<job name>`; every affinity term selects on it.
 - `completion_index(pod)` / `is_leader(pod)`: the leader is completion index "0".
+- `target_size(job)`: the completions a Job is meant to run: the target the webhook recorded when it
+  shrank the Job (elastic), else `spec.completions`.
 - `is_terminating(obj)`, `is_finished_pod(pod)`: leaders in these states are ignored; `is_finished_job(job)`.
-- `section(obj, field)`, `labels_of(obj)`, `annotations_of(obj)`, `node_name(pod)`, `namespace_of(obj)`:
-  null-safe accessors.
+- `section(obj, field)`, `labels_of(obj)`, `annotations_of(obj)`, `node_name(pod)`, `namespace_of(obj)`,
+  `uid_of(obj)`: null-safe accessors.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from placement.constants import (
     LEADER_COMPLETION_INDEX,
     LEGACY_CONTROLLER_UID_LABEL,
     LEGACY_JOB_NAME_LABEL,
+    TARGET_COMPLETIONS_ANNOTATION,
     TOPOLOGY_ANNOTATION,
 )
 
@@ -135,6 +138,24 @@ def is_leader(pod: Obj) -> bool:
     return completion_index(pod) == LEADER_COMPLETION_INDEX
 
 
+def positive_int(value: Any) -> int | None:
+    """An int > 0, or a string of one (surrounding spaces allowed), as an int; None for anything else."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value if value > 0 else None
+    if isinstance(value, str) and value.strip().isdigit():
+        parsed = int(value.strip())
+        return parsed if parsed > 0 else None
+    return None
+
+
+def target_size(job: Obj) -> int:
+    """The recorded target of a shrunk Job, else `spec.completions`; 1 when neither is a positive int."""
+    recorded = positive_int(annotations_of(job).get(TARGET_COMPLETIONS_ANNOTATION))
+    return recorded or positive_int(section(job, "spec").get("completions")) or 1
+
+
 def is_terminating(obj: Obj) -> bool:
     return bool(metadata(obj).get("deletionTimestamp"))
 
@@ -156,6 +177,10 @@ def is_finished_job(job: Obj) -> bool:
 def node_name(pod: Obj) -> str | None:
     name = section(pod, "spec").get("nodeName")
     return str(name) if name else None
+
+
+def uid_of(obj: Obj) -> str:
+    return str(metadata(obj).get("uid") or "")
 
 
 def namespace_of(obj: Obj, default: str = "") -> str:

@@ -1,12 +1,15 @@
 """What the resizer decides, as pure functions over plain Kubernetes dicts (docs/design.md, "The resizer").
 
 Three decisions, each returning what acts on it:
-- `decide_resize(job, leader)`: should a Job shrunk by the webhook (elastic strategy) be restored to its
-  target size now? The answer carries a merge patch with the Job's resourceVersion as precondition (and
-  the original `maxFailedIndexes` when the webhook lowered it for size 1).
-- `decide_gate_release(follower, leader, node, rivals)`: should a follower gated by the scheduling-gate
-  strategy be pinned to its leader's domain and released? The answer carries a JSON patch that `test`s the
-  gate first.
+- `decide_resize(job, leader, gang=...)`: should a Job shrunk by the webhook (elastic strategy) be restored
+  to its target size now? The answer carries a merge patch with the Job's resourceVersion as precondition
+  (and the original `maxFailedIndexes` when the webhook lowered it for size 1).
+- `decide_gate_release(follower, leader, node, rivals, gang=...)`: should a follower gated by the
+  scheduling-gate strategy be pinned to its leader's domain and released? The answer carries a JSON patch
+  that `test`s the gate first.
+  Both take the Job's all-or-nothing gang as the caches show it (`placement.gang.build_gang` over its
+  JobSet's leader pods; None when none is cached or the Job is not all-or-nothing): a Job of a gang grows,
+  and releases its followers, only once every Job of the JobSet has a bound leader (`gang-incomplete`).
 - `decide_follower_repair(follower, leader, node, rivals, now)`: is this unbound follower pinned to
   another domain than its leader's (a leader re-created elsewhere, a pin from a stale cache)? Then it is
   marked `DisruptionTarget` (reason `ExclusivePlacementViolation`, as JobSet's pod reconciler does, so a
@@ -21,7 +24,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
 
 from placement.affinity import leader_domain
 from placement.constants import (
@@ -35,6 +37,7 @@ from placement.constants import (
     TARGET_MAX_FAILED_INDEXES_ANNOTATION,
     TARGET_PARALLELISM_ANNOTATION,
 )
+from placement.gang import Gang, gang_complete, gang_of
 from placement.leader import LeaderProblem, Placed, leader_problem
 from placement.objects import (
     JobRef,
@@ -45,11 +48,12 @@ from placement.objects import (
     job_ref_of_pod,
     labels_of,
     metadata,
+    positive_int,
     section,
     topology_key_of_job,
     topology_key_of_pod,
 )
-from placement.patch import JsonPatch
+from placement.patch import JsonPatch, escape
 
 
 class SkipReason(StrEnum):
@@ -161,22 +165,6 @@ def _gate_index(pod: Obj, gate: str) -> int | None:
     return None
 
 
-def escape_json_pointer(token: str) -> str:
-    """RFC 6901: `~` → `~0`, `/` → `~1` (in that order)."""
-    return token.replace("~", "~0").replace("/", "~1")
-
-
-def _positive_int(value: Any) -> int | None:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value if value > 0 else None
-    if isinstance(value, str) and value.strip().isdigit():
-        parsed = int(value.strip())
-        return parsed if parsed > 0 else None
-    return None
-
-
 def _leaders_disagree(key: str, domain: str, rivals: Sequence[Placed]) -> bool:
     """Another live, bound leader of the Job in another (or an unknown) domain: which one leads is unclear."""
     return any((leader_domain(key, node) if node is not None else None) != domain for _rival, node in rivals)
@@ -187,6 +175,15 @@ def _skip_reason(problem: LeaderProblem | None) -> SkipReason | None:
     return None if problem is None else SkipReason(problem.value)
 
 
+def gang_incomplete(obj: Obj, gang: Gang | None) -> bool:
+    """`obj` (a Job or a follower) belongs to an all-or-nothing JobSet and `gang`, that JobSet's leaders as
+    cached, does not show a bound leader for each of its Jobs yet (or is another JobSet's)."""
+    gang_id = gang_of(obj)
+    if gang_id is None:
+        return False
+    return gang is None or gang.id != gang_id or not gang_complete(gang)
+
+
 def job_ref(job: Obj) -> JobRef:
     meta = metadata(job)
     return JobRef(name=str(meta.get("name") or ""), uid=str(meta.get("uid") or ""))
@@ -195,11 +192,12 @@ def job_ref(job: Obj) -> JobRef:
 # --- the decisions -------------------------------------------------------------------------------------
 
 
-def decide_resize(job: Obj, leader: Obj | None) -> ResizeDecision:
+def decide_resize(job: Obj, leader: Obj | None, *, gang: Gang | None) -> ResizeDecision:
     """Does this Job need its size restored now, and with which merge patch?
 
-    Never shrinks, never resizes twice (the patch sets `resize: done` together with the sizes, and carries
-    the resourceVersion the decision was made on, so a concurrent change makes the API server answer 409).
+    `gang`: the Job's all-or-nothing gang (see the module's docstring). Never shrinks, never resizes twice
+    (the patch sets `resize: done` together with the sizes, and carries the resourceVersion the decision
+    was made on, so a concurrent change makes the API server answer 409).
     """
     meta = metadata(job)
     spec = section(job, "spec")
@@ -226,8 +224,8 @@ def decide_resize(job: Obj, leader: Obj | None) -> ResizeDecision:
     raw_parallelism = annotations.get(TARGET_PARALLELISM_ANNOTATION, raw_completions)
     if raw_completions is None:
         return skip(SkipReason.MISSING_TARGET)
-    target = _positive_int(raw_completions)
-    if target is None or _positive_int(raw_parallelism) != target:
+    target = positive_int(raw_completions)
+    if target is None or positive_int(raw_parallelism) != target:
         # Elastic Indexed Jobs need completions == parallelism after the change.
         return skip(SkipReason.INVALID_TARGET)
     currents = [value for value in (current_completions, current_parallelism) if isinstance(value, int)]
@@ -235,13 +233,15 @@ def decide_resize(job: Obj, leader: Obj | None) -> ResizeDecision:
         return skip(SkipReason.WOULD_SHRINK, target)
 
     raw_max_failed = annotations.get(TARGET_MAX_FAILED_INDEXES_ANNOTATION)
-    max_failed = _positive_int(raw_max_failed) if raw_max_failed is not None else None
+    max_failed = positive_int(raw_max_failed) if raw_max_failed is not None else None
     if raw_max_failed is not None and (max_failed is None or max_failed > target):
         return skip(SkipReason.INVALID_TARGET, target)
 
     problem = _skip_reason(leader_problem(leader, job_ref(job)))
     if problem is not None:
         return skip(problem, target)
+    if gang_incomplete(job, gang):
+        return skip(SkipReason.GANG_INCOMPLETE, target)
 
     patch: Obj = {
         "metadata": {"labels": {RESIZE_LABEL: RESIZE_DONE}},
@@ -255,12 +255,18 @@ def decide_resize(job: Obj, leader: Obj | None) -> ResizeDecision:
 
 
 def decide_gate_release(
-    follower: Obj, leader: Obj | None, node: Obj | None, rivals: Sequence[Placed] = ()
+    follower: Obj,
+    leader: Obj | None,
+    node: Obj | None,
+    rivals: Sequence[Placed] = (),
+    *,
+    gang: Gang | None,
 ) -> GateRelease:
     """Should this gated follower be pinned to its leader's domain and released, with which JSON patch?
 
     `node` is the leader's Node (only its labels are read); `rivals` are the other live, bound leaders of
-    the Job (`placement.leader.rival_leaders`) with their nodes: one elsewhere holds the release. The patch
+    the Job (`placement.leader.rival_leaders`) with their nodes: one elsewhere holds the release; `gang`:
+    the Job's all-or-nothing gang (see the module's docstring). The patch
     `test`s that the gate is still where it was seen, adds `nodeSelector[<topology key>] = <domain>`
     (creating the map when missing), and removes the gate — so a concurrent change to the gates makes the
     API server reject it instead of clobbering it.
@@ -286,6 +292,8 @@ def decide_gate_release(
         return GateRelease(SkipReason.NODE_WITHOUT_DOMAIN)
     if _leaders_disagree(key, domain, rivals):
         return GateRelease(SkipReason.LEADERS_DISAGREE, domain)
+    if gang_incomplete(follower, gang):
+        return GateRelease(SkipReason.GANG_INCOMPLETE, domain)
 
     spec = section(follower, "spec")
     selector = spec.get("nodeSelector")
@@ -296,9 +304,7 @@ def decide_gate_release(
         if existing is not None and existing != domain:
             return GateRelease(SkipReason.NODE_SELECTOR_CONFLICT, domain)
         if existing is None:
-            patch.append(
-                {"op": "add", "path": f"/spec/nodeSelector/{escape_json_pointer(key)}", "value": domain}
-            )
+            patch.append({"op": "add", "path": f"/spec/nodeSelector/{escape(key)}", "value": domain})
     else:
         patch.append({"op": "add", "path": "/spec/nodeSelector", "value": {key: domain}})
     patch.append({"op": "remove", "path": gate_path})

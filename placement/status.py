@@ -63,7 +63,9 @@ from placement.objects import (
     node_name,
     owner_job_key,
     pod_template,
+    positive_int,
     section,
+    target_size,
     topology_key_of_job,
     topology_key_of_pod,
 )
@@ -288,29 +290,16 @@ def resolved_strategy(job: Obj) -> str:
     return "the webhook's default"
 
 
-def _int(value: object, default: int) -> int:
-    if isinstance(value, int) and not isinstance(value, bool):
-        return value
-    if isinstance(value, str) and value.strip().isdigit():
-        return int(value)
-    return default
-
-
-def full_size(job: Obj) -> int:
-    spec = section(job, "spec")
-    current = _int(spec.get("completions"), _int(spec.get("parallelism"), 1))
-    return _int(annotations_of(job).get(TARGET_COMPLETIONS_ANNOTATION), current)
-
-
 def expected_active(job: Obj) -> int:
-    """Pods the Job runs at once now: min(parallelism, completions - succeeded)."""
+    """Pods the Job runs at once now: min(parallelism, completions - succeeded) (parallelism 1 when unset,
+    as the API server defaults it; 0 pauses the Job)."""
     spec = section(job, "spec")
-    parallelism = _int(spec.get("parallelism"), 1)
-    succeeded = _int(section(job, "status").get("succeeded"), 0)
-    completions = spec.get("completions")
-    if isinstance(completions, int) and not isinstance(completions, bool):
-        return max(0, min(parallelism, completions - succeeded))
-    return parallelism
+    parallelism = spec.get("parallelism")
+    if not isinstance(parallelism, int) or isinstance(parallelism, bool):
+        parallelism = 1
+    succeeded = positive_int(section(job, "status").get("succeeded")) or 0
+    completions = positive_int(spec.get("completions"))
+    return parallelism if completions is None else max(0, min(parallelism, completions - succeeded))
 
 
 @dataclass
@@ -360,7 +349,7 @@ def job_progress(snapshot: Snapshot, job: Obj) -> JobProgress:
         walk.job,
         key,
         strategy,
-        full_size(job),
+        target_size(job),
         domain,
         tuple(walk.steps),
         walk.waiting,
@@ -374,8 +363,8 @@ def _admission_detail(job: Obj, strategy: str) -> str:
     if not is_indexed(job):
         return f"{strategy}: a NonIndexed Job has no leader, every pod carries the affinity terms"
     if TARGET_COMPLETIONS_ANNOTATION in annotations_of(job):
-        return f"{strategy}: at size 1 of {full_size(job)} until its leader is bound"
-    return f"{strategy}, {full_size(job)} pods"
+        return f"{strategy}: at size 1 of {target_size(job)} until its leader is bound"
+    return f"{strategy}, {target_size(job)} pods"
 
 
 def _leader_steps(snapshot: Snapshot, job: Obj, pods: list[Obj], key: str, walk: _Walk) -> str:
@@ -453,7 +442,7 @@ def _gates(pod: Obj) -> set[str]:
 
 
 def _resize_step(snapshot: Snapshot, job: Obj, key: str, domain: str, walk: _Walk) -> None:
-    size = full_size(job)
+    size = target_size(job)
     pending = labels_of(job).get(RESIZE_LABEL) == RESIZE_PENDING
     if not pending:
         walk.step("resized", True, f"to {size} pods")

@@ -6,27 +6,14 @@ import logging
 import signal
 import threading
 import time
-from collections.abc import Callable
 from types import FrameType
 
-from kubekit.client import Kube, Resource, Timeouts, build_api_client
-from kubekit.informer import Handler, Informer, Store, without_managed_fields
-from kubekit.projection import FieldProjection
-from placement.cached_fields import LEADER_POD_FIELDS, QUEUE_NODE_FIELDS
-from placement.constants import RESIZE_LABEL, RESIZE_PENDING, ROLE_FOLLOWER, ROLE_LABEL, ROLE_LEADER
-from placement.objects import Obj
-from placement.resize import follower_to_watch
-from resizer.controller import (
-    FollowerHandler,
-    JobHandler,
-    LeaderHandler,
-    NodeHandler,
-    Resizer,
-    is_pending_job,
-    new_caches,
-)
+from kubekit.client import Kube, Timeouts, build_api_client
+from resizer.caches import new_caches
 from resizer.election import AlwaysLeader, ElectionConfig, LeaderElector
 from resizer.health import HealthServer
+from resizer.informers import resizer_informers
+from resizer.manager import Resizer
 from resizer.metrics import Metrics
 from resizer.settings import ResizerSettings
 from resizer.workqueue import WorkQueue
@@ -36,10 +23,6 @@ log = logging.getLogger(__name__)
 SHUTDOWN_GRACE = 5.0
 """SIGTERM to exit at most, s: well inside a supervisor's 10 s grace period."""
 
-UNBOUND_PODS = "spec.nodeName="
-"""Gated pods are never bound, and a pin is only repaired before the follower binds: watching only unbound
-followers skips most follower traffic."""
-
 
 class ResizerApp:
     def __init__(self, settings: ResizerSettings) -> None:
@@ -48,7 +31,7 @@ class ResizerApp:
         api_client = build_api_client(
             settings.kubeconfig,
             settings.server,
-            pool_size=settings.concurrency + 8,
+            pool_size=2 * settings.concurrency + 8,  # the resize and the followers workers, and the rest
             user_agent="exclusive-placement-resizer",
         )
         self.kube = Kube(
@@ -57,7 +40,6 @@ class ResizerApp:
                 read=settings.request_timeout_seconds, watch_server_seconds=settings.watch_timeout_seconds
             ),
         )
-        self.queue = WorkQueue(settings.retry_base_delay_seconds, settings.retry_max_delay_seconds)
         self.caches = new_caches()
         self.elector: LeaderElector | AlwaysLeader
         if settings.leader_elect:
@@ -79,80 +61,22 @@ class ResizerApp:
         self.resizer = Resizer(
             self.kube,
             self.caches,
-            self.queue,
             self.metrics,
             self.elector,
             dry_run=settings.dry_run,
+            new_queue=lambda: WorkQueue(settings.retry_base_delay_seconds, settings.retry_max_delay_seconds),
             gang_timeout=settings.all_or_nothing_timeout_seconds,
         )
-        self.informers = [
-            self._informer(
-                "jobs",
-                "pending-jobs",
-                f"{RESIZE_LABEL}={RESIZE_PENDING}",
-                JobHandler(self.resizer),
-                keep=is_pending_job,
-                store=self.caches.jobs,
-            ),
-            self._informer(
-                "pods",
-                "leaders",
-                f"{ROLE_LABEL}={ROLE_LEADER}",
-                LeaderHandler(self.resizer),
-                store=self.caches.leaders,
-                project=FieldProjection(LEADER_POD_FIELDS),
-            ),
-            self._informer(
-                "pods",
-                "unbound-followers",
-                f"{ROLE_LABEL}={ROLE_FOLLOWER}",
-                FollowerHandler(self.resizer),
-                keep=follower_to_watch,
-                store=self.caches.followers,
-                field_selector=UNBOUND_PODS,
-            ),
-            # The all-or-nothing queue's free domains: name, labels and spec.unschedulable of every Node.
-            self._informer(
-                "nodes",
-                "nodes",
-                None,
-                NodeHandler(self.resizer),
-                store=self.caches.nodes,
-                project=FieldProjection(QUEUE_NODE_FIELDS),
-                cluster_scoped=True,
-            ),
-        ]
+        self.informers = resizer_informers(
+            lambda _name: self.kube,
+            self.resizer,
+            namespace=settings.namespace,
+            on_restart=self._watch_restarted,
+        )
         self.health = HealthServer(
             settings.metrics_host, settings.metrics_port, self.metrics.registry, self._livez, self._readyz
         )
         self._stopped = threading.Event()
-
-    def _informer(
-        self,
-        resource: Resource,
-        name: str,
-        label_selector: str | None,
-        handler: Handler,
-        *,
-        keep: Callable[[Obj], bool] = lambda _obj: True,
-        store: Store,
-        field_selector: str | None = None,
-        project: Callable[[Obj], Obj] = without_managed_fields,
-        cluster_scoped: bool = False,
-    ) -> Informer:
-        return Informer(
-            self.kube,
-            resource,
-            name=name,
-            namespace=None if cluster_scoped else self.settings.namespace,
-            label_selector=label_selector,
-            field_selector=field_selector,
-            handler=handler,
-            keep=keep,
-            project=project,
-            store=store,
-            on_restart=self._watch_restarted,
-        )
 
     # --- lifecycle -------------------------------------------------------------------------------------
 

@@ -41,7 +41,12 @@ class ResizerSettings(ProcessSettings):
 
     # --- behaviour
     dry_run: bool = Field(default=False, description="log every decision, patch nothing")
-    concurrency: int = Field(default=4, ge=1, le=64, description="Jobs reconciled in parallel")
+    concurrency: int = Field(
+        default=4,
+        ge=1,
+        le=64,
+        description="Jobs reconciled in parallel, by the resize and by the follower controller each",
+    )
     retry_base_delay_seconds: float = Field(
         default=0.05, gt=0, description="first per-Job retry delay (doubles per failure)"
     )

@@ -3,8 +3,11 @@
 - A key is queued at most once; adding it again while queued is a no-op.
 - A key is handed to at most one worker at a time; re-added while processing, it is queued again when
   that worker calls `done`, so no change is lost and no key is worked on concurrently.
+- `add_after(key, delay)` queues it after `delay` s; a key waits at most once, for the earliest of its
+  delays (client-go's delaying queue).
 - `retry(key)` re-queues after a per-key exponential delay (base * 2^failures, capped); `forget(key)`
-  resets it after a success.
+  resets it after a success and drops the key's pending delay: the reconcile that just succeeded decided
+  anew whether, and when, to look again.
 """
 
 from __future__ import annotations
@@ -37,6 +40,8 @@ class WorkQueue:
         self._dirty: set[str] = set()
         self._processing: set[str] = set()
         self._waiting: list[tuple[float, int, str]] = []
+        """A heap of (due time, sequence, key); exactly one entry per key in `_due`."""
+        self._due: dict[str, float] = {}
         self._sequence = 0
         self._failures: dict[str, int] = {}
         self._shut_down = False
@@ -57,8 +62,14 @@ class WorkQueue:
         with self._lock:
             if self._shut_down:
                 return
+            due = self._clock() + delay
+            if key in self._due:
+                if self._due[key] <= due:
+                    return
+                self._cancel(key)
+            self._due[key] = due
             self._sequence += 1
-            heapq.heappush(self._waiting, (self._clock() + delay, self._sequence, key))
+            heapq.heappush(self._waiting, (due, self._sequence, key))
             self._lock.notify()
 
     def retry(self, key: str) -> float:
@@ -77,6 +88,14 @@ class WorkQueue:
     def forget(self, key: str) -> None:
         with self._lock:
             self._failures.pop(key, None)
+            if key in self._due:
+                self._cancel(key)
+
+    def _cancel(self, key: str) -> None:
+        """Drop the key's waiting entry (call with the lock held)."""
+        del self._due[key]
+        self._waiting = [entry for entry in self._waiting if entry[2] != key]
+        heapq.heapify(self._waiting)
 
     def get(self, timeout: float | None = None) -> str | None:
         """The next key to work on (call `done` after), None on timeout; raises ShutDown when shut down."""
@@ -132,6 +151,7 @@ class WorkQueue:
         now = self._clock()
         while self._waiting and self._waiting[0][0] <= now:
             _, _, key = heapq.heappop(self._waiting)
+            del self._due[key]
             if key not in self._dirty:
                 self._dirty.add(key)
                 if key not in self._processing:

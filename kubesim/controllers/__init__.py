@@ -55,9 +55,12 @@ class Controllers:
         stats: Stats,
         *,
         admission: WebhookServing | None = None,
+        clock: Clock | None = None,
     ) -> None:
+        """`clock`: simulated time (default: `settings.time_scale` on the wall clock; tests pass a virtual
+        one, `kubesim.clock.Clock.virtual`)."""
         self.settings = settings
-        self.clock = Clock(settings.time_scale)
+        self.clock = clock if clock is not None else Clock(settings.time_scale)
         self._informers: list[Informer] = []
         # kube-controller-manager's shared informers (the kubelets read them too, see docs)
         self.pods = self._informer(api, "pods", stats)

@@ -27,13 +27,13 @@ from bench.strategies import measured_jobsets, run_namespace
 from kubesim.controllers.gang import GANG_ANNOTATION, GANG_SIZE_ANNOTATION
 from placement.constants import (
     ALL_OR_NOTHING_ANNOTATION,
-    JOB_COMPLETION_INDEX_ANNOTATION,
     JOB_NAME_LABEL,
     JOBSET_NAME_LABEL,
     RESIZE_LABEL,
     STRATEGY_ANNOTATION,
     Strategy,
 )
+from tests.support.builders import make_job, make_pod
 
 B, R, S, G = PodStage.BOUND, PodStage.RUNNING, PodStage.SUCCEEDED, PodStage.GONE
 
@@ -154,16 +154,10 @@ def test_no_jobsets_complete_trivially() -> None:
 
 
 def pod(phase: str | None, node: str = "", labels: dict[str, str] | None = None) -> dict[str, Any]:
-    return {
-        "metadata": {
-            "name": "p",
-            "namespace": "ns",
-            "labels": labels or {},
-            "annotations": {JOB_COMPLETION_INDEX_ANNOTATION: "0"},
-        },
-        "spec": {"nodeName": node} if node else {},
-        "status": {"phase": phase} if phase else {},
-    }
+    built = make_pod("p", "ns").index(0).node(node or None).phase(phase)
+    for key, value in (labels or {}).items():
+        built.label(key, value)
+    return built.obj()
 
 
 @pytest.mark.parametrize(
@@ -301,18 +295,13 @@ def test_each_scenario_runs_the_contenders_that_apply_to_it() -> None:
 
 
 def job(name: str, resize: str | None) -> dict[str, Any]:
-    return {"metadata": {"name": name, "labels": {RESIZE_LABEL: resize} if resize else {}}}
+    built = make_job(name)
+    return (built.label(RESIZE_LABEL, resize) if resize else built).obj()
 
 
 def gang_pod(job_name: str, index: int, node: str) -> dict[str, Any]:
-    return {
-        "metadata": {
-            "name": f"{job_name}-{index}",
-            "labels": {JOB_NAME_LABEL: job_name},
-            "annotations": {JOB_COMPLETION_INDEX_ANNOTATION: str(index)},
-        },
-        "spec": {"nodeName": node} if node else {"schedulingGates": [{"name": "g"}]},
-    }
+    built = make_pod(f"{job_name}-{index}").job_label(job_name).index(index)
+    return (built.node(node) if node else built.gated("g")).obj()
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,5 @@
-"""The resizer benchmark: statistics helpers, and a quick run end to end (figures reported, not asserted)."""
+"""The resizer benchmark: the statistics it reads (bench.measures), its command line, and a quick run end to
+end (figures reported, not asserted)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from bench.resizer_latency import histogram_quantile, main, parse_histogram, percentile
+from bench.measures import histogram_buckets, histogram_quantile, nearest_rank
+from bench.resizer_latency import main, options_from
 
 
 @pytest.mark.parametrize(
@@ -21,14 +23,13 @@ from bench.resizer_latency import histogram_quantile, main, parse_histogram, per
     ],
 )
 def test_percentile_nearest_rank(values: list[float], fraction: float, expected: float) -> None:
-    assert percentile(values, fraction) == expected
+    assert nearest_rank(values, fraction) == expected
 
 
-def test_percentile_rejects_nonsense() -> None:
-    with pytest.raises(ValueError, match="no values"):
-        percentile([], 0.5)
-    with pytest.raises(ValueError, match="fraction"):
-        percentile([1.0], 0.0)
+def test_percentile_of_nothing_is_none_and_a_nonsense_quantile_is_refused() -> None:
+    assert nearest_rank([], 0.5) is None
+    with pytest.raises(ValueError, match="quantile"):
+        nearest_rank([1.0], 0.0)
 
 
 def test_histogram_quantile_interpolates_like_prometheus() -> None:
@@ -39,7 +40,7 @@ def test_histogram_quantile_interpolates_like_prometheus() -> None:
     assert histogram_quantile([(1.0, 0.0), (math.inf, 0.0)], 0.5) is None
 
 
-def test_parse_histogram_reads_cumulative_buckets() -> None:
+def test_histogram_buckets_reads_cumulative_buckets() -> None:
     text = "\n".join(
         [
             "# TYPE x histogram",
@@ -49,7 +50,33 @@ def test_parse_histogram_reads_cumulative_buckets() -> None:
             "x_count 4.0",
         ]
     )
-    assert parse_histogram(text, "x") == [(0.05, 1.0), (0.1, 3.0), (math.inf, 4.0)]
+    assert histogram_buckets(text, "x") == [(0.05, 1.0), (0.1, 3.0), (math.inf, 4.0)]
+
+
+@pytest.mark.parametrize(
+    ("argv", "error"),
+    [
+        (["--jobs", "0"], "must be positive"),
+        (["--rate", "-1"], "must be positive"),
+        (["--nodes", "4", "--pools", "8"], "cannot exceed --nodes"),
+        (["--concurrency", "0"], "must be positive"),
+    ],
+)
+def test_bad_arguments_exit_2_with_one_line_saying_which(
+    argv: list[str], error: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        options_from(argv)
+    assert exit_info.value.code == 2
+    assert error in capsys.readouterr().err
+
+
+def test_quick_defaults_and_explicit_values() -> None:
+    quick = options_from(["--quick"])
+    assert (quick.jobs, quick.rate, quick.time_scale) == (40, 40.0, 0.1)
+    chosen = options_from(["--quick", "--jobs", "7", "--time-scale", "0.5"])
+    assert (chosen.jobs, chosen.rate, chosen.time_scale) == (7, 40.0, 0.5)
+    assert (options_from([]).jobs, options_from([]).time_scale) == (1000, 1.0)
 
 
 def test_quick_run_resizes_every_job_and_writes_results(tmp_path: Path) -> None:

@@ -1,4 +1,5 @@
-"""The scale benchmark: its statistics, and a quick run end to end (figures reported, not asserted)."""
+"""The scale benchmark: the statistics it reads (bench.measures), its command line, and a quick run end to
+end (figures reported, not asserted)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from bench.scale import admission_quantile, linear_fit, main, per_thousand
+from bench.measures import histogram_buckets, histogram_quantile, linear_fit, metric_value, per_thousand
+from bench.scale import main, options_from
 
 
 @pytest.mark.parametrize(
@@ -33,37 +35,51 @@ def test_per_thousand_is_the_slope_per_1000_objects() -> None:
     assert per_thousand([(5000.0, 110.0), (10000.0, 118.0), (15000.0, 126.0)]) == pytest.approx(1.6)
 
 
-def test_admission_quantile_sums_every_endpoint() -> None:
-    name = "exclusive_placement_admission_duration_seconds_bucket"
+def test_a_histogram_over_several_endpoints_is_summed_by_bound() -> None:
+    name = "exclusive_placement_admission_duration_seconds"
     text = "\n".join(
         [
-            f'{name}{{endpoint="mutate-jobs",le="0.001"}} 10.0',
-            f'{name}{{endpoint="mutate-jobs",le="0.01"}} 10.0',
-            f'{name}{{endpoint="mutate-jobs",le="+Inf"}} 10.0',
-            f'{name}{{endpoint="mutate-pods",le="0.001"}} 0.0',
-            f'{name}{{endpoint="mutate-pods",le="0.01"}} 10.0',
-            f'{name}{{endpoint="mutate-pods",le="+Inf"}} 10.0',
+            f'{name}_bucket{{endpoint="mutate-jobs",le="0.001"}} 10.0',
+            f'{name}_bucket{{endpoint="mutate-jobs",le="0.01"}} 10.0',
+            f'{name}_bucket{{endpoint="mutate-jobs",le="+Inf"}} 10.0',
+            f'{name}_bucket{{endpoint="mutate-pods",le="0.001"}} 0.0',
+            f'{name}_bucket{{endpoint="mutate-pods",le="0.01"}} 10.0',
+            f'{name}_bucket{{endpoint="mutate-pods",le="+Inf"}} 10.0',
+            f'{name}_count{{endpoint="mutate-jobs"}} 10.0',
+            f'{name}_count{{endpoint="mutate-pods"}} 10.0',
         ]
     )
-    assert admission_quantile(text, 0.5) == pytest.approx(0.001)
-    assert admission_quantile(text, 1.0) == pytest.approx(0.01)
+    buckets = histogram_buckets(text, name)
+    assert histogram_quantile(buckets, 0.5) == pytest.approx(0.001)
+    assert histogram_quantile(buckets, 1.0) == pytest.approx(0.01)
+    assert metric_value(text, f"{name}_count") == 20.0
+    assert metric_value(text, f"{name}_count", {"endpoint": "mutate-pods"}) == 10.0
+    assert metric_value(text, f"{name}_count", {"endpoint": "validate-pods"}) == 0.0
+
+
+def test_the_command_line_takes_the_load_and_the_footprint_sizes(capsys: pytest.CaptureFixture[str]) -> None:
+    options = options_from(["--quick", "--nodes", "300", "--footprint-jobs", "10,20"])
+    assert (options.large.nodes, options.large.pools, options.footprint_jobs) == (300, 50, (10, 20))
+    with pytest.raises(SystemExit):
+        options_from(["--footprint-jobs", "ten"])
+    assert "--footprint-jobs: comma-separated Job counts" in capsys.readouterr().err
 
 
 def test_quick_run_writes_every_figure(tmp_path: Path) -> None:
     """The whole benchmark at a small size: every process as devstack starts it (webhook over TLS)."""
     assert main(["--quick", "--out", str(tmp_path)]) == 0
     result = json.loads((tmp_path / "scale.json").read_text())
-    for key in (
-        "nodes",
-        "jobs",
-        "webhook_rss_mb_max",
-        "resizer_rss_mb_max",
-        "admission_p99_ms",
-        "bind_to_resize_p99_ms",
-        "jobs_per_second",
-    ):
-        assert result[key] is not None, key
+    assert (result["nodes"], result["domains"]) == (200, 50)
     assert result["jobs_resized"] == result["jobs"] == 30
+    load = result["phases"]["load"]
+    # Each figure is one that was measured: a process's memory, latencies of the run's own requests.
+    assert min(load["webhook_rss_mb"]["idle"], load["resizer_rss_mb"]["idle"]) > 0
+    assert min(result["webhook_rss_mb_max"], result["resizer_rss_mb_max"]) > 0
+    assert load["admission_ms"]["count"] >= 3 * result["jobs"]  # every Job, its leader and its follower
+    assert 0 < result["admission_p99_ms"] <= 1000 * load["elapsed_seconds"]
+    assert load["bind_to_resize_ms"]["count"] == result["jobs"]
+    assert 0 < result["bind_to_resize_p99_ms"] <= 1000 * load["elapsed_seconds"]
+    assert result["jobs_per_second"] > 0
     assert result["phases"]["load"]["webhook_rss_mb"]["leaders_cached"] == 30
     assert [point["caught_up"] for point in result["memory_per_thousand"]["job_points"]] == [True, True]
     assert result["phases"]["footprint"]["jobs_resized"] == 80

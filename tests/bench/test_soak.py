@@ -21,6 +21,7 @@ from bench.soak import (
 from devstack.exclusivity import PodState
 from kubesim.controllers.gang import GANG_ANNOTATION, GANG_SIZE_ANNOTATION
 from placement.constants import RESIZE_DONE, RESIZE_LABEL, Strategy
+from tests.support.builders import make_job
 
 REQUIRED_FIELDS = (
     "jobs",
@@ -89,15 +90,9 @@ def test_simultaneous_exclusivity(events: list[PodState], violations: int) -> No
 def finished_job(
     name: str, *, generation: int, completions: int, succeeded: int, resized: bool
 ) -> dict[str, Any]:
-    return {
-        "metadata": {
-            "name": name,
-            "generation": generation,
-            "labels": {RESIZE_LABEL: RESIZE_DONE} if resized else {},
-        },
-        "spec": {"completions": completions},
-        "status": {"succeeded": succeeded, "conditions": [{"type": "Complete", "status": "True"}]},
-    }
+    built = make_job(name).generation(generation).spec(completions=completions)
+    built.status(succeeded=succeeded).condition("Complete")
+    return (built.label(RESIZE_LABEL, RESIZE_DONE) if resized else built).obj()
 
 
 def test_job_outcomes_classify_every_failure_mode() -> None:

@@ -38,6 +38,7 @@ from bench.strategies import (
 )
 from devstack.commands import kubesim_command
 from placement.constants import JOB_KEY_LABEL, RESIZE_LABEL, ROLE_LABEL, STRATEGY_ANNOTATION, Strategy
+from tests.support.builders import make_job, make_pod
 
 STATS = {
     "requests": {
@@ -434,7 +435,8 @@ def test_wasted_requests_per_waiting_job_minute(
 
 
 def job(name: str, resize: str | None) -> dict[str, Any]:
-    return {"metadata": {"name": name, "labels": {RESIZE_LABEL: resize} if resize else {}}}
+    built = make_job(name)
+    return (built.label(RESIZE_LABEL, resize) if resize else built).obj()
 
 
 @pytest.mark.parametrize(
@@ -454,11 +456,10 @@ def test_placement_problems_of_jobs(strategy: str, jobs: list[dict[str, Any]], c
 
 
 def pod_of(index: int, spec: dict[str, Any], labels: dict[str, str] | None = None) -> dict[str, Any]:
-    annotations = {"batch.kubernetes.io/job-completion-index": str(index)}
-    return {
-        "metadata": {"name": f"p-{index}", "labels": labels or {}, "annotations": annotations},
-        "spec": spec,
-    }
+    built = make_pod(f"p-{index}").index(index).spec(**spec)
+    for key, value in (labels or {}).items():
+        built.label(key, value)
+    return built.obj()
 
 
 PINNED: dict[str, Any] = {"nodeSelector": {TOPOLOGY_KEY: "pool-00"}}
@@ -488,16 +489,9 @@ def test_placement_problems_of_pods(strategy: str, pod: dict[str, Any], count: i
 
 
 def pod(job_name: str, index: int, node: str, phase: str) -> dict[str, Any]:
-    return {
-        "metadata": {
-            "name": f"{job_name}-{index}",
-            "namespace": "ns",
-            "labels": {"batch.kubernetes.io/job-name": job_name},
-            "annotations": {"batch.kubernetes.io/job-completion-index": str(index)},
-        },
-        "spec": {"nodeName": node},
-        "status": {"phase": phase},
-    }
+    return (
+        make_pod(f"{job_name}-{index}", "ns").job_label(job_name).index(index).node(node).phase(phase).obj()
+    )
 
 
 def test_recorder_counts_each_pod_once_and_replays_exclusivity() -> None:

@@ -31,6 +31,7 @@ from placement.constants import (
     TARGET_COMPLETIONS_ANNOTATION,
 )
 from tests.chart.chart_rendering import NAMESPACE, Obj, render, webhooks
+from tests.support.builders import make_job
 from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.e2e
@@ -48,23 +49,8 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
 
 
 def indexed_job(name: str, completions: int) -> Obj:
-    return {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {"name": name},
-        "spec": {
-            "completionMode": "Indexed",
-            "completions": completions,
-            "parallelism": completions,
-            "template": {
-                "metadata": {"annotations": {JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION: GKE_NODEPOOL_LABEL}},
-                "spec": {
-                    "restartPolicy": "Never",
-                    "containers": [{"name": "c", "image": "registry.example/c:1"}],
-                },
-            },
-        },
-    }
+    job = make_job(name, None).indexed(completions)
+    return job.template_annotation(JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION, GKE_NODEPOOL_LABEL).obj()
 
 
 def pods_of(stack: Stack, namespace: str, job: str, count: int) -> list[Obj]:

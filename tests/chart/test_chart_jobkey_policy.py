@@ -17,6 +17,7 @@ from placement.constants import (
 )
 from tests.chart.cel_evaluation import all_true
 from tests.chart.chart_rendering import Obj, merged, of_kind, one, render, webhooks
+from tests.support.builders import make_pod
 
 ENABLED: Obj = {"webhook": {"jobKeyPolicy": {"enabled": True}}}
 POLICY_KINDS = {"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}
@@ -35,14 +36,13 @@ def pod(
     labels: dict[str, str] | None = None,
     owners: list[Obj] | None = None,
 ) -> Obj:
-    meta: Obj = {"name": "train-0", "namespace": "team-a"}
+    """A pod whose metadata maps and ownerReferences are exactly these (None: absent)."""
+    built = make_pod("train-0", "team-a")
     if annotations is not None:
-        meta["annotations"] = annotations
+        built.annotations(annotations)
     if labels is not None:
-        meta["labels"] = labels
-    if owners is not None:
-        meta["ownerReferences"] = owners
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": {"containers": [{"name": "c"}]}}
+        built.labels(labels)
+    return (built.owner_references(owners) if owners is not None else built).obj()
 
 
 EXCLUSIVE = pod(OURS, KEY, [JOB_OWNER])

@@ -19,25 +19,23 @@ from placement.constants import (
 )
 from tests.chart.cel_evaluation import all_true
 from tests.chart.chart_rendering import Obj, render, webhooks
+from tests.support.builders import make_job, make_pod
 
 
 def pod(annotations: dict[str, str] | None = None, labels: dict[str, str] | None = None) -> Obj:
-    meta: Obj = {"generateName": "train-"}
+    """A pod whose metadata maps are exactly these (None: absent)."""
+    built = make_pod("train-abcde", "team-a")
     if annotations is not None:
-        meta["annotations"] = annotations
-    if labels is not None:
-        meta["labels"] = labels
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": {"containers": [{"name": "c"}]}}
+        built.annotations(annotations)
+    return (built.labels(labels) if labels is not None else built).obj()
 
 
 def job(annotations: dict[str, str] | None = None, template_annotations: dict[str, str] | None = None) -> Obj:
-    template: Obj = {"spec": {"containers": [{"name": "c"}]}}
-    if template_annotations is not None:
-        template["metadata"] = {"annotations": template_annotations}
-    meta: Obj = {"name": "train"}
-    if annotations is not None:
-        meta["annotations"] = annotations
-    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": meta, "spec": {"template": template}}
+    """A Job whose annotations, and its pod template's, are exactly these (None: absent)."""
+    built = make_job("train", "team-a")
+    for key, value in (template_annotations or {}).items():
+        built.template_annotation(key, value)
+    return (built.annotations(annotations) if annotations is not None else built).obj()
 
 
 OURS = {TOPOLOGY_ANNOTATION: ZONE_LABEL}

@@ -8,7 +8,6 @@ import re
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,6 +21,7 @@ from devstack.demo import apply_and_follow
 from devstack.ports import port_is_free
 from devstack.scenario import PlacementError, load_manifests
 from devstack.stack import Stack, StackOptions
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.e2e
 
@@ -184,11 +184,12 @@ def test_run_serves_until_ctrl_c_then_leaves_no_process_or_port_behind(
             argv, stdout=out, stderr=subprocess.STDOUT, cwd=Path(__file__).resolve().parents[2]
         )
     try:
-        deadline = time.monotonic() + 150
-        while "Ctrl-C stops everything" not in log.read_text():
-            assert proc.poll() is None, log.read_text()
-            assert time.monotonic() < deadline, log.read_text()
-            time.sleep(0.2)
+
+        def serving() -> bool:
+            assert proc.poll() is None, log.read_text()  # exited: fail at once, with its output
+            return "Ctrl-C stops everything" in log.read_text()
+
+        eventually(serving, lambda: f"make run serving; its output:\n{log.read_text()}", 150, interval=0.2)
         children = _descendants(proc.pid)
         assert len(children) >= 3  # kubesim, webhook, resizer
         port = int(re.search(r"kubesim http://127\.0\.0\.1:(\d+)", log.read_text())[1])  # type: ignore[index]

@@ -21,14 +21,13 @@ from devstack.stall import StallWatcher
 from placement.constants import (
     GKE_NODEPOOL_LABEL,
     GPU_RESOURCE,
-    JOB_COMPLETION_INDEX_ANNOTATION,
-    JOB_NAME_LABEL,
     JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION,
     JOBSET_NAME_LABEL,
     LEADER_SCHEDULED_GATE,
     RESIZE_LABEL,
     TARGET_COMPLETIONS_ANNOTATION,
 )
+from tests.support.builders import make_job, make_pod
 
 NS = "default"
 NOT_IN_POOL = "node(s) didn't match Pod's node affinity/selector"
@@ -68,28 +67,17 @@ def job(
     suspend: bool = False,
 ) -> dict[str, Any]:
     """A JobSet child Job; with `resize` it is admitted at size 1 and `pods` is its target."""
-    meta: dict[str, Any] = {
-        "name": name,
-        "namespace": NS,
-        "labels": {JOBSET_NAME_LABEL: "training"},
-        "annotations": {JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION: key},
-    }
+    built = (
+        make_job(name, NS)
+        .label(JOBSET_NAME_LABEL, "training")
+        .annotation(JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION, key)
+        .limits(**{GPU_RESOURCE: str(gpus)})
+    )
     size = pods
     if resize is not None:
-        meta["labels"][RESIZE_LABEL] = resize
-        meta["annotations"][TARGET_COMPLETIONS_ANNOTATION] = str(pods)
+        built.label(RESIZE_LABEL, resize).annotation(TARGET_COMPLETIONS_ANNOTATION, str(pods))
         size = 1 if resize == "pending" else pods
-    container = {"name": "c", "resources": {"limits": {GPU_RESOURCE: str(gpus)}}}
-    return {
-        "metadata": meta,
-        "spec": {
-            "completions": size,
-            "parallelism": size,
-            "suspend": suspend,
-            "template": {"spec": {"containers": [container]}},
-        },
-        "status": {},
-    }
+    return built.spec(completions=size, parallelism=size, suspend=suspend).status().obj()
 
 
 def pod(
@@ -101,28 +89,15 @@ def pod(
     gated: bool = False,
     scheduler: str | None = None,
 ) -> dict[str, Any]:
-    spec: dict[str, Any] = {}
-    if node:
-        spec["nodeName"] = node
+    built = make_pod(f"{job_name}-{index}-abcde", NS).job_label(job_name).index(index)
+    built.node(node or None).phase("Running" if node else "Pending")
     if gated:
-        spec["schedulingGates"] = [{"name": LEADER_SCHEDULED_GATE}]
+        built.gated()
     if scheduler:
-        spec["schedulerName"] = scheduler
-    status: dict[str, Any] = {"phase": "Running" if node else "Pending"}
+        built.spec(schedulerName=scheduler)
     if unschedulable:
-        status["conditions"] = [
-            {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": unschedulable}
-        ]
-    return {
-        "metadata": {
-            "name": f"{job_name}-{index}-abcde",
-            "namespace": NS,
-            "labels": {JOB_NAME_LABEL: job_name},
-            "annotations": {JOB_COMPLETION_INDEX_ANNOTATION: str(index)},
-        },
-        "spec": spec,
-        "status": status,
-    }
+        built.condition("PodScheduled", "False", reason="Unschedulable", message=unschedulable)
+    return built.obj()
 
 
 def event(kind: str, name: str, reason: str, message: str, at: int, warning: bool = True) -> dict[str, Any]:

@@ -6,7 +6,9 @@ from typing import Any
 
 import pytest
 
-from devstack.exclusivity import ExclusivityReplay, PodState, job_of, node_domains, pod_state
+from devstack.exclusivity import ExclusivityReplay, PodState, node_domains, pod_state
+from placement.constants import JOBSET_RESTART_ATTEMPT_LABEL
+from tests.support.builders import make_pod
 
 DOMAINS = {"n1": "pool-a", "n2": "pool-a", "n3": "pool-b"}
 
@@ -68,12 +70,8 @@ def test_replay_counts_violations(events: list[PodState], violations: int) -> No
 
 
 def pod(name: str, node: str = "", phase: str = "Pending", job: str = "train") -> dict[str, Any]:
-    labels = {"batch.kubernetes.io/job-name": job, "jobset.sigs.k8s.io/restart-attempt": "2"}
-    return {
-        "metadata": {"name": name, "namespace": "ns", "labels": labels},
-        "spec": {"nodeName": node} if node else {},
-        "status": {"phase": phase},
-    }
+    built = make_pod(name, "ns").job_label(job).label(JOBSET_RESTART_ATTEMPT_LABEL, "2")
+    return built.node(node or None).phase(phase).obj()
 
 
 @pytest.mark.parametrize(
@@ -96,10 +94,10 @@ def test_pod_state_is_active_while_bound_and_not_terminal(
     assert (state.job, state.attempt) == ("ns/train", "2")
 
 
-def test_job_of_falls_back_to_owner_reference() -> None:
-    obj = {"metadata": {"namespace": "ns", "ownerReferences": [{"kind": "Job", "name": "j1", "uid": "u"}]}}
-    assert job_of(obj) == "ns/j1"
-    assert job_of({"metadata": {"namespace": "ns"}}) == ""
+def test_a_pod_of_no_job_is_ignored() -> None:
+    orphan = pod("p", "n1", "Running")
+    del orphan["metadata"]["labels"]
+    assert pod_state(orphan).job == ""
 
 
 def test_node_domains_reads_the_topology_label() -> None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import re
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -12,6 +11,7 @@ import pytest
 from devstack.ports import free_port, port_is_free
 from devstack.processes import ManagedProcess, ProcessError, stop_all
 from devstack.readiness import NotReadyError, wait_for_log_line, wait_http_ok
+from tests.support.waiting import eventually
 
 
 def python(tmp_path: Path, name: str, code: str) -> ManagedProcess:
@@ -42,10 +42,7 @@ def test_stop_kills_a_group_that_ignores_sigterm_including_grandchildren(tmp_pat
     child = int(wait_for_log_line(proc, re.compile(r"child (\d+)"), timeout=30)[1])
     codes = stop_all([proc], timeout=0.5)
     assert codes == {"stubborn": -9}
-    deadline = time.monotonic() + 5
-    while pid_alive(child) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not pid_alive(child)
+    eventually(lambda: not pid_alive(child), f"the grandchild {child} gone", 5)
 
 
 def test_stop_is_graceful_first(tmp_path: Path) -> None:

@@ -12,17 +12,13 @@ from devstack.report import (
     job_status,
     resizer_summary,
     state_summary,
-    target_size,
-    topology_key,
 )
 from placement.constants import (
-    JOB_COMPLETION_INDEX_ANNOTATION,
-    JOB_NAME_LABEL,
     JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION,
     RESIZE_LABEL,
     TARGET_COMPLETIONS_ANNOTATION,
-    TOPOLOGY_ANNOTATION,
 )
+from tests.support.builders import make_job, make_pod
 
 POOL = "cloud.google.com/gke-nodepool"
 NODES = {"n1": {POOL: "pool-1"}, "n2": {POOL: "pool-2"}}
@@ -31,34 +27,19 @@ NODES = {"n1": {POOL: "pool-1"}, "n2": {POOL: "pool-2"}}
 def job(
     completions: int = 4, resize: str | None = None, target: int | None = None, complete: bool = False
 ) -> dict[str, Any]:
-    meta: dict[str, Any] = {
-        "name": "train",
-        "namespace": "ns",
-        "annotations": {JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION: POOL},
-    }
+    built = make_job("train", "ns").annotation(JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION, POOL)
+    built.spec(completions=completions, parallelism=completions).status()
     if resize:
-        meta["labels"] = {RESIZE_LABEL: resize}
+        built.label(RESIZE_LABEL, resize)
     if target:
-        meta["annotations"][TARGET_COMPLETIONS_ANNOTATION] = str(target)
-    status = {"conditions": [{"type": "Complete", "status": "True"}]} if complete else {}
-    return {
-        "metadata": meta,
-        "spec": {"completions": completions, "parallelism": completions},
-        "status": status,
-    }
+        built.annotation(TARGET_COMPLETIONS_ANNOTATION, str(target))
+    return (built.condition("Complete") if complete else built).obj()
 
 
 def pod(index: int, node: str = "", phase: str = "Pending", owner: str = "train") -> dict[str, Any]:
-    return {
-        "metadata": {
-            "name": f"{owner}-{index}",
-            "namespace": "ns",
-            "labels": {JOB_NAME_LABEL: owner},
-            "annotations": {JOB_COMPLETION_INDEX_ANNOTATION: str(index)},
-        },
-        "spec": {"nodeName": node} if node else {},
-        "status": {"phase": phase},
-    }
+    return (
+        make_pod(f"{owner}-{index}", "ns").job_label(owner).index(index).node(node or None).phase(phase).obj()
+    )
 
 
 @pytest.mark.parametrize(
@@ -122,33 +103,6 @@ def test_job_status(
 def test_domains_are_the_bound_pods_pools() -> None:
     status = job_status(job(2), [pod(0, "n1", "Running"), pod(1, "n2", "Running")], NODES)
     assert status.domains == ("pool-1", "pool-2")
-
-
-@pytest.mark.parametrize(
-    ("obj", "key"),
-    [
-        (
-            {
-                "metadata": {
-                    "annotations": {JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION: "a", TOPOLOGY_ANNOTATION: "b"}
-                }
-            },
-            "b",
-        ),
-        (
-            {"metadata": {}, "spec": {"template": {"metadata": {"annotations": {TOPOLOGY_ANNOTATION: "c"}}}}},
-            "c",
-        ),
-        ({"metadata": {"annotations": {}}}, None),
-    ],
-)
-def test_topology_key_ours_wins(obj: dict[str, Any], key: str | None) -> None:
-    assert topology_key(obj) == key
-
-
-def test_target_size_prefers_the_recorded_target() -> None:
-    assert target_size(job(1, "pending", 8)) == 8
-    assert target_size(job(3)) == 3
 
 
 def test_table_and_summary() -> None:

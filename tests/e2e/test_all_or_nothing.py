@@ -43,7 +43,8 @@ from tests.e2e.all_or_nothing_support import (
     released_leaders_of,
     run_to_completion,
 )
-from tests.e2e.jobset_e2e_support import Watch, resizer_metric, set_taint
+from tests.e2e.jobset_e2e_support import Watch, set_taint
+from tests.support.metrics import resizer_metric
 from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.e2e

@@ -30,9 +30,10 @@ from tests.e2e.all_or_nothing_support import (
     released_leaders_of,
     run_to_completion,
 )
-from tests.e2e.jobset_e2e_support import Watch, resizer_metric
+from tests.e2e.jobset_e2e_support import Watch
 from tests.kube.conftest import KubeStackFactory
 from tests.kube.kube_support import SlowAdmission, with_run_time
+from tests.support.metrics import resizer_metric
 from tests.support.waiting import eventually
 
 pytestmark = [pytest.mark.kube, pytest.mark.xdist_group("kube-all-or-nothing")]

@@ -177,7 +177,7 @@ def test_interrupt_wakes_a_watch_reader_on_a_connection_close_stream() -> None:
     import threading
     import time
 
-    from webhook.testing import FakeKubeApi
+    from kubekit.testing import FakeKubeApi
 
     with FakeKubeApi() as api:
         kube = Kube(build_api_client(None, api.url, user_agent="t"), Timeouts(watch_server_seconds=60))
@@ -195,10 +195,8 @@ def test_interrupt_wakes_a_watch_reader_on_a_connection_close_stream() -> None:
         # Not a synchronisation (the assertions hold either way): it lets the reader block in recv(),
         # the state the old interrupt() could not end.
         time.sleep(0.3)
-        started = time.monotonic()
         stream.interrupt()
-        reader.join(10)
+        reader.join(10)  # far under the 60 s the server would hold the watch
         assert not reader.is_alive()
-        assert time.monotonic() - started < 5  # far under the 60 s the server would hold the watch
         assert all(isinstance(item, Exception) for item in outcome)
         kube.close()

@@ -8,13 +8,13 @@ from collections.abc import Iterator
 from typing import Any
 
 import httpx
-import pytest
 
 from kubekit.client import Kube, KubeError, Resource, Timeouts, build_api_client
 from kubekit.informer import Informer, Store
+from kubekit.testing import FakeKubeApi
 from kubesim.testing import KubesimServer
+from tests.support.builders import make_pod
 from tests.support.waiting import eventually
-from webhook.testing import FakeKubeApi
 
 Obj = dict[str, Any]
 
@@ -197,12 +197,6 @@ def test_a_watch_closed_at_once_without_events_counts_as_a_failure() -> None:
     assert api.watched_from[:3] == ["10", "10", "11"]
 
 
-@pytest.fixture
-def fake_api() -> Iterator[FakeKubeApi]:
-    with FakeKubeApi() as api:
-        yield api
-
-
 def kube_for(url: str) -> Kube:
     return Kube(build_api_client(None, url, user_agent="test"), Timeouts(read=5, watch_server_seconds=1))
 
@@ -258,12 +252,7 @@ def test_an_unreachable_api_is_retried_and_never_synced() -> None:
 
 
 def pod(name: str, app: str) -> Obj:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "labels": {"app": app}},
-        "spec": {"containers": [{"name": "c", "image": "busybox"}]},
-    }
+    return make_pod(name, None).label("app", app).obj()
 
 
 def test_kubesim_410_relists_and_keeps_an_exact_cache() -> None:

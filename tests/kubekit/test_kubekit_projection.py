@@ -182,8 +182,8 @@ def decisions(candidates: list[Obj], nodes: dict[str, Obj]) -> list[object]:
         leader_problem(leader, owner),
         [candidates.index(rival) for rival, _node in rivals],
         topology_key(leader) if leader is not None else None,
-        decide_resize(shrunk_job(), leader),
-        decide_gate_release(gated, leader, leader_node, rivals),
+        decide_resize(shrunk_job(), leader, gang=None),
+        decide_gate_release(gated, leader, leader_node, rivals, gang=None),
         decide_follower_repair(pinned, leader, leader_node, rivals, "2026-01-01T00:00:00Z"),
     ]
 

@@ -9,17 +9,13 @@ import pytest
 from kubekit.informer import Store, without_managed_fields
 from kubekit.keys import object_key
 from placement.objects import owner_job_key
+from tests.support.builders import make_pod
 
 
 def pod(name: str, job: str, namespace: str = "ns") -> dict[str, Any]:
-    return {
-        "metadata": {
-            "name": name,
-            "namespace": namespace,
-            "ownerReferences": [{"kind": "Job", "name": job, "uid": f"uid-{job}", "controller": True}],
-            "managedFields": [{"manager": "kubectl"}],
-        }
-    }
+    built = make_pod(name, namespace).owned_by(job, f"uid-{job}").obj()
+    built["metadata"]["managedFields"] = [{"manager": "kubectl"}]  # what the default projection drops
+    return built
 
 
 @pytest.mark.parametrize(

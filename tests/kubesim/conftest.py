@@ -8,9 +8,18 @@ from collections.abc import Iterator
 import pytest
 from kubernetes import client
 
+from kubesim.clock import run_virtual
 from kubesim.testing import KubesimServer
+from tests.kubesim.controllers.ctrl_harness import Run
 from tests.kubesim.kubesim_webhook_fixture import FakeWebhook, running_webhook
 from tests.support.kube import kube_client
+
+
+@pytest.fixture
+def run_virtual_time() -> Run:
+    """Run one coroutine on a fresh `kubesim.clock.VirtualTimeLoop`: for a `cluster(virtual_time=True)`
+    (tests/kubesim/controllers/ctrl_harness.py), whose simulated durations then come out exact."""
+    return run_virtual
 
 
 @pytest.fixture(scope="module")

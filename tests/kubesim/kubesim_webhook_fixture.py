@@ -27,6 +27,7 @@ from starlette.routing import Route
 
 from certs.generate import create_ca, create_serving_cert
 from tests.support.kube import as_body
+from tests.support.waiting import eventually
 
 
 @dataclass
@@ -101,10 +102,7 @@ def running_webhook(tmp_path: Path) -> Iterator[FakeWebhook]:
     thread = threading.Thread(target=lambda: asyncio.run(server.serve(sockets=[sock])), daemon=True)
     thread.start()
     try:
-        for _ in range(500):
-            if server.started:
-                break
-            threading.Event().wait(0.01)
+        eventually(lambda: server.started, "the fake webhook serving", 5, interval=0.01)
         yield hook
     finally:
         server.should_exit = True

@@ -13,6 +13,7 @@ from kubernetes import client
 from devstack.ports import free_port
 from kubesim.testing import KubesimServer
 from tests.kubesim.kubesim_webhook_fixture import FakeWebhook, register, webhook_entry
+from tests.support.builders import make_pod
 from tests.support.kube import as_body, error_status, kube_client, labels_of, name_of
 from tests.support.waiting import eventually
 
@@ -30,10 +31,7 @@ def kube(sim: KubesimServer) -> Iterator[client.ApiClient]:
 
 
 def pod(name: str, **labels: str) -> dict[str, Any]:
-    return {
-        "metadata": {"name": name, "labels": labels},
-        "spec": {"containers": [{"name": "c", "image": "busybox:1.36"}]},
-    }
+    return make_pod(name, None).labels(labels).obj()
 
 
 def test_mutating_webhook_patches_pods_and_validating_webhook_denies(

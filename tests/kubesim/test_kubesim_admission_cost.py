@@ -9,12 +9,13 @@ from typing import Any
 from kubesim.apiserver.server import ApiServer
 from kubesim.testing import KubesimServer
 from tests.kubesim.kubesim_webhook_fixture import running_webhook
+from tests.support.builders import make_pod
 
 CREATES = 300
 
 
 def pod(name: str) -> dict[str, Any]:
-    return {"metadata": {"name": name}, "spec": {"containers": [{"name": "c", "image": "busybox:1.36"}]}}
+    return make_pod(name, None).obj()
 
 
 async def create_many(api: ApiServer, prefix: str) -> float:

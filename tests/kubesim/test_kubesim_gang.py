@@ -1,92 +1,91 @@
-"""kubesim's gang progress model against the running simulator: gang members (pods annotated with
-`sim.exclusive-placement.io/gang` and `gang-size`) advance their run time only while every member of their
-gang is Running. Each check compares a gang with a plain control pod started at the same moment, so the
-assertions are about the order things finish in, not about how long they took."""
+"""kubesim's gang progress model, on the in-process cluster in virtual time: gang members (pods annotated
+with `sim.exclusive-placement.io/gang` and `gang-size`) advance their run time only while every member of
+their gang is Running. Each check compares a gang with a plain control pod started at the same moment, so
+the assertions are about the order things finish in; virtual time makes that order exact (no real-time
+margin decides it)."""
 
 from __future__ import annotations
 
-import time
-from collections.abc import Iterator
+from contextlib import AbstractAsyncContextManager
 from typing import Any
 
-import pytest
-
-from kubesim.apiserver.server import ApiServer
 from kubesim.controllers.gang import GANG_ANNOTATION, GANG_SIZE_ANNOTATION
-from kubesim.testing import KubesimServer
-from tests.support.waiting import eventually
+from tests.kubesim.controllers.ctrl_harness import Cluster, Run, cluster
+from tests.support.builders import make_pod
 
-TIME_SCALE = 0.01
 RUN_SECONDS = 100.0
-"""Simulated: one real second at TIME_SCALE."""
-REAL_RUN = RUN_SECONDS * TIME_SCALE
+"""Simulated seconds every pod runs (its gang's clock, for a gang member)."""
 NAMESPACE = "default"
 
 
-@pytest.fixture(scope="module")
-def sim() -> Iterator[KubesimServer]:
-    overrides = {"pod_run_seconds": RUN_SECONDS}
-    with KubesimServer(nodes=2, pools=1, time_scale=TIME_SCALE, controller_overrides=overrides) as server:
-        yield server
-
-
 def _pod(name: str, gang: str | None = None, size: int = 0) -> dict[str, Any]:
-    annotations = {GANG_ANNOTATION: gang, GANG_SIZE_ANNOTATION: str(size)} if gang else {}
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "namespace": NAMESPACE, "annotations": annotations},
-        "spec": {"restartPolicy": "Never", "containers": [{"name": "w", "image": "registry.example/w:1"}]},
-    }
+    pod = make_pod(name, NAMESPACE).spec(restartPolicy="Never")
+    if gang:
+        pod.annotation(GANG_ANNOTATION, gang).annotation(GANG_SIZE_ANNOTATION, str(size))
+    return pod.obj()
 
 
-def _create(sim: KubesimServer, *pods: dict[str, Any]) -> None:
-    async def create(api: ApiServer) -> None:
-        for pod in pods:
-            await api.create("pods", pod, namespace=NAMESPACE)
-
-    sim.call(create)
+async def _create(c: Cluster, *pods: dict[str, Any]) -> None:
+    for pod in pods:
+        await c.server.create("pods", pod, namespace=NAMESPACE)
 
 
-def _phase(sim: KubesimServer, name: str) -> str:
-    pod = sim.call(lambda api: api.get("pods", name, namespace=NAMESPACE))
-    return str((pod.get("status") or {}).get("phase"))
+async def _phases(c: Cluster, *names: str) -> list[str]:
+    pods = [await c.server.get("pods", name, namespace=NAMESPACE) for name in names]
+    return [str((pod.get("status") or {}).get("phase")) for pod in pods]
 
 
-def _wait_phase(sim: KubesimServer, phase: str, *names: str) -> None:
-    eventually(
-        lambda: all(_phase(sim, n) == phase for n in names),
-        lambda: f"{phase}: {[(n, _phase(sim, n)) for n in names]}",
-        timeout=30,
+async def _wait_phase(c: Cluster, phase: str, *names: str) -> None:
+    async def reached() -> bool:
+        return await _phases(c, *names) == [phase] * len(names)
+
+    await c.wait_for(reached, 30, f"{', '.join(names)} {phase}")
+
+
+def _gang_cluster() -> AbstractAsyncContextManager[Cluster]:
+    return cluster(
+        nodes=2, pools=1, components=("scheduler", "kubelet"), virtual_time=True, pod_run_seconds=RUN_SECONDS
     )
 
 
 def test_a_gang_missing_a_member_never_progresses_and_a_whole_one_runs_its_full_time(
-    sim: KubesimServer,
+    run_virtual_time: Run,
 ) -> None:
-    _create(sim, _pod("part-0", "part", 3), _pod("part-1", "part", 3), _pod("part-control"))
-    _wait_phase(sim, "Succeeded", "part-control")
-    assert [_phase(sim, n) for n in ("part-0", "part-1")] == ["Running", "Running"]
+    async def scenario() -> None:
+        async with _gang_cluster() as c:
+            await _create(c, _pod("part-0", "part", 3), _pod("part-1", "part", 3), _pod("part-control"))
+            await _wait_phase(c, "Succeeded", "part-control")
+            assert await _phases(c, "part-0", "part-1") == ["Running", "Running"]
 
-    completed_at = time.monotonic()
-    _create(sim, _pod("part-2", "part", 3))
-    _wait_phase(sim, "Succeeded", "part-0", "part-1", "part-2")
-    # The two early members ran a whole run time while incomplete: had their clocks run, they would have
-    # finished at once. Whole from the third's creation at the earliest, they need the full run time.
-    assert time.monotonic() - completed_at >= REAL_RUN
+            whole_from = c.controllers.clock.now()
+            await _create(c, _pod("part-2", "part", 3))
+            await _wait_phase(c, "Succeeded", "part-0", "part-1", "part-2")
+            # The two early members ran a whole run time while incomplete: had their clocks run, they would
+            # have finished at once. Whole from the third's creation at the earliest, they need the full run.
+            assert c.controllers.clock.now() - whole_from >= RUN_SECONDS
+
+    run_virtual_time(scenario())
 
 
-def test_progress_pauses_while_a_member_is_gone_and_resumes_where_it_stopped(sim: KubesimServer) -> None:
-    _create(sim, _pod("pause-0", "pause", 2), _pod("pause-1", "pause", 2))
-    _wait_phase(sim, "Running", "pause-0", "pause-1")
-    time.sleep(REAL_RUN / 2)  # shapes the run, not a wait: the gang makes about half its progress
+def test_progress_pauses_while_a_member_is_gone_and_resumes_where_it_stopped(run_virtual_time: Run) -> None:
+    async def scenario() -> None:
+        async with _gang_cluster() as c:
+            await _create(c, _pod("pause-0", "pause", 2), _pod("pause-1", "pause", 2))
+            await _wait_phase(c, "Running", "pause-0", "pause-1")
+            await c.controllers.clock.sleep(
+                RUN_SECONDS / 2
+            )  # shapes the run: the gang makes half its progress
 
-    sim.call(lambda api: api.delete("pods", "pause-1", namespace=NAMESPACE))
-    _create(sim, _pod("pause-control"))
-    _wait_phase(sim, "Succeeded", "pause-control")
-    assert _phase(sim, "pause-0") == "Running"  # a progressing member would have finished first
+            await c.server.delete("pods", "pause-1", namespace=NAMESPACE)
+            await _create(c, _pod("pause-control"))
+            await _wait_phase(c, "Succeeded", "pause-control")
+            assert await _phases(c, "pause-0") == [
+                "Running"
+            ]  # a progressing member would have finished first
 
-    _create(sim, _pod("pause-2", "pause", 2), _pod("resume-control"))
-    _wait_phase(sim, "Succeeded", "pause-0", "pause-2")
-    # Accumulated, not restarted: the gang had half its run left, the control pod its whole run.
-    assert _phase(sim, "resume-control") == "Running"
+            await _create(c, _pod("pause-2", "pause", 2), _pod("resume-control"))
+            await _wait_phase(c, "Succeeded", "pause-0", "pause-2")
+            # Accumulated, not restarted: the gang had half its run left, the control pod its whole run.
+            assert await _phases(c, "resume-control") == ["Running"]
+
+    run_virtual_time(scenario())

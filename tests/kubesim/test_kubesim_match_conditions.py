@@ -18,6 +18,7 @@ from placement.constants import (
     Strategy,
 )
 from tests.kubesim.kubesim_webhook_fixture import FakeWebhook
+from tests.support.builders import make_job, make_pod
 from tests.support.kube import as_body, error_status, kube_client, labels_of, name_of
 
 MISSING_KEY = "object.metadata.annotations['team'] == 'ml'"  # errors when the pod has no annotations
@@ -61,10 +62,8 @@ def register_mutating(kube: client.ApiClient, name: str, *webhooks: dict[str, An
 
 
 def pod(name: str, annotations: dict[str, str] | None = None) -> dict[str, Any]:
-    meta: dict[str, Any] = {"name": name}
-    if annotations is not None:
-        meta["annotations"] = annotations
-    return {"metadata": meta, "spec": {"containers": [{"name": "c", "image": "busybox:1.36"}]}}
+    built = make_pod(name, None)
+    return (built.annotations(annotations) if annotations is not None else built).obj()
 
 
 def api_error(info: pytest.ExceptionInfo[client.ApiException]) -> tuple[int, dict[str, Any]]:
@@ -245,10 +244,10 @@ def test_chart_webhooks_see_only_annotated_pods_and_jobs(
     assert webhook.calls["deny"] == validations_before + 2
 
     def job(name: str, template_annotations: dict[str, str] | None) -> dict[str, Any]:
-        template = pod(name, template_annotations)
-        del template["metadata"]["name"]
-        template["spec"]["restartPolicy"] = "Never"
-        return {"metadata": {"name": name}, "spec": {"template": template}}
+        built = make_job(name, None)
+        if template_annotations is not None:
+            built.template_annotations(template_annotations)
+        return built.obj()
 
     batch.create_namespaced_job("default", as_body(job("chart-job-plain", None)))
     batch.create_namespaced_job(

@@ -12,6 +12,7 @@ import pytest
 from kubesim.apiserver.server import ApiServer
 from kubesim.errors import ApiError
 from kubesim.interface import WebhookReply
+from tests.support.builders import make_pod
 
 CLASSES: dict[str, dict[str, Any]] = {
     "batch-high": {"value": 1000},
@@ -30,12 +31,7 @@ def priority_class(name: str, value: int, **fields: Any) -> dict[str, Any]:
 
 
 def pod(name: str = "p", **spec: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name},
-        "spec": {"containers": [{"name": "c", "image": "busybox:1.36"}], **spec},
-    }
+    return make_pod(name, None).spec(**spec).obj()
 
 
 def run(body: Callable[[ApiServer], Awaitable[Any]], classes: dict[str, dict[str, Any]] = CLASSES) -> Any:

@@ -7,6 +7,7 @@ import time
 import pytest
 
 from kubesim.testing import KubesimServer
+from tests.support.waiting import eventually
 
 
 def run_to_running(count: int) -> float:
@@ -38,9 +39,12 @@ def run_to_running(count: int) -> float:
     ) as sim:
         start = time.monotonic()
         sim.call(lambda api: api.create("jobs", job, namespace="default"))
-        deadline = start + 600
-        while time.monotonic() < deadline and sim.stats()["pods"]["running"] < count:
-            time.sleep(0.1)
+        eventually(
+            lambda: sim.stats()["pods"]["running"] >= count,
+            lambda: f"{count} pods Running (stats: {sim.stats()['pods']})",
+            600,
+            interval=0.1,
+        )
         elapsed = time.monotonic() - start
         stats = sim.stats()
         pods, _ = sim.call(lambda api: api.list("pods", field_selector="status.phase=Running"))

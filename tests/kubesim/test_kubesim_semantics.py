@@ -10,6 +10,8 @@ import pytest
 
 from kubesim.apiserver.server import ApiServer
 from kubesim.errors import ApiError
+from tests.support.builders import make_job, make_pod
+from tests.support.waiting import eventually_async
 
 
 def run(body: Callable[[ApiServer], Awaitable[Any]], **kwargs: Any) -> Any:
@@ -24,28 +26,11 @@ def run(body: Callable[[ApiServer], Awaitable[Any]], **kwargs: Any) -> Any:
 
 
 def pod(name: str = "p", **spec: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "labels": {"app": "x"}},
-        "spec": {"containers": [{"name": "c", "image": "busybox:1"}], **spec},
-    }
+    return make_pod(name, None).label("app", "x").spec(**spec).obj()
 
 
 def job(name: str = "j", completions: int = 2, parallelism: int = 2) -> dict[str, Any]:
-    return {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {"name": name},
-        "spec": {
-            "completions": completions,
-            "parallelism": parallelism,
-            "completionMode": "Indexed",
-            "template": {
-                "spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox:1"}]}
-            },
-        },
-    }
+    return make_job(name, None).indexed(completions, parallelism).obj()
 
 
 async def status_of(call: Awaitable[Any]) -> tuple[int, str]:
@@ -206,10 +191,11 @@ def test_garbage_collection_deletes_dependents_in_background() -> None:
         await api.create("pods", dependent, namespace="default")
         await api.create("pods", pod("free"), namespace="default")
         await api.delete("jobs", "j", namespace="default")
-        for _ in range(100):
-            if (await status_of(api.get("pods", "d", namespace="default")))[0] == 404:
-                break
-            await asyncio.sleep(0.01)
+
+        async def dependent_gone() -> bool:
+            return (await status_of(api.get("pods", "d", namespace="default")))[0] == 404
+
+        await eventually_async(dependent_gone, "the dependent pod collected", 5)
         names = [p["metadata"]["name"] for p in (await api.list("pods", namespace="default"))[0]]
         assert names == ["free"]
 
@@ -314,13 +300,14 @@ def test_deleting_a_namespace_deletes_its_contents() -> None:
         await api.create("pods", pod(), namespace="team")
         await api.create("jobs", job(), namespace="team")
         await api.delete("namespaces", "team")
-        for _ in range(100):
-            await asyncio.sleep(0.01)
-            if (
+
+        async def emptied() -> bool:
+            return (
                 not (await api.list("pods", namespace="team"))[0]
                 and not (await api.list("jobs", namespace="team"))[0]
-            ):
-                break
+            )
+
+        await eventually_async(emptied, "the namespace's pods and Jobs deleted", 5)
         assert (await api.list("pods", namespace="team"))[0] == []
         assert (await api.list("jobs", namespace="team"))[0] == []
         assert (await status_of(api.create("pods", pod(), namespace="team")))[0] == 404

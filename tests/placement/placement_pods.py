@@ -4,13 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from placement.constants import (
-    CONTROLLER_UID_LABEL,
-    JOB_COMPLETION_INDEX_ANNOTATION,
-    JOB_NAME_LABEL,
-    JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION,
-    STRATEGY_ANNOTATION,
-)
+from placement.constants import STRATEGY_ANNOTATION
+from tests.support.builders import make_job, make_node, make_pod
 
 NS = "team-a"
 JOB = "trainer-workers-0"
@@ -31,35 +26,18 @@ def job(
     jobset: str | None = None,
 ) -> dict[str, Any]:
     """`jobset`: the name of the JobSet controlling the Job (uid `<name>-uid`)."""
-    spec: dict[str, Any] = {
-        "template": {"metadata": {}, "spec": {"containers": [{"name": "c", "image": "i"}]}},
-        **(extra_spec or {}),
-    }
-    if completions is not None:
-        spec["completions"] = completions
-    if parallelism is not None:
-        spec["parallelism"] = parallelism
-    if mode is not None:
-        spec["completionMode"] = mode
+    built = make_job(name, NS).spec(**(extra_spec or {}))
+    sizes = {"completions": completions, "parallelism": parallelism, "completionMode": mode}
+    built.spec(**{field: value for field, value in sizes.items() if value is not None})
     if template_annotations is not None:
-        spec["template"]["metadata"]["annotations"] = template_annotations
-    meta: dict[str, Any] = {"name": name, "namespace": NS}
+        built.template_annotations(template_annotations)
     if annotations is not None:
-        meta["annotations"] = annotations
+        built.annotations(annotations)
     if labels is not None:
-        meta["labels"] = labels
+        built.labels(labels)
     if jobset is not None:
-        meta["ownerReferences"] = [
-            {
-                "apiVersion": "jobset.x-k8s.io/v1alpha2",
-                "kind": "JobSet",
-                "name": jobset,
-                "uid": f"{jobset}-uid",
-                "controller": True,
-                "blockOwnerDeletion": True,
-            }
-        ]
-    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": meta, "spec": spec}
+        built.controlled_by_jobset(jobset, f"{jobset}-uid")
+    return built.obj()
 
 
 def pod(
@@ -75,39 +53,23 @@ def pod(
     labels: dict[str, str] | None = None,
     spec: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    annotations: dict[str, str] = {}
+    """A pod of the Job being admitted: no name yet (generateName) unless bound to `node`."""
+    built = make_pod(f"{job_name}-{index}-abcde", NS).owned_by(job_name, uid, labels=True).phase(phase)
+    built.spec(**(spec or {})).node(node)
     if topology is not None:
-        annotations[JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION] = topology
+        built.topology(topology)
     if strategy is not None:
-        annotations[STRATEGY_ANNOTATION] = strategy
+        built.annotation(STRATEGY_ANNOTATION, strategy)
     if index is not None:
-        annotations[JOB_COMPLETION_INDEX_ANNOTATION] = str(index)
-    meta: dict[str, Any] = {
-        "generateName": f"{job_name}-{index}-",
-        "namespace": NS,
-        "annotations": annotations,
-        "labels": {JOB_NAME_LABEL: job_name, CONTROLLER_UID_LABEL: uid, **(labels or {})},
-        "ownerReferences": [
-            {"apiVersion": "batch/v1", "kind": "Job", "name": job_name, "uid": uid, "controller": True}
-        ],
-    }
-    if deleting:
-        meta["deletionTimestamp"] = "2026-01-01T00:00:00Z"
-    body: dict[str, Any] = {
-        "metadata": meta,
-        "spec": {"containers": [{"name": "c", "image": "i"}], **(spec or {})},
-    }
-    if node is not None:
-        meta["name"] = f"{job_name}-{index}-abcde"
-        body["spec"]["nodeName"] = node
-    if phase is not None:
-        body["status"] = {"phase": phase}
-    return body
+        built.index(index)
+    for key, value in (labels or {}).items():
+        built.label(key, value)
+    obj = (built.terminating() if deleting else built).obj()
+    if node is None:
+        del obj["metadata"]["name"]
+        obj["metadata"]["generateName"] = f"{job_name}-{index}-"
+    return obj
 
 
 def node(name: str = "node-1", labels: dict[str, str] | None = None) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {"name": name, "labels": {ZONE: "zone-a"} if labels is None else labels},
-    }
+    return make_node(name).labels({ZONE: "zone-a"} if labels is None else labels).obj()

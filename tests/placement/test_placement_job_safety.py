@@ -89,7 +89,7 @@ def test_max_failed_indexes_is_lowered_for_size_one_and_restored_by_the_resize()
     assert mutate_job(shrunk, Strategy.ELASTIC).patch == []
 
     shrunk["metadata"]["uid"] = "job-uid"
-    decision = decide_resize(shrunk, BOUND_LEADER)
+    decision = decide_resize(shrunk, BOUND_LEADER, gang=None)
     assert decision.patch is not None
     assert decision.patch["spec"] == {"parallelism": 4, "completions": 4, "maxFailedIndexes": 3}
     resized = merge_patch(shrunk, decision.patch)

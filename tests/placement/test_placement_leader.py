@@ -6,10 +6,10 @@ from typing import Any
 
 import pytest
 
-from placement.constants import JOB_COMPLETION_INDEX_ANNOTATION, JOB_NAME_LABEL
 from placement.leader import LeaderProblem, leader_problem, pick_leader
 from placement.objects import JobRef
 from placement.resize import SkipReason
+from tests.support.builders import make_pod
 
 JOB = JobRef(name="train-0", uid="uid-now")
 
@@ -25,18 +25,10 @@ def pod(
     phase: str = "Running",
     owner: bool = True,
 ) -> dict[str, Any]:
-    metadata: dict[str, Any] = {
-        "name": tag,
-        "namespace": "team-a",
-        "annotations": {JOB_COMPLETION_INDEX_ANNOTATION: index},
-        "labels": {JOB_NAME_LABEL: job},
-    }
+    built = make_pod(tag, "team-a").index(index).job_label(job).node(node).phase(phase)
     if owner:
-        metadata["ownerReferences"] = [{"kind": "Job", "name": job, "uid": uid, "controller": True}]
-    if deleting:
-        metadata["deletionTimestamp"] = "2026-01-01T00:00:00Z"
-    spec = {"nodeName": node} if node else {}
-    return {"metadata": metadata, "spec": spec, "status": {"phase": phase}}
+        built.owned_by(job, uid)
+    return (built.terminating() if deleting else built).obj()
 
 
 CASES: list[tuple[str, list[dict[str, Any]], JobRef, str | None, LeaderProblem | None]] = [

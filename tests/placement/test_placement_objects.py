@@ -23,6 +23,7 @@ from placement.constants import (
     LEGACY_JOB_NAME_LABEL,
     PRIORITY_LABEL,
     STRATEGY_ANNOTATION,
+    TARGET_COMPLETIONS_ANNOTATION,
     TOPOLOGY_ANNOTATION,
     Strategy,
 )
@@ -34,6 +35,7 @@ from placement.objects import (
     job_key,
     job_ref_of_pod,
     owner_job_key,
+    target_size,
     topology_key_of_job,
     topology_key_of_pod,
 )
@@ -88,6 +90,22 @@ def test_job_ref_from_owner_references_then_labels(metadata: dict[str, Any], exp
     pod = {"metadata": {"namespace": NS, **metadata}}
     assert job_ref_of_pod(pod) == expected
     assert owner_job_key(pod) == (f"{NS}/{expected.name}" if expected else None)
+
+
+@pytest.mark.parametrize(
+    ("annotations", "completions", "size"),
+    [
+        ({TARGET_COMPLETIONS_ANNOTATION: "8"}, 1, 8),  # shrunk by the webhook: the recorded target
+        ({TARGET_COMPLETIONS_ANNOTATION: " 8 "}, 1, 8),
+        ({}, 3, 3),
+        ({TARGET_COMPLETIONS_ANNOTATION: "eight"}, 3, 3),  # unreadable: what the Job says
+        ({}, None, 1),
+    ],
+)
+def test_target_size_is_the_recorded_target_else_the_completions(
+    annotations: dict[str, str], completions: int | None, size: int
+) -> None:
+    assert target_size(job(completions=completions, annotations=annotations)) == size
 
 
 def test_job_key_prefers_jobsets_label_else_stable_hash() -> None:

@@ -9,8 +9,11 @@ import jsonpatch
 import pytest
 
 from placement.constants import (
-    JOB_COMPLETION_INDEX_ANNOTATION,
+    ALL_OR_NOTHING_ANNOTATION,
+    GANG_SIZE_ANNOTATION,
     JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION,
+    JOBSET_NAME_LABEL,
+    JOBSET_RESTART_ATTEMPT_LABEL,
     LEADER_SCHEDULED_GATE,
     RESIZE_LABEL,
     TARGET_COMPLETIONS_ANNOTATION,
@@ -18,67 +21,43 @@ from placement.constants import (
     TARGET_PARALLELISM_ANNOTATION,
     TOPOLOGY_ANNOTATION,
 )
+from placement.gang import Gang, GangId, build_gang
 from placement.resize import (
     SkipReason,
     decide_follower_repair,
     decide_gate_release,
     decide_resize,
-    escape_json_pointer,
     topology_key,
 )
+from tests.support import builders
 
 POOL = "cloud.google.com/gke-nodepool"
 JOB_UID = "uid-job-1"
 
 
-def make_job(**changes: Any) -> dict[str, Any]:
-    job: dict[str, Any] = {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {
-            "name": "js-w-0",
-            "namespace": "default",
-            "uid": JOB_UID,
-            "resourceVersion": "42",
-            "labels": {RESIZE_LABEL: "pending"},
-            "annotations": {TARGET_COMPLETIONS_ANNOTATION: "8", TARGET_PARALLELISM_ANNOTATION: "8"},
-        },
-        "spec": {"completionMode": "Indexed", "completions": 1, "parallelism": 1},
-        "status": {},
-    }
+def _changed(obj: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
+    """`obj` with `section__field=value` set (None: removed)."""
     for path, value in changes.items():
         section, key = path.split("__")
         if value is None:
-            job[section].pop(key, None)
+            obj[section].pop(key, None)
         else:
-            job[section][key] = value
-    return job
+            obj.setdefault(section, {})[key] = value
+    return obj
+
+
+def make_job(**changes: Any) -> dict[str, Any]:
+    """js-w-0 as the webhook leaves it: 1/1, to grow to 8."""
+    job = builders.make_job("js-w-0").uid(JOB_UID).resource_version("42").indexed(1).pending(8).status()
+    return _changed(job.obj(), changes)
 
 
 def make_pod(
-    index: str = "0", uid: str = JOB_UID, node: str | None = "node-1", **extra: Any
+    index: str = "0", uid: str = JOB_UID, node: str | None = "node-1", **changes: Any
 ) -> dict[str, Any]:
-    pod: dict[str, Any] = {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "name": f"js-w-0-{index}-abcde",
-            "namespace": "default",
-            "annotations": {
-                JOB_COMPLETION_INDEX_ANNOTATION: index,
-                JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION: POOL,
-            },
-            "ownerReferences": [{"kind": "Job", "name": "js-w-0", "uid": uid, "controller": True}],
-        },
-        "spec": {"containers": [{"name": "c", "image": "busybox"}]},
-        "status": {"phase": "Pending"},
-    }
-    if node:
-        pod["spec"]["nodeName"] = node
-    for key, value in extra.items():
-        section, field = key.split("__")
-        pod[section][field] = value
-    return pod
+    """Completion index `index` of js-w-0 (of the Job with `uid`), exclusive on node pools."""
+    pod = builders.make_pod(f"js-w-0-{index}-abcde").owned_by("js-w-0", uid).index(index).topology(POOL)
+    return _changed(pod.node(node).obj(), changes)
 
 
 NODE = {"metadata": {"name": "node-1", "labels": {POOL: "pool-3", "kubernetes.io/hostname": "node-1"}}}
@@ -146,7 +125,7 @@ RESIZE_SKIPS = [
 def test_decide_resize_says_why_not(
     job: dict[str, Any], leader: dict[str, Any] | None, reason: SkipReason
 ) -> None:
-    decision = decide_resize(job, leader)
+    decision = decide_resize(job, leader, gang=None)
     assert not decision.resize
     assert decision.patch is None
     assert decision.reason == reason
@@ -165,7 +144,7 @@ def test_decide_resize_patches_sizes_label_and_precondition(
     annotations: dict[str, str], current: int, target: int
 ) -> None:
     job = make_job(metadata__annotations=annotations, spec__completions=current, spec__parallelism=current)
-    decision = decide_resize(job, make_pod())
+    decision = decide_resize(job, make_pod(), gang=None)
     assert decision.resize
     assert decision.reason is None
     assert decision.target == target
@@ -177,12 +156,12 @@ def test_decide_resize_patches_sizes_label_and_precondition(
 
 def test_resize_patch_applied_is_no_longer_pending() -> None:
     job = make_job()
-    decision = decide_resize(job, make_pod())
+    decision = decide_resize(job, make_pod(), gang=None)
     assert decision.patch is not None
     patched = copy.deepcopy(job)
     patched["metadata"]["labels"].update(decision.patch["metadata"]["labels"])
     patched["spec"].update(decision.patch["spec"])
-    again = decide_resize(patched, make_pod())
+    again = decide_resize(patched, make_pod(), gang=None)
     assert again.reason == SkipReason.ALREADY_DONE
     assert (patched["spec"]["completions"], patched["spec"]["parallelism"]) == (8, 8)
 
@@ -226,7 +205,7 @@ RELEASE_CASES = [
 def test_gate_release_patch_pins_domain_and_removes_only_our_gate(
     follower: dict[str, Any], selector_before: dict[str, str] | None, gates_after: list[str]
 ) -> None:
-    release = decide_gate_release(follower, make_pod(), NODE)
+    release = decide_gate_release(follower, make_pod(), NODE, gang=None)
     assert release.release
     assert release.domain == "pool-3"
     assert release.patch is not None
@@ -240,7 +219,7 @@ def test_gate_release_patch_pins_domain_and_removes_only_our_gate(
 
 def test_gate_release_patch_fails_if_gate_moved() -> None:
     follower = gated(FOLLOWER, ["other", LEADER_SCHEDULED_GATE])
-    release = decide_gate_release(follower, make_pod(), NODE)
+    release = decide_gate_release(follower, make_pod(), NODE, gang=None)
     assert release.patch is not None
     concurrently_changed = gated(FOLLOWER, [LEADER_SCHEDULED_GATE])
     with pytest.raises(jsonpatch.JsonPatchTestFailed):
@@ -288,7 +267,7 @@ RELEASE_SKIPS: list[tuple[str, dict[str, Any], dict[str, Any] | None, dict[str, 
 def test_gate_release_says_why_not(
     follower: dict[str, Any], leader: dict[str, Any] | None, node: dict[str, Any] | None, reason: SkipReason
 ) -> None:
-    release = decide_gate_release(follower, leader, node)
+    release = decide_gate_release(follower, leader, node, gang=None)
     assert not release.release
     assert release.reason == reason
 
@@ -296,7 +275,7 @@ def test_gate_release_says_why_not(
 def test_gate_release_escapes_slash_in_key_when_map_exists() -> None:
     follower = gated(FOLLOWER)
     follower["spec"]["nodeSelector"] = {"a": "b"}
-    release = decide_gate_release(follower, make_pod(), NODE)
+    release = decide_gate_release(follower, make_pod(), NODE, gang=None)
     assert release.patch is not None
     assert {
         "op": "add",
@@ -329,13 +308,6 @@ def test_topology_key_ours_wins(
     assert topology_key(job) == expected
 
 
-@pytest.mark.parametrize(
-    ("token", "escaped"), [("a/b", "a~1b"), ("a~b", "a~0b"), ("~/", "~0~1"), ("plain", "plain")]
-)
-def test_escape_json_pointer(token: str, escaped: str) -> None:
-    assert escape_json_pointer(token) == escaped
-
-
 # --- two leaders, maxFailedIndexes ------------------------------------------------------------------
 
 OTHER_POOL_NODE = {"metadata": {"name": "node-9", "labels": {POOL: "pool-9"}}}
@@ -355,7 +327,7 @@ def rival(node: str = "node-9") -> dict[str, Any]:
 def test_gate_release_waits_while_two_leaders_disagree(
     rival_node: dict[str, Any] | None, reason: SkipReason | None
 ) -> None:
-    release = decide_gate_release(gated(FOLLOWER), make_pod(), NODE, [(rival(), rival_node)])
+    release = decide_gate_release(gated(FOLLOWER), make_pod(), NODE, [(rival(), rival_node)], gang=None)
     assert release.reason == reason
     assert release.release is (reason is None)
 
@@ -370,7 +342,7 @@ def test_resize_restores_max_failed_indexes(raw: str, patched: int) -> None:
         TARGET_PARALLELISM_ANNOTATION: "8",
         TARGET_MAX_FAILED_INDEXES_ANNOTATION: raw,
     }
-    decision = decide_resize(make_job(metadata__annotations=annotations), make_pod())
+    decision = decide_resize(make_job(metadata__annotations=annotations), make_pod(), gang=None)
     assert decision.patch is not None
     assert decision.patch["spec"] == {"parallelism": 8, "completions": 8, "maxFailedIndexes": patched}
 
@@ -382,9 +354,82 @@ def test_resize_refuses_a_max_failed_indexes_target_the_api_server_would_reject(
         TARGET_PARALLELISM_ANNOTATION: "8",
         TARGET_MAX_FAILED_INDEXES_ANNOTATION: raw,
     }
-    assert decide_resize(make_job(metadata__annotations=annotations), make_pod()).reason == (
+    assert decide_resize(make_job(metadata__annotations=annotations), make_pod(), gang=None).reason == (
         SkipReason.INVALID_TARGET
     )
+
+
+# --- all-or-nothing: a Job of a gang grows, and releases its followers, only with its whole JobSet ------
+
+GANG_SIZE = 2
+
+
+def in_gang(obj: dict[str, Any], jobset: str = "js") -> dict[str, Any]:
+    """`obj` as the webhook leaves a Job or pod of an all-or-nothing JobSet of `GANG_SIZE` Jobs."""
+    obj = copy.deepcopy(obj)
+    obj["metadata"].setdefault("labels", {}).update(
+        {JOBSET_NAME_LABEL: jobset, JOBSET_RESTART_ATTEMPT_LABEL: "0"}
+    )
+    obj["metadata"].setdefault("annotations", {}).update(
+        {ALL_OR_NOTHING_ANNOTATION: "true", GANG_SIZE_ANNOTATION: str(GANG_SIZE)}
+    )
+    return obj
+
+
+def gang_of_leaders(*nodes: str | None, jobset: str = "js") -> Gang:
+    """The gang whose Job `js-w-<i>` has its leader on `nodes[i]` (None: not bound yet)."""
+    leaders = []
+    for index, node in enumerate(nodes):
+        leader = in_gang(make_pod(node=node), jobset)
+        leader["metadata"]["name"] = f"js-w-{index}-0-abcde"
+        leader["metadata"]["ownerReferences"][0].update(name=f"js-w-{index}", uid=f"uid-job-{index}")
+        leaders.append(leader)
+    built = build_gang(GangId("default", jobset), leaders)
+    assert built is not None
+    return built
+
+
+GANG_CASES: list[tuple[str, bool, Gang | None, SkipReason | None]] = [
+    ("not all-or-nothing", False, None, None),
+    ("no leader of the JobSet cached", True, None, SkipReason.GANG_INCOMPLETE),
+    ("one of two leaders bound", True, gang_of_leaders("node-1", None), SkipReason.GANG_INCOMPLETE),
+    ("one of two Jobs has a leader", True, gang_of_leaders("node-1"), SkipReason.GANG_INCOMPLETE),
+    (
+        "another JobSet's gang",
+        True,
+        gang_of_leaders("node-1", "node-2", jobset="other"),
+        SkipReason.GANG_INCOMPLETE,
+    ),
+    ("every Job has a bound leader", True, gang_of_leaders("node-1", "node-2"), None),
+]
+
+
+@pytest.mark.parametrize(
+    ("all_or_nothing", "gang", "reason"), [c[1:] for c in GANG_CASES], ids=[c[0] for c in GANG_CASES]
+)
+def test_a_job_of_a_gang_grows_only_with_its_whole_jobset(
+    all_or_nothing: bool, gang: Gang | None, reason: SkipReason | None
+) -> None:
+    job = in_gang(make_job()) if all_or_nothing else make_job()
+    decision = decide_resize(job, make_pod(), gang=gang)
+    assert (decision.reason, decision.resize) == (reason, reason is None)
+
+
+@pytest.mark.parametrize(
+    ("all_or_nothing", "gang", "reason"), [c[1:] for c in GANG_CASES], ids=[c[0] for c in GANG_CASES]
+)
+def test_a_follower_of_a_gang_is_released_only_with_its_whole_jobset(
+    all_or_nothing: bool, gang: Gang | None, reason: SkipReason | None
+) -> None:
+    follower = in_gang(gated(FOLLOWER)) if all_or_nothing else gated(FOLLOWER)
+    release = decide_gate_release(follower, make_pod(), NODE, gang=gang)
+    assert (release.reason, release.release) == (reason, reason is None)
+
+
+def test_an_incomplete_gang_does_not_hide_a_reason_that_comes_first() -> None:
+    """The gang is the last condition: a Job whose own leader is not bound says so."""
+    decision = decide_resize(in_gang(make_job()), make_pod(node=None), gang=gang_of_leaders(None, None))
+    assert decision.reason == SkipReason.LEADER_NOT_BOUND
 
 
 # --- repairing followers pinned elsewhere (JobSet's pod reconciler) ---------------------------------

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import httpx
 
+from kubekit.testing import FakeKubeApi
 from tests.reliability.reliability_processes import (
     WebhookUnderTest,
     dev_certs,
@@ -19,7 +20,6 @@ from tests.reliability.reliability_processes import (
     served_certificate_der,
 )
 from tests.support.waiting import eventually
-from webhook.testing import FakeKubeApi
 
 ROTATIONS = 3
 ADMISSIONS_PER_CERTIFICATE = 20

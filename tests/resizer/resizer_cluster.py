@@ -20,6 +20,7 @@ from devstack.ports import free_port
 from devstack.processes import ManagedProcess
 from kubesim.testing import KubesimServer
 from placement.constants import RESIZE_LABEL
+from tests.support.metrics import RESIZER_PREFIX, scraped
 from tests.support.waiting import eventually
 
 
@@ -111,14 +112,8 @@ class Resizer:
         return self.process.log_since_start()
 
     def metric(self, name: str) -> float:
-        text = httpx.get(f"http://127.0.0.1:{self.port}/metrics", timeout=5).text
-        full = f"exclusive_placement_resizer_{name}"
-        # Summed over every label combination of the series.
-        return sum(
-            float(line.split()[-1])
-            for line in text.splitlines()
-            if line.startswith((f"{full} ", f"{full}{{"))
-        )
+        """Summed over every label combination of the series."""
+        return scraped(f"http://127.0.0.1:{self.port}/metrics", f"{RESIZER_PREFIX}_{name}")
 
 
 @contextlib.contextmanager

@@ -11,6 +11,7 @@ from typing import Any
 import jsonpatch
 
 from kubekit.client import KubeError
+from resizer.recorder import Outcome
 
 Obj = dict[str, Any]
 
@@ -167,3 +168,13 @@ class FakeClock:
 
     def advance(self, seconds: float) -> None:
         self.now += seconds
+
+
+class Recording:
+    """A recorder that keeps what the reconcilers reported, in order."""
+
+    def __init__(self) -> None:
+        self.outcomes: list[Outcome] = []
+
+    def record(self, outcome: Outcome) -> None:
+        self.outcomes.append(outcome)

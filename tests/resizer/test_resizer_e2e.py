@@ -19,6 +19,7 @@ from devstack.commands import KubesimFlags
 from devstack.manifests import exclusive_jobset
 from devstack.stack import Stack, StackOptions
 from placement.constants import GKE_NODEPOOL_LABEL, JOBSET_NAME_LABEL, RESIZE_LABEL
+from tests.support.metrics import resizer_metric
 from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.e2e
@@ -55,15 +56,6 @@ def all_running(stack: Stack) -> bool:
     stack.check_alive()
     jobs, _, running = placement(stack)
     return len(jobs) == JOBS and running == JOBS * PODS
-
-
-def resizer_metric(stack: Stack, name: str) -> float:
-    text = httpx.get(stack.resizer_readyz(0).replace("/readyz", "/metrics"), timeout=5).text
-    return sum(
-        float(line.split()[-1])
-        for line in text.splitlines()
-        if line.startswith(f"exclusive_placement_resizer_{name} ")
-    )
 
 
 def set_maintenance_taint(stack: Stack, on: bool) -> None:

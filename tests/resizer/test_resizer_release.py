@@ -1,152 +1,246 @@
-"""Per-Job state is released when the Job goes (issue 16): after a Job's objects leave the caches, every
-structure of the resizer that grows with Jobs is empty again (`Resizer.footprint`), whatever path the Job
-took (resized, never bound, deleted mid-retry, gated followers in dry-run)."""
+"""Per-Job state is released when the Job goes (issues 16 and 23): after a Job's objects leave the caches,
+every structure of the resizer that grows with Jobs is empty again (`Resizer.footprint`), whatever path
+the Job took: resized, never bound, deleted mid-retry, gated followers in dry-run, and all-or-nothing
+JobSets released, waiting, timed out (also on a leader already gone), or only noted in dry-run. Every
+change reaches the resizer through its own informers (`World.upsert`, `World.delete`)."""
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from kubekit.client import KubeError
-from kubekit.informer import Handler, Store
-from kubekit.keys import object_key
-from kubekit.projection import FieldProjection
-from placement.cached_fields import LEADER_POD_FIELDS
-from resizer.controller import FollowerHandler, JobHandler, LeaderHandler
-from tests.resizer.test_resizer_controller import KEY, World, job, pod
+from resizer.gangs import GANG_KEY
+from tests.resizer.resizer_fakes import FakeKube
+from tests.resizer.resizer_world import (
+    GANG_TIMEOUT,
+    KEY,
+    NS,
+    T0,
+    MakeWorld,
+    World,
+    gang_job,
+    gang_pod,
+    job,
+    pod,
+)
 
 Obj = dict[str, Any]
 
-
-class Feed:
-    """Delivers changes to a World as the resizer's informers do: the projected object into the store,
-    then the handler (what `kubekit.informer.Informer._apply` does for ADDED/MODIFIED and DELETED)."""
-
-    def __init__(self, world: World) -> None:
-        self.world = world
-        resizer = world.resizer
-        self.routes: dict[str, tuple[Store, Handler, Callable[[Obj], Obj]]] = {
-            "jobs": (world.caches.jobs, JobHandler(resizer), copy.deepcopy),
-            "leaders": (world.caches.leaders, LeaderHandler(resizer), FieldProjection(LEADER_POD_FIELDS)),
-            "followers": (world.caches.followers, FollowerHandler(resizer), copy.deepcopy),
-        }
-
-    def upsert(self, route: str, obj: Obj) -> Obj:
-        store, handler, project = self.routes[route]
-        kind = "jobs" if route == "jobs" else "pods"
-        stored = project(self.world.kube.put(kind, obj))
-        handler.on_upsert(store.upsert(stored), stored)
-        return stored
-
-    def delete(self, route: str, obj: Obj) -> None:
-        store, handler, _project = self.routes[route]
-        kind = "jobs" if route == "jobs" else "pods"
-        meta = obj["metadata"]
-        self.world.kube.objects.pop((kind, meta["namespace"], meta["name"]), None)
-        old = store.delete(object_key(obj))
-        if old is not None:
-            handler.on_delete(old)
-
-    def drain(self) -> None:
-        """Work the queue as the workers do until nothing is queued or waiting."""
-        queue = self.world.queue
-        for _ in range(50):
-            if not len(queue):
-                return
-            key = queue.get(timeout=0.5)
-            if key is not None:
-                try:
-                    self.world.resizer.process(key)
-                finally:
-                    queue.done(key)
+EVERY_STRUCTURE = {
+    "pending_jobs",
+    "leaders",
+    "leader_index",
+    "followers",
+    "follower_index",
+    "bind_times",
+    "gangs",
+    "gang_leaders",
+    "gang_leaders_released",
+    "gang_leaders_deleted",
+    "resize_dry_run_notes",
+    "follower_dry_run_notes",
+    "gang_dry_run_notes",
+    "gang_blocked_notes",
+    "gang_unfit_notes",
+    *(
+        f"{controller}_queue_{part}"
+        for controller in ("resize", "followers", "all-or-nothing")
+        for part in ("queued", "dirty", "processing", "waiting", "failures")
+    ),
+}
 
 
-def follower(index: int) -> Obj:
-    return pod(index, gated=True)
+FOUR_POOLS = {f"node-{i}": f"pool-{i}" for i in range(4)}
 
 
-def resized_then_deleted(feed: Feed) -> None:
-    feed.upsert("jobs", job())
-    feed.upsert("leaders", pod(0))
-    feed.drain()
-    feed.upsert("leaders", pod(0, node="node-5"))
-    feed.drain()
-    assert feed.world.kube.stored("jobs", "team", "train-0")["spec"]["completions"] == 8
-    feed.delete("jobs", job())
-    feed.delete("leaders", pod(0))
+# --- one Job ---------------------------------------------------------------------------------------------
 
 
-def deleted_before_the_leader_bound(feed: Feed) -> None:
-    feed.upsert("jobs", job())
-    feed.upsert("leaders", pod(0))
-    feed.drain()
-    feed.delete("leaders", pod(0))
-    feed.delete("jobs", job())
-    feed.drain()
+def resized_then_deleted(world: World) -> None:
+    world.upsert("jobs", job())
+    world.upsert("leaders", pod(0))
+    world.drain()
+    world.upsert("leaders", pod(0, node="node-5"))
+    world.drain()
+    assert world.kube.stored("jobs", NS, "train-0")["spec"]["completions"] == 8
+    world.delete("jobs", job())
+    world.delete("leaders", pod(0))
 
 
-def deleted_mid_retry(feed: Feed) -> None:
-    feed.upsert("jobs", job())
-    feed.world.kube.fail_next.append(KubeError(503, "ServiceUnavailable"))
-    feed.upsert("leaders", pod(0, node="node-5"))
-    feed.world.resizer.process(KEY)
-    assert feed.world.queue.failures(KEY) == 1
-    feed.delete("jobs", job())
-    feed.delete("leaders", pod(0))
-    feed.drain()
+def deleted_before_the_leader_bound(world: World) -> None:
+    world.upsert("jobs", job())
+    world.upsert("leaders", pod(0))
+    world.drain()
+    world.delete("leaders", pod(0))
+    world.delete("jobs", job())
 
 
-def gated_followers_in_dry_run(feed: Feed) -> None:
-    feed.upsert("jobs", job())
-    feed.upsert("leaders", pod(0, node="node-5"))
+def deleted_mid_retry(world: World) -> None:
+    world.upsert("jobs", job())
+    world.kube.fail_next.append(KubeError(503, "ServiceUnavailable"))
+    world.upsert("leaders", pod(0, node="node-5"))
+    world.resizer.resize.process(KEY)
+    assert world.resizer.resize.queue.failures(KEY) == 1
+    world.delete("jobs", job())
+    world.delete("leaders", pod(0))
+
+
+def gated_followers_in_dry_run(world: World) -> None:
+    world.upsert("jobs", job())
+    world.upsert("leaders", pod(0, node="node-5"))
     for index in (1, 2):
-        feed.upsert("followers", follower(index))
-    feed.drain()
-    assert feed.world.resizer.footprint()["dry_run_notes"] == 3  # the resize and two releases noted once
+        world.upsert("followers", pod(index, gated=True))
+    world.drain()
+    footprint = world.resizer.footprint()  # the resize and the two releases, each noted once
+    assert (footprint["resize_dry_run_notes"], footprint["follower_dry_run_notes"]) == (1, 2)
     for index in (1, 2):
-        feed.delete("followers", follower(index))
-    feed.delete("jobs", job())
-    feed.delete("leaders", pod(0))
+        world.delete("followers", pod(index, gated=True))
+    world.delete("jobs", job())
+    world.delete("leaders", pod(0))
 
 
-def bound_leader_of_a_job_never_pending(feed: Feed) -> None:
+def bound_leader_of_a_job_never_pending(world: World) -> None:
     """A leader of a Job of another strategy: its bind time is noted, and forgotten with the leader."""
-    feed.upsert("leaders", pod(0, node="node-5"))
-    assert feed.world.resizer.footprint()["bind_times"] == 1
-    feed.drain()
-    feed.delete("leaders", pod(0))
+    world.upsert("leaders", pod(0, node="node-5"))
+    assert world.resizer.footprint()["bind_times"] == 1
+    world.drain()
+    world.delete("leaders", pod(0))
+
+
+# --- all-or-nothing JobSets of 3 Jobs on 4 pools -------------------------------------------------------
+
+
+def jobset_queued(world: World, jobset: str, *, queued_at: float = T0) -> None:
+    for number in range(3):
+        world.upsert("jobs", gang_job(jobset, number))
+        world.upsert("leaders", gang_pod(jobset, number, queued_at=queued_at))
+
+
+def jobset_deleted(world: World, jobset: str) -> None:
+    """One Job after the other, the resizer working each change as it comes."""
+    for number in range(3):
+        world.delete("jobs", gang_job(jobset, number))
+        world.delete("leaders", gang_pod(jobset, number))
+        world.drain()
+
+
+def bind(world: World, name: str, node: str) -> None:
+    bound = world.kube.stored("pods", NS, name)
+    bound["spec"]["nodeName"] = node
+    world.upsert("leaders", bound)
+
+
+def jobset_released_grown_and_deleted(world: World) -> None:
+    jobset_queued(world, "a")
+    world.drain()
+    for number in range(3):
+        bind(world, f"a-w-{number}-0", f"node-{number}")
+    world.drain()
+    grown = [world.kube.stored("jobs", NS, f"a-w-{number}")["spec"]["completions"] for number in range(3)]
+    assert (grown, world.resizer.footprint()["gang_leaders_released"]) == ([4, 4, 4], 3)
+    jobset_deleted(world, "a")
+
+
+def jobset_waiting_behind_another(world: World) -> None:
+    jobset_queued(world, "a")
+    jobset_queued(world, "b", queued_at=world.epoch.now + 1)
+    world.drain()
+    assert world.resizer.footprint()["gang_blocked_notes"] == 1
+    jobset_deleted(world, "a")
+    jobset_deleted(world, "b")
+
+
+def jobset_larger_than_the_cluster(world: World) -> None:
+    for node in ("node-2", "node-3"):
+        world.delete("nodes", {"metadata": {"name": node}})
+    jobset_queued(world, "a")
+    world.drain()
+    assert world.resizer.footprint()["gang_unfit_notes"] == 1
+    jobset_deleted(world, "a")
+
+
+def jobset_timed_out(world: World) -> None:
+    jobset_queued(world, "a")
+    world.drain()
+    bind(world, "a-w-0-0", "node-0")
+    world.epoch.advance(GANG_TIMEOUT)
+    world.resizer.all_or_nothing.process(GANG_KEY)
+    assert (len(world.kube.deleted), world.resizer.footprint()["gang_leaders_deleted"]) == (3, 3)
+    jobset_deleted(world, "a")  # the watch delivers the deletions
+
+
+def jobset_timed_out_with_a_leader_already_gone(world: World) -> None:
+    """Someone else deletes a released leader while the time-out's status write is under way; the watch
+    delivers that deletion before the write's 404 comes back."""
+    jobset_queued(world, "a")
+    world.drain()
+    world.epoch.advance(GANG_TIMEOUT)
+    assert isinstance(world.kube, GoneWhenMarked)
+    world.kube.on_status_write = lambda name: world.delete("leaders", world.kube.stored("pods", NS, name))
+    world.resizer.all_or_nothing.process(GANG_KEY)
+    assert world.kube.count("delete") == 0
+    jobset_deleted(world, "a")
+
+
+def jobset_in_dry_run(world: World) -> None:
+    jobset_queued(world, "a")
+    world.drain()
+    assert world.resizer.footprint()["gang_dry_run_notes"] == 1
+    jobset_deleted(world, "a")
+
+
+class GoneWhenMarked(FakeKube):
+    """A pod status write finds the pod deleted by someone else (`on_status_write` delivers that first)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.on_status_write: Callable[[str], None] | None = None
+
+    def patch_pod_status(self, namespace: str, name: str, strategic_merge_patch: Obj) -> Obj:
+        if self.on_status_write is not None:
+            self.on_status_write(name)
+        return super().patch_pod_status(namespace, name, strategic_merge_patch)
+
+
+SCENARIOS: list[tuple[Callable[[World], None], dict[str, Any]]] = [
+    (resized_then_deleted, {}),
+    (deleted_before_the_leader_bound, {}),
+    (deleted_mid_retry, {}),
+    (gated_followers_in_dry_run, {"dry_run": True}),
+    (bound_leader_of_a_job_never_pending, {}),
+    (jobset_released_grown_and_deleted, {"nodes": FOUR_POOLS}),
+    (jobset_waiting_behind_another, {"nodes": FOUR_POOLS}),
+    (jobset_larger_than_the_cluster, {"nodes": FOUR_POOLS}),
+    (jobset_timed_out, {"nodes": FOUR_POOLS}),
+    (jobset_timed_out_with_a_leader_already_gone, {"nodes": FOUR_POOLS, "kube": GoneWhenMarked()}),
+    (jobset_in_dry_run, {"nodes": FOUR_POOLS, "dry_run": True}),
+]
 
 
 @pytest.mark.parametrize(
-    ("dry_run", "scenario"),
-    [
-        (False, resized_then_deleted),
-        (False, deleted_before_the_leader_bound),
-        (False, deleted_mid_retry),
-        (True, gated_followers_in_dry_run),
-        (False, bound_leader_of_a_job_never_pending),
-    ],
-    ids=lambda value: getattr(value, "__name__", str(value)),
+    ("scenario", "options"), SCENARIOS, ids=[scenario.__name__ for scenario, _options in SCENARIOS]
 )
-def test_a_deleted_job_leaves_nothing_behind(dry_run: bool, scenario: Callable[[Feed], None]) -> None:
-    world = World(dry_run=dry_run)
-    feed = Feed(world)
-    scenario(feed)
-    feed.drain()
-    assert world.resizer.footprint() == dict.fromkeys(world.resizer.footprint(), 0)
+def test_jobs_gone_leave_nothing_behind(
+    make_world: MakeWorld, scenario: Callable[[World], None], options: dict[str, Any]
+) -> None:
+    world = make_world(**options)
+    scenario(world)
+    world.drain()
+    footprint = world.resizer.footprint()
+    assert footprint.keys() >= EVERY_STRUCTURE
+    assert {name: count for name, count in footprint.items() if count} == {}
 
 
-def test_footprint_counts_what_a_live_job_holds() -> None:
+def test_footprint_counts_what_a_live_job_holds(make_world: MakeWorld) -> None:
     """The check above cannot pass vacuously: a live Job shows up in the footprint."""
-    world = World()
-    feed = Feed(world)
-    feed.upsert("jobs", job())
-    feed.upsert("leaders", pod(0))
-    feed.upsert("followers", follower(1))
+    world = make_world()
+    world.upsert("jobs", job())
+    world.upsert("leaders", pod(0))
+    world.upsert("followers", pod(1, gated=True))
     footprint = world.resizer.footprint()
     assert footprint["pending_jobs"] == footprint["leaders"] == footprint["followers"] == 1
     assert footprint["leader_index"] == footprint["follower_index"] == 1
-    assert footprint["queue_queued"] == 1
+    assert footprint["resize_queue_queued"] == footprint["followers_queue_queued"] == 1

@@ -8,10 +8,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 from kubekit.informer import Informer
-from resizer.controller import Resizer, new_caches
+from resizer.caches import new_caches
 from resizer.election import ElectionConfig, LeaderElector, LeaseRecord
+from resizer.manager import Resizer
 from resizer.metrics import Metrics
-from resizer.workqueue import WorkQueue
 from tests.resizer.resizer_fakes import FakeClock, FakeKube
 
 Obj = dict[str, Any]
@@ -155,17 +155,11 @@ class Stuck:
 
 
 def test_stop_workers_waits_its_timeout_in_total_not_per_worker() -> None:
-    workers, stuck, queue = 20, Stuck(), WorkQueue()
-    resizer = Resizer(
-        FakeKube(),  # type: ignore[arg-type]
-        new_caches(),
-        queue,
-        Metrics(),
-        stuck,
-    )
+    workers, stuck = 20, Stuck()
+    resizer = Resizer(FakeKube(), new_caches(), Metrics(), stuck)  # type: ignore[arg-type]
     resizer.start_workers(workers)
     for number in range(workers):
-        queue.add(f"default/job-{number}")
+        resizer.resize.enqueue(f"default/job-{number}")
     try:
         for _ in range(workers):
             assert stuck.entered.acquire(timeout=10), "a worker never picked up its key"

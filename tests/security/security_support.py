@@ -18,7 +18,7 @@ from devstack.commands import webhook_command
 from devstack.ports import free_port
 from devstack.processes import ManagedProcess
 from devstack.readiness import wait_http_ok
-from webhook.testing import FakeKubeApi
+from kubekit.testing import FakeKubeApi
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures" / "admission"

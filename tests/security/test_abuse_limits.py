@@ -60,15 +60,12 @@ def test_streamed_oversized_body_without_length_gets_413(limited_webhook: Webhoo
 
 
 def test_slow_body_is_cut_with_408(limited_webhook: WebhookProcess) -> None:
-    started = time.monotonic()
     with limited_webhook.tls_socket() as tls:
         tls.sendall(f"{REQUEST_HEAD}Content-Length: 5000\r\n\r\n".encode() + b'{"apiVersion": ')
-        tls.settimeout(BODY_TIMEOUT * 10)  # a hang would raise TimeoutError here
+        tls.settimeout(BODY_TIMEOUT * 10)  # a hang would raise TimeoutError here: cut by the server's timeout
         answer = _read_response(tls)
     assert answer.startswith(b"HTTP/1.1 408"), answer[:200]
     assert b"request body not received within" in answer
-    # Cut by the server's timeout, not by ours.
-    assert time.monotonic() - started < BODY_TIMEOUT * 10
 
 
 def test_trickled_headers_are_cut_with_408(limited_webhook: WebhookProcess) -> None:

@@ -8,14 +8,15 @@ from collections.abc import Iterator
 
 import pytest
 
+from kubekit.testing import FakeKubeApi
 from placement.admission import LeaderStatus, PodPlan, plan_pod
 from placement.constants import Strategy
+from tests.support.metrics import sample
 from tests.support.waiting import eventually
 from tests.webhook.webhook_support import leader_from_fixture, node_obj, settings_for
 from webhook.cache import LeaderDirectory
 from webhook.metrics import Metrics
 from webhook.server import build_directory, kube_for
-from webhook.testing import FakeKubeApi
 
 
 def _follower_plan() -> PodPlan:
@@ -36,8 +37,7 @@ class Harness:
         self.nodes = self.directory.nodes
 
     def sample(self, name: str, labels: dict[str, str]) -> float:
-        value = self.metrics.registry.get_sample_value(name, labels)
-        return value or 0.0
+        return sample(self.metrics.registry, name, **labels)
 
 
 @pytest.fixture

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from kubekit.testing import FakeKubeApi
 from placement.constants import (
     ALL_OR_NOTHING_ANNOTATION,
     ALL_OR_NOTHING_GATE,
@@ -21,6 +22,7 @@ from placement.constants import (
     TOPOLOGY_ANNOTATION,
 )
 from placement.patch import apply
+from tests.support.metrics import sample
 from tests.support.waiting import eventually
 from tests.webhook.webhook_support import (
     POOL,
@@ -33,7 +35,7 @@ from tests.webhook.webhook_support import (
 )
 from webhook.review import decode_patch
 from webhook.server import build
-from webhook.testing import AsgiClient, FakeKubeApi
+from webhook.testing import AsgiClient
 
 
 def admit(running: Running, endpoint: str, review: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -51,10 +53,7 @@ def child_job_review(name: str = "trainer-workers-0") -> dict[str, Any]:
 
 
 def metric(running: Running, result: str) -> float:
-    value = running.webhook.metrics.registry.get_sample_value(
-        "exclusive_placement_jobset_lookups_total", {"result": result}
-    )
-    return value or 0.0
+    return sample(running.webhook.metrics.registry, "exclusive_placement_jobset_lookups_total", result=result)
 
 
 # --- the owning JobSet's startup order ------------------------------------------------------------------

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from devstack.manifests import exclusive_jobset
+from kubekit.testing import FakeKubeApi
 from placement.constants import (
     ALL_OR_NOTHING_ANNOTATION,
     GKE_NODEPOOL_LABEL,
@@ -27,7 +28,7 @@ from tests.webhook.webhook_support import Running, fixture_review, jobset_of_fix
 from webhook.node_labels import NodeLabelKeys
 from webhook.review import decode_patch
 from webhook.server import build
-from webhook.testing import AsgiClient, FakeKubeApi
+from webhook.testing import AsgiClient
 
 
 @pytest.fixture

@@ -12,6 +12,7 @@ import pytest
 from kubesim.testing import KubesimServer
 from placement.admission import LeaderStatus, PodPlan, plan_pod
 from placement.constants import Strategy
+from tests.support.metrics import sample
 from tests.support.waiting import eventually
 from tests.webhook.webhook_support import fixture_review, leader_from_fixture
 from webhook.server import Webhook, build
@@ -59,9 +60,6 @@ def test_leader_lookup_from_kubesim_via_kubeconfig(kubesim: KubesimServer) -> No
         eventually(lambda: directory.from_cache(_plan()) is not None, "the bound leader cached")
         state = asyncio.run(directory.leader_state(_plan()))
         assert (state.status, state.domain) == (LeaderStatus.BOUND, pool)
-        hits = webhook.metrics.registry.get_sample_value(
-            "exclusive_placement_leader_cache_total", {"result": "hit"}
-        )
-        assert hits == 1
+        assert sample(webhook.metrics.registry, "exclusive_placement_leader_cache_total", result="hit") == 1
     finally:
         directory.stop()

@@ -10,6 +10,7 @@ import uvicorn
 
 from certs.files import write_dev_certs
 from placement.constants import Strategy
+from tests.support.metrics import sample
 from tests.support.waiting import eventually
 from webhook.app import create_app
 from webhook.handlers import Admission
@@ -19,10 +20,7 @@ from webhook.tls import ReloadingTLS
 
 
 def _reloads(metrics: Metrics, outcome: str) -> float:
-    return (
-        metrics.registry.get_sample_value("exclusive_placement_cert_reloads_total", {"outcome": outcome})
-        or 0.0
-    )
+    return sample(metrics.registry, "exclusive_placement_cert_reloads_total", outcome=outcome)
 
 
 def test_reload_only_on_change_and_keep_previous_on_broken_files(tmp_path: Path) -> None:

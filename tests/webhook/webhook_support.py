@@ -14,11 +14,12 @@ from typing import Any
 
 import pytest
 
+from kubekit.testing import FakeKubeApi
 from placement.constants import JOB_NAME_LABEL, ROLE_LABEL, ROLE_LEADER
 from tests.support.waiting import eventually
 from webhook.server import Webhook, build
 from webhook.settings import WebhookSettings
-from webhook.testing import AsgiClient, FakeKubeApi
+from webhook.testing import AsgiClient
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "admission"
 POOL = "cloud.google.com/gke-nodepool"
@@ -70,12 +71,6 @@ class Running:
         assert response.status_code == 200, response.text
         body: dict[str, Any] = response.json()
         return body
-
-
-@pytest.fixture
-def fake_api() -> Iterator[FakeKubeApi]:
-    with FakeKubeApi() as api:
-        yield api
 
 
 def settings_for(server: str, **overrides: Any) -> WebhookSettings:

@@ -53,6 +53,9 @@ class AdmissionGate:
     attempts: list[Attempt] = field(default_factory=list)
     hold_bindings: asyncio.Event | None = None
     bindings_started: int = 0
+    bound_at: dict[str, float] = field(default_factory=dict)
+    """Pod name -> when the API server accepted its binding, on `now` (the cluster's simulated clock)."""
+    now: Callable[[], float] = time.monotonic
 
     async def create(
         self,
@@ -78,9 +81,12 @@ class AdmissionGate:
             self.bindings_started += 1
             if self.hold_bindings is not None:
                 await self.hold_bindings.wait()
-        return await self.inner.create(
+        created = await self.inner.create(
             resource, obj, namespace=namespace, subresource=subresource, dry_run=dry_run, client=client
         )
+        if resource == "pods" and subresource == "binding":
+            self.bound_at[str((obj.get("metadata") or {}).get("name"))] = self.now()
+        return created
 
     async def get(self, resource: str, name: str, *, namespace: str | None = None, client: str = "c") -> Obj:
         return await self.inner.get(resource, name, namespace=namespace, client=client)
@@ -194,15 +200,20 @@ async def cluster(
     pools: int = 2,
     gpus_per_node: int = 8,
     components: Collection[str] = COMPONENTS,
+    virtual_time: bool = False,
     **settings: Any,
 ) -> AsyncIterator[Cluster]:
+    """`virtual_time`: simulated time is the event loop's (`Clock.virtual`; run the test with
+    `run_virtual`): durations come out exact, and `time_scale` does not matter."""
     stats = Stats()
     server = ApiServer(stats, seed=0)
     for node in make_nodes(nodes, pools, gpus_per_node=gpus_per_node):
         await server.create("nodes", node, client="bootstrap")
     gate = AdmissionGate(server)
     config = ControllerSettings(**{"time_scale": 0.01, **settings})
-    controllers = Controllers(gate, config, stats, admission=server.admission)
+    clock = Clock.virtual() if virtual_time else None
+    controllers = Controllers(gate, config, stats, admission=server.admission, clock=clock)
+    gate.now = controllers.clock.now
     task = asyncio.create_task(controllers.run(components))
     try:
         await asyncio.wait_for(controllers.wait_synced(), 30)

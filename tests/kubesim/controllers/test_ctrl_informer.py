@@ -10,6 +10,7 @@ from kubesim.controllers.informer import Handlers, Informer
 from kubesim.errors import ApiError
 from kubesim.interface import WatchEvent
 from tests.kubesim.controllers.ctrl_harness import Run
+from tests.support.waiting import eventually_async
 
 
 def _pod(name: str, rv: int, **labels: str) -> dict[str, Any]:
@@ -68,10 +69,11 @@ def test_informer_relists_on_410_and_reports_what_changed_meanwhile(run: Run) ->
             )
         )
         task = asyncio.create_task(informer.run())
-        for _ in range(200):
-            if api.listed == 2 and len(api.watched_from) == 3:
-                break
-            await asyncio.sleep(0.01)
+        await eventually_async(
+            lambda: api.listed == 2 and len(api.watched_from) == 3,
+            lambda: f"two lists and three watches (listed {api.listed}, watched from {api.watched_from})",
+            5,
+        )
         task.cancel()
         assert api.watched_from == ["2", "4", "6"]  # stream ended: re-watch from the bookmark; 410: re-list
         assert seen == [

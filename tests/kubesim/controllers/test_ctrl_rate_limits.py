@@ -118,16 +118,21 @@ def test_each_component_gets_upstreams_default_budget(run: Run) -> None:
 SIZE = 120
 
 
-def _creation_time(run: Any, time_scale: float, **settings: Any) -> tuple[float, int, dict[str, Any]]:
+def _creation_time(run: Run, *, virtual_time: bool, **settings: Any) -> tuple[float, int, dict[str, Any]]:
     """Simulated seconds from creating a SIZE-pod Indexed Job until its last pod exists, the Job
     controller's requests that reached the API server by then, and the throttling counters.
 
-    The time scale keeps the simulation's own CPU time (~0.1 s real for 120 creates) small next to the
-    simulated seconds measured."""
+    In virtual time (on `run_virtual_time`) the simulated seconds are exact; otherwise (time scale 1)
+    they are the wall clock's."""
 
     async def scenario() -> tuple[float, int, dict[str, Any]]:
         async with cluster(
-            nodes=16, pools=2, components=("job-controller",), time_scale=time_scale, **settings
+            nodes=16,
+            pools=2,
+            components=("job-controller",),
+            virtual_time=virtual_time,
+            time_scale=1.0,
+            **settings,
         ) as c:
             clock = c.controllers.clock
             created: list[str] = []
@@ -152,29 +157,33 @@ def _creation_time(run: Any, time_scale: float, **settings: Any) -> tuple[float,
     return result
 
 
-def test_a_120_pod_job_is_created_at_the_job_controllers_qps(run: Run) -> None:
-    elapsed, requests, throttling = _creation_time(run, 0.2)
-    # its creates, and the events and status writes sent meanwhile, beyond the burst of 30, at 20/s
+LAST_ROUND_TRIP = (
+    ControllerSettings().api_request_latency_seconds + ControllerSettings().watch_delivery_seconds
+)
+"""After its token, the last create's round trip and its watch event's delivery to the pod informer."""
+
+
+def test_a_120_pod_job_is_created_at_the_job_controllers_qps(run_virtual_time: Run) -> None:
+    elapsed, requests, throttling = _creation_time(run_virtual_time, virtual_time=True)
+    # its creates, and the events and status writes sent meanwhile, beyond the burst of 30, at 20/s: the
+    # client always has waiters, so the bucket sets the pace exactly
     predicted = (requests - 30) / 20
     assert requests > SIZE
-    # never faster than the bucket allows; about as fast as it allows (the client always has waiters)
-    assert predicted - 1e-6 <= elapsed <= predicted * 1.2 + 1.0, (elapsed, predicted, requests)
-    assert elapsed > 4.0
+    assert elapsed == pytest.approx(predicted + LAST_ROUND_TRIP), (elapsed, predicted, requests)
     assert throttling["job-controller"]["throttled"] >= requests - 30 - 2 * 7  # 7 slow-start batches
     assert throttling["job-controller"]["waited_seconds"] > predicted
 
 
-def test_raising_the_qps_setting_shortens_the_creation(run: Run) -> None:
-    elapsed, requests, _ = _creation_time(run, 0.5, job_controller_api_qps=100.0)
+def test_raising_the_qps_setting_shortens_the_creation(run_virtual_time: Run) -> None:
+    elapsed, requests, _ = _creation_time(run_virtual_time, virtual_time=True, job_controller_api_qps=100.0)
     predicted = (requests - 30) / 100
-    assert predicted - 1e-6 <= elapsed <= predicted * 1.2 + 1.0, (elapsed, predicted, requests)
-    assert elapsed < (requests - 30) / 20 / 2  # under half what the default 20 qps needs
+    assert elapsed == pytest.approx(predicted + LAST_ROUND_TRIP), (elapsed, predicted, requests)
 
 
 @pytest.mark.slow
 def test_print_the_creation_time_at_time_scale_1(run: Run) -> None:
     """The figure quoted in docs/kubesim-fidelity.md: `pytest -m slow -s <this file>`."""
-    elapsed, requests, throttling = _creation_time(run, 1.0)
+    elapsed, requests, throttling = _creation_time(run, virtual_time=False)
     print(
         f"\n{SIZE}-pod Indexed Job fully created in {elapsed:.2f} s at time scale 1 "
         f"({requests} job-controller requests by then; throttling {throttling['job-controller']})"

@@ -3,7 +3,6 @@ suite; the 4,096 variants are `slow` and print the figures recorded in docs/kube
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections import Counter
 
@@ -11,6 +10,7 @@ import pytest
 
 from placement.constants import GKE_NODEPOOL_LABEL
 from tests.kubesim.controllers.ctrl_harness import Run, cluster, exclusive_job, indexed_job, pod_spec
+from tests.support.waiting import eventually_async
 
 
 async def _fill(nodes: int, pools: int, jobs: int, size: int, exclusive: bool) -> dict[str, float]:
@@ -24,10 +24,12 @@ async def _fill(nodes: int, pools: int, jobs: int, size: int, exclusive: bool) -
                 else indexed_job(name, size, spec=pod_spec(gpus=8))
             )
             await c.server.create("jobs", job, namespace="default")
-        deadline = started + 900
-        while c.stats.pods_running < jobs * size:
-            assert time.monotonic() < deadline, c.stats.snapshot()
-            await asyncio.sleep(0.05)
+        await eventually_async(
+            lambda: c.stats.pods_running >= jobs * size,
+            lambda: f"{jobs * size} pods Running (stats: {c.stats.snapshot()['pods']})",
+            900,
+            interval=0.05,
+        )
         elapsed = time.monotonic() - started
         pods = await c.pods()
         assert len(pods) == jobs * size

@@ -1,5 +1,6 @@
 """Scheduling latency: watch delivery, the scheduling cycle and the asynchronous bind all take simulated time,
-so a pod is never bound in the instant it is created."""
+so a pod is never bound in the instant it is created. The durations are measured in virtual time
+(`kubesim.clock.Clock.virtual`): exact, whatever the machine's load."""
 
 from __future__ import annotations
 
@@ -7,12 +8,15 @@ import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
+import pytest
+
 from kubesim.apiserver.server import ApiServer
 from kubesim.clock import Clock
 from kubesim.controllers.informer import Handlers, Informer
 from kubesim.interface import WatchEvent
 from placement.constants import JOB_COMPLETION_INDEX_ANNOTATION
 from tests.kubesim.controllers.ctrl_harness import Run, cluster, indexed_job, pod_spec
+from tests.support.waiting import eventually_async
 
 
 def _index(pod: dict[str, Any]) -> str | None:
@@ -42,13 +46,13 @@ async def _bound(server: ApiServer, names: list[str]) -> dict[str, str] | None:
     return nodes
 
 
-def test_the_second_slow_start_batch_is_admitted_before_the_leader_is_bound(run: Run) -> None:
+def test_the_second_slow_start_batch_is_admitted_before_the_leader_is_bound(run_virtual_time: Run) -> None:
     """Upstream's race: the Job controller creates indexes 1 and 2 right after the leader, and they reach
     admission while the leader is still on its way through the scheduler, so JobSet's webhook rejects them."""
 
     async def scenario() -> None:
-        # time scale 1: the leader's path (delivery + cycle + bind) must beat nothing by real-time luck
-        async with cluster(nodes=8, pools=2, time_scale=1.0) as c:
+        # virtual time: the leader's path (delivery + cycle + bind) beats nothing by real-time luck
+        async with cluster(nodes=8, pools=2, virtual_time=True) as c:
             leader_bound_at_admission: dict[str, bool] = {}
 
             def observe(pod: dict[str, Any]) -> None:
@@ -61,26 +65,22 @@ def test_the_second_slow_start_batch_is_admitted_before_the_leader_is_bound(run:
             assert leader_bound_at_admission["2"] is False
             await c.wait_for(lambda: _leader_bound(c.server), 10, "the leader bound in the end")
 
-    run(scenario())
+    run_virtual_time(scenario())
 
 
-def test_a_pod_is_bound_a_delivery_a_cycle_and_a_round_trip_after_its_creation(run: Run) -> None:
-    scale = 0.1
+def test_a_pod_is_bound_a_delivery_a_cycle_and_a_round_trip_after_its_creation(run_virtual_time: Run) -> None:
     cycle = 0.5  # scheduler_pods_per_second=2
 
-    async def scenario() -> float:
-        async with cluster(components=("scheduler",), time_scale=scale, scheduler_pods_per_second=2) as c:
-            clock = c.controllers.clock
-            created = clock.now()
+    async def scenario() -> None:
+        async with cluster(components=("scheduler",), virtual_time=True, scheduler_pods_per_second=2) as c:
+            created = c.controllers.clock.now()
             await c.server.create("pods", _bare_pod("solo"), namespace="default")
-            await c.wait_for(lambda: _bound(c.server, ["solo"]), 10, "the pod bound")
+            await c.wait_for(lambda: "solo" in c.api.bound_at, 10, "the pod bound")
             settings = c.settings
             expected = settings.watch_delivery_seconds + cycle + settings.api_request_latency_seconds
-            elapsed = clock.now() - created
-            assert expected <= elapsed <= expected + 1.0, (elapsed, expected)
-            return elapsed
+            assert c.api.bound_at["solo"] - created == pytest.approx(expected)
 
-    run(scenario())
+    run_virtual_time(scenario())
 
 
 def test_the_bind_is_asynchronous_the_next_cycle_does_not_wait_for_it(run: Run) -> None:
@@ -124,9 +124,9 @@ def _event(kind: str, name: str, rv: int) -> WatchEvent:
     return {"type": kind, "object": obj}  # type: ignore[typeddict-item]
 
 
-def test_watch_events_reach_the_handlers_a_delivery_delay_later_in_order(run: Run) -> None:
+def test_watch_events_reach_the_handlers_a_delivery_delay_later_in_order(run_virtual_time: Run) -> None:
     async def scenario() -> list[tuple[str, str, float]]:
-        clock = Clock(0.01)
+        clock = Clock.virtual()
         api = _StreamingApi()
         informer = Informer(api, "pods", clock=clock, delivery_seconds=2.0)  # type: ignore[arg-type]
         seen: list[tuple[str, str, float]] = []
@@ -142,17 +142,14 @@ def test_watch_events_reach_the_handlers_a_delivery_delay_later_in_order(run: Ru
         sent = clock.now()
         for event in (_event("ADDED", "a", 2), _event("MODIFIED", "a", 3), _event("ADDED", "b", 4)):
             api.events.put_nowait(event)
-        deadline = asyncio.get_running_loop().time() + 5
-        while not api.events.empty() and asyncio.get_running_loop().time() < deadline:
-            await asyncio.sleep(0)
+        await eventually_async(api.events.empty, "the informer took the three events")
         # all three received by the informer, none delivered yet
         assert seen == []
         assert informer.get("ns/a") is None
-        while len(seen) < 3 and asyncio.get_running_loop().time() < deadline:
-            await asyncio.sleep(0.005)
+        await eventually_async(lambda: len(seen) == 3, lambda: f"three deliveries (seen: {seen})")
         task.cancel()
         return [(kind, name, at - sent) for kind, name, at in seen]
 
-    seen = run(scenario())
+    seen = run_virtual_time(scenario())
     assert [(kind, name) for kind, name, _ in seen] == [("add", "a"), ("update", "a"), ("add", "b")]
-    assert all(2.0 <= delay <= 3.0 for _, _, delay in seen), seen
+    assert [delay for _, _, delay in seen] == pytest.approx([2.0, 2.0, 2.0])

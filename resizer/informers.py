@@ -1,0 +1,107 @@
+"""The resizer's four informers: what each lists and watches, keeps, projects and tells its handler.
+
+- `pending-jobs`: Jobs labelled `resize: pending`, kept while pending, into `caches.jobs`; `JobHandler`.
+- `leaders`: pods labelled `role: leader`, projected to `LEADER_POD_FIELDS`, into `caches.leaders`;
+  `LeaderHandler`.
+- `unbound-followers`: unbound pods labelled `role: follower`, kept while gated or pinned, into
+  `caches.followers`; `FollowerHandler`.
+- `nodes`: every Node, projected to `QUEUE_NODE_FIELDS`, into `caches.nodes`; `NodeHandler`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from kubekit.client import Resource
+from kubekit.informer import Handler, Informer, ListWatch, Store, without_managed_fields
+from kubekit.projection import FieldProjection
+from placement.cached_fields import LEADER_POD_FIELDS, QUEUE_NODE_FIELDS
+from placement.constants import RESIZE_LABEL, RESIZE_PENDING, ROLE_FOLLOWER, ROLE_LABEL, ROLE_LEADER
+from placement.objects import Obj
+from placement.resize import follower_to_watch
+from resizer.caches import is_pending_job
+from resizer.handlers import FollowerHandler, JobHandler, LeaderHandler, NodeHandler
+from resizer.manager import Resizer
+
+UNBOUND_PODS = "spec.nodeName="
+"""Gated pods are never bound, and a pin is only repaired before the follower binds: watching only unbound
+followers skips most follower traffic."""
+
+
+def _ignore_restart(_informer: str, _reason: str) -> None:
+    return None
+
+
+def resizer_informers(
+    source: Callable[[str], ListWatch],
+    resizer: Resizer,
+    *,
+    namespace: str | None,
+    on_restart: Callable[[str, str], None] = _ignore_restart,
+) -> list[Informer]:
+    """The informers filling `resizer.caches`; each lists and watches through `source(its name)` (the API
+    client in the app, a test's `kubekit.testing.WatchFeed`), in `namespace` (None: all) but Nodes."""
+    caches = resizer.caches
+
+    def informer(
+        resource: Resource,
+        name: str,
+        label_selector: str | None,
+        handler: Handler,
+        *,
+        store: Store,
+        keep: Callable[[Obj], bool] = lambda _obj: True,
+        field_selector: str | None = None,
+        project: Callable[[Obj], Obj] = without_managed_fields,
+        cluster_scoped: bool = False,
+    ) -> Informer:
+        return Informer(
+            source(name),
+            resource,
+            name=name,
+            namespace=None if cluster_scoped else namespace,
+            label_selector=label_selector,
+            field_selector=field_selector,
+            handler=handler,
+            keep=keep,
+            project=project,
+            store=store,
+            on_restart=on_restart,
+        )
+
+    return [
+        informer(
+            "jobs",
+            "pending-jobs",
+            f"{RESIZE_LABEL}={RESIZE_PENDING}",
+            JobHandler(resizer),
+            keep=is_pending_job,
+            store=caches.jobs,
+        ),
+        informer(
+            "pods",
+            "leaders",
+            f"{ROLE_LABEL}={ROLE_LEADER}",
+            LeaderHandler(resizer),
+            store=caches.leaders,
+            project=FieldProjection(LEADER_POD_FIELDS),
+        ),
+        informer(
+            "pods",
+            "unbound-followers",
+            f"{ROLE_LABEL}={ROLE_FOLLOWER}",
+            FollowerHandler(resizer),
+            keep=follower_to_watch,
+            store=caches.followers,
+            field_selector=UNBOUND_PODS,
+        ),
+        informer(
+            "nodes",
+            "nodes",
+            None,
+            NodeHandler(resizer),
+            store=caches.nodes,
+            project=FieldProjection(QUEUE_NODE_FIELDS),
+            cluster_scoped=True,
+        ),
+    ]

@@ -1,0 +1,110 @@
+"""Resize: a Job the webhook shrank to 1/1 (`resize: pending`) is patched back to its target size once its
+leader binds (and, all or nothing, once every Job of its JobSet has a bound leader).
+
+Keys: `namespace/name` of pending Jobs. The decision is `placement.resize.decide_resize`; the patch carries
+the Job's resourceVersion, so a stale decision is refused (409), read again and decided again.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from kubekit.keys import object_key
+from placement.leader import pick_leader
+from placement.objects import Obj, metadata, namespace_of
+from placement.resize import ResizeDecision, SkipReason, decide_resize, job_ref
+from resizer.context import Context, WithContext
+from resizer.controller import DONE, Result
+from resizer.notes import NoteOnce
+from resizer.recorder import Action, Outcome, Reason, job_reference, pod_reference
+
+log = logging.getLogger(__name__)
+
+WAITING = frozenset({SkipReason.NO_LEADER, SkipReason.LEADER_NOT_BOUND, SkipReason.GANG_INCOMPLETE})
+"""Reasons that pass by themselves: the Job's leader, or its JobSet's, is on its way."""
+NOT_PENDING = frozenset({SkipReason.ALREADY_DONE, SkipReason.NOT_PENDING})
+
+
+class ResizeReconciler(WithContext):
+    def __init__(self, context: Context) -> None:
+        super().__init__(context)
+        self.dry_run_notes = NoteOnce[str](log)
+        """Jobs a dry-run said it would resize, by key."""
+
+    def reconcile(self, key: str) -> Result:
+        job = self.caches.jobs.get(key)
+        if job is not None:
+            self.api.on_conflict(
+                job, lambda current: self._resize(key, current), lambda: self._read(key, job)
+            )
+        return DONE
+
+    def forget(self, key: str) -> None:
+        """The Job left the pending cache (resized, deleted): nothing noted about it stays."""
+        self.dry_run_notes.forget(key)
+
+    def footprint(self) -> dict[str, int]:
+        return {"resize_dry_run_notes": len(self.dry_run_notes)}
+
+    def _read(self, key: str, job: Obj) -> Obj | None:
+        fresh = self.api.get_job(namespace_of(job), str(metadata(job).get("name")))
+        if fresh is None:
+            self._drop(key)
+        return fresh
+
+    def _resize(self, key: str, job: Obj) -> None:
+        leader = pick_leader(self.caches.leaders.by_index(key), job_ref(job))
+        decision = decide_resize(job, leader, gang=self.gangs.gang_of(job))
+        if decision.patch is None:
+            self._skipped(key, decision.reason)
+            return
+        if self.dry_run:
+            self.dry_run_notes.note(
+                key,
+                "dry-run: would resize to %s",
+                decision.target,
+                extra={"job": key, "target": decision.target},
+            )
+            return
+        patched = self.api.patch_job(namespace_of(job), str(metadata(job).get("name")), decision.patch)
+        self._drop(key)  # no longer pending (or gone); the watch confirms
+        if patched is not None:
+            self._resized(key, patched, decision, leader)
+
+    def _resized(self, key: str, job: Obj, decision: ResizeDecision, leader: Obj | None) -> None:
+        self.metrics.resizes.inc()
+        self.bind_times.observe(key, self.metrics.bind_to_resize)
+        before = f"{decision.current_completions}/{decision.current_parallelism}"
+        log.info(
+            "resized from %s to %s/%s (completions/parallelism)",
+            before,
+            decision.target,
+            decision.target,
+            extra={"job": key, "target": decision.target, "pod": object_key(leader) if leader else None},
+        )
+        self.recorder.record(
+            Outcome(
+                job_reference(job),
+                Reason.RESIZED,
+                Action.RESIZE,
+                f"resized from {before} to {decision.target}/{decision.target} (completions/parallelism) "
+                "once its leader was bound",
+                related=pod_reference(leader) if leader else None,
+            )
+        )
+
+    def _skipped(self, key: str, reason: SkipReason | None) -> None:
+        if reason is None:
+            return
+        self.metrics.skips.labels(reason.value).inc()
+        if reason in WAITING:
+            log.debug("waiting: %s", reason.value, extra={"job": key, "reason": reason.value})
+        elif reason in NOT_PENDING:
+            self._drop(key)
+        else:
+            log.info("not resizing: %s", reason.value, extra={"job": key, "reason": reason.value})
+
+    def _drop(self, key: str) -> None:
+        """Take the Job out of the pending cache (its watch event then finds nothing to hand on)."""
+        self.caches.jobs.delete(key)
+        self.forget(key)

@@ -1,0 +1,148 @@
+"""The AdmissionReview fixtures of the README's curl session (tests/fixtures/admission), created for real.
+
+Each fixture's object is posted twice in a row on the same cluster state: to the webhook directly, as the
+curl session does, and through kube-apiserver, as a client would create it. The real API server must take
+the object (the fixtures are valid objects), reach the same decision, and store what the webhook's patch
+wrote. JobSet's own webhooks act on the JobSet pods too (the pod fixtures carry JobSet's annotation, as
+pods of Jobs admitted without the takeover do), so what the webhook adds must be found in the stored
+object, next to what JobSet adds. Every node is tainted, so the leader stays unscheduled and the follower's
+answer (a denial until its leader is scheduled) does not change between the two posts.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import json
+import ssl
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import jsonpatch
+import pytest
+
+from devstack.kube import KubeError
+from devstack.stack import Stack
+from tests.e2e.jobset_e2e_support import set_taint
+from tests.support.waiting import eventually
+
+pytestmark = [pytest.mark.kube, pytest.mark.xdist_group("kube-fixtures")]
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "admission"
+OBJECT_FIXTURES = (
+    "jobset-child-job.json",
+    "indexed-job.json",
+    "nonindexed-job.json",
+    "leader-pod.json",
+    "follower-pod.json",
+    "non-exclusive-pod.json",
+)
+JOBSET_VALIDATING_POD_WEBHOOK = "vpod.kb.io"
+HOLD = {"key": "example.com/maintenance", "value": "true", "effect": "NoSchedule"}
+Obj = dict[str, Any]
+
+
+def review(name: str) -> Obj:
+    data: Obj = json.loads((FIXTURES / name).read_text())
+    return data
+
+
+def endpoints(kind: str) -> tuple[str, ...]:
+    return ("/mutate-pods", "/validate-pods") if kind == "Pod" else ("/mutate-jobs",)
+
+
+def curl_decision(stack: Stack, fixture: Obj) -> tuple[bool, str, Obj]:
+    """What the webhook answers when the fixture is posted to it directly: (allowed, message, object as
+    the webhook's patches leave it)."""
+    obj = copy.deepcopy(fixture["request"]["object"])
+    trust = ssl.create_default_context(cafile=str(stack.ca_file))
+    with httpx.Client(base_url=stack.webhook_url, verify=trust, timeout=10) as client:
+        for path in endpoints(obj["kind"]):
+            body = copy.deepcopy(fixture)
+            body["request"]["object"] = obj
+            response = client.post(path, json=body).json()["response"]
+            if not response["allowed"]:
+                return False, str(response.get("status", {}).get("message", "")), obj
+            if "patch" in response:
+                obj = jsonpatch.apply_patch(obj, json.loads(base64.b64decode(response["patch"])))
+    return True, "", obj
+
+
+def contains(actual: Any, expected: Any) -> bool:
+    """`expected` is found in `actual`: every key of a dict, every element of a list, equal scalars."""
+    if isinstance(expected, dict):
+        return isinstance(actual, dict) and all(
+            k in actual and contains(actual[k], v) for k, v in expected.items()
+        )
+    if isinstance(expected, list):
+        return isinstance(actual, list) and all(any(contains(a, e) for a in actual) for e in expected)
+    return bool(actual == expected)
+
+
+def written_by_webhook(before: Obj, after: Obj) -> Obj:
+    """The parts of `after` the webhook's patches added or changed (metadata and spec)."""
+    written: Obj = {}
+    for key in ("metadata", "spec"):
+        diff = {k: v for k, v in after.get(key, {}).items() if before.get(key, {}).get(k) != v}
+        if key == "metadata":
+            for field in ("labels", "annotations"):
+                old, new = before[key].get(field) or {}, after[key].get(field) or {}
+                changed = {k: v for k, v in new.items() if old.get(k) != v}
+                if changed:
+                    diff[field] = changed
+        if diff:
+            written[key] = diff
+    return written
+
+
+def api_server_decision(stack: Stack, obj: Obj) -> tuple[bool, str, Obj]:
+    """(created, the refusal's message, the stored object) when `obj` is created through kube-apiserver."""
+    try:
+        return True, "", stack.client.create(copy.deepcopy(obj))
+    except KubeError as err:
+        if err.status != 403:
+            raise
+        return False, str(err), {}
+
+
+@pytest.fixture(scope="module")
+def held(kube_stack: Stack) -> Iterator[str]:
+    """The fixtures' namespace, with every node tainted: no pod is scheduled while the fixtures run."""
+    namespace = review(OBJECT_FIXTURES[0])["request"]["namespace"]
+    kube_stack.client.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+    eventually(
+        lambda: kube_stack.client.get("ServiceAccount", "default", namespace=namespace),
+        f"the default ServiceAccount of {namespace}",
+        30,
+        ignoring=(KubeError,),
+    )
+    nodes = [node["metadata"]["name"] for node in kube_stack.client.list("Node")]
+    set_taint(kube_stack, nodes, HOLD)
+    yield namespace
+    set_taint(kube_stack, nodes, None)
+
+
+EXPECTED_DECISIONS = {"follower-pod.json": False, "non-exclusive-pod.json": True}
+"""The decisions the README's curl session shows; the others are whatever the webhook says, alike."""
+
+
+@pytest.mark.parametrize("name", OBJECT_FIXTURES)
+def test_a_fixture_is_decided_alike_by_curl_and_by_the_real_api_server(
+    kube_stack: Stack, held: str, name: str
+) -> None:
+    fixture = review(name)
+    allowed, message, patched = curl_decision(kube_stack, fixture)
+    original = fixture["request"]["object"]
+    created, refusal, stored = api_server_decision(kube_stack, original)
+    assert created == allowed, (
+        f"{name}: webhook allowed={allowed} ({message}); API server: {refusal or 'created'}"
+    )
+    if name in EXPECTED_DECISIONS:
+        assert allowed == EXPECTED_DECISIONS[name]
+    if created:
+        expected = written_by_webhook(original, patched)
+        assert contains(stored, expected), f"{name}: stored {stored} lacks the webhook's {expected}"
+    else:  # the API server reports the first denial: ours, or JobSet's for a pod that carries its annotation
+        assert message in refusal or JOBSET_VALIDATING_POD_WEBHOOK in refusal, f"{name}: {refusal}"

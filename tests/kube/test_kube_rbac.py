@@ -1,0 +1,178 @@
+"""The chart's RBAC, judged by kube-apiserver's real authorizer (Node,RBAC).
+
+Every stack of the kube tier runs the webhook and the resizer as the chart's ServiceAccounts under the
+chart's roles exactly as rendered: the other kube tests show that it grants enough for what they exercise,
+and here the audit log shows that not one of their requests was refused. Then one rule at a time is
+taken away from the live ClusterRole, and the behaviour that needs it breaks, with the refusal (403) for
+that process's user in the audit log: the rule is needed, so the chart grants no more than that.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from devstack.kube import KubeError
+from devstack.manifests import exclusive_jobset
+from devstack.stack import Stack
+from placement.constants import RESIZE_LABEL, STRATEGY_ANNOTATION, Strategy
+from tests.e2e.jobset_e2e_support import pods_of, running_pods, set_taint
+from tests.kube.kube_support import audit_log, kube_cluster
+from tests.support.waiting import eventually
+
+pytestmark = [pytest.mark.kube, pytest.mark.xdist_group("kube-rbac")]
+
+Obj = dict[str, Any]
+JOBS, PODS = 2, 3
+HOLD = {"key": "example.com/maintenance", "value": "true", "effect": "NoSchedule"}
+
+
+@dataclass(frozen=True)
+class Rule:
+    component: str
+    api_group: str
+    resource: str
+    verb: str
+
+
+def user_of(stack: Stack, component: str) -> str:
+    return kube_cluster(stack).identities[component].username
+
+
+def refusals(stack: Stack, component: str, *, since: int) -> set[tuple[str, str, str]]:
+    """(verb, resource, subresource) of every request of `component` refused by the authorizer."""
+    user = user_of(stack, component)
+    return {
+        (r.verb, r.resource, r.subresource)
+        for r in audit_log(stack).requests(since=since)
+        if r.user == user and r.code == 403
+    }
+
+
+def cluster_role(stack: Stack, component: str) -> Obj:
+    """The chart's ClusterRole bound to `component`'s ServiceAccount, as the cluster has it now."""
+    identity = kube_cluster(stack).identities[component]
+    for binding in stack.client.list("ClusterRoleBinding"):
+        for subject in binding.get("subjects") or []:
+            if (subject.get("name"), subject.get("namespace")) == (
+                identity.service_account,
+                identity.namespace,
+            ):
+                return stack.client.get("ClusterRole", binding["roleRef"]["name"])
+    raise AssertionError(f"no ClusterRole bound to {identity.username}")
+
+
+@contextlib.contextmanager
+def without(stack: Stack, rule: Rule) -> Iterator[None]:
+    """The live ClusterRole of `rule.component` without that one verb, restored afterwards."""
+    current = cluster_role(stack, rule.component)
+    original = {**current, "metadata": {"name": current["metadata"]["name"]}}
+    trimmed = copy.deepcopy(original)
+    found = False
+    for granted in trimmed["rules"]:
+        if (
+            rule.api_group in granted.get("apiGroups", [])
+            and rule.resource in granted.get("resources", [])
+            and rule.verb in granted["verbs"]
+        ):
+            found = True
+            granted["verbs"] = [v for v in granted["verbs"] if v != rule.verb]
+    assert found, f"the chart grants no {rule}"
+    trimmed["rules"] = [r for r in trimmed["rules"] if r["verbs"]]
+    stack.client.create_or_replace(trimmed)
+    try:
+        yield
+    finally:
+        stack.client.create_or_replace(original)
+
+
+def create_jobset(stack: Stack, namespace: str, name: str, strategy: str) -> None:
+    stack.client.create(
+        exclusive_jobset(name, jobs=JOBS, pods_per_job=PODS, strategy=strategy, namespace=namespace)
+    )
+
+
+def test_nothing_the_processes_ask_for_is_refused(kube_stack: Stack, namespace: str) -> None:
+    since = audit_log(kube_stack).mark()
+    for strategy in (Strategy.ELASTIC, Strategy.SCHEDULING_GATE):
+        create_jobset(kube_stack, namespace, strategy, strategy)
+        eventually(
+            lambda: running_pods(kube_stack, namespace) == JOBS * PODS,
+            f"{strategy} running",
+            90,
+            ignoring=(KubeError,),
+        )
+        kube_stack.client.delete("JobSet", strategy, namespace=namespace)
+        eventually(lambda: not pods_of(kube_stack, namespace), "pods gone", 90, ignoring=(KubeError,))
+    assert refusals(kube_stack, "webhook", since=since) == set()
+    assert refusals(kube_stack, "resizer", since=since) == set()
+
+
+def test_without_patch_on_jobs_the_resizer_cannot_resize(kube_stack: Stack, namespace: str) -> None:
+    since = audit_log(kube_stack).mark()
+    with without(kube_stack, Rule("resizer", "batch", "jobs", "patch")):
+        create_jobset(kube_stack, namespace, "stuck", Strategy.ELASTIC)
+        eventually(
+            lambda: ("patch", "jobs", "") in refusals(kube_stack, "resizer", since=since),
+            "the resizer's Job patch refused",
+            60,
+        )
+        jobs = kube_stack.client.list("Job", namespace=namespace)
+        assert [j["spec"]["completions"] for j in jobs] == [1] * JOBS  # still shrunk
+    eventually(  # the rule back: the resizer's retries go through
+        lambda: all(
+            j["metadata"]["labels"][RESIZE_LABEL] == "done"
+            for j in kube_stack.client.list("Job", namespace=namespace)
+        ),
+        "every Job resized once the rule is back",
+        90,
+        ignoring=(KubeError,),
+    )
+
+
+def test_without_patch_on_pods_gated_followers_stay_gated(kube_stack: Stack, namespace: str) -> None:
+    since = audit_log(kube_stack).mark()
+    nodes = [node["metadata"]["name"] for node in kube_stack.client.list("Node")]
+    with without(kube_stack, Rule("resizer", "", "pods", "patch")):
+        set_taint(kube_stack, nodes, HOLD)  # no leader binds before every follower exists, gated
+        try:
+            create_jobset(kube_stack, namespace, "gated", Strategy.SCHEDULING_GATE)
+            eventually(
+                lambda: (
+                    sum(1 for p in pods_of(kube_stack, namespace) if p["spec"].get("schedulingGates"))
+                    == JOBS * (PODS - 1)
+                ),
+                "every follower created gated",
+                60,
+                ignoring=(KubeError,),
+            )
+        finally:
+            set_taint(kube_stack, nodes, None)
+        eventually(
+            lambda: ("patch", "pods", "") in refusals(kube_stack, "resizer", since=since),
+            "the resizer's follower release refused",
+            60,
+        )
+        assert running_pods(kube_stack, namespace) < JOBS * PODS
+
+
+def test_without_get_on_jobsets_child_jobs_are_not_shrunk(kube_stack: Stack, namespace: str) -> None:
+    since = audit_log(kube_stack).mark()
+    with without(kube_stack, Rule("webhook", "jobset.x-k8s.io", "jobsets", "get")):
+        create_jobset(kube_stack, namespace, "unread", Strategy.ELASTIC)
+        eventually(
+            lambda: len(kube_stack.client.list("Job", namespace=namespace)) == JOBS,
+            "the child Jobs created",
+            60,
+            ignoring=(KubeError,),
+        )
+    assert ("get", "jobsets", "") in refusals(kube_stack, "webhook", since=since)
+    for job in kube_stack.client.list("Job", namespace=namespace):
+        # the JobSet's startup order cannot be read: the safe fallback, never a shrink JobSet might misjudge
+        assert job["spec"]["completions"] == PODS
+        assert job["spec"]["template"]["metadata"]["annotations"][STRATEGY_ANNOTATION] == "gate"
