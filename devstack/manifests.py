@@ -11,7 +11,6 @@ from placement.constants import (
     JOBSET_GROUP,
     JOBSET_VERSION,
     STRATEGY_ANNOTATION,
-    TOPOLOGY_ANNOTATION,
 )
 
 
@@ -80,32 +79,6 @@ def exclusive_jobset(
     if max_restarts is not None:
         jobset["spec"]["failurePolicy"] = {"maxRestarts": max_restarts}
     return jobset
-
-
-def non_indexed_exclusive_job(
-    name: str, *, pods: int, namespace: str = "default", topology_key: str = GKE_NODEPOOL_LABEL
-) -> dict[str, Any]:
-    """A NonIndexed Job (no leader: the webhook places every pod with the leader's affinity terms) asking
-    for exclusive placement with this project's annotation."""
-    return {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {
-            "name": name,
-            "namespace": namespace,
-            "annotations": {TOPOLOGY_ANNOTATION: topology_key},
-        },
-        "spec": {
-            "completions": pods,
-            "parallelism": pods,
-            "template": {
-                "spec": {
-                    "restartPolicy": "Never",
-                    "containers": [{"name": "worker", "image": "registry.example/worker:1"}],
-                }
-            },
-        },
-    }
 
 
 def priority_class(name: str, value: int) -> dict[str, Any]:

@@ -15,12 +15,13 @@ from typing import Any
 import pytest
 import yaml
 
-from devstack.manifests import exclusive_jobset, non_indexed_exclusive_job
+from devstack.manifests import exclusive_jobset
 from devstack.processes import ManagedProcess
 from devstack.readiness import wait_for_log_line
 from devstack.stack import Stack
 from placement.constants import GKE_NODEPOOL_LABEL, STRATEGY_ANNOTATION
 from tests.e2e.conftest import StackFactory
+from tests.e2e.jobset_e2e_support import plain_job
 from tests.kubesim.kubectl_fixture import KUBECTL
 from tests.support.plugin_commands import run, status_json
 from tests.support.waiting import eventually
@@ -142,7 +143,8 @@ def test_misconfigurations_are_denied_or_placed_never_silent(stack_factory: Stac
     assert unknown_key.returncode == 0, unknown_key.stderr
     assert "Warning: exclusive placement: no node carries the label example.com/rack" in unknown_key.stderr
 
-    non_indexed = non_indexed_exclusive_job("sweep", pods=2, namespace="default")
+    non_indexed = plain_job("sweep", "default", pods=2)
+    del non_indexed["spec"]["completionMode"]  # NonIndexed: no leader
     applied = kubectl_apply(stack, non_indexed)
     assert applied.returncode == 0, applied.stderr
     assert "Warning: exclusive placement: the Job is NonIndexed" in applied.stderr

@@ -11,8 +11,9 @@ import pytest
 import yaml
 
 from devstack.commands import KubesimFlags
-from devstack.manifests import exclusive_jobset, non_indexed_exclusive_job
+from devstack.manifests import exclusive_jobset
 from placement.constants import GKE_NODEPOOL_LABEL
+from tests.e2e.jobset_e2e_support import plain_job
 from tests.kube.conftest import KubeStackFactory
 from tests.kubesim.kubectl_fixture import KUBECTL
 from tests.support.plugin_commands import run, status_json
@@ -56,7 +57,8 @@ def test_the_plugin_and_the_admission_checks_on_kube_apiserver(kube_stack_factor
     assert denied.returncode != 0
     assert "valid values: elastic, gate, scheduling-gate, affinity" in denied.stderr
 
-    sweep = non_indexed_exclusive_job("sweep", pods=2, namespace="typos")
+    sweep = plain_job("sweep", "typos", pods=2)
+    del sweep["spec"]["completionMode"]  # NonIndexed: no leader
     placed = run([str(KUBECTL), "apply", "-f", "-"], kubeconfig, stdin=yaml.safe_dump(sweep))
     assert placed.returncode == 0, placed.stderr
     assert "the Job is NonIndexed" in placed.stderr
