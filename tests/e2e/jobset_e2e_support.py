@@ -1,11 +1,13 @@
-"""What the JobSet end-to-end tests read off a running stack: where each Job's pods run, kubesim's counters,
-and the writes to Jobs and pods in the order the API server made them (a watch: one global resourceVersion
-orders every write, so "what did the workers look like when the driver was created" has an exact answer).
+"""What the end-to-end tests of both tiers (kubesim, kube) submit and read off a running stack: the
+Jobs and JobSets they create, where each Job's pods run, and the writes to Jobs and pods in the order the
+API server made them (a watch: one global resourceVersion orders every write, so "what did the workers
+look like when the driver was created" has an exact answer).
 """
 
 from __future__ import annotations
 
 import contextlib
+import copy
 import threading
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -15,8 +17,9 @@ import httpx
 
 from devstack.exclusivity import node_domains
 from devstack.kube import KubeError
+from devstack.manifests import exclusive_jobset
 from devstack.stack import Stack
-from placement.constants import GKE_NODEPOOL_LABEL, JOB_NAME_LABEL
+from placement.constants import GKE_NODEPOOL_LABEL, JOB_NAME_LABEL, PRIORITY_LABEL, TOPOLOGY_ANNOTATION
 
 Obj = dict[str, Any]
 
@@ -81,3 +84,84 @@ class Watch:
 
     def __exit__(self, *_: object) -> None:
         self._stop.set()
+
+
+REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
+
+
+def affinity_keys(pod: dict[str, Any]) -> set[str]:
+    """The label keys every required pod (anti-)affinity term of `pod` selects on."""
+    affinity = pod["spec"].get("affinity") or {}
+    return {
+        expression["key"]
+        for kind in ("podAffinity", "podAntiAffinity")
+        for term in (affinity.get(kind) or {}).get(REQUIRED) or []
+        for expression in term["labelSelector"]["matchExpressions"]
+    }
+
+
+def exclusive_violations(stack: Stack, namespaces: list[str]) -> int:
+    """Domains holding bound pods of two Jobs of the same priority (counted once per extra Job)."""
+    pools = node_domains(stack.client.list("Node"), GKE_NODEPOOL_LABEL)
+    jobs: dict[tuple[str, str], set[str]] = defaultdict(set)
+    for namespace in namespaces:
+        for pod in pods_of(stack, namespace):
+            node = pod["spec"].get("nodeName")
+            if node and pod.get("status", {}).get("phase") not in ("Succeeded", "Failed"):
+                labels = pod["metadata"]["labels"]
+                jobs[(labels[PRIORITY_LABEL], pools[node])].add(f"{namespace}/{labels[JOB_NAME_LABEL]}")
+    return sum(len(names) - 1 for names in jobs.values())
+
+
+def with_job_spec(jobset: Obj, **fields: Any) -> Obj:
+    jobset["spec"]["replicatedJobs"][0]["template"]["spec"].update(fields)
+    return jobset
+
+
+def plain_job(name: str, namespace: str, pods: int) -> Obj:
+    gpus = {"nvidia.com/gpu": "1"}
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "annotations": {TOPOLOGY_ANNOTATION: GKE_NODEPOOL_LABEL},
+        },
+        "spec": {
+            "completionMode": "Indexed",
+            "completions": pods,
+            "parallelism": pods,
+            # the deleted leader and the repaired followers count as failed pods (a podFailurePolicy could
+            # ignore DisruptionTarget deletions; kubesim does not model it)
+            "backoffLimit": 6,
+            "template": {
+                "spec": {
+                    "restartPolicy": "Never",
+                    "containers": [
+                        {
+                            "name": "w",
+                            "image": "registry.example/worker:1",
+                            "resources": {"requests": {"cpu": "1", **gpus}, "limits": gpus},
+                        }
+                    ],
+                }
+            },
+        },
+    }
+
+
+def ordered_jobset(name: str, namespace: str, order: str) -> Obj:
+    """workers (2 Jobs x 4) then driver (1 Job x 2), by `startupPolicy: InOrder` or `dependsOn` Ready."""
+    jobset = exclusive_jobset(name, jobs=2, pods_per_job=4, namespace=namespace)
+    workers = jobset["spec"]["replicatedJobs"][0]
+    workers["name"] = "workers"
+    driver = copy.deepcopy(workers)
+    driver["name"], driver["replicas"] = "driver", 1
+    driver["template"]["spec"]["completions"] = driver["template"]["spec"]["parallelism"] = 2
+    jobset["spec"]["replicatedJobs"].append(driver)
+    if order == "InOrder":
+        jobset["spec"]["startupPolicy"] = {"startupPolicyOrder": "InOrder"}
+    else:
+        driver["dependsOn"] = [{"name": "workers", "status": "Ready"}]
+    return jobset

@@ -11,7 +11,6 @@
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable
 from typing import Any
 
@@ -29,15 +28,17 @@ from placement.constants import (
     RESIZE_LABEL,
     STRATEGY_ANNOTATION,
     TARGET_MAX_FAILED_INDEXES_ANNOTATION,
-    TOPOLOGY_ANNOTATION,
 )
 from tests.e2e.jobset_e2e_support import (
     Watch,
     assert_each_job_whole_in_its_own_pool,
     domains_by_job,
+    ordered_jobset,
+    plain_job,
     pods_of,
     running_pods,
     set_taint,
+    with_job_spec,
 )
 from tests.support.metrics import resizer_metric
 from tests.support.waiting import eventually
@@ -45,19 +46,6 @@ from tests.support.waiting import eventually
 pytestmark = pytest.mark.e2e
 
 Obj = dict[str, Any]
-
-
-def in_order_jobset(name: str, namespace: str) -> Obj:
-    """workers (2 Jobs x 4) then driver (1 Job x 2), InOrder; elastic is the stack's default."""
-    jobset = exclusive_jobset(name, jobs=2, pods_per_job=4, namespace=namespace)
-    workers = jobset["spec"]["replicatedJobs"][0]
-    workers["name"] = "workers"
-    driver = copy.deepcopy(workers)
-    driver["name"], driver["replicas"] = "driver", 1
-    driver["template"]["spec"]["completions"] = driver["template"]["spec"]["parallelism"] = 2
-    jobset["spec"]["replicatedJobs"].append(driver)
-    jobset["spec"]["startupPolicy"] = {"startupPolicyOrder": "InOrder"}
-    return jobset
 
 
 def test_in_order_jobsets_are_not_shrunk_and_start_in_order(stack_factory: Callable[..., Stack]) -> None:
@@ -68,7 +56,7 @@ def test_in_order_jobsets_are_not_shrunk_and_start_in_order(stack_factory: Calla
     namespace = "in-order"
     ensure_namespace(stack.client, namespace)
     with Watch(stack, "Job", namespace) as jobs:
-        stack.client.create(in_order_jobset("ordered", namespace))
+        stack.client.create(ordered_jobset("ordered", namespace, "InOrder"))
         eventually(
             lambda: any(
                 kind == "ADDED" and job["metadata"]["name"] == "ordered-driver-0" for kind, job in jobs.events
@@ -100,11 +88,6 @@ def test_in_order_jobsets_are_not_shrunk_and_start_in_order(stack_factory: Calla
     assert_each_job_whole_in_its_own_pool(stack, namespace, 3)
 
 
-def with_job_spec(jobset: Obj, **fields: Any) -> Obj:
-    jobset["spec"]["replicatedJobs"][0]["template"]["spec"].update(fields)
-    return jobset
-
-
 def test_jobs_the_api_server_would_reject_at_size_one_run_whole(stack: Stack) -> None:
     namespace = "validation"
     ensure_namespace(stack.client, namespace)
@@ -131,39 +114,6 @@ def test_jobs_the_api_server_would_reject_at_size_one_run_whole(stack: Stack) ->
     assert_each_job_whole_in_its_own_pool(stack, namespace, 2)
     events = stack.client.list("Event", namespace=namespace)
     assert not [e for e in events if e.get("reason") == "JobCreationFailed"]  # no 422 retried by JobSet
-
-
-def plain_job(name: str, namespace: str, pods: int) -> Obj:
-    gpus = {"nvidia.com/gpu": "1"}
-    return {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {
-            "name": name,
-            "namespace": namespace,
-            "annotations": {TOPOLOGY_ANNOTATION: GKE_NODEPOOL_LABEL},
-        },
-        "spec": {
-            "completionMode": "Indexed",
-            "completions": pods,
-            "parallelism": pods,
-            # the deleted leader and the repaired followers count as failed pods (kubesim does not model
-            # podFailurePolicy, which could ignore DisruptionTarget deletions)
-            "backoffLimit": 6,
-            "template": {
-                "spec": {
-                    "restartPolicy": "Never",
-                    "containers": [
-                        {
-                            "name": "w",
-                            "image": "registry.example/worker:1",
-                            "resources": {"requests": {"cpu": "1", **gpus}, "limits": gpus},
-                        }
-                    ],
-                }
-            },
-        },
-    }
 
 
 def test_followers_pinned_where_a_re_created_leader_is_not_are_repaired(

@@ -29,6 +29,7 @@ from placement.constants import (
     Strategy,
 )
 from tests.e2e.jobset_e2e_support import (
+    affinity_keys,
     assert_each_job_whole_in_its_own_pool,
     pods_of,
     running_pods,
@@ -40,18 +41,6 @@ pytestmark = pytest.mark.e2e
 
 JOBS, PODS = 4, 4
 HOLD = {"key": "example.com/maintenance", "value": "true", "effect": "NoSchedule"}
-REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
-
-
-def affinity_keys(pod: dict[str, Any]) -> set[str]:
-    """The label keys every required pod (anti-)affinity term of `pod` selects on."""
-    affinity = pod["spec"].get("affinity") or {}
-    return {
-        expression["key"]
-        for kind in ("podAffinity", "podAntiAffinity")
-        for term in (affinity.get(kind) or {}).get(REQUIRED) or []
-        for expression in term["labelSelector"]["matchExpressions"]
-    }
 
 
 def run_jobset(

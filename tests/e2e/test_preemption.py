@@ -9,20 +9,19 @@ their JobSet restarts them, to wait for free domains. Within each level, no doma
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Callable
 from typing import Any
 
 import httpx
 import pytest
 
-from devstack.exclusivity import node_domains
 from devstack.manifests import exclusive_jobset, priority_class
 from devstack.scenario import ensure_namespace
 from devstack.stack import Stack
-from placement.constants import GKE_NODEPOOL_LABEL, JOB_NAME_LABEL, PRIORITY_LABEL, Strategy
+from placement.constants import Strategy
 from tests.e2e.jobset_e2e_support import (
     assert_each_job_whole_in_its_own_pool,
+    exclusive_violations,
     pods_of,
     running_pods,
 )
@@ -32,19 +31,6 @@ pytestmark = pytest.mark.timeout(600)
 
 JOBS, PODS, GPUS = 4, 2, 8
 """4 Jobs of 2 full-node pods: one Job fills one of the 4 pools of 2 eight-GPU nodes."""
-
-
-def exclusive_violations(stack: Stack, namespaces: list[str]) -> int:
-    """Domains holding bound pods of two Jobs of the same priority (counted once per extra Job)."""
-    pools = node_domains(stack.client.list("Node"), GKE_NODEPOOL_LABEL)
-    jobs: dict[tuple[str, str], set[str]] = defaultdict(set)
-    for namespace in namespaces:
-        for pod in pods_of(stack, namespace):
-            node = pod["spec"].get("nodeName")
-            if node and pod.get("status", {}).get("phase") not in ("Succeeded", "Failed"):
-                labels = pod["metadata"]["labels"]
-                jobs[(labels[PRIORITY_LABEL], pools[node])].add(f"{namespace}/{labels[JOB_NAME_LABEL]}")
-    return sum(len(names) - 1 for names in jobs.values())
 
 
 def run_preemption(stack: Stack, strategy: str) -> dict[str, Any]:

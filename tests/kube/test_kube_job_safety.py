@@ -13,7 +13,6 @@
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 import pytest
@@ -22,18 +21,19 @@ from devstack.kube import KubeError
 from devstack.manifests import exclusive_jobset
 from devstack.stack import Stack
 from placement.constants import RESIZE_LABEL, STRATEGY_ANNOTATION, TARGET_MAX_FAILED_INDEXES_ANNOTATION
-from tests.e2e.jobset_e2e_support import Watch, assert_each_job_whole_in_its_own_pool, running_pods
+from tests.e2e.jobset_e2e_support import (
+    Watch,
+    assert_each_job_whole_in_its_own_pool,
+    ordered_jobset,
+    running_pods,
+    with_job_spec,
+)
 from tests.kube.kube_support import resizer_stopped
 from tests.support.waiting import eventually
 
 pytestmark = [pytest.mark.kube, pytest.mark.xdist_group("kube-job-safety")]
 
 Obj = dict[str, Any]
-
-
-def with_job_spec(jobset: Obj, **fields: Any) -> Obj:
-    jobset["spec"]["replicatedJobs"][0]["template"]["spec"].update(fields)
-    return jobset
 
 
 def test_jobs_the_api_server_would_reject_at_size_one_run_whole(kube_stack: Stack, namespace: str) -> None:
@@ -60,22 +60,6 @@ def test_jobs_the_api_server_would_reject_at_size_one_run_whole(kube_stack: Stac
     assert_each_job_whole_in_its_own_pool(kube_stack, namespace, 2)
     events = kube_stack.client.list("Event", namespace=namespace)
     assert not [e for e in events if e.get("reason") == "JobCreationFailed"]  # no 422 retried by JobSet
-
-
-def ordered_jobset(name: str, namespace: str, order: str) -> Obj:
-    """workers (2 Jobs x 4) then driver (1 Job x 2), by `startupPolicy: InOrder` or `dependsOn` Ready."""
-    jobset = exclusive_jobset(name, jobs=2, pods_per_job=4, namespace=namespace)
-    workers = jobset["spec"]["replicatedJobs"][0]
-    workers["name"] = "workers"
-    driver = copy.deepcopy(workers)
-    driver["name"], driver["replicas"] = "driver", 1
-    driver["template"]["spec"]["completions"] = driver["template"]["spec"]["parallelism"] = 2
-    jobset["spec"]["replicatedJobs"].append(driver)
-    if order == "InOrder":
-        jobset["spec"]["startupPolicy"] = {"startupPolicyOrder": "InOrder"}
-    else:
-        driver["dependsOn"] = [{"name": "workers", "status": "Ready"}]
-    return jobset
 
 
 @pytest.mark.parametrize("order", ["InOrder", "dependsOn"])
@@ -110,10 +94,10 @@ def test_ordered_jobsets_are_not_shrunk_and_start_in_order(
     eventually(
         lambda: running_pods(kube_stack, namespace) == 10, "10 pods running", 90, ignoring=(KubeError,)
     )
-    jobs = {job["metadata"]["name"]: job for job in kube_stack.client.list("Job", namespace=namespace)}
+    created = {job["metadata"]["name"]: job for job in kube_stack.client.list("Job", namespace=namespace)}
     kept_whole = {
         name
-        for name, job in jobs.items()
+        for name, job in created.items()
         if RESIZE_LABEL not in (job["metadata"].get("labels") or {})
         and job["spec"]["template"]["metadata"]["annotations"].get(STRATEGY_ANNOTATION) == "gate"
     }
@@ -124,5 +108,5 @@ def test_ordered_jobsets_are_not_shrunk_and_start_in_order(
         assert kept_whole == {*workers, "ordered-driver-0"}
     else:
         assert kept_whole == workers
-        assert jobs["ordered-driver-0"]["metadata"]["labels"][RESIZE_LABEL] == "done"
+        assert created["ordered-driver-0"]["metadata"]["labels"][RESIZE_LABEL] == "done"
     assert_each_job_whole_in_its_own_pool(kube_stack, namespace, 3)

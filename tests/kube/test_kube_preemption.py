@@ -11,17 +11,19 @@ wait for free domains. Within each level, no domain ever holds two Jobs.
 
 from __future__ import annotations
 
-from collections import defaultdict
 from typing import Any
 
 import pytest
 
-from devstack.exclusivity import node_domains
 from devstack.kube import KubeError
 from devstack.manifests import exclusive_jobset, priority_class
 from devstack.stack import Stack
-from placement.constants import GKE_NODEPOOL_LABEL, JOB_NAME_LABEL, PRIORITY_LABEL, Strategy
-from tests.e2e.jobset_e2e_support import assert_each_job_whole_in_its_own_pool, pods_of, running_pods
+from placement.constants import Strategy
+from tests.e2e.jobset_e2e_support import (
+    assert_each_job_whole_in_its_own_pool,
+    exclusive_violations,
+    running_pods,
+)
 from tests.kube.kube_support import audit_log, empty_namespace, preemptions
 from tests.support.waiting import eventually
 
@@ -29,19 +31,6 @@ pytestmark = [pytest.mark.kube, pytest.mark.xdist_group("kube-preemption"), pyte
 
 JOBS, PODS, GPUS = 4, 2, 8
 """4 Jobs of 2 full-node pods: one Job fills one of the 4 pools of 2 eight-GPU nodes."""
-
-
-def exclusive_violations(stack: Stack, namespaces: list[str]) -> int:
-    """Domains holding bound pods of two Jobs of the same priority (counted once per extra Job)."""
-    pools = node_domains(stack.client.list("Node"), GKE_NODEPOOL_LABEL)
-    jobs: dict[tuple[str, str], set[str]] = defaultdict(set)
-    for namespace in namespaces:
-        for pod in pods_of(stack, namespace):
-            node = pod["spec"].get("nodeName")
-            if node and pod.get("status", {}).get("phase") not in ("Succeeded", "Failed"):
-                labels = pod["metadata"]["labels"]
-                jobs[(labels[PRIORITY_LABEL], pools[node])].add(f"{namespace}/{labels[JOB_NAME_LABEL]}")
-    return sum(len(names) - 1 for names in jobs.values())
 
 
 def create_namespace(stack: Stack, name: str) -> None:
@@ -80,7 +69,15 @@ def run_preemption(stack: Stack, strategy: str) -> dict[str, Any]:
     eventually(high_running, f"high {strategy} pods running", 180, ignoring=(KubeError,))
     stack.check_alive()
     assert_each_job_whole_in_its_own_pool(stack, high_ns, JOBS)
-    low = stack.client.get("JobSet", "low", namespace=low_ns)
+    low = eventually(  # each preempted low Job failed (backoffLimit 0): JobSet restarts the JobSet
+        lambda: (
+            (jobset := stack.client.get("JobSet", "low", namespace=low_ns))["status"].get("restarts")
+            and jobset
+        ),
+        "the low JobSet restarted by JobSet",
+        60,
+        ignoring=(KubeError,),
+    )
     victims = preemptions(audit_log(stack).requests(since=since), low_ns)
     for namespace in (high_ns, low_ns):
         empty_namespace(stack, namespace, timeout=120)
@@ -98,4 +95,4 @@ def test_a_high_priority_jobset_preempts_its_way_in(kube_stack: Stack, strategy:
     run = run_preemption(kube_stack, strategy)
     assert run["violations"] == 0
     assert run["victims"] >= JOBS * PODS // 2
-    assert run["low"]["status"].get("restarts", 0) >= 1
+    assert run["low"]["status"]["restarts"] >= 1

@@ -16,14 +16,8 @@ import pytest
 from devstack.exclusivity import node_domains
 from devstack.kube import KubeError
 from devstack.stack import Stack
-from placement.constants import GKE_NODEPOOL_LABEL, JOB_COMPLETION_INDEX_ANNOTATION, TOPOLOGY_ANNOTATION
-from tests.e2e.jobset_e2e_support import (
-    Watch,
-    domains_by_job,
-    pods_of,
-    running_pods,
-    set_taint,
-)
+from placement.constants import GKE_NODEPOOL_LABEL, JOB_COMPLETION_INDEX_ANNOTATION
+from tests.e2e.jobset_e2e_support import Watch, domains_by_job, plain_job, pods_of, running_pods, set_taint
 from tests.kube.kube_support import resizer_stopped
 from tests.support.metrics import resizer_metric
 from tests.support.waiting import eventually
@@ -32,37 +26,6 @@ pytestmark = [pytest.mark.kube, pytest.mark.xdist_group("kube-repair")]
 
 Obj = dict[str, Any]
 FULL = {"key": "example.com/full", "value": "true", "effect": "NoSchedule"}
-
-
-def plain_job(name: str, namespace: str, pods: int) -> Obj:
-    gpus = {"nvidia.com/gpu": "1"}
-    return {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {
-            "name": name,
-            "namespace": namespace,
-            "annotations": {TOPOLOGY_ANNOTATION: GKE_NODEPOOL_LABEL},
-        },
-        "spec": {
-            "completionMode": "Indexed",
-            "completions": pods,
-            "parallelism": pods,
-            "backoffLimit": 6,  # the deleted leader and the repaired followers count as failed pods
-            "template": {
-                "spec": {
-                    "restartPolicy": "Never",
-                    "containers": [
-                        {
-                            "name": "w",
-                            "image": "registry.example/worker:1",
-                            "resources": {"requests": {"cpu": "1", **gpus}, "limits": gpus},
-                        }
-                    ],
-                }
-            },
-        },
-    }
 
 
 def leader(stack: Stack, namespace: str) -> Obj | None:

@@ -27,6 +27,7 @@ from placement.constants import (
     Strategy,
 )
 from tests.e2e.jobset_e2e_support import (
+    affinity_keys,
     assert_each_job_whole_in_its_own_pool,
     pods_of,
     running_pods,
@@ -45,18 +46,7 @@ pytestmark = [pytest.mark.kube, pytest.mark.xdist_group("kube-strategies")]
 
 JOBS, PODS = 4, 4
 HOLD = {"key": "example.com/maintenance", "value": "true", "effect": "NoSchedule"}
-REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
 Obj = dict[str, Any]
-
-
-def affinity_keys(pod: Obj) -> set[str]:
-    affinity = pod["spec"].get("affinity") or {}
-    return {
-        expression["key"]
-        for kind in ("podAffinity", "podAntiAffinity")
-        for term in (affinity.get(kind) or {}).get(REQUIRED) or []
-        for expression in term["labelSelector"]["matchExpressions"]
-    }
 
 
 def run_jobset(
