@@ -57,6 +57,7 @@ from bench.measures import (
     timeline_fields,
     waste_from_stats,
 )
+from bench.paths import SCRATCH
 from bench.recorder import BacklogTracker, GangRecorder, PodRecorder, stop
 from bench.scenarios import (
     FULL_SCENARIOS,
@@ -80,7 +81,7 @@ from placement.constants import JOBSET_GROUP, JOBSET_VERSION, Strategy
 
 log = logging.getLogger("bench.strategies")
 
-DEFAULT_OUT = Path(__file__).resolve().parent / "results"
+DEFAULT_OUT = SCRATCH
 JOBSET_NAME = "bench"
 JOBSETS_PATH = f"/apis/{JOBSET_GROUP}/{JOBSET_VERSION}/namespaces/{{namespace}}/jobsets"
 PRIORITY_CLASSES_PATH = "/apis/scheduling.k8s.io/v1/priorityclasses"

@@ -13,7 +13,8 @@ TLS, httptools + uvloop, plus `POST /noop` added to the same app) is loaded in a
 Each endpoint is measured closed-loop (C concurrent workers, max throughput: req/s, p50/p99) and
 open-loop at a fixed rate (R req/s: p50/p99). Leader lookups must be served from the informer cache:
 the fake API server's request counter (list + get) is read before and after, and the webhook's own
-cache miss counter must stay at zero. Results go to bench/results/webhook.json.
+cache miss counter must stay at zero. Results go to .bench/webhook.json (`make bench-webhook`:
+bench/results/webhook.json).
 
 The load generator is `hey` when installed (Go, cheap per request), else an async httpx client. The
 ratios only mean something while the server, not the generator, is the bottleneck: when the no-op endpoint
@@ -51,6 +52,7 @@ from fastapi import Request
 from fastapi.responses import JSONResponse
 
 from bench.measures import metric_value
+from bench.paths import SCRATCH
 from certs.files import write_dev_certs
 from kubekit.testing import FakeKubeApi
 from placement.constants import (
@@ -72,7 +74,7 @@ from webhook.server import build
 from webhook.settings import WebhookSettings
 
 ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_OUT = ROOT / "bench" / "results" / "webhook.json"
+DEFAULT_OUT = SCRATCH / "webhook.json"
 POOL_KEY = GKE_NODEPOOL_LABEL
 NAMESPACE = "bench"
 JOB = "trainer-workers-0"
@@ -568,7 +570,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--concurrency", type=int, default=16, help="closed-loop workers")
     parser.add_argument("--rate", type=float, default=200.0, help="open-loop request rate (req/s)")
     parser.add_argument("--tool", choices=("auto", "hey", "httpx"), default="auto", help="load generator")
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="JSON results file")
+    parser.add_argument(
+        "--out", type=Path, default=DEFAULT_OUT, help="JSON results file (default: %(default)s)"
+    )
     parser.add_argument("--quick", action="store_true", help="0.5 s x 1 round smoke run (tests)")
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, help=argparse.SUPPRESS)

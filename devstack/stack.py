@@ -6,17 +6,19 @@
 
 The control plane is kubesim (`control_plane="kubesim"`, the default) or the real one built by `make kube`
 (`control_plane="kube"`: etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok and JobSet;
-devstack.clusters). Start order: certificates, the control plane, the release namespace (and on the real
-cluster the chart's ServiceAccounts and RBAC, with a token for each process), the webhook (TLS, ready when
-its caches are synced), the chart's webhook configurations pointed at the local webhook, then the resizer
-replicas. On stop every process group gets SIGTERM at once (then SIGKILL after a grace period). Each process
-also dies with devstack if devstack is killed, so nothing is left behind.
+devstack.clusters). Start order: the workdir's lock (one stack per workdir: `devstack.workdir`),
+certificates, the control plane, the release namespace (and on the real cluster the chart's ServiceAccounts
+and RBAC, with a token for each process), the webhook (TLS, ready when its caches are synced), the chart's
+webhook configurations pointed at the local webhook, then the resizer replicas. On stop every process group
+gets SIGTERM at once (then SIGKILL after a grace period). Each process also dies with devstack if devstack
+is killed, so nothing is left behind.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import shutil
 import signal
 import subprocess
@@ -45,6 +47,7 @@ from devstack.ports import free_port
 from devstack.processes import ManagedProcess, ProcessError, stop_all
 from devstack.readiness import wait_http_ok
 from devstack.webhooks import chart_values, local_webhook_configurations, render_chart
+from devstack.workdir import WorkdirClaim
 from placement.constants import DEFAULT_STRATEGY, STRATEGIES
 
 log = logging.getLogger(__name__)
@@ -122,6 +125,7 @@ class Stack:
         self.resizers: list[ManagedProcess] = []
         self.resizer_metrics_ports: list[int] = []
         self._client: KubeClient | None = None
+        self._claim: WorkdirClaim | None = None
 
     # --- paths -------------------------------------------------------------------------------------
     @property
@@ -177,9 +181,14 @@ class Stack:
         if self.options.workdir is None:
             self._tempdir = tempfile.mkdtemp(prefix="devstack-")
             self.workdir = Path(self._tempdir)
-        self.workdir.mkdir(parents=True, exist_ok=True)
+        self._claim = WorkdirClaim(self.workdir)
+        self._claim.acquire()
         self._generate_certs()
         self._client = self._start_cluster()
+        self._claim.describe(
+            f"the devstack of pid {os.getpid()} ({self.options.control_plane} {self.server}, "
+            f"kubeconfig {self.kubeconfig})"
+        )
         self._ensure_release_namespace()
         self._start_webhook()
         self.register_webhooks()
@@ -201,6 +210,9 @@ class Stack:
             self._client = None
         if self.cluster is not None:
             self.cluster.close()
+        if self._claim is not None:
+            self._claim.release()
+            self._claim = None
         if self._tempdir is not None:
             shutil.rmtree(self._tempdir, ignore_errors=True)
             self._tempdir = None

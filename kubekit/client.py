@@ -24,7 +24,7 @@ from kubernetes.client.exceptions import ApiException
 from placement.constants import JOBSET_GROUP, JOBSET_VERSION
 from placement.objects import Obj
 
-Resource = Literal["jobs", "pods", "nodes"]
+Resource = Literal["jobs", "pods", "nodes", "events"]
 T = TypeVar("T")
 
 RETRYABLE_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
@@ -45,16 +45,18 @@ class ClusterConfigError(RuntimeError):
     """No usable way to reach the API server (the message says which sources were tried)."""
 
 
-def _load_kubeconfig(path: Path | str, configuration: client.Configuration) -> None:
+def _load_kubeconfig(
+    path: Path | str, configuration: client.Configuration, context: str | None = None
+) -> None:
     try:
         config.load_kube_config(  # type: ignore[no-untyped-call]
-            config_file=str(path), client_configuration=configuration
+            config_file=str(path), context=context, client_configuration=configuration
         )
     except (config.ConfigException, OSError, ValueError) as err:
         raise ClusterConfigError(f"kubeconfig {path}: {err}") from err
 
 
-def _load_in_cluster_or_home(configuration: client.Configuration) -> None:
+def _load_in_cluster_or_home(configuration: client.Configuration, context: str | None = None) -> None:
     try:
         config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
         return
@@ -65,34 +67,42 @@ def _load_in_cluster_or_home(configuration: client.Configuration) -> None:
                 f"no cluster configuration: not running in a cluster ({in_cluster_error}), $KUBECONFIG is "
                 f"unset and {home} does not exist; pass --kubeconfig or --server"
             ) from in_cluster_error
-    _load_kubeconfig(home, configuration)
+    _load_kubeconfig(home, configuration, context)
 
 
-def cluster_configuration(kubeconfig: Path | None, server: str | None) -> client.Configuration:
+def cluster_configuration(
+    kubeconfig: Path | None, server: str | None, context: str | None = None
+) -> client.Configuration:
     """`--server` (plain URL, no credentials: kubesim) > `--kubeconfig` > `$KUBECONFIG` > in-cluster service
-    account > `~/.kube/config` (controller-runtime's order, after the explicit flags)."""
+    account > `~/.kube/config` (controller-runtime's order, after the explicit flags). `context`: a
+    kubeconfig context other than its current one."""
     configuration = client.Configuration()
     if server:
         configuration.host = server.rstrip("/")
     elif kubeconfig is not None:
         if not kubeconfig.is_file():
             raise ClusterConfigError(f"kubeconfig {kubeconfig} does not exist")
-        _load_kubeconfig(kubeconfig, configuration)
+        _load_kubeconfig(kubeconfig, configuration, context)
     elif os.environ.get("KUBECONFIG"):
-        _load_kubeconfig(os.environ["KUBECONFIG"], configuration)
+        _load_kubeconfig(os.environ["KUBECONFIG"], configuration, context)
     else:
-        _load_in_cluster_or_home(configuration)
+        _load_in_cluster_or_home(configuration, context)
     return configuration
 
 
 def build_api_client(
-    kubeconfig: Path | None, server: str | None, *, user_agent: str, pool_size: int | None = None
+    kubeconfig: Path | None,
+    server: str | None,
+    *,
+    user_agent: str,
+    pool_size: int | None = None,
+    context: str | None = None,
 ) -> client.ApiClient:
     """An `ApiClient` with no hidden retries: urllib3's default retries a timed-out read 3 times, so a call
     could take 4x its timeout (a live lookup outliving the admission deadline, a Lease renewal outliving the
     renew deadline). The callers retry where they know the deadline. `pool_size`: connections kept per
     host (the client's default, 5 per CPU, when None)."""
-    configuration = cluster_configuration(kubeconfig, server)
+    configuration = cluster_configuration(kubeconfig, server, context)
     if pool_size is not None:
         configuration.connection_pool_maxsize = pool_size
     configuration.retries = urllib3.Retry(total=0, redirect=False, raise_on_status=False)
@@ -238,6 +248,12 @@ class Kube:
     def _list_function(self, resource: Resource, namespace: str | None) -> Callable[..., Any]:
         if resource == "nodes":
             return self.core.list_node
+        if resource == "events":
+            return (
+                self.core.list_event_for_all_namespaces
+                if namespace is None
+                else self.core.list_namespaced_event
+            )
         if resource == "jobs":
             return (
                 self.batch.list_job_for_all_namespaces

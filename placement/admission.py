@@ -2,8 +2,11 @@
 
 Jobs: `mutate_job(job, default_strategy, owner=..., take_over_jobset=...)` shrinks an `elastic` Job to
 completions = parallelism = 1 and records its target size (or falls back to `gate` with a warning saying
-why), and takes JobSet's exclusive-topology annotation over on the pod template. A JobSet child Job needs
-its JobSet's startup order first: `jobset_to_read(job, default_strategy)` says which JobSet, if any.
+why, recorded in `exclusive-placement.io/elastic-fallback`), and takes JobSet's exclusive-topology annotation
+over on the pod template. A NonIndexed Job has no leader: it is placed with `affinity` (every pod carries
+the leader's terms), with a warning. A JobSet child Job needs its JobSet first (startup order,
+all-or-nothing, its own strategy annotation as the default): `jobset_to_read(job, default_strategy)` says
+which JobSet, if any.
 
 Pods, in three steps so the edge can do the one I/O in between:
 1. `plan_pod(pod, namespace, default_strategy)` → `PodPlan` (exclusive pod of a Job) or `Skip`.
@@ -25,6 +28,7 @@ from placement.affinity import add_leader_affinity, leader_domain, pod_priority
 from placement.constants import (
     ALL_OR_NOTHING_ANNOTATION,
     ALL_OR_NOTHING_GATE,
+    ELASTIC_FALLBACK_ANNOTATION,
     GANG_QUEUED_AT_ANNOTATION,
     GANG_SIZE_ANNOTATION,
     JOB_KEY_LABEL,
@@ -47,6 +51,7 @@ from placement.constants import (
 from placement.gang import gang_of
 from placement.jobset import (
     JobSetRef,
+    JobSetStartup,
     JobSetUnknown,
     OwnerJobSet,
     owning_jobset,
@@ -83,10 +88,13 @@ from placement.reserved import (
 )
 from placement.strategy import (
     InvalidStrategy,
+    completion_mode,
     elastic_ineligibility,
+    is_indexed,
     max_failed_indexes_at_size_one,
     select_strategy,
     strategy_of_job,
+    validate_strategy,
 )
 
 
@@ -179,12 +187,15 @@ def mutate_job(
     if forged is not None:
         return _deny("forged-job-key", forged)
     try:
-        strategy = strategy_of_job(job, default_strategy)
+        strategy = strategy_of_job(job, jobset_default_strategy(owner, default_strategy))
     except InvalidStrategy as err:
         return _deny("invalid-strategy", str(err))
     reason = f"strategy-{strategy}"
     owner = _owner_or_unknown(job, owner)
-    if strategy is Strategy.ELASTIC:
+    if not is_indexed(job) and strategy is not Strategy.AFFINITY:
+        reason, warnings = "non-indexed", (*warnings, non_indexed_warning(job, strategy))
+        strategy = Strategy.AFFINITY
+    elif strategy is Strategy.ELASTIC:
         reason, shrink_warnings, strategy = _shrink_for_elastic(mutated, owner)
         warnings = (*warnings, *shrink_warnings)
     gang, gang_warning = gang_annotations(owner, all_or_nothing)
@@ -196,6 +207,25 @@ def mutate_job(
         _take_over_jobset_annotation(mutated)
     _align_pod_template(mutated, topology_key, strategy, default_strategy)
     return Verdict(allowed=True, reason=reason, patch=diff(job, mutated), warnings=warnings)
+
+
+def jobset_default_strategy(owner: OwnerJobSet | None, default: Strategy) -> Strategy:
+    """The strategy of a child Job that names none: its JobSet's `exclusive-placement.io/strategy`, as
+    all-or-nothing is read from there too, else the webhook's default. Raises `InvalidStrategy`."""
+    if isinstance(owner, JobSetStartup) and owner.strategy:
+        try:
+            return validate_strategy(owner.strategy)
+        except InvalidStrategy as err:
+            raise InvalidStrategy(f"on its JobSet: {err}") from None
+    return default
+
+
+def non_indexed_warning(job: Obj, asked: Strategy) -> str:
+    return (
+        f"exclusive placement: the Job is {completion_mode(job)}, so no pod is its leader (completion index "
+        f"0) for the others to follow: every pod gets the leader's affinity terms (strategy "
+        f"{Strategy.AFFINITY}) instead of {asked}; set completionMode: Indexed to use {asked}"
+    )
 
 
 def _owner_or_unknown(job: Obj, owner: OwnerJobSet | None) -> OwnerJobSet | None:
@@ -214,6 +244,7 @@ def _shrink_for_elastic(job: Obj, owner: OwnerJobSet | None) -> tuple[str, tuple
     if why_not is None and owner is not None:
         why_not = owner.early_readiness(replicated_job_of(job))
     if why_not is not None:
+        _ensure_map(job.setdefault("metadata", {}), "annotations")[ELASTIC_FALLBACK_ANNOTATION] = why_not
         warning = f"exclusive placement: strategy elastic is not possible ({why_not}); using {Strategy.GATE}"
         return "elastic-ineligible", (warning,), Strategy.GATE
     target = int(spec["completions"])
@@ -301,7 +332,8 @@ def _align_pod_template(job: Obj, topology_key: str, strategy: Strategy, default
 
 @dataclass(frozen=True)
 class PodPlan:
-    """An exclusive pod of an Indexed Job: everything its admission needs besides the leader."""
+    """An exclusive pod of a Job: everything its admission needs besides the leader. A pod of a NonIndexed
+    Job (no completion index, `index` empty) is placed as under `affinity`, whatever its strategy."""
 
     namespace: str
     job: JobRef
@@ -340,13 +372,6 @@ def plan_pod(pod: Obj, namespace: str, default_strategy: Strategy) -> PodPlan | 
     index = completion_index(pod)
     if job is None:
         return Skip(_no_job(index))
-    if index is None:
-        return Skip(
-            _allow(
-                "not-indexed",
-                (f"exclusive placement needs an Indexed Job; pod of Job {job.name} admitted unplaced",),
-            )
-        )
     ns = namespace or str(metadata(pod).get("namespace") or "")
     forged = jobset_key_problem(labels_of(pod), ns, job.name, "the pod")
     if forged is not None:
@@ -356,9 +381,10 @@ def plan_pod(pod: Obj, namespace: str, default_strategy: Strategy) -> PodPlan | 
         job=job,
         job_key=job_key(ns, job.name),
         topology_key=topology_key,
-        strategy=strategy,
+        # A pod of a NonIndexed Job has no leader to follow: it carries the leader's terms itself.
+        strategy=strategy if index is not None else Strategy.AFFINITY,
         leader=is_leader(pod),
-        index=index,
+        index=index or "",
         all_or_nothing=gang_of(pod) is not None,
     )
 

@@ -13,7 +13,8 @@ released, on which nodes), so a new resizer replica reaches the same decision as
 - `gang_of(obj)`: the gang a pod or Job belongs to (None when it is not all-or-nothing).
 - `build_gang(gang_id, pods)`, `leader_view(pod)`, `node_view(node)`: the few fields the decisions read
   (what the resizer caches of them: `placement.cached_fields`).
-- `gang_state(gang)`, `gang_complete(gang)`, `free_domains(key, nodes, held_nodes, priority)`.
+- `gang_state(gang)`, `gang_complete(gang)`, `free_domains(key, nodes, held_nodes, priority)`,
+  `held_nodes(leaders)`.
 - `plan_admission(gangs, nodes, held_nodes, now, timeout)` → `AdmissionPlan`.
 - `release_patch(pod, now)`: the JSON patch that ungates one leader and records when (`format_time`);
   `as_released(pod, when)`: that pod as the resizer knows it is, over an older cached copy.
@@ -44,6 +45,7 @@ from placement.leader import is_live
 from placement.objects import (
     Obj,
     annotations_of,
+    is_finished_pod,
     items,
     labels_of,
     metadata,
@@ -310,6 +312,17 @@ def free_domains(
         elif not node.unschedulable:
             schedulable.add(domain)
     return schedulable - taken
+
+
+def held_nodes(leaders: Iterable[Obj]) -> dict[str, int]:
+    """The `held_nodes` of `free_domains` and `plan_admission`: nodes of bound, unfinished exclusive
+    leaders (terminating ones still occupy their node), with the highest priority among them."""
+    held: dict[str, int] = {}
+    for pod in leaders:
+        node = node_name(pod)
+        if node is not None and not is_finished_pod(pod):
+            held[node] = max(held.get(node, DEFAULT_PRIORITY), pod_priority_value(pod))
+    return held
 
 
 def existing_domains(topology_key: str, nodes: Iterable[NodeView]) -> set[str]:

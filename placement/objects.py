@@ -12,7 +12,7 @@
 - `completion_index(pod)` / `is_leader(pod)`: the leader is completion index "0".
 - `target_size(job)`: the completions a Job is meant to run: the target the webhook recorded when it
   shrank the Job (elastic), else `spec.completions`.
-- `is_terminating(obj)`, `is_finished_pod(pod)`: leaders in these states are ignored.
+- `is_terminating(obj)`, `is_finished_pod(pod)`: leaders in these states are ignored; `is_finished_job(job)`.
 - `section(obj, field)`, `items(obj, field)`, `labels_of(obj)`, `annotations_of(obj)`, `node_name(pod)`,
   `namespace_of(obj)`, `uid_of(obj)`: null-safe accessors.
 """
@@ -39,6 +39,7 @@ from placement.counts import MAX_INDEXED_JOB_SIZE, InvalidCount, parse_count
 
 Obj = dict[str, Any]
 FINISHED_POD_PHASES = frozenset({"Succeeded", "Failed"})
+FINISHED_JOB_CONDITIONS = frozenset({"Complete", "Failed", "SuccessCriteriaMet", "FailureTarget"})
 
 
 @dataclass(frozen=True)
@@ -169,6 +170,16 @@ def is_terminating(obj: Obj) -> bool:
 
 def is_finished_pod(pod: Obj) -> bool:
     return section(pod, "status").get("phase") in FINISHED_POD_PHASES
+
+
+def is_finished_job(job: Obj) -> bool:
+    """A Job condition says it finished, or is about to (the terminal conditions and their targets)."""
+    return any(
+        isinstance(condition, dict)
+        and condition.get("type") in FINISHED_JOB_CONDITIONS
+        and condition.get("status") == "True"
+        for condition in items(section(job, "status"), "conditions")
+    )
 
 
 def node_name(pod: Obj) -> str | None:

@@ -44,6 +44,7 @@ from placement.objects import (
     JobRef,
     Obj,
     annotations_of,
+    is_finished_job,
     is_terminating,
     items,
     job_ref_of_pod,
@@ -54,8 +55,6 @@ from placement.objects import (
     topology_key_of_pod,
 )
 from placement.patch import JsonPatch, escape
-
-FINISHED_CONDITIONS = frozenset({"Complete", "Failed", "SuccessCriteriaMet", "FailureTarget"})
 
 
 class SkipReason(StrEnum):
@@ -169,17 +168,6 @@ def _gate_index(pod: Obj, gate: str) -> int | None:
     return None
 
 
-def _job_finished(job: Obj) -> bool:
-    for condition in items(section(job, "status"), "conditions"):
-        if (
-            isinstance(condition, dict)
-            and condition.get("type") in FINISHED_CONDITIONS
-            and condition.get("status") == "True"
-        ):
-            return True
-    return False
-
-
 def recorded_target(annotations: dict[str, str]) -> tuple[int, int | None]:
     """The target size (and original `maxFailedIndexes`, when it was lowered) the Job webhook recorded.
 
@@ -256,7 +244,7 @@ def decide_resize(job: Obj, leader: Obj | None, *, gang: Gang | None) -> ResizeD
         return skip(SkipReason.NOT_PENDING)
     if is_terminating(job):
         return skip(SkipReason.JOB_TERMINATING)
-    if _job_finished(job):
+    if is_finished_job(job):
         return skip(SkipReason.JOB_FINISHED)
     if spec.get("completionMode") != "Indexed":
         return skip(SkipReason.NOT_INDEXED)

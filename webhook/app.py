@@ -164,6 +164,10 @@ def create_app(
     async def mutate_jobs(request: Request) -> Response:
         return await admit(request, "mutate-jobs", admission.mutate_jobs, True)
 
+    @app.post("/validate-jobsets")
+    async def validate_jobsets(request: Request) -> Response:
+        return await admit(request, "validate-jobsets", admission.validate_jobsets, False)
+
     @app.get("/livez")
     async def livez() -> PlainTextResponse:
         return PlainTextResponse("ok")

@@ -13,7 +13,7 @@ import uvicorn
 from fastapi import FastAPI
 
 from kubekit.client import Kube, Resource, Timeouts, build_api_client
-from kubekit.informer import Informer, Store
+from kubekit.informer import Handler, Informer, Store
 from kubekit.projection import FieldProjection
 from placement.cached_fields import LEADER_POD_FIELDS, NODE_FIELDS, FieldSpec
 from placement.objects import owner_job_key
@@ -24,6 +24,7 @@ from webhook.jobsets import JobSetDirectory, KubeJobSetApi
 from webhook.limits import AdmissionLimits
 from webhook.listener import GuardedServer, ServerLimits
 from webhook.metrics import Metrics
+from webhook.node_labels import NodeLabelKeys
 from webhook.protocol import HeaderLimits
 from webhook.settings import WebhookSettings
 from webhook.tls import ReloadingTLS
@@ -37,6 +38,7 @@ class Webhook:
     app: FastAPI
     directory: LeaderDirectory
     jobsets: JobSetDirectory
+    node_labels: NodeLabelKeys
     tls: ReloadingTLS | None
     metrics: Metrics
 
@@ -84,7 +86,11 @@ def kube_for(settings: WebhookSettings) -> Kube:
     return Kube(api_client, timeouts)
 
 
-def build_directory(settings: WebhookSettings, metrics: Metrics, kube: Kube) -> LeaderDirectory:
+def build_directory(
+    settings: WebhookSettings, metrics: Metrics, kube: Kube, node_labels: NodeLabelKeys | None = None
+) -> LeaderDirectory:
+    """The leader directory's informers; `node_labels`, when given, follows the node informer's events."""
+
     def informer(
         resource: Resource,
         store: Store,
@@ -92,6 +98,7 @@ def build_directory(settings: WebhookSettings, metrics: Metrics, kube: Kube) -> 
         fields: FieldSpec,
         *,
         metadata_only: bool = False,
+        handler: Handler | None = None,
     ) -> Informer:
         metrics.cache_objects.labels(resource).set_function(store.__len__)
         return Informer(
@@ -103,6 +110,7 @@ def build_directory(settings: WebhookSettings, metrics: Metrics, kube: Kube) -> 
             store=store,
             project=FieldProjection(fields),
             metadata_only=metadata_only,
+            handler=handler,
             on_restart=lambda name, reason: metrics.watch_restarts.labels(name, reason).inc(),
         )
 
@@ -111,14 +119,15 @@ def build_directory(settings: WebhookSettings, metrics: Metrics, kube: Kube) -> 
     pods = informer("pods", Store(index=owner_job_key), LEADER_SELECTOR, LEADER_POD_FIELDS)
     # A node is read for its labels only: list and watch metadata (PartialObjectMetadata), as
     # controller-runtime's metadata-only informers do; the projection trims a server that sends more.
-    nodes = informer("nodes", Store(), None, NODE_FIELDS, metadata_only=True)
+    nodes = informer("nodes", Store(), None, NODE_FIELDS, metadata_only=True, handler=node_labels)
     return LeaderDirectory(pods, nodes, KubeLiveApi(kube, settings.live_lookup_timeout_seconds), metrics)
 
 
 def build(settings: WebhookSettings) -> Webhook:
     metrics = Metrics()
     kube = kube_for(settings)
-    directory = build_directory(settings, metrics, kube)
+    node_labels = NodeLabelKeys()
+    directory = build_directory(settings, metrics, kube, node_labels)
     jobsets = JobSetDirectory(KubeJobSetApi(kube, settings.live_lookup_timeout_seconds), metrics)
     tls = (
         None
@@ -156,6 +165,7 @@ def build(settings: WebhookSettings) -> Webhook:
             jobsets,
             take_over_jobset=settings.jobset_takeover,
             all_or_nothing=settings.all_or_nothing,
+            node_labels=node_labels,
         ),
         directory,
         metrics,
@@ -168,7 +178,7 @@ def build(settings: WebhookSettings) -> Webhook:
         ),
         require_client_certificate=settings.client_ca_file is not None,
     )
-    return Webhook(settings, app, directory, jobsets, tls, metrics)
+    return Webhook(settings, app, directory, jobsets, node_labels, tls, metrics)
 
 
 def serve(settings: WebhookSettings) -> None:

@@ -8,11 +8,13 @@ from __future__ import annotations
 import pytest
 
 from placement.constants import (
+    ALL_OR_NOTHING_ANNOTATION,
     JOB_KEY_LABEL,
     JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION,
     JOBSET_NAME_LABEL,
     JOBSET_NODE_SELECTOR_ANNOTATION,
     RESIZE_LABEL,
+    STRATEGY_ANNOTATION,
     TARGET_COMPLETIONS_ANNOTATION,
     TOPOLOGY_ANNOTATION,
     ZONE_LABEL,
@@ -115,3 +117,43 @@ def test_job_webhook_sees_jobs_with_a_topology_annotation_or_a_resize_key(
     case: str, obj: Obj, expected: bool
 ) -> None:
     assert admitted(match_conditions("jobs.mutate.exclusive-placement.io"), obj) is expected, case
+
+
+def jobset(
+    annotations: dict[str, str] | None = None,
+    job_annotations: dict[str, str] | None = None,
+    pod_annotations: dict[str, str] | None = None,
+    *,
+    spec: bool = True,
+) -> Obj:
+    template: Obj = {"spec": {"template": {"spec": {"containers": [{"name": "c"}]}}}}
+    if job_annotations is not None:
+        template["metadata"] = {"annotations": job_annotations}
+    if pod_annotations is not None:
+        template["spec"]["template"]["metadata"] = {"annotations": pod_annotations}
+    meta: Obj = {"name": "train"}
+    if annotations is not None:
+        meta["annotations"] = annotations
+    obj: Obj = {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "metadata": meta}
+    if spec:
+        obj["spec"] = {"replicatedJobs": [{"name": "w", "template": template}]}
+    return obj
+
+
+STRATEGY = {STRATEGY_ANNOTATION: "fastest"}
+JOBSET_CASES = [
+    ("JobSet's exclusive-topology on the JobSet", jobset(JOBSETS), True),
+    ("a strategy on the pod template only", jobset(OTHER, None, STRATEGY), True),
+    ("a strategy on the Job template only", jobset(None, STRATEGY), True),
+    ("all-or-nothing on the JobSet", jobset({ALL_OR_NOTHING_ANNOTATION: "yes"}), True),
+    ("no annotations anywhere", jobset(), False),
+    ("other annotations everywhere", jobset(OTHER, OTHER, OTHER), False),
+    ("no spec at all", jobset(OTHER, spec=False), False),
+]
+
+
+@pytest.mark.parametrize(("case", "obj", "expected"), JOBSET_CASES, ids=[c[0] for c in JOBSET_CASES])
+def test_jobset_webhook_sees_only_jobsets_with_this_projects_annotations(
+    case: str, obj: Obj, expected: bool
+) -> None:
+    assert admitted(match_conditions("jobsets.validate.exclusive-placement.io"), obj) is expected, case

@@ -88,17 +88,17 @@ def test_elastic_jobs_are_shrunk(running: Running, fixture: str) -> None:
     assert readmitted["spec"]["completions"] == 1
 
 
-def test_nonindexed_job_falls_back_to_gate_with_a_warning(running: Running) -> None:
+def test_nonindexed_job_is_placed_with_affinity_and_a_warning(running: Running) -> None:
     review = fixture_review("nonindexed-job.json")
     response = _check_echo(review, running.post("/mutate-jobs", review))
     assert response["allowed"] is True
-    assert "completionMode is NonIndexed" in response["warnings"][0]
+    assert "the Job is NonIndexed, so no pod is its leader" in response["warnings"][0]
     job = _patched(review, running.post("/mutate-jobs", review))
-    # the size is untouched; the pods are told the topology key and the fallback strategy
+    # the size is untouched; the pods are told the topology key and that each carries the affinity terms
     assert job["spec"] == {**_object(review)["spec"], "template": job["spec"]["template"]}
     assert job["spec"]["template"]["metadata"]["annotations"] == {
         "exclusive-placement.io/topology": "topology.kubernetes.io/zone",
-        "exclusive-placement.io/strategy": "gate",
+        "exclusive-placement.io/strategy": "affinity",
     }
 
 

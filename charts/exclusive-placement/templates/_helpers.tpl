@@ -148,6 +148,21 @@ webhook acts on (placement/objects.py). Call with the CEL path of the metadata, 
 (has({{ . }}.annotations) && ('exclusive-placement.io/topology' in {{ . }}.annotations || 'alpha.jobset.sigs.k8s.io/exclusive-topology' in {{ . }}.annotations))
 {{- end -}}
 
+{{/*
+CEL: true when the metadata at the given CEL path carries an annotation of this project (any
+exclusive-placement.io/ key) or JobSet's exclusive-topology: the JobSets the JobSet validation reads
+(placement/jobset_validation.py). Call with the CEL path of the metadata, e.g. "object.metadata".
+*/}}
+{{- define "ep.cel.hasProjectAnnotation" -}}
+(has({{ . }}.annotations) && {{ . }}.annotations.exists(k, k.startsWith('exclusive-placement.io/') || k == 'alpha.jobset.sigs.k8s.io/exclusive-topology'))
+{{- end -}}
+
+{{/* CEL: true when a JobSet (at the given CEL path) or one of its replicated Jobs' templates carries this
+project's annotations; every optional level is tested with has() so that no JobSet makes it an error. */}}
+{{- define "ep.cel.jobsetHasProjectAnnotation" -}}
+{{ include "ep.cel.hasProjectAnnotation" (printf "%s.metadata" .) }} || (has({{ . }}.spec) && has({{ . }}.spec.replicatedJobs) && {{ . }}.spec.replicatedJobs.exists(rj, has(rj.template) && ((has(rj.template.metadata) && {{ include "ep.cel.hasProjectAnnotation" "rj.template.metadata" }}) || (has(rj.template.spec) && has(rj.template.spec.template) && has(rj.template.spec.template.metadata) && {{ include "ep.cel.hasProjectAnnotation" "rj.template.spec.template.metadata" }}))))
+{{- end -}}
+
 {{/* CEL: true when the metadata at the given CEL path carries JobSet's node-selector mode annotation (pools
 pre-labelled by the user: JobSet and this project leave such objects to their own nodeSelector). */}}
 {{- define "ep.cel.inNodeSelectorMode" -}}
