@@ -11,11 +11,12 @@ from types import FrameType
 from kubekit.client import Kube, Timeouts, build_api_client
 from resizer.caches import new_caches
 from resizer.election import AlwaysLeader, ElectionConfig, LeaderElector
+from resizer.events import REPORTING_CONTROLLER, EventRecorder
 from resizer.health import HealthServer
 from resizer.informers import resizer_informers
 from resizer.manager import Resizer
 from resizer.metrics import Metrics
-from resizer.settings import ResizerSettings
+from resizer.settings import ResizerSettings, host_name
 from resizer.workqueue import WorkQueue
 
 log = logging.getLogger(__name__)
@@ -58,12 +59,16 @@ class ResizerApp:
             )
         else:
             self.elector = AlwaysLeader(self._started_leading)
+        self.events = EventRecorder(
+            self.kube, self.metrics, reporting_instance=f"{REPORTING_CONTROLLER}-{host_name()}"
+        )
         self.resizer = Resizer(
             self.kube,
             self.caches,
             self.metrics,
             self.elector,
             dry_run=settings.dry_run,
+            recorder=self.events,
             new_queue=lambda: WorkQueue(settings.retry_base_delay_seconds, settings.retry_max_delay_seconds),
             gang_timeout=settings.all_or_nothing_timeout_seconds,
         )
@@ -81,6 +86,7 @@ class ResizerApp:
     # --- lifecycle -------------------------------------------------------------------------------------
 
     def start(self) -> None:
+        self.events.start()
         self.health.start()
         log.info(
             "resizer %s starting: namespace=%s dry_run=%s leader_elect=%s health port %d",
@@ -140,6 +146,7 @@ class ResizerApp:
 
         # Shares of one budget: per-step timeouts in sequence added up past a supervisor's grace period.
         self.resizer.stop_workers(timeout=remaining() / 4)
+        self.events.stop(timeout=remaining() / 4)
         self.elector.stop(release=True, timeout=remaining() / 2)
         self.metrics.is_leader.set(0)
         for informer in self.informers:
@@ -165,6 +172,8 @@ class ResizerApp:
         dead = [informer.name for informer in self.informers if not informer.is_alive()]
         if self.resizer.workers_started and not self.resizer.workers_alive():
             dead.append("workers")
+        if not self.events.alive():
+            dead.append("event-writer")
         if dead and not self._stopped.is_set():
             return False, f"dead: {', '.join(dead)}"
         return True, "ok"

@@ -56,8 +56,9 @@ class GangReconciler(WithContext):
         self._wall_clock = wall_clock
         self.dry_run_notes = NoteOnce[tuple[str, GangId]](log)
         """(what, JobSet) a dry-run said it would do."""
-        self.blocked_notes = NoteOnce[GangId](log)
-        """The JobSet at the head of the queue, waiting for domains."""
+        self.blocked_notes = NoteOnce[tuple[GangId, int, int]](log)
+        """The JobSet at the head of the queue, waiting for domains: (it, domains it needs, domains free),
+        said again when the numbers change."""
         self.unfit_notes = NoteOnce[GangId](log)
         """JobSets needing more domains than the cluster has."""
 
@@ -106,8 +107,9 @@ class GangReconciler(WithContext):
         return held
 
     def _note_waiting(self, plan: AdmissionPlan) -> None:
-        if plan.blocked is not None and self.blocked_notes.note(
-            plan.blocked,
+        waiting = None if plan.blocked is None else (plan.blocked, plan.blocked_needs, plan.blocked_free)
+        if waiting is not None and self.blocked_notes.note(
+            waiting,
             "all-or-nothing: JobSet %s waits for %d free domains (%d free)",
             plan.blocked,
             plan.blocked_needs,
@@ -115,9 +117,9 @@ class GangReconciler(WithContext):
             extra={"jobset": str(plan.blocked), "reason": "waiting-for-domains"},
         ):
             self._waiting(
-                plan.blocked, f"waits for {plan.blocked_needs} free domains ({plan.blocked_free} free)"
+                waiting[0], f"waits for {plan.blocked_needs} free domains ({plan.blocked_free} free)"
             )
-        self.blocked_notes.retain(lambda gang: gang == plan.blocked)
+        self.blocked_notes.retain(lambda said: said == waiting)
         for gang, needs, existing in plan.unfit:
             if self.unfit_notes.note(
                 gang,

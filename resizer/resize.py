@@ -10,9 +10,10 @@ from __future__ import annotations
 import logging
 
 from kubekit.keys import object_key
+from placement.affinity import leader_domain
 from placement.leader import pick_leader
-from placement.objects import Obj, metadata, namespace_of
-from placement.resize import ResizeDecision, SkipReason, decide_resize, job_ref
+from placement.objects import Obj, metadata, namespace_of, node_name
+from placement.resize import ResizeDecision, SkipReason, decide_resize, job_ref, topology_key
 from resizer.context import Context, WithContext
 from resizer.controller import DONE, Result
 from resizer.notes import NoteOnce
@@ -87,11 +88,23 @@ class ResizeReconciler(WithContext):
                 job_reference(job),
                 Reason.RESIZED,
                 Action.RESIZE,
-                f"resized from {before} to {decision.target}/{decision.target} (completions/parallelism) "
-                "once its leader was bound",
+                f"resized from {before} to {decision.target}/{decision.target} (completions/parallelism): "
+                f"{self._where(leader)}",
                 related=pod_reference(leader) if leader else None,
             )
         )
+
+    def _where(self, leader: Obj | None) -> str:
+        """Where the leader was bound: its domain as the node informer shows the node, else the node."""
+        if leader is None:
+            return "its leader is bound"
+        name, node = str(metadata(leader).get("name")), node_name(leader)
+        key = topology_key(leader)
+        cached = self.caches.nodes.get(node) if node else None
+        domain = leader_domain(key, cached) if key and cached is not None else None
+        if domain is None:
+            return f"leader {name} bound to node {node}"
+        return f"leader {name} bound in {key}={domain} (node {node})"
 
     def _skipped(self, key: str, reason: SkipReason | None) -> None:
         if reason is None:

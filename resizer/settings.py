@@ -13,9 +13,14 @@ from pydantic import Field, model_validator
 from kubekit.settings import ProcessSettings, load
 
 
+def host_name() -> str:
+    """The pod's name (the chart's downward API sets POD_NAME), else the host's."""
+    return os.environ.get("POD_NAME") or socket.gethostname()
+
+
 def default_identity() -> str:
     """Unique per process, readable in the Lease: `<hostname>_<random>` like client-go's callers use."""
-    return f"{os.environ.get('POD_NAME') or socket.gethostname()}_{uuid.uuid4().hex[:8]}"
+    return f"{host_name()}_{uuid.uuid4().hex[:8]}"
 
 
 class ResizerSettings(ProcessSettings):

@@ -181,7 +181,7 @@ def test_resizer_has_exactly_its_listed_permissions(objects: list[Obj]) -> None:
             ("", "pods"): {"get", "list", "watch", "patch", "delete"},
             ("", "pods/status"): {"patch"},
             ("batch", "jobs"): {"get", "list", "watch", "patch"},
-            ("", "events"): {"create"},
+            ("events.k8s.io", "events"): {"create", "patch"},
             ("", "nodes"): {"get", "list", "watch"},
         },
         NAMESPACE: {("coordination.k8s.io", "leases"): {"get", "create", "update"}},

@@ -34,6 +34,10 @@ def test_pending_job_is_resized_once_when_leader_is_bound(make_world: MakeWorld)
         "train-0",
     )
     assert outcome.related == pod_reference(world.kube.stored("pods", "team", "train-0-0"))
+    assert outcome.note == (
+        "resized from 1/1 to 8/8 (completions/parallelism): leader train-0-0 bound in "
+        "cloud.google.com/gke-nodepool=pool-2 (node node-5)"
+    )
 
 
 def test_waits_for_the_leader_to_bind(make_world: MakeWorld) -> None:
