@@ -173,8 +173,10 @@ def resizer_command(
     """The resizer; ready when `GET http://127.0.0.1:METRICS_PORT/readyz` answers 200.
 
     It reaches the API server at `server` (kubesim) or through `kubeconfig`; with neither, the resizer
-    uses its own default (`$KUBECONFIG`, in-cluster, `~/.kube/config`). One replica runs without leader
-    election; several replicas elect a leader through a Lease in `lease_namespace` (which must exist)."""
+    uses its own default (`$KUBECONFIG`, in-cluster, `~/.kube/config`). With `leader_elect` the replicas
+    elect a leader through a Lease in `lease_namespace` (which must exist), as the chart's do: devstack's
+    stacks always elect, so another resizer pointed at them waits as a standby; without, the process acts
+    alone (the compose file, the benchmarks' lone resizer)."""
     argv = [*_python(python), "-m", "resizer", *_connection(server, kubeconfig)]
     argv += [
         "--metrics-host",

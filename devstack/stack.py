@@ -68,7 +68,7 @@ class StackOptions:
     jobset_takeover: bool = True
     """The webhook takes JobSet's exclusive-topology annotation over on child Jobs' pod templates."""
     resizer_replicas: int = 1
-    """1: no leader election; more: replicas elect a leader through a Lease."""
+    """Replicas elect a leader through a Lease in the release namespace, as the chart's do, however many."""
     workdir: Path | None = None
     """Certificates, kubeconfig and logs; None: a temporary directory removed on exit."""
     startup_timeout: float = 60.0
@@ -311,7 +311,7 @@ class Stack:
             self.client.create_or_replace(configuration)
 
     def add_resizer(self, extra_args: Sequence[str] = ()) -> ManagedProcess:
-        """Start one more resizer replica (leader election on whenever the stack asks for several);
+        """Start one more resizer replica (electing a leader through the Lease in the release namespace);
         `extra_args` are more resizer flags (e.g. `--all-or-nothing-timeout-seconds 2`)."""
         port = free_port()
         index = len(self.resizers)
@@ -320,7 +320,7 @@ class Stack:
             server=server,
             kubeconfig=kubeconfig,
             metrics_port=port,
-            leader_elect=self.options.resizer_replicas > 1,
+            leader_elect=True,
             extra_args=extra_args,
         )
         resizer = ManagedProcess(f"resizer-{index}", argv, self.log_dir / f"resizer-{index}.log")

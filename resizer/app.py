@@ -9,6 +9,7 @@ import time
 from types import FrameType
 
 from kubekit.client import Kube, Timeouts, build_api_client
+from kubekit.settings import SettingsError
 from resizer.caches import new_caches
 from resizer.election import AlwaysLeader, ElectionConfig, LeaderElector
 from resizer.events import REPORTING_CONTROLLER, EventRecorder
@@ -29,6 +30,7 @@ class ResizerApp:
     def __init__(self, settings: ResizerSettings) -> None:
         self.settings = settings
         self.metrics = Metrics()
+        self.health = self._listen(settings)
         api_client = build_api_client(
             settings.kubeconfig,
             settings.server,
@@ -47,7 +49,7 @@ class ResizerApp:
             self.elector = LeaderElector(
                 self.kube,
                 ElectionConfig(
-                    namespace=settings.lease_namespace,
+                    namespace=settings.election_namespace,
                     name=settings.lease_name,
                     identity=settings.identity,
                     lease_duration=settings.lease_duration_seconds,
@@ -78,10 +80,21 @@ class ResizerApp:
             namespace=settings.namespace,
             on_restart=self._watch_restarted,
         )
-        self.health = HealthServer(
-            settings.metrics_host, settings.metrics_port, self.metrics.registry, self._livez, self._readyz
-        )
         self._stopped = threading.Event()
+
+    def _listen(self, settings: ResizerSettings) -> HealthServer:
+        """The health server's socket, bound first: a port in use is one line naming the flag, not a
+        traceback after the API client is built."""
+        try:
+            return HealthServer(
+                settings.metrics_host, settings.metrics_port, self.metrics.registry, self._livez, self._readyz
+            )
+        except OSError as error:
+            raise SettingsError(
+                f"--metrics-port: cannot listen on {settings.metrics_host}:{settings.metrics_port} "
+                f"({error.strerror or error}); choose another port with --metrics-port "
+                "(EXCLUSIVE_PLACEMENT_METRICS_PORT; 0 takes any free one)"
+            ) from error
 
     # --- lifecycle -------------------------------------------------------------------------------------
 
