@@ -69,6 +69,9 @@ bench-resizer: $(STAMP) ## Bind-to-resize latency and resizer RSS over 1,000 Job
 bench-scale: $(STAMP) ## 15,000 nodes, 2,000 Jobs at 50/s: RSS, admission, bind-to-resize (writes bench/results/scale.json)
 	$(PY) -m bench scale --out bench/results
 
+bench-abuse: $(STAMP) ## One abusive client per attack vs the webhook: peak RSS, a legitimate admission meanwhile (writes bench/results/abuse.json)
+	$(PY) -m bench abuse
+
 bench-controlplane: $(STAMP) kube ## The real control plane: warm start and idle RSS, 16 nodes (writes bench/results/controlplane.json)
 	$(PY) -m bench controlplane --out bench/results
 
@@ -90,4 +93,4 @@ kubesim: $(STAMP) ## Run kubesim alone on :6443 (kubeconfig in .kubesim/kubeconf
 clean: ## Remove the venv, caches and dev state
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis .kubesim .dev .bench-quick .bench
 
-.PHONY: help venv kube test test-slow lint fmt certs run demo bench bench-quick bench-webhook bench-resizer bench-scale bench-controlplane soak helm-lint helm-template kubesim clean
+.PHONY: help venv kube test test-slow lint fmt certs run demo bench bench-quick bench-webhook bench-resizer bench-scale bench-abuse bench-controlplane soak helm-lint helm-template kubesim clean

@@ -48,7 +48,6 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import uvicorn
 from fastapi import Request
 from fastapi.responses import JSONResponse
 
@@ -69,7 +68,7 @@ from placement.constants import (
     ROLE_LABEL,
     ROLE_LEADER,
 )
-from placement.objects import hashed_job_key
+from placement.objects import job_key
 from webhook.review import ADMISSION_API_VERSION, ADMISSION_KIND
 from webhook.server import build
 from webhook.settings import WebhookSettings
@@ -105,7 +104,7 @@ def pod(index: int, *, name: str = "", node: str | None = None, leader_label: bo
         CONTROLLER_UID_LABEL: JOB_UID,
         JOB_COMPLETION_INDEX_LABEL: str(index),
         JOBSET_NAME_LABEL: "trainer",
-        JOBSET_JOB_KEY_LABEL: hashed_job_key(NAMESPACE, JOB),
+        JOBSET_JOB_KEY_LABEL: job_key(NAMESPACE, JOB),
     }
     if leader_label:
         labels[ROLE_LABEL] = ROLE_LEADER
@@ -189,7 +188,7 @@ def serve(port: int, cert_dir: Path, server: str) -> None:
         answer = {"uid": parsed["request"]["uid"], "allowed": True}
         return JSONResponse({"apiVersion": ADMISSION_API_VERSION, "kind": ADMISSION_KIND, "response": answer})
 
-    uvicorn.Server(webhook.uvicorn_config()).run()
+    webhook.server().run()
 
 
 def free_port() -> int:

@@ -51,6 +51,12 @@ RESOURCE_TYPES: dict[str, ResourceType] = {
     "ValidatingWebhookConfiguration": ResourceType(
         "apis/admissionregistration.k8s.io/v1", "validatingwebhookconfigurations", False
     ),
+    "ValidatingAdmissionPolicy": ResourceType(
+        "apis/admissionregistration.k8s.io/v1", "validatingadmissionpolicies", False
+    ),
+    "ValidatingAdmissionPolicyBinding": ResourceType(
+        "apis/admissionregistration.k8s.io/v1", "validatingadmissionpolicybindings", False
+    ),
 }
 
 
@@ -224,9 +230,12 @@ class KubeClient:
         namespace: str | None = None,
         subresource: str = "",
         patch_type: str = "application/merge-patch+json",
+        dry_run: bool = False,
     ) -> dict[str, Any]:
+        """`dry_run`: admitted (webhooks, policies) and validated, never stored."""
         path = f"{collection_path(kind, namespace)}/{name}" + (f"/{subresource}" if subresource else "")
-        return self._request("PATCH", path, json=body, headers={"Content-Type": patch_type})
+        params = {"dryRun": "All"} if dry_run else {}
+        return self._request("PATCH", path, json=body, headers={"Content-Type": patch_type}, params=params)
 
     def list_with_version(self, kind: str, *, namespace: str | None = None) -> tuple[Items, str]:
         """The items and the list's resourceVersion, to watch from."""

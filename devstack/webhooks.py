@@ -20,6 +20,8 @@ from devstack.commands import RELEASE_NAMESPACE
 CHART_PATH = Path(__file__).resolve().parent.parent / "charts" / "exclusive-placement"
 RELEASE_NAME = "exclusive-placement"
 WEBHOOK_CONFIGURATION_KINDS = frozenset({"MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"})
+ADMISSION_POLICY_KINDS = ("ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding")
+"""In the order they are created: a binding names its policy."""
 
 
 class ChartError(RuntimeError):
@@ -101,3 +103,10 @@ def local_webhook_configurations(
             f"the chart rendered {sorted(kinds)}; expected both {sorted(WEBHOOK_CONFIGURATION_KINDS)}"
         )
     return configurations
+
+
+def admission_policies(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The chart's ValidatingAdmissionPolicies, then their bindings (kubesim does not run them; the real
+    control plane does)."""
+    order = {kind: index for index, kind in enumerate(ADMISSION_POLICY_KINDS)}
+    return sorted((obj for obj in objects if obj.get("kind") in order), key=lambda obj: order[obj["kind"]])

@@ -66,6 +66,7 @@ from placement.objects import (
     annotations_of,
     completion_index,
     is_leader,
+    items,
     job_key,
     job_ref_of_pod,
     labels_of,
@@ -78,6 +79,13 @@ from placement.objects import (
     topology_key_of_pod,
 )
 from placement.patch import JsonPatch, deep_copy, diff
+from placement.reserved import (
+    job_key_label_problem,
+    jobset_key_problem,
+    jobset_key_problem_of_job,
+    strip_resize_keys,
+    stripped_warning,
+)
 from placement.strategy import (
     InvalidStrategy,
     completion_mode,
@@ -148,12 +156,16 @@ def mutate_job(
     job: Obj,
     default_strategy: Strategy,
     *,
+    namespace: str = "",
     owner: OwnerJobSet | None = None,
     take_over_jobset: bool = False,
     all_or_nothing: bool = False,
 ) -> Verdict:
-    """CREATE of a Job that asks for exclusive placement (others: allowed untouched, no patch).
+    """CREATE of a Job that asks for exclusive placement or carries a resize key (others: allowed
+    untouched, no patch).
 
+    First, whatever resize keys the client sent are removed, with a warning: only this webhook records a
+    target (`placement.reserved`). An exclusive Job whose JobSet job-key label names another Job is denied.
     `elastic`: shrink to completions = parallelism = 1 and record the target (or fall back to `gate` with a
     warning saying why); `owner` is what `jobset_to_read` asked for (a JobSet child Job without it falls
     back). Every strategy: the pod template must tell the pod webhook the same topology key and strategy
@@ -164,23 +176,28 @@ def mutate_job(
     all-or-nothing JobSet (its annotation, else `all_or_nothing` as the default) gets the all-or-nothing
     annotations on itself and its pod template, so its leader pod is gated (`mutate_pod`).
     """
+    mutated = deep_copy(job)
+    removed = strip_resize_keys(mutated)
+    warnings = (stripped_warning(removed),) if removed else ()
     topology_key = topology_key_of_job(job)
-    if topology_key is None:
-        return _allow("not-exclusive")
-    if in_node_selector_mode(job):
-        return _allow("jobset-node-selector")
+    if topology_key is None or in_node_selector_mode(job):
+        reason = "not-exclusive" if topology_key is None else "jobset-node-selector"
+        return Verdict(allowed=True, reason=reason, patch=diff(job, mutated), warnings=warnings)
+    forged = jobset_key_problem_of_job(job, namespace)
+    if forged is not None:
+        return _deny("forged-job-key", forged)
     try:
         strategy = strategy_of_job(job, jobset_default_strategy(owner, default_strategy))
     except InvalidStrategy as err:
         return _deny("invalid-strategy", str(err))
-    mutated = deep_copy(job)
-    reason, warnings = f"strategy-{strategy}", tuple[str, ...]()
+    reason = f"strategy-{strategy}"
     owner = _owner_or_unknown(job, owner)
     if not is_indexed(job) and strategy is not Strategy.AFFINITY:
-        reason, warnings = "non-indexed", (non_indexed_warning(job, strategy),)
+        reason, warnings = "non-indexed", (*warnings, non_indexed_warning(job, strategy))
         strategy = Strategy.AFFINITY
     elif strategy is Strategy.ELASTIC:
-        reason, warnings, strategy = _shrink_for_elastic(mutated, owner)
+        reason, shrink_warnings, strategy = _shrink_for_elastic(mutated, owner)
+        warnings = (*warnings, *shrink_warnings)
     gang, gang_warning = gang_annotations(owner, all_or_nothing)
     if gang:
         _mark_all_or_nothing(mutated, gang)
@@ -220,8 +237,6 @@ def _owner_or_unknown(job: Obj, owner: OwnerJobSet | None) -> OwnerJobSet | None
 
 def _shrink_for_elastic(job: Obj, owner: OwnerJobSet | None) -> tuple[str, tuple[str, ...], Strategy]:
     """Shrinks `job` in place; returns (reason, warnings, effective strategy)."""
-    if TARGET_COMPLETIONS_ANNOTATION in annotations_of(job):
-        return "already-shrunk", (), Strategy.ELASTIC
     spec = section(job, "spec")
     if _is_single_pod(spec):
         return "single-pod", (), Strategy.ELASTIC
@@ -358,10 +373,13 @@ def plan_pod(pod: Obj, namespace: str, default_strategy: Strategy) -> PodPlan | 
     if job is None:
         return Skip(_no_job(index))
     ns = namespace or str(metadata(pod).get("namespace") or "")
+    forged = jobset_key_problem(labels_of(pod), ns, job.name, "the pod")
+    if forged is not None:
+        return Skip(_deny("forged-job-key", forged))
     return PodPlan(
         namespace=ns,
         job=job,
-        job_key=job_key(ns, job.name, labels_of(pod)),
+        job_key=job_key(ns, job.name),
         topology_key=topology_key,
         # A pod of a NonIndexed Job has no leader to follow: it carries the leader's terms itself.
         strategy=strategy if index is not None else Strategy.AFFINITY,
@@ -393,7 +411,7 @@ def mutation_needs_leader(plan: PodPlan) -> bool:
 
 
 def has_leader_gate(pod: Obj) -> bool:
-    gates = section(pod, "spec").get("schedulingGates") or []
+    gates = items(section(pod, "spec"), "schedulingGates")
     return any(isinstance(g, dict) and g.get("name") == LEADER_SCHEDULED_GATE for g in gates)
 
 
@@ -539,7 +557,11 @@ def denial_message(plan: PodPlan, state: LeaderState) -> str:
 
 
 def validate_pod(pod: Obj, plan: PodPlan, state: LeaderState | None) -> Verdict:
-    """CREATE of a pod, after mutation: followers must be pinned to their bound leader's domain."""
+    """CREATE of a pod, after mutation: its job key is its Job's; followers must be pinned to their bound
+    leader's domain."""
+    relabelled = job_key_label_problem(labels_of(pod), plan.namespace, plan.job.name)
+    if relabelled is not None:
+        return _deny("forged-job-key", relabelled)
     if plan.leader:
         return _allow("leader")
     if plan.strategy is Strategy.AFFINITY:

@@ -40,11 +40,13 @@ from placement.constants import (
     JOBSET_RESTART_ATTEMPT_LABEL,
     RELEASED_AT_ANNOTATION,
 )
+from placement.counts import InvalidCount, parse_count
 from placement.leader import is_live
 from placement.objects import (
     Obj,
     annotations_of,
     is_finished_pod,
+    items,
     labels_of,
     metadata,
     namespace_of,
@@ -68,12 +70,18 @@ class GangId:
         return f"{self.namespace}/{self.jobset}#{self.attempt}"
 
 
+MAX_GANG_SIZE = 100_000
+"""More Jobs than any cluster has domains (such a gang never fits): only bounds what is parsed."""
+
+
 def gang_size(annotations: Mapping[str, str]) -> int | None:
     """The gang size the webhook wrote, when the object is all-or-nothing (else None)."""
     if annotations.get(ALL_OR_NOTHING_ANNOTATION, "").strip().lower() != "true":
         return None
-    raw = annotations.get(GANG_SIZE_ANNOTATION, "").strip()
-    return int(raw) if raw.isdigit() and int(raw) > 0 else None
+    try:
+        return parse_count(annotations.get(GANG_SIZE_ANNOTATION, ""), MAX_GANG_SIZE)
+    except InvalidCount:
+        return None
 
 
 def pod_priority_value(pod: Obj) -> int:
@@ -91,7 +99,7 @@ def gang_of(obj: Obj) -> GangId | None:
 
 
 def has_gang_gate(pod: Obj) -> bool:
-    gates = section(pod, "spec").get("schedulingGates") or []
+    gates = items(section(pod, "spec"), "schedulingGates")
     return any(isinstance(gate, dict) and gate.get("name") == ALL_OR_NOTHING_GATE for gate in gates)
 
 
@@ -105,7 +113,7 @@ def as_released(pod: Obj, released_at: str) -> Obj:
     spec = section(pod, "spec")
     gates = [
         g
-        for g in spec.get("schedulingGates") or []
+        for g in items(spec, "schedulingGates")
         if not (isinstance(g, dict) and g.get("name") == ALL_OR_NOTHING_GATE)
     ]
     meta = metadata(pod)
@@ -436,7 +444,7 @@ def release_patch(pod: Obj, now: str) -> JsonPatch | None:
     """Remove the all-or-nothing gate (after `test`ing it is where it was seen) and record `now` (RFC 3339)
     in `RELEASED_AT_ANNOTATION`, in one patch: the timeout's clock survives a resizer restart. None when
     the pod is not gated."""
-    gates = section(pod, "spec").get("schedulingGates") or []
+    gates = items(section(pod, "spec"), "schedulingGates")
     index = next(
         (
             i

@@ -39,6 +39,7 @@ from placement.constants import (
 from placement.objects import (
     Obj,
     annotations_of,
+    items,
     labels_of,
     metadata,
     namespace_of,
@@ -112,7 +113,7 @@ OwnerJobSet = JobSetStartup | JobSetUnknown
 
 def owning_jobset(job: Obj) -> JobSetRef | None:
     meta = metadata(job)
-    for ref in meta.get("ownerReferences") or []:
+    for ref in items(meta, "ownerReferences"):
         if (
             isinstance(ref, dict)
             and ref.get("controller")
@@ -132,10 +133,10 @@ def jobset_startup(jobset: Obj) -> JobSetStartup:
     spec = section(jobset, "spec")
     in_order = section(spec, "startupPolicy").get("startupPolicyOrder") == JOBSET_IN_ORDER
     ready: set[str] = set()
-    for replicated in spec.get("replicatedJobs") or []:
+    for replicated in items(spec, "replicatedJobs"):
         if not isinstance(replicated, dict):
             continue
-        for dependency in replicated.get("dependsOn") or []:
+        for dependency in items(replicated, "dependsOn"):
             if isinstance(dependency, dict) and dependency.get("status") == JOBSET_DEPENDENCY_READY:
                 ready.add(str(dependency.get("name") or ""))
     return JobSetStartup(
@@ -172,7 +173,7 @@ def exclusive_replicated_jobs(jobset: Obj) -> list[Obj]:
         return []
     everything = bool(annotations.get(JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION, "").strip())
     found: list[Obj] = []
-    for replicated in section(jobset, "spec").get("replicatedJobs") or []:
+    for replicated in items(section(jobset, "spec"), "replicatedJobs"):
         if not isinstance(replicated, dict):
             continue
         template = section(replicated, "template")

@@ -35,6 +35,7 @@ from placement.jobset import exclusive_replicated_jobs, parse_bool, uses_node_se
 from placement.objects import (
     Obj,
     annotations_of,
+    items,
     metadata,
     pod_template,
     section,
@@ -57,7 +58,7 @@ class Place:
 
 def places(jobset: Obj) -> Iterator[Place]:
     yield Place("metadata", annotations_of(jobset))
-    for position, replicated in enumerate(section(jobset, "spec").get("replicatedJobs") or []):
+    for position, replicated in enumerate(items(section(jobset, "spec"), "replicatedJobs")):
         if not isinstance(replicated, dict):
             continue
         template = section(replicated, "template")
@@ -101,7 +102,7 @@ def _leaderless_jobs(jobset: Obj, all_or_nothing: bool) -> Iterator[str]:
     if not all_or_nothing:
         return
     exclusive = {id(replicated) for replicated in exclusive_replicated_jobs(jobset)}
-    for position, replicated in enumerate(section(jobset, "spec").get("replicatedJobs") or []):
+    for position, replicated in enumerate(items(section(jobset, "spec"), "replicatedJobs")):
         template = section(replicated, "template") if isinstance(replicated, dict) else {}
         if id(replicated) in exclusive and not is_indexed(template):
             mode = completion_mode(template)

@@ -37,6 +37,7 @@ from placement.constants import (
     TARGET_MAX_FAILED_INDEXES_ANNOTATION,
     TARGET_PARALLELISM_ANNOTATION,
 )
+from placement.counts import MAX_INDEXED_JOB_SIZE, InvalidCount, parse_count
 from placement.gang import Gang, gang_complete, gang_of
 from placement.leader import LeaderProblem, Placed, leader_problem
 from placement.objects import (
@@ -45,10 +46,10 @@ from placement.objects import (
     annotations_of,
     is_finished_job,
     is_terminating,
+    items,
     job_ref_of_pod,
     labels_of,
     metadata,
-    positive_int,
     section,
     topology_key_of_job,
     topology_key_of_pod,
@@ -97,6 +98,8 @@ class ResizeDecision:
     current_completions: int | None = None
     current_parallelism: int | None = None
     patch: Obj | None = field(default=None)
+    detail: str = ""
+    """INVALID_TARGET: which annotation, and why (for the one log line and Event that report it)."""
 
     @property
     def resize(self) -> bool:
@@ -158,11 +161,38 @@ def follower_to_watch(pod: Obj) -> bool:
 
 
 def _gate_index(pod: Obj, gate: str) -> int | None:
-    gates = section(pod, "spec").get("schedulingGates") or []
+    gates = items(section(pod, "spec"), "schedulingGates")
     for index, entry in enumerate(gates):
         if isinstance(entry, dict) and entry.get("name") == gate:
             return index
     return None
+
+
+def recorded_target(annotations: dict[str, str]) -> tuple[int, int | None]:
+    """The target size (and original `maxFailedIndexes`, when it was lowered) the Job webhook recorded.
+
+    Raises `InvalidCount`, naming the annotation, for anything the webhook would not have written
+    (`placement.counts`): a non-decimal or out-of-range value, or a parallelism that differs from the
+    completions (Elastic Indexed Jobs need them equal)."""
+
+    def count(key: str, text: str, maximum: int) -> int:
+        try:
+            return parse_count(text, maximum)
+        except InvalidCount as err:
+            raise InvalidCount(f"{key}: {err}") from None
+
+    raw_completions = annotations[TARGET_COMPLETIONS_ANNOTATION]
+    target = count(TARGET_COMPLETIONS_ANNOTATION, raw_completions, MAX_INDEXED_JOB_SIZE)
+    raw_parallelism = annotations.get(TARGET_PARALLELISM_ANNOTATION, raw_completions)
+    if count(TARGET_PARALLELISM_ANNOTATION, raw_parallelism, MAX_INDEXED_JOB_SIZE) != target:
+        raise InvalidCount(
+            f"{TARGET_PARALLELISM_ANNOTATION}: {raw_parallelism} differs from the target completions "
+            f"{target}; an Elastic Indexed Job needs them equal"
+        )
+    raw_max_failed = annotations.get(TARGET_MAX_FAILED_INDEXES_ANNOTATION)
+    if raw_max_failed is None:
+        return target, None
+    return target, count(TARGET_MAX_FAILED_INDEXES_ANNOTATION, raw_max_failed, target)
 
 
 def _leaders_disagree(key: str, domain: str, rivals: Sequence[Placed]) -> bool:
@@ -220,22 +250,17 @@ def decide_resize(job: Obj, leader: Obj | None, *, gang: Gang | None) -> ResizeD
         return skip(SkipReason.NOT_INDEXED)
 
     annotations = annotations_of(job)
-    raw_completions = annotations.get(TARGET_COMPLETIONS_ANNOTATION)
-    raw_parallelism = annotations.get(TARGET_PARALLELISM_ANNOTATION, raw_completions)
-    if raw_completions is None:
+    if TARGET_COMPLETIONS_ANNOTATION not in annotations:
         return skip(SkipReason.MISSING_TARGET)
-    target = positive_int(raw_completions)
-    if target is None or positive_int(raw_parallelism) != target:
-        # Elastic Indexed Jobs need completions == parallelism after the change.
-        return skip(SkipReason.INVALID_TARGET)
+    try:
+        target, max_failed = recorded_target(annotations)
+    except InvalidCount as err:
+        return ResizeDecision(
+            SkipReason.INVALID_TARGET, None, current_completions, current_parallelism, detail=str(err)
+        )
     currents = [value for value in (current_completions, current_parallelism) if isinstance(value, int)]
     if any(current > target for current in currents):
         return skip(SkipReason.WOULD_SHRINK, target)
-
-    raw_max_failed = annotations.get(TARGET_MAX_FAILED_INDEXES_ANNOTATION)
-    max_failed = positive_int(raw_max_failed) if raw_max_failed is not None else None
-    if raw_max_failed is not None and (max_failed is None or max_failed > target):
-        return skip(SkipReason.INVALID_TARGET, target)
 
     problem = _skip_reason(leader_problem(leader, job_ref(job)))
     if problem is not None:
@@ -316,7 +341,7 @@ def _has_violation_condition(pod: Obj) -> bool:
         isinstance(condition, dict)
         and condition.get("type") == DISRUPTION_TARGET_CONDITION
         and condition.get("status") == "True"
-        for condition in section(pod, "status").get("conditions") or []
+        for condition in items(section(pod, "status"), "conditions")
     )
 
 

@@ -57,6 +57,7 @@ from placement.objects import (
     is_finished_pod,
     is_leader,
     is_terminating,
+    items,
     labels_of,
     metadata,
     namespace_of,
@@ -264,7 +265,7 @@ def domain_statuses(snapshot: Snapshot, keys: Iterable[str]) -> list[DomainStatu
 
 
 def _condition(obj: Obj, kind: str) -> Obj | None:
-    for condition in section(obj, "status").get("conditions") or []:
+    for condition in items(section(obj, "status"), "conditions"):
         if isinstance(condition, dict) and condition.get("type") == kind:
             return condition
     return None
@@ -437,7 +438,7 @@ def _leader_bound_step(snapshot: Snapshot, leader: Obj, name: str, key: str, wal
 
 
 def _gates(pod: Obj) -> set[str]:
-    gates = section(pod, "spec").get("schedulingGates") or []
+    gates = items(section(pod, "spec"), "schedulingGates")
     return {str(gate.get("name")) for gate in gates if isinstance(gate, dict)}
 
 

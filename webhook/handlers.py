@@ -166,6 +166,7 @@ class Admission:
         verdict = mutate_job(
             job,
             self.default_strategy,
+            namespace=namespace,
             owner=owner,
             take_over_jobset=self.take_over_jobset,
             all_or_nothing=self.all_or_nothing,

@@ -22,9 +22,10 @@ from webhook.cache import LEADER_SELECTOR, KubeLiveApi, LeaderDirectory
 from webhook.handlers import Admission
 from webhook.jobsets import JobSetDirectory, KubeJobSetApi
 from webhook.limits import AdmissionLimits
+from webhook.listener import GuardedServer, ServerLimits
 from webhook.metrics import Metrics
 from webhook.node_labels import NodeLabelKeys
-from webhook.protocol import header_timeout_protocol
+from webhook.protocol import HeaderLimits
 from webhook.settings import WebhookSettings
 from webhook.tls import ReloadingTLS
 
@@ -41,22 +42,38 @@ class Webhook:
     tls: ReloadingTLS | None
     metrics: Metrics
 
-    def uvicorn_config(self, **overrides: Any) -> uvicorn.Config:
-        """The server settings (the benchmark reuses them for its no-op endpoint)."""
+    def server(self, **overrides: Any) -> GuardedServer:
+        """The HTTP server: uvicorn behind the listener of `webhook.listener` (the benchmark reuses it)."""
         options: dict[str, Any] = {
             "host": self.settings.host,
             "port": self.settings.port,
             "log_config": None,
             "access_log": False,
-            "http": header_timeout_protocol(self.settings.header_timeout_seconds),
             "loop": "uvloop",
             "lifespan": "on",
+            "timeout_keep_alive": KEEP_ALIVE_SECONDS,
             "timeout_graceful_shutdown": 10,
         }
-        if self.tls is not None:
-            options["ssl_context_factory"] = self.tls.factory
         options.update(overrides)
-        return uvicorn.Config(self.app, **options)
+        return GuardedServer(
+            uvicorn.Config(self.app, **options),
+            self.tls.context if self.tls is not None else None,
+            server_limits(self.settings),
+            self.metrics,
+        )
+
+
+KEEP_ALIVE_SECONDS = 5
+"""uvicorn's default: an idle keep-alive connection is closed after this (the API server opens another)."""
+
+
+def server_limits(settings: WebhookSettings) -> ServerLimits:
+    return ServerLimits(
+        max_connections=settings.max_connections,
+        max_connections_per_client=settings.max_connections_per_client,
+        tls_handshake_timeout=settings.tls_handshake_timeout_seconds,
+        headers=HeaderLimits(settings.header_timeout_seconds, settings.max_header_bytes),
+    )
 
 
 def kube_for(settings: WebhookSettings) -> Kube:
@@ -115,7 +132,7 @@ def build(settings: WebhookSettings) -> Webhook:
     tls = (
         None
         if settings.insecure_dev or settings.cert_dir is None
-        else ReloadingTLS(settings.cert_dir, metrics)
+        else ReloadingTLS(settings.cert_dir, metrics, settings.client_ca_file)
     )
     if tls is not None:
         tls.reload_if_changed()
@@ -154,7 +171,12 @@ def build(settings: WebhookSettings) -> Webhook:
         metrics,
         tls_loaded=(lambda: tls.loaded) if tls is not None else (lambda: True),
         lifespan=lifespan,
-        limits=AdmissionLimits(settings.max_inflight_admissions, settings.body_timeout_seconds),
+        limits=AdmissionLimits(
+            max_inflight=settings.max_inflight_admissions,
+            body_timeout=settings.body_timeout_seconds,
+            memory_bytes=settings.admission_memory_mib * 1024 * 1024,
+        ),
+        require_client_certificate=settings.client_ca_file is not None,
     )
     return Webhook(settings, app, directory, jobsets, node_labels, tls, metrics)
 
@@ -163,4 +185,4 @@ def serve(settings: WebhookSettings) -> None:
     webhook = build(settings)
     if webhook.tls is None:
         log.warning("serving plain HTTP (--insecure-dev): never use this in a cluster")
-    uvicorn.Server(webhook.uvicorn_config()).run()
+    webhook.server().run()

@@ -100,3 +100,16 @@ def test_the_call_scanner_sees_what_it_should() -> None:
     assert ("cluster", "", "pods", "delete") in api_calls("resizer")
     assert ("cluster", "", "pods/status", "patch") in api_calls("resizer")
     assert ("cluster", "events.k8s.io", "events", "patch") in api_calls("resizer")
+
+
+@pytest.mark.parametrize("component", ["webhook", "resizer"])
+def test_nothing_is_granted_that_the_component_never_calls(objects: list[Obj], component: str) -> None:
+    account = of_component(objects, "Deployment", component)["spec"]["template"]["spec"]["serviceAccountName"]
+    calls = api_calls(component)
+    granted = {
+        (scope, group, resource, verb)
+        for scope, grants in grants_of(objects, account).items()
+        for (group, resource), verbs in grants.items()
+        for verb in verbs
+    }
+    assert granted - calls == set()

@@ -37,7 +37,7 @@ from placement.constants import (
     Strategy,
 )
 from placement.jobset import JobSetStartup
-from placement.objects import JobRef, hashed_job_key
+from placement.objects import JobRef, job_key
 from placement.patch import apply
 from tests.placement.placement_pods import JOB, NS, UID, ZONE, job, node, pod
 
@@ -115,7 +115,7 @@ def test_job_without_topology_is_untouched_whatever_the_strategy() -> None:
     assert (verdict.allowed, verdict.patch, verdict.reason) == (True, [], "not-exclusive")
 
 
-def test_elastic_job_is_shrunk_and_target_recorded_idempotently() -> None:
+def test_elastic_job_is_shrunk_and_target_recorded() -> None:
     original = job(template_annotations={"alpha.jobset.sigs.k8s.io/exclusive-topology": ZONE})
     verdict = mutate_job(original, Strategy.ELASTIC)
     assert verdict.allowed
@@ -127,7 +127,13 @@ def test_elastic_job_is_shrunk_and_target_recorded_idempotently() -> None:
     }
     assert shrunk["metadata"]["labels"] == {RESIZE_LABEL: "pending"}
     assert shrunk["spec"]["template"] == original["spec"]["template"]
-    assert mutate_job(shrunk, Strategy.ELASTIC).patch == []
+    # The Job webhook is called once per Job (reinvocationPolicy: Never): a Job that arrives already
+    # shrunk comes from a client, which may not choose its target. It keeps the size it came with.
+    again = mutate_job(shrunk, Strategy.ELASTIC)
+    readmitted = apply(shrunk, again.patch)
+    assert (readmitted["metadata"]["labels"], readmitted["metadata"]["annotations"]) == ({}, {})
+    assert readmitted["spec"] == shrunk["spec"]
+    assert "removed" in again.warnings[0]
 
 
 @pytest.mark.parametrize(
@@ -275,10 +281,20 @@ def test_jobsets_node_selector_mode_is_left_to_the_users_node_selector(strategy:
         )
 
 
-def test_plan_reads_identity_and_jobset_key() -> None:
-    plan = _plan(pod(2, strategy="gate", labels={JOBSET_JOB_KEY_LABEL: "js-key"}))
-    assert plan == PodPlan(NS, JobRef(JOB, UID), "js-key", ZONE, Strategy.GATE, False, "2")
-    assert _plan(pod(0)).job_key == hashed_job_key(NS, JOB)
+def test_plan_derives_the_job_key_from_namespace_and_job() -> None:
+    plan = _plan(pod(2, strategy="gate", labels={JOBSET_JOB_KEY_LABEL: job_key(NS, JOB)}))
+    assert plan == PodPlan(NS, JobRef(JOB, UID), job_key(NS, JOB), ZONE, Strategy.GATE, False, "2")
+    assert _plan(pod(0)).job_key == job_key(NS, JOB)
+
+
+@pytest.mark.parametrize("index", [0, 2])
+def test_a_pod_carrying_another_jobs_jobset_key_is_denied(index: int) -> None:
+    forged = job_key("team-b", "victim")
+    plan = plan_pod(pod(index, labels={JOBSET_JOB_KEY_LABEL: forged}), NS, Strategy.ELASTIC)
+    assert isinstance(plan, Skip)
+    assert (plan.verdict.allowed, plan.verdict.reason) == (False, "forged-job-key")
+    assert forged in plan.verdict.message
+    assert job_key(NS, JOB) in plan.verdict.message
 
 
 # --- Pods: mutation, every strategy x role x leader state ----------------------------------------------

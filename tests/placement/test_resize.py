@@ -132,11 +132,33 @@ def test_decide_resize_says_why_not(
 
 
 @pytest.mark.parametrize(
+    ("annotations", "detail"),
+    [
+        ({TARGET_COMPLETIONS_ANNOTATION: "\u00b2"}, "not a decimal number"),  # "²".isdigit() is True
+        ({TARGET_COMPLETIONS_ANNOTATION: "\u0663"}, "not a decimal number"),  # int() reads it as 3
+        ({TARGET_COMPLETIONS_ANNOTATION: "9" * 5_000}, "5000 characters"),  # int() refuses > 4,300 digits
+        ({TARGET_COMPLETIONS_ANNOTATION: "100001"}, "more than 100000"),
+        ({TARGET_COMPLETIONS_ANNOTATION: " 32 "}, "not a decimal number"),
+        ({TARGET_COMPLETIONS_ANNOTATION: "+8"}, "not a decimal number"),
+        ({TARGET_COMPLETIONS_ANNOTATION: "08"}, "leading zero"),
+        ({TARGET_COMPLETIONS_ANNOTATION: "8", TARGET_PARALLELISM_ANNOTATION: "\u00b2"}, "target-parallelism"),
+        ({TARGET_COMPLETIONS_ANNOTATION: "8", TARGET_MAX_FAILED_INDEXES_ANNOTATION: "9"}, "more than 8"),
+    ],
+)
+def test_decide_resize_refuses_a_target_the_webhook_would_not_write(
+    annotations: dict[str, str], detail: str
+) -> None:
+    decision = decide_resize(make_job(metadata__annotations=annotations), make_pod(), gang=None)
+    assert (decision.reason, decision.patch, decision.target) == (SkipReason.INVALID_TARGET, None, None)
+    assert detail in decision.detail
+
+
+@pytest.mark.parametrize(
     ("annotations", "current", "target"),
     [
         ({TARGET_COMPLETIONS_ANNOTATION: "8", TARGET_PARALLELISM_ANNOTATION: "8"}, 1, 8),
         ({TARGET_COMPLETIONS_ANNOTATION: "8"}, 1, 8),  # parallelism target defaults to completions
-        ({TARGET_COMPLETIONS_ANNOTATION: " 32 ", TARGET_PARALLELISM_ANNOTATION: "32"}, 1, 32),
+        ({TARGET_COMPLETIONS_ANNOTATION: "100000", TARGET_PARALLELISM_ANNOTATION: "100000"}, 1, 100_000),
         ({TARGET_COMPLETIONS_ANNOTATION: "4", TARGET_PARALLELISM_ANNOTATION: "4"}, 4, 4),  # mark done only
     ],
 )
