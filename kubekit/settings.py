@@ -100,7 +100,7 @@ def _help(name: str, field: FieldInfo) -> str:
     if field.default_factory is not None:
         return f"{text} (default: generated per process)"
     default = field.get_default(call_default_factory=False)
-    if default is None or default is False:
+    if default is None or default is False or default == ():
         return text
     shown = default.value if isinstance(default, Enum) else default
     return f"{text} (default: {shown})"

@@ -78,6 +78,7 @@ class ResizerApp:
             lambda _name: self.kube,
             self.resizer,
             namespace=settings.namespace,
+            exempt_namespaces=settings.exempt_namespaces,
             on_restart=self._watch_restarted,
         )
         self._stopped = threading.Event()
@@ -102,9 +103,10 @@ class ResizerApp:
         self.events.start()
         self.health.start()
         log.info(
-            "resizer %s starting: namespace=%s dry_run=%s leader_elect=%s health port %d",
+            "resizer %s starting: namespace=%s exempt=%s dry_run=%s leader_elect=%s health port %d",
             self.settings.identity,
             self.settings.namespace or "(all)",
+            ",".join(self.settings.exempt_namespaces) or "(none)",
             self.settings.dry_run,
             self.settings.leader_elect,
             self.health.port,

@@ -6,11 +6,13 @@
 - `unbound-followers`: unbound pods labelled `role: follower`, kept while gated or pinned, into
   `caches.followers`; `FollowerHandler`.
 - `nodes`: every Node, projected to `QUEUE_NODE_FIELDS`, into `caches.nodes`; `NodeHandler`.
+
+The three namespaced ones leave out the namespaces the webhooks are exempt from (a field selector).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from kubekit.client import Resource
 from kubekit.informer import Handler, Informer, ListWatch, Store, without_managed_fields
@@ -32,15 +34,24 @@ def _ignore_restart(_informer: str, _reason: str) -> None:
     return None
 
 
+def outside(exempt_namespaces: Sequence[str], *selectors: str) -> str | None:
+    """A field selector: `selectors`, and none of the exempt namespaces (the API server filters them out,
+    so the resizer never sees, let alone acts on, what is in them)."""
+    excluded = [f"metadata.namespace!={namespace}" for namespace in exempt_namespaces]
+    return ",".join([*selectors, *excluded]) or None
+
+
 def resizer_informers(
     source: Callable[[str], ListWatch],
     resizer: Resizer,
     *,
     namespace: str | None,
+    exempt_namespaces: Sequence[str] = (),
     on_restart: Callable[[str, str], None] = _ignore_restart,
 ) -> list[Informer]:
     """The informers filling `resizer.caches`; each lists and watches through `source(its name)` (the API
-    client in the app, a test's `kubekit.testing.WatchFeed`), in `namespace` (None: all) but Nodes."""
+    client in the app, a test's `kubekit.testing.WatchFeed`), in `namespace` (None: all) but Nodes, never in
+    `exempt_namespaces` (the namespaces the webhooks are exempt from)."""
     caches = resizer.caches
 
     def informer(
@@ -77,6 +88,7 @@ def resizer_informers(
             JobHandler(resizer),
             keep=is_pending_job,
             store=caches.jobs,
+            field_selector=outside(exempt_namespaces),
         ),
         informer(
             "pods",
@@ -85,6 +97,7 @@ def resizer_informers(
             LeaderHandler(resizer),
             store=caches.leaders,
             project=FieldProjection(LEADER_POD_FIELDS),
+            field_selector=outside(exempt_namespaces),
         ),
         informer(
             "pods",
@@ -93,7 +106,7 @@ def resizer_informers(
             FollowerHandler(resizer),
             keep=follower_to_watch,
             store=caches.followers,
-            field_selector=UNBOUND_PODS,
+            field_selector=outside(exempt_namespaces, UNBOUND_PODS),
         ),
         informer(
             "nodes",

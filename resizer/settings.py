@@ -7,9 +7,10 @@ import socket
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
-from typing import ClassVar
+from typing import Annotated, ClassVar
 
 from pydantic import Field, field_validator, model_validator
+from pydantic_settings import NoDecode
 
 from kubekit.settings import ProcessSettings, SettingsError, load
 
@@ -59,6 +60,11 @@ class ResizerSettings(ProcessSettings):
     namespace: str | None = Field(
         default=None, description="only watch this namespace (default: all namespaces)"
     )
+    exempt_namespaces: Annotated[tuple[str, ...], NoDecode] = Field(
+        default=(),
+        description="comma-separated namespaces never acted in: those the webhooks are exempt from (the "
+        "chart passes its list: the release namespace, kube-system and webhook.admission.exemptNamespaces)",
+    )
 
     # --- behaviour
     dry_run: bool = Field(default=False, description="log every decision, patch nothing")
@@ -106,6 +112,13 @@ class ResizerSettings(ProcessSettings):
     metrics_port: int = Field(
         default=8080, ge=0, le=65535, description="port of /livez, /readyz, /metrics (0: any free port)"
     )
+
+    @field_validator("exempt_namespaces", mode="before")
+    @classmethod
+    def _comma_separated(cls, value: object) -> object:
+        if isinstance(value, str):
+            return tuple(name.strip() for name in value.split(",") if name.strip())
+        return value
 
     @property
     def election_namespace(self) -> str:

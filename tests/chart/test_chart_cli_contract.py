@@ -82,7 +82,22 @@ def test_resizer_flags_parse_into_the_chart_settings(
     assert settings.leader_elect is True
     assert settings.lease_name == "exclusive-placement-resizer"
     assert settings.lease_namespace == NAMESPACE
+    assert settings.exempt_namespaces == (NAMESPACE, "kube-system")
     assert settings.metrics_port == 8080
     assert settings.concurrency == 8
     assert settings.log_format == "text"
     assert settings.all_or_nothing_timeout_seconds == 300
+
+
+def test_the_resizer_leaves_alone_the_namespaces_the_webhooks_are_exempt_from(
+    mode_values: dict[str, Obj], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    overrides = {"webhook": {"admission": {"exemptNamespaces": ["team-x", "kube-system"]}}}
+    objects = render(merged(mode_values["generate"], overrides))
+    in_the_pod(objects, "resizer", monkeypatch)
+    exempt = load_resizer_settings(args(objects, "resizer")).exempt_namespaces
+    webhook_selector = of_component(objects, "MutatingWebhookConfiguration", "webhook")["webhooks"][0]
+    (expression,) = [
+        e for e in webhook_selector["namespaceSelector"]["matchExpressions"] if e["operator"] == "NotIn"
+    ]
+    assert exempt == tuple(expression["values"]) == (NAMESPACE, "kube-system", "team-x")
