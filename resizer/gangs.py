@@ -12,7 +12,6 @@ import logging
 import time
 from collections.abc import Callable
 
-from placement.constants import DEFAULT_PRIORITY
 from placement.gang import (
     AdmissionPlan,
     GangId,
@@ -20,13 +19,13 @@ from placement.gang import (
     Release,
     Timeout,
     format_time,
+    held_nodes,
     node_view,
     plan_admission,
-    pod_priority_value,
     release_patch,
     timeout_condition,
 )
-from placement.objects import Obj, is_finished_pod, metadata, namespace_of, node_name
+from placement.objects import Obj, metadata, namespace_of
 from resizer.api import CONFLICT, TEST_FAILED, rfc3339_now
 from resizer.context import Context, WithContext
 from resizer.controller import DONE, Result
@@ -68,7 +67,7 @@ class GangReconciler(WithContext):
         plan = plan_admission(
             gangs,
             [node_view(node) for node in self.caches.nodes.items()],
-            self._held_nodes(),
+            held_nodes(self.caches.leaders.items()),
             now,
             self.timeout,
         )
@@ -95,16 +94,6 @@ class GangReconciler(WithContext):
 
     def _forget_all_but(self, present: set[GangId]) -> None:
         self.dry_run_notes.retain(lambda subject: subject[1] in present)
-
-    def _held_nodes(self) -> dict[str, int]:
-        """Nodes of bound, unfinished exclusive leaders (terminating ones still occupy their node), with the
-        highest priority among them."""
-        held: dict[str, int] = {}
-        for pod in self.caches.leaders.items():
-            node = node_name(pod)
-            if node is not None and not is_finished_pod(pod):
-                held[node] = max(held.get(node, DEFAULT_PRIORITY), pod_priority_value(pod))
-        return held
 
     def _note_waiting(self, plan: AdmissionPlan) -> None:
         waiting = None if plan.blocked is None else (plan.blocked, plan.blocked_needs, plan.blocked_free)

@@ -5,7 +5,8 @@
   `LeaderHandler`.
 - `unbound-followers`: unbound pods labelled `role: follower`, kept while gated or pinned, into
   `caches.followers`; `FollowerHandler`.
-- `nodes`: every Node, projected to `QUEUE_NODE_FIELDS`, into `caches.nodes`; `NodeHandler`.
+- `nodes`: every Node, projected to `QUEUE_NODE_FIELDS`, into `caches.nodes`; any change looks at the
+  all-or-nothing queue again (`OnAnyChange`).
 
 The three namespaced ones leave out the namespaces the webhooks are exempt from (a field selector).
 """
@@ -15,14 +16,14 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from kubekit.client import Resource
-from kubekit.informer import Handler, Informer, ListWatch, Store, without_managed_fields
+from kubekit.informer import Handler, Informer, ListWatch, OnAnyChange, Store, without_managed_fields
 from kubekit.projection import FieldProjection
 from placement.cached_fields import LEADER_POD_FIELDS, QUEUE_NODE_FIELDS
 from placement.constants import RESIZE_LABEL, RESIZE_PENDING, ROLE_FOLLOWER, ROLE_LABEL, ROLE_LEADER
 from placement.objects import Obj
 from placement.resize import follower_to_watch
 from resizer.caches import is_pending_job
-from resizer.handlers import FollowerHandler, JobHandler, LeaderHandler, NodeHandler
+from resizer.handlers import FollowerHandler, JobHandler, LeaderHandler
 from resizer.manager import Resizer
 
 UNBOUND_PODS = "spec.nodeName="
@@ -112,7 +113,7 @@ def resizer_informers(
             "nodes",
             "nodes",
             None,
-            NodeHandler(resizer),
+            OnAnyChange(resizer.enqueue_gangs),  # a change can free or take a domain of the queue
             store=caches.nodes,
             project=FieldProjection(QUEUE_NODE_FIELDS),
             cluster_scoped=True,
