@@ -8,8 +8,12 @@ a bound leader the resizer sees: before this check, every one of them grew to it
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 from typing import Any
 
+from devstack.commands import RELEASE_NAMESPACE
 from devstack.kube import KubeError
 from devstack.stack import Stack
 from placement.constants import (
@@ -23,12 +27,22 @@ from placement.constants import (
     TOPOLOGY_ANNOTATION,
 )
 from resizer.events import REPORTING_CONTROLLER
-from tests.e2e.jobset_e2e_support import plain_job
+from tests.e2e.jobset_e2e_support import plain_job, set_taint
+from tests.support.metrics import resizer_metric
 from tests.support.waiting import eventually
 
 Obj = dict[str, Any]
 FORGED_TARGET = "40"
 ABSURD_TARGET = "100000"
+HOLD = {"key": "example.com/maintenance", "value": "true", "effect": "NoSchedule"}
+Forging = Callable[[Stack, str, str], AbstractContextManager[None]]
+"""(stack, namespace, Job) -> a block in which the Job's resize keys can be updated by anyone."""
+
+
+@contextlib.contextmanager
+def updates_unchecked(stack: Stack, namespace: str, job: str) -> Iterator[None]:
+    """kubesim runs no ValidatingAdmissionPolicy: anyone may update the keys already."""
+    yield
 
 
 def resize_keys(target: str) -> Obj:
@@ -100,3 +114,54 @@ def refusal_events(stack: Stack, job: str, namespace: str) -> list[Obj]:
         and event.get("reason") == "ResizeRefused"
         and event["involvedObject"]["name"] == job
     ]
+
+
+def running_leader(stack: Stack, job: str, namespace: str) -> None:
+    eventually(
+        lambda: leader_running(stack, job, namespace), f"{job}'s leader running", 60, ignoring=(KubeError,)
+    )
+
+
+def an_unadmitted_job_keeps_its_size(stack: Stack, namespace: str, forging: Forging) -> None:
+    """`resize: pending` and a target of 40 on a Job the webhook never admitted, its leader bound."""
+    stack.client.create(unadmitted_job("grow-me", namespace))
+    running_leader(stack, "grow-me", namespace)
+    with forging(stack, namespace, "grow-me"):
+        stack.client.patch("Job", "grow-me", resize_keys(FORGED_TARGET), namespace=namespace)
+        honest_job_resized(stack, namespace)
+    assert sizes(stack, "grow-me", namespace) == (1, 1, RESIZE_PENDING)
+    assert resizer_metric(stack, "skips_total", reason="not-admitted") >= 1  # it was looked at
+
+
+def an_absurd_target_is_refused(stack: Stack, namespace: str, forging: Forging) -> Obj:
+    """An admitted Job of 2 given a target of 100000 before its leader binds: it keeps its size, and its one
+    ResizeRefused Event is returned."""
+    nodes = [node["metadata"]["name"] for node in stack.client.list("Node")]
+    set_taint(stack, nodes, HOLD)  # its leader binds only once the forged target is in place
+    try:
+        stack.client.create(plain_job("absurd", namespace, 2))
+        assert sizes(stack, "absurd", namespace) == (1, 1, RESIZE_PENDING)
+        with forging(stack, namespace, "absurd"):
+            stack.client.patch("Job", "absurd", resize_keys(ABSURD_TARGET), namespace=namespace)
+    finally:
+        set_taint(stack, nodes, None)
+    running_leader(stack, "absurd", namespace)
+    (event,) = eventually(lambda: refusal_events(stack, "absurd", namespace), "the ResizeRefused Event", 30)
+    assert event["type"] == "Warning"
+    assert "100000 is more than the 2 the Job webhook recorded" in event["message"]
+    honest_job_resized(stack, namespace)
+    assert sizes(stack, "absurd", namespace) == (1, 1, RESIZE_PENDING)
+    assert len(refusal_events(stack, "absurd", namespace)) == 1
+    return event
+
+
+def a_job_in_an_exempt_namespace_is_left_alone(stack: Stack, namespace: str) -> None:
+    """Keys from its creation on a Job in the release namespace (the webhooks are exempt from it), its
+    leader bound."""
+    stack.client.create(exempt_job("exempt", RELEASE_NAMESPACE))
+    try:
+        running_leader(stack, "exempt", RELEASE_NAMESPACE)
+        honest_job_resized(stack, namespace)
+        assert sizes(stack, "exempt", RELEASE_NAMESPACE) == (1, 1, RESIZE_PENDING)
+    finally:
+        stack.client.delete("Job", "exempt", namespace=RELEASE_NAMESPACE)
