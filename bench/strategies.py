@@ -56,6 +56,7 @@ from bench.measures import (
     preemption_fields,
     timeline_fields,
     waste_from_stats,
+    workload_requests,
 )
 from bench.paths import SCRATCH
 from bench.recorder import BacklogTracker, GangRecorder, PodRecorder, stop
@@ -141,8 +142,7 @@ def result_from_stats(
         "wasted_event_writes": waste.event_writes,
         "wasted_webhook_lookups": waste.webhook_lookups,
         "webhook_lookups": client_requests(stats, WEBHOOK_CLIENT, LOOKUP_VERBS),
-        "resizer_requests": client_requests(stats, RESIZER_CLIENT)
-        - client_requests(stats, RESIZER_CLIENT, ["watch"]),
+        "resizer_requests": workload_requests(stats, RESIZER_CLIENT),
         "job_patches": stats["jobs"]["patched"],
         "pod_patches": stats["pods"]["patched"],
         "scheduler_filter_evaluations": stats["scheduler"]["filter_evaluations"],

@@ -126,7 +126,8 @@ def build_parser() -> argparse.ArgumentParser:
             "--resizer-replicas",
             type=int,
             default=1,
-            help="resizer processes; more than 1 elect a leader via a Lease (default: %(default)s)",
+            help="resizer processes, electing a leader through a Lease in the release namespace as the "
+            "chart's do, one too (default: %(default)s)",
         )
         cmd.add_argument(
             "--workdir",

@@ -30,6 +30,7 @@ T = TypeVar("T")
 RETRYABLE_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
 HOME_KUBECONFIG = Path("~/.kube/config")
 LEASES = "/apis/coordination.k8s.io/v1"
+EVENTS = "/apis/events.k8s.io/v1"
 MERGE_PATCH = "application/merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
 STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
@@ -386,17 +387,40 @@ class Kube:
     def replace_lease(self, namespace: str, name: str, lease: Obj, timeout: float | None = None) -> Obj:
         return self._send("PUT", f"{LEASES}/namespaces/{namespace}/leases/{name}", lease, timeout)
 
-    def _send(self, method: str, path: str, body: Obj, timeout: float | None) -> Obj:
+    def create_event(self, namespace: str, event: Obj, timeout: float | None = None) -> Obj:
+        """Create an events.k8s.io/v1 Event (its eventTime is a MicroTime: sent as written)."""
+        return self._send("POST", f"{EVENTS}/namespaces/{namespace}/events", event, timeout)
+
+    def patch_event(
+        self, namespace: str, name: str, strategic_merge_patch: Obj, timeout: float | None = None
+    ) -> Obj:
+        """A strategic merge patch of an events.k8s.io/v1 Event (a series' count and lastObservedTime)."""
+        return self._send(
+            "PATCH",
+            f"{EVENTS}/namespaces/{namespace}/events/{name}",
+            strategic_merge_patch,
+            timeout,
+            content_type=STRATEGIC_MERGE_PATCH,
+        )
+
+    def _send(
+        self,
+        method: str,
+        path: str,
+        body: Obj,
+        timeout: float | None,
+        content_type: str = "application/json",
+    ) -> Obj:
         """A write with the body sent exactly as given.
 
-        The generated Lease methods coerce the body into `V1Lease`, whose datetimes then serialise with
-        `+00:00` offsets; a Lease's MicroTime must go out as written (RFC 3339, microseconds, `Z`)."""
+        The generated Lease and Event methods coerce the body into their models, whose datetimes then
+        serialise with `+00:00` offsets; a MicroTime must go out as written (RFC 3339, microseconds, `Z`)."""
 
         def call() -> Obj:
             params = self.api_client.param_serialize(
                 method,
                 path,
-                header_params={"Content-Type": "application/json", "Accept": "application/json"},
+                header_params={"Content-Type": content_type, "Accept": "application/json"},
                 body=body,
                 auth_settings=["BearerToken"],
             )

@@ -249,13 +249,13 @@ def _shrink_for_elastic(job: Obj, owner: OwnerJobSet | None) -> tuple[str, tuple
         return "elastic-ineligible", (warning,), Strategy.GATE
     target = int(spec["completions"])
     meta = job.setdefault("metadata", {})
-    annos = _ensure_map(meta, "annotations")
-    annos[TARGET_COMPLETIONS_ANNOTATION] = str(target)
-    annos[TARGET_PARALLELISM_ANNOTATION] = str(target)
+    record = {TARGET_COMPLETIONS_ANNOTATION: str(target), TARGET_PARALLELISM_ANNOTATION: str(target)}
     max_failed = max_failed_indexes_at_size_one(job)
     if max_failed is not None:
-        annos[TARGET_MAX_FAILED_INDEXES_ANNOTATION] = str(job["spec"]["maxFailedIndexes"])
+        record[TARGET_MAX_FAILED_INDEXES_ANNOTATION] = str(job["spec"]["maxFailedIndexes"])
         job["spec"]["maxFailedIndexes"] = max_failed
+    _ensure_map(meta, "annotations").update(record)
+    _ensure_map(_template_metadata(job), "annotations").update(record)  # the record the resizer trusts
     _ensure_map(meta, "labels")[RESIZE_LABEL] = RESIZE_PENDING
     job["spec"]["completions"] = 1
     job["spec"]["parallelism"] = 1
@@ -291,12 +291,19 @@ def gang_annotations(owner: OwnerJobSet | None, default: bool) -> tuple[dict[str
 
 def _mark_all_or_nothing(job: Obj, gang: dict[str, str]) -> None:
     _ensure_map(job.setdefault("metadata", {}), "annotations").update(gang)
+    _ensure_map(_template_metadata(job), "annotations").update(gang)
+
+
+def _template_metadata(job: Obj) -> Obj:
+    """The pod template's metadata, created if missing (a throwaway map when the Job has no template: the
+    API server rejects such a Job anyway)."""
     template = section(job, "spec").get("template")
-    if isinstance(template, dict):
-        template_meta = template.get("metadata")
-        if not isinstance(template_meta, dict):
-            template_meta = template["metadata"] = {}
-        _ensure_map(template_meta, "annotations").update(gang)
+    if not isinstance(template, dict):
+        return {}
+    template_meta = template.get("metadata")
+    if not isinstance(template_meta, dict):
+        template_meta = template["metadata"] = {}
+    return template_meta
 
 
 def _take_over_jobset_annotation(job: Obj) -> None:
@@ -321,10 +328,7 @@ def _align_pod_template(job: Obj, topology_key: str, strategy: Strategy, default
     if template_strategy != strategy:
         missing[STRATEGY_ANNOTATION] = strategy.value
     if missing:
-        template_meta = template.get("metadata")
-        if not isinstance(template_meta, dict):
-            template_meta = template["metadata"] = {}
-        _ensure_map(template_meta, "annotations").update(missing)
+        _ensure_map(_template_metadata(job), "annotations").update(missing)
 
 
 # --- Pods: scope ------------------------------------------------------------------------------------

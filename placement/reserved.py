@@ -8,8 +8,11 @@
   and admission denies it.
 - The resize keys (`RESIZE_KEYS`: the `exclusive-placement.io/resize` label and the `target-*` annotations)
   tell the resizer how far to grow a Job. Only the Job webhook writes them, when it admits the Job's
-  creation; `strip_resize_keys(job)` removes whatever a client sent, before the webhook decides its own
-  (a ValidatingAdmissionPolicy of the chart keeps everyone but the resizer from changing them afterwards).
+  creation: on the Job, and the target annotations also on its pod template, a record no client can change
+  once the Job runs (a Job's pod template is immutable but while it is suspended and has never started).
+  `strip_resize_keys(job)` removes whatever a client sent, from both places, before the webhook decides its
+  own (a ValidatingAdmissionPolicy of the chart keeps everyone but the resizer from changing the Job's
+  afterwards; the resizer never grows a Job past its pod template's record).
 """
 
 from __future__ import annotations
@@ -37,16 +40,22 @@ RESIZE_KEYS = (*RESIZE_LABELS, *RESIZE_ANNOTATIONS)
 
 
 def strip_resize_keys(job: Obj) -> tuple[str, ...]:
-    """Removes the resize keys from the Job's metadata in place; returns the ones it removed."""
+    """Removes the resize keys from the Job's metadata and its pod template's in place; returns the ones it
+    removed (those of the template marked so)."""
     removed: list[str] = []
-    for field, keys in (("labels", RESIZE_LABELS), ("annotations", RESIZE_ANNOTATIONS)):
-        values = metadata(job).get(field)
+    places = (
+        (metadata(job), "labels", RESIZE_LABELS, ""),
+        (metadata(job), "annotations", RESIZE_ANNOTATIONS, ""),
+        (metadata(pod_template(job)), "annotations", RESIZE_ANNOTATIONS, " (pod template)"),
+    )
+    for meta, field, keys, where in places:
+        values = meta.get(field)
         if not isinstance(values, dict):
             continue
         for key in keys:
             if key in values:
                 del values[key]
-                removed.append(key)
+                removed.append(key + where)
     return tuple(removed)
 
 

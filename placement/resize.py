@@ -50,6 +50,7 @@ from placement.objects import (
     job_ref_of_pod,
     labels_of,
     metadata,
+    pod_template,
     section,
     topology_key_of_job,
     topology_key_of_pod,
@@ -65,6 +66,8 @@ class SkipReason(StrEnum):
     JOB_TERMINATING = "job-terminating"
     JOB_FINISHED = "job-finished"
     NOT_INDEXED = "not-indexed"
+    NOT_ADMITTED = "not-admitted"
+    """No topology annotation on its pod template: the Job webhook never admitted it as exclusive."""
     MISSING_TARGET = "missing-target"
     INVALID_TARGET = "invalid-target"
     WOULD_SHRINK = "would-shrink"
@@ -195,6 +198,29 @@ def recorded_target(annotations: dict[str, str]) -> tuple[int, int | None]:
     return target, count(TARGET_MAX_FAILED_INDEXES_ANNOTATION, raw_max_failed, target)
 
 
+def admitted_target(job: Obj) -> tuple[int, int | None]:
+    """The target the resizer may grow the Job to: the Job's own annotations (`recorded_target`), never
+    past the record the Job webhook also left on the pod template, which no client changes once the Job
+    runs. A Job admitted by a webhook older than that record has none: its annotations count alone.
+
+    Raises `InvalidCount`, naming the annotation, for a value the webhook would not have written or one
+    larger than the record."""
+    target, max_failed = recorded_target(annotations_of(job))
+    record = annotations_of(pod_template(job))
+    if TARGET_COMPLETIONS_ANNOTATION not in record:
+        return target, max_failed
+    try:
+        recorded, _ = recorded_target(record)
+    except InvalidCount as err:
+        raise InvalidCount(f"the pod template's {err}") from None
+    if target > recorded:
+        raise InvalidCount(
+            f"{TARGET_COMPLETIONS_ANNOTATION}: {target} is more than the {recorded} the Job webhook recorded "
+            "(on the pod template) when it admitted the Job"
+        )
+    return target, max_failed
+
+
 def _leaders_disagree(key: str, domain: str, rivals: Sequence[Placed]) -> bool:
     """Another live, bound leader of the Job in another (or an unknown) domain: which one leads is unclear."""
     return any((leader_domain(key, node) if node is not None else None) != domain for _rival, node in rivals)
@@ -248,12 +274,13 @@ def decide_resize(job: Obj, leader: Obj | None, *, gang: Gang | None) -> ResizeD
         return skip(SkipReason.JOB_FINISHED)
     if spec.get("completionMode") != "Indexed":
         return skip(SkipReason.NOT_INDEXED)
+    if topology_key_of_pod(pod_template(job)) is None:
+        return skip(SkipReason.NOT_ADMITTED)
 
-    annotations = annotations_of(job)
-    if TARGET_COMPLETIONS_ANNOTATION not in annotations:
+    if TARGET_COMPLETIONS_ANNOTATION not in annotations_of(job):
         return skip(SkipReason.MISSING_TARGET)
     try:
-        target, max_failed = recorded_target(annotations)
+        target, max_failed = admitted_target(job)
     except InvalidCount as err:
         return ResizeDecision(
             SkipReason.INVALID_TARGET, None, current_completions, current_parallelism, detail=str(err)

@@ -50,7 +50,12 @@ STATS = {
         "by_client_verb_resource": {
             "job-controller": {"patch jobs": 4, "create pods": 39},
             "external:exclusive-placement-webhook": {"list pods": 15, "get nodes": 1, "watch pods": 2},
-            "external:exclusive-placement-resizer": {"watch jobs": 1, "watch pods": 2},
+            "external:exclusive-placement-resizer": {
+                "watch jobs": 1,
+                "watch pods": 2,
+                "get leases": 9,
+                "update leases": 9,
+            },
         },
     },
     "pods": {"create_accepted": 32, "create_rejected": 7, "patched": 3},
@@ -341,7 +346,7 @@ def test_result_has_the_issue_fields_and_the_waste_by_cause() -> None:
         "wasted_event_writes": 6,
         "wasted_webhook_lookups": 14,
         "webhook_lookups": 16,
-        "resizer_requests": 0,  # its watches are not requests it made in the run
+        "resizer_requests": 0,  # its watches and its Lease are not requests the workload made
         "job_patches": 4,
         "pod_patches": 3,
         "scheduler_filter_evaluations": 500,
@@ -663,3 +668,8 @@ def test_headline_ratios_compare_elastic_with_a_baseline() -> None:
     assert set(headline_ratios(results, baseline="gate").values()) == {None}  # no ratio to a zero
     assert headline_ratios(results, baseline="broken") == {}
     assert headline_ratios(results, baseline="affinity") == {}
+
+
+def test_the_resizers_workload_requests_are_its_patches_and_events_not_its_watches_or_lease() -> None:
+    resizer = {"watch pods": 2, "get leases": 30, "update leases": 30, "patch jobs": 4, "create events": 4}
+    assert result_from_stats(stats_with(resizer=resizer), 1.0, 0, namespace="ns")["resizer_requests"] == 8

@@ -97,10 +97,13 @@ def test_component_settings_come_from_values(mode_values: dict[str, Obj]) -> Non
     assert of_component(objects, "Deployment", "resizer")["spec"]["replicas"] == 3
 
 
-def test_resizer_elects_a_leader_through_a_lease_in_the_release_namespace(objects: list[Obj]) -> None:
+def test_resizer_elects_a_leader_through_a_lease_in_its_own_namespace(objects: list[Obj]) -> None:
     args = args_of(objects, "resizer")
     assert "--leader-elect" in args
-    assert args["--lease-namespace"] == NAMESPACE
+    assert "--lease-namespace" not in args  # the pod's own: POD_NAMESPACE, from the downward API
+    env = {e["name"]: e for e in container(objects, "resizer")["env"]}
+    assert env["POD_NAMESPACE"]["valueFrom"] == {"fieldRef": {"fieldPath": "metadata.namespace"}}
+    assert env["POD_NAME"]["valueFrom"] == {"fieldRef": {"fieldPath": "metadata.name"}}
     assert args["--lease-name"] == "exclusive-placement-resizer"
     assert of_component(objects, "Deployment", "resizer")["spec"]["replicas"] == 2
 
@@ -181,7 +184,7 @@ def test_resizer_has_exactly_its_listed_permissions(objects: list[Obj]) -> None:
             ("", "pods"): {"get", "list", "watch", "patch", "delete"},
             ("", "pods/status"): {"patch"},
             ("batch", "jobs"): {"get", "list", "watch", "patch"},
-            ("", "events"): {"create"},
+            ("events.k8s.io", "events"): {"create", "patch"},
             ("", "nodes"): {"get", "list", "watch"},
         },
         NAMESPACE: {("coordination.k8s.io", "leases"): {"get", "create", "update"}},  # get, update: by name

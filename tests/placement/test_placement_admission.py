@@ -126,14 +126,19 @@ def test_elastic_job_is_shrunk_and_target_recorded() -> None:
         TARGET_PARALLELISM_ANNOTATION: "4",
     }
     assert shrunk["metadata"]["labels"] == {RESIZE_LABEL: "pending"}
-    assert shrunk["spec"]["template"] == original["spec"]["template"]
+    # The same record on the pod template: what the resizer trusts (no client changes it once the Job runs).
+    assert shrunk["spec"]["template"]["metadata"]["annotations"] == {
+        **original["spec"]["template"]["metadata"]["annotations"],
+        **shrunk["metadata"]["annotations"],
+    }
     # The Job webhook is called once per Job (reinvocationPolicy: Never): a Job that arrives already
     # shrunk comes from a client, which may not choose its target. It keeps the size it came with.
     again = mutate_job(shrunk, Strategy.ELASTIC)
     readmitted = apply(shrunk, again.patch)
     assert (readmitted["metadata"]["labels"], readmitted["metadata"]["annotations"]) == ({}, {})
-    assert readmitted["spec"] == shrunk["spec"]
+    assert readmitted["spec"] == {**shrunk["spec"], "template": original["spec"]["template"]}
     assert "removed" in again.warnings[0]
+    assert f"{TARGET_COMPLETIONS_ANNOTATION} (pod template)" in again.warnings[0]
 
 
 @pytest.mark.parametrize(

@@ -101,6 +101,19 @@ def test_resize_keys_a_client_sends_are_removed(original: Obj, kept: set[str]) -
         )
 
 
+def test_a_target_record_sent_on_the_pod_template_is_replaced_by_the_webhooks_own() -> None:
+    """The resizer never grows a Job past the record on its pod template: a client may not seed it."""
+    original = job(annotations=dict(EXCLUSIVE), template_annotations=dict(FORGED_TARGET))
+    result, warnings = admitted(original)
+    record = result["spec"]["template"]["metadata"]["annotations"]
+    assert {key: record.get(key) for key in FORGED_TARGET} == {
+        TARGET_COMPLETIONS_ANNOTATION: "4",
+        TARGET_PARALLELISM_ANNOTATION: "4",
+        TARGET_MAX_FAILED_INDEXES_ANNOTATION: None,
+    }
+    assert any(f"{TARGET_COMPLETIONS_ANNOTATION} (pod template)" in warning for warning in warnings), warnings
+
+
 def test_a_job_without_resize_keys_gets_no_warning_about_them() -> None:
     _, warnings = admitted(job(completions=1, parallelism=1))
     assert warnings == ()
