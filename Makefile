@@ -12,12 +12,16 @@ TEST_WORKERS ?= 2
 help: ## List the targets
 	@grep -E '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  \033[36m%-16s\033[0m %s\n", $$1, $$2}'
 
-$(STAMP): requirements.txt requirements-sim.txt requirements-dev.txt
+# The project itself goes in editable and without dependencies (every one is pinned in the requirements;
+# the build backend too, hence no build isolation): its console scripts, kubectl-exclusive_placement among
+# them, land in .venv/bin and run this checkout's code.
+$(STAMP): requirements.txt requirements-sim.txt requirements-dev.txt pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
+	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation --editable .
 	@touch $(STAMP)
 
-venv: $(STAMP) ## Create .venv from the pinned requirements (product, sim extra and dev tools)
+venv: $(STAMP) ## Create .venv from the pinned requirements (product, sim extra and dev tools) and install the project
 
 test: $(STAMP) kube ## Run the whole test suite (the kube tier and quick benchmark variants included) on TEST_WORKERS processes
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
@@ -45,13 +49,13 @@ demo: $(STAMP) ## Scripted end to end, non-interactive; exits 0 when every Job i
 	$(PY) -m devstack demo
 
 bench: $(STAMP) ## JobSet vs the four strategies (+ all-or-nothing in the gang race) on kubesim, ~13 min (writes bench/results/)
-	$(PY) -m bench strategies
+	$(PY) -m bench strategies --out bench/results
 
 bench-quick: $(STAMP) ## Quick strategy comparison, ~3 min (as run by make test; writes .bench-quick/)
 	$(PY) -m bench strategies --quick --out .bench-quick
 
-bench-kube: kube ## The same comparison on the real control plane, ~1 hour (writes bench/results/kube/)
-	$(PY) -m bench strategies --control-plane kube
+bench-kube: $(STAMP) kube ## The same comparison on the real control plane, ~45 min (writes bench/results/kube/)
+	$(PY) -m bench strategies --control-plane kube --out bench/results/kube
 
 bench-webhook: $(STAMP) ## Webhook admission load vs a no-op endpoint (needs hey: apt-get install hey)
 	@command -v hey >/dev/null 2>&1 || { \
@@ -60,19 +64,28 @@ bench-webhook: $(STAMP) ## Webhook admission load vs a no-op endpoint (needs hey
 		echo "Without it, 'python -m bench webhook --tool httpx' runs with a Python client that is"; \
 		echo "usually slower than the webhook itself, and then reports no throughput ratio."; \
 		exit 2; }
-	$(PY) -m bench webhook --tool hey
+	$(PY) -m bench webhook --tool hey --out bench/results/webhook.json
 
-bench-resizer: $(STAMP) ## Bind-to-resize latency and resizer RSS over 1,000 Jobs
-	$(PY) -m bench resizer
+bench-resizer: $(STAMP) ## Bind-to-resize latency and resizer RSS over 1,000 Jobs (writes bench/results/resizer.json)
+	$(PY) -m bench resizer --out bench/results
 
 bench-scale: $(STAMP) ## 15,000 nodes, 2,000 Jobs at 50/s: RSS, admission, bind-to-resize (writes bench/results/scale.json)
-	$(PY) -m bench scale
+	$(PY) -m bench scale --out bench/results
+
+bench-abuse: $(STAMP) ## One abusive client per attack vs the webhook: peak RSS, a legitimate admission meanwhile (writes bench/results/abuse.json)
+	$(PY) -m bench abuse
 
 bench-controlplane: $(STAMP) kube ## The real control plane: warm start and idle RSS, 16 nodes (writes bench/results/controlplane.json)
 	$(PY) -m bench controlplane --out bench/results
 
-soak: $(STAMP) ## Fault-injection soak (elastic + scheduling-gate)
-	$(PY) -m bench soak
+soak: $(STAMP) ## Fault-injection soak (elastic + scheduling-gate) (writes bench/results/soak.json)
+	$(PY) -m bench soak --out bench/results
+
+helm-lint: $(STAMP) ## helm lint --strict of the chart, no helm binary needed (Helm's library via helm-python-sdk)
+	$(PY) -m devstack chart lint
+
+helm-template: $(STAMP) ## The manifests the chart renders (helm template, no helm binary; cert-manager mode: no key printed)
+	$(PY) -m devstack chart template --set certs.mode=cert-manager
 
 kube: $(STAMP) ## Build the real control plane (kube-apiserver, KCM, scheduler, etcd, kwok, JobSet) from cluster/go.mod into .cache/kube
 	@$(PY) -m devstack.controlplane build
@@ -81,6 +94,6 @@ kubesim: $(STAMP) ## Run kubesim alone on :6443 (kubeconfig in .kubesim/kubeconf
 	$(PY) -m kubesim serve --port 6443
 
 clean: ## Remove the venv, caches and dev state
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis .kubesim .dev .bench-quick
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis .kubesim .dev .bench-quick .bench
 
-.PHONY: help venv kube test test-slow lint fmt certs run demo bench bench-quick bench-kube bench-webhook bench-resizer bench-scale bench-controlplane soak kubesim clean
+.PHONY: help venv kube test test-slow lint fmt certs run demo bench bench-quick bench-kube bench-webhook bench-resizer bench-scale bench-abuse bench-controlplane soak helm-lint helm-template kubesim clean

@@ -6,6 +6,7 @@ webhook     admission throughput/latency vs a no-op endpoint (bench/webhook_load
 resizer     bind-to-resize latency and resizer RSS over 1,000 Jobs (bench/resizer_latency.py)
 soak        fault-injection soak of elastic and scheduling-gate (bench/soak.py)
 scale       15,000 nodes, 2,000 Jobs: webhook/resizer RSS, admission and bind-to-resize (bench/scale.py)
+abuse       one abusive client per attack: webhook peak RSS, a legitimate admission meanwhile (bench/abuse.py)
 controlplane  the real control plane's warm start and idle memory (bench/controlplane.py)
 compare     a kubesim strategies.json against the real control plane's: the figures that differ
             (bench/compare.py)
@@ -23,6 +24,7 @@ BENCHMARKS: dict[str, str] = {
     "resizer": "bench.resizer_latency",
     "soak": "bench.soak",
     "scale": "bench.scale",
+    "abuse": "bench.abuse",
     "controlplane": "bench.controlplane",
     "compare": "bench.compare",
 }

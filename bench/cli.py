@@ -13,7 +13,9 @@ from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
-DEFAULT_OUT = Path("bench/results")
+from bench.paths import SCRATCH
+
+DEFAULT_OUT = SCRATCH
 
 
 @dataclass(frozen=True)
@@ -31,7 +33,9 @@ def benchmark_parser(prog: str, description: str | None, result_file: str) -> ar
     parser = argparse.ArgumentParser(
         prog=prog, description=description, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"directory for {result_file}")
+    parser.add_argument(
+        "--out", type=Path, default=DEFAULT_OUT, help=f"directory for {result_file} (default: %(default)s)"
+    )
     parser.add_argument("--quick", action="store_true", help="a small run for the test suite")
     return parser
 

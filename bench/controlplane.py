@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from bench.paths import SCRATCH
 from bench.probes import RssSampler
 from devstack.clusters import KubeCluster
 from devstack.commands import KubesimFlags
@@ -32,7 +33,7 @@ from devstack.controlplane.versions import pinned_versions
 from devstack.interrupts import pause
 from devstack.stack import Stack, StackOptions
 
-DEFAULT_OUT = Path(".bench")
+DEFAULT_OUT = SCRATCH
 
 
 def component_pids(stack: Stack) -> dict[str, int]:

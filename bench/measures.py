@@ -160,6 +160,17 @@ def client_requests(stats: Mapping[str, Any], client: str, verbs: Iterable[str] 
     return sum(n for key, n in by_verb_resource.items() if wanted is None or key.split(" ", 1)[0] in wanted)
 
 
+def workload_requests(stats: Mapping[str, Any], client: str) -> int:
+    """`client`'s requests about the workload: neither its watches (opened before the run, renewed every
+    few minutes) nor its Lease (leader election: a renewal every 2 s, whatever runs)."""
+    by_verb_resource: dict[str, int] = stats["requests"].get("by_client_verb_resource", {}).get(client, {})
+    return sum(
+        n
+        for key, n in by_verb_resource.items()
+        if key.split(" ", 1)[0] != "watch" and key.split(" ", 1)[1] != "leases"
+    )
+
+
 @dataclass(frozen=True)
 class Waste:
     """API requests caused by rejected pod creations (docs/results.md, "Wasted requests")."""

@@ -33,16 +33,15 @@ from devstack.ports import free_port
 from devstack.processes import ManagedProcess
 from devstack.readiness import wait_http_ok
 from kubesim.testing import KubesimProcess
+from placement.admission import mutate_job
 from placement.constants import (
     GKE_NODEPOOL_LABEL,
     JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION,
-    RESIZE_LABEL,
-    RESIZE_PENDING,
     ROLE_LABEL,
     ROLE_LEADER,
-    TARGET_COMPLETIONS_ANNOTATION,
-    TARGET_PARALLELISM_ANNOTATION,
+    Strategy,
 )
+from placement.patch import apply
 
 TARGET_P99_SECONDS = 0.250
 TARGET_RSS_MB = 150.0
@@ -70,26 +69,19 @@ class Options:
 
 
 def shrunk_job(name: str, target: int, cpu: str = "10m") -> dict[str, Any]:
-    """A Job as the webhook leaves it (elastic): 1/1, target recorded, `resize: pending`.
+    """A Job as the webhook leaves it (elastic): an exclusive Indexed Job of `target` (>= 2) pods through
+    the Job webhook's own mutation: 1/1, its target recorded on it and on its pod template, `resize: pending`.
 
     Without the webhook in the loop, the template labels every pod `role: leader`; the resizer only uses
     completion index 0 as the leader."""
-    return {
+    job: dict[str, Any] = {
         "apiVersion": "batch/v1",
         "kind": "Job",
-        "metadata": {
-            "name": name,
-            "labels": {RESIZE_LABEL: RESIZE_PENDING},
-            "annotations": {
-                TARGET_COMPLETIONS_ANNOTATION: str(target),
-                TARGET_PARALLELISM_ANNOTATION: str(target),
-                JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION: POOL_LABEL,
-            },
-        },
+        "metadata": {"name": name, "annotations": {JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION: POOL_LABEL}},
         "spec": {
             "completionMode": "Indexed",
-            "completions": 1,
-            "parallelism": 1,
+            "completions": target,
+            "parallelism": target,
             "template": {
                 "metadata": {
                     "labels": {ROLE_LABEL: ROLE_LEADER},
@@ -104,6 +96,8 @@ def shrunk_job(name: str, target: int, cpu: str = "10m") -> dict[str, Any]:
             },
         },
     }
+    shrunk: dict[str, Any] = apply(job, mutate_job(job, Strategy.ELASTIC, namespace=NAMESPACE).patch)
+    return shrunk
 
 
 @contextlib.contextmanager

@@ -52,6 +52,7 @@ from bench.measures import (
     per_thousand,
 )
 from bench.probes import ResizeWatch, RssSampler, wait_until
+from bench.resizer_latency import shrunk_job
 from devstack.commands import (
     LOCAL_HOST,
     KubesimFlags,
@@ -70,11 +71,8 @@ from placement.constants import (
     JOB_NAME_LABEL,
     RESIZE_DONE,
     RESIZE_LABEL,
-    RESIZE_PENDING,
     ROLE_LABEL,
     ROLE_LEADER,
-    TARGET_COMPLETIONS_ANNOTATION,
-    TARGET_PARALLELISM_ANNOTATION,
     TOPOLOGY_ANNOTATION,
 )
 
@@ -183,29 +181,6 @@ def exclusive_job(name: str, target: int, gpus: int) -> dict[str, Any]:
                     ],
                 }
             },
-        },
-    }
-
-
-def pending_job(name: str, target: int) -> dict[str, Any]:
-    """A Job as the webhook leaves it, for the footprint phase (no controller acts on it there)."""
-    return {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {
-            "name": name,
-            "labels": {RESIZE_LABEL: RESIZE_PENDING},
-            "annotations": {
-                TARGET_COMPLETIONS_ANNOTATION: str(target),
-                TARGET_PARALLELISM_ANNOTATION: str(target),
-                TOPOLOGY_ANNOTATION: GKE_NODEPOOL_LABEL,
-            },
-        },
-        "spec": {
-            "completionMode": "Indexed",
-            "completions": 1,
-            "parallelism": 1,
-            "template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "main", "image": "i"}]}},
         },
     }
 
@@ -505,7 +480,7 @@ def run_footprint(options: Options, workdir: Path) -> dict[str, Any]:
             jobs, _ = post_paced(
                 sim.url,
                 f"/apis/batch/v1/namespaces/{NAMESPACE}/jobs",
-                [pending_job(name, options.target) for name in names],
+                [shrunk_job(name, options.target) for name in names],
                 None,
             )
             leaders = [

@@ -33,6 +33,7 @@ from typing import Any
 
 import httpx
 
+from bench.paths import SCRATCH
 from devstack.commands import KubesimFlags
 from devstack.exclusivity import PodState, node_domains, pod_state
 from devstack.stack import Stack, StackOptions
@@ -50,7 +51,7 @@ from placement.constants import (
 
 log = logging.getLogger("bench.soak")
 
-DEFAULT_OUT = Path(__file__).resolve().parent / "results"
+DEFAULT_OUT = SCRATCH
 NAMESPACE = "soak"
 TOPOLOGY_KEY = GKE_NODEPOOL_LABEL
 SOAK_STRATEGIES = (Strategy.ELASTIC, Strategy.SCHEDULING_GATE)

@@ -69,7 +69,9 @@ from bench.measures import (
     preemption_fields,
     timeline_fields,
     waste_from_stats,
+    workload_requests,
 )
+from bench.paths import SCRATCH
 from bench.recorder import BacklogTracker, GangRecorder, PodRecorder, stop
 from bench.rendezvous import play_rendezvous
 from bench.scenarios import (
@@ -97,9 +99,9 @@ from placement.constants import JOBSET_GROUP, JOBSET_VERSION, Strategy
 
 log = logging.getLogger("bench.strategies")
 
-DEFAULT_OUT = Path(__file__).resolve().parent / "results"
+DEFAULT_OUT = SCRATCH
 KUBE_RESULTS_DIR = "kube"
-"""The real control plane's results: bench/results/kube/, next to kubesim's, with the same file names."""
+"""The real control plane's results go to a `kube/` directory under `--out`, with the same file names."""
 DEFAULT_TIME_SCALE = 0.1
 JOBSET_NAME = "bench"
 JOBSETS_PATH = f"/apis/{JOBSET_GROUP}/{JOBSET_VERSION}/namespaces/{{namespace}}/jobsets"
@@ -162,8 +164,7 @@ def result_from_stats(
         "wasted_event_writes": waste.event_writes,
         "wasted_webhook_lookups": waste.webhook_lookups,
         "webhook_lookups": client_requests(stats, WEBHOOK_CLIENT, LOOKUP_VERBS),
-        "resizer_requests": client_requests(stats, RESIZER_CLIENT)
-        - client_requests(stats, RESIZER_CLIENT, ["watch"]),
+        "resizer_requests": workload_requests(stats, RESIZER_CLIENT),
         "job_patches": stats["jobs"]["patched"],
         "pod_patches": stats["pods"]["patched"],
         "scheduler_filter_evaluations": stats["scheduler"]["filter_evaluations"],

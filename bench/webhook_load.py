@@ -13,7 +13,8 @@ TLS, httptools + uvloop, plus `POST /noop` added to the same app) is loaded in a
 Each endpoint is measured closed-loop (C concurrent workers, max throughput: req/s, p50/p99) and
 open-loop at a fixed rate (R req/s: p50/p99). Leader lookups must be served from the informer cache:
 the fake API server's request counter (list + get) is read before and after, and the webhook's own
-cache miss counter must stay at zero. Results go to bench/results/webhook.json.
+cache miss counter must stay at zero. Results go to .bench/webhook.json (`make bench-webhook`:
+bench/results/webhook.json).
 
 The load generator is `hey` when installed (Go, cheap per request), else an async httpx client. The
 ratios only mean something while the server, not the generator, is the bottleneck: when the no-op endpoint
@@ -47,11 +48,11 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import uvicorn
 from fastapi import Request
 from fastapi.responses import JSONResponse
 
 from bench.measures import metric_value
+from bench.paths import SCRATCH
 from certs.files import write_dev_certs
 from kubekit.testing import FakeKubeApi
 from placement.constants import (
@@ -67,13 +68,13 @@ from placement.constants import (
     ROLE_LABEL,
     ROLE_LEADER,
 )
-from placement.objects import hashed_job_key
+from placement.objects import job_key
 from webhook.review import ADMISSION_API_VERSION, ADMISSION_KIND
 from webhook.server import build
 from webhook.settings import WebhookSettings
 
 ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_OUT = ROOT / "bench" / "results" / "webhook.json"
+DEFAULT_OUT = SCRATCH / "webhook.json"
 POOL_KEY = GKE_NODEPOOL_LABEL
 NAMESPACE = "bench"
 JOB = "trainer-workers-0"
@@ -103,7 +104,7 @@ def pod(index: int, *, name: str = "", node: str | None = None, leader_label: bo
         CONTROLLER_UID_LABEL: JOB_UID,
         JOB_COMPLETION_INDEX_LABEL: str(index),
         JOBSET_NAME_LABEL: "trainer",
-        JOBSET_JOB_KEY_LABEL: hashed_job_key(NAMESPACE, JOB),
+        JOBSET_JOB_KEY_LABEL: job_key(NAMESPACE, JOB),
     }
     if leader_label:
         labels[ROLE_LABEL] = ROLE_LEADER
@@ -187,7 +188,7 @@ def serve(port: int, cert_dir: Path, server: str) -> None:
         answer = {"uid": parsed["request"]["uid"], "allowed": True}
         return JSONResponse({"apiVersion": ADMISSION_API_VERSION, "kind": ADMISSION_KIND, "response": answer})
 
-    uvicorn.Server(webhook.uvicorn_config()).run()
+    webhook.server().run()
 
 
 def free_port() -> int:
@@ -569,7 +570,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--concurrency", type=int, default=16, help="closed-loop workers")
     parser.add_argument("--rate", type=float, default=200.0, help="open-loop request rate (req/s)")
     parser.add_argument("--tool", choices=("auto", "hey", "httpx"), default="auto", help="load generator")
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="JSON results file")
+    parser.add_argument(
+        "--out", type=Path, default=DEFAULT_OUT, help="JSON results file (default: %(default)s)"
+    )
     parser.add_argument("--quick", action="store_true", help="0.5 s x 1 round smoke run (tests)")
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, help=argparse.SUPPRESS)

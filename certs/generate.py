@@ -100,20 +100,36 @@ def create_serving_cert(
     ca: KeyPair, dns_names: list[str], ip_addresses: list[str], days: int = DEFAULT_SERVING_DAYS
 ) -> KeyPair:
     """A TLS server certificate signed by `ca`; the first DNS name (or IP) becomes the common name."""
-    _check_days(days)
     if not dns_names and not ip_addresses:
         raise ValueError("a serving certificate needs at least one DNS name or IP address")
+    sans: list[x509.GeneralName] = [x509.DNSName(d) for d in dns_names]
+    sans.extend(_parse_ips(ip_addresses))
+    common_name = dns_names[0] if dns_names else ip_addresses[0]
+    return _leaf_cert(ca, common_name, ExtendedKeyUsageOID.SERVER_AUTH, days, sans)
+
+
+def create_client_cert(ca: KeyPair, common_name: str, days: int = DEFAULT_SERVING_DAYS) -> KeyPair:
+    """A TLS client certificate signed by `ca` (e.g. the API server's, for a webhook run with
+    `--client-ca-file`)."""
+    return _leaf_cert(ca, common_name, ExtendedKeyUsageOID.CLIENT_AUTH, days)
+
+
+def _leaf_cert(
+    ca: KeyPair,
+    common_name: str,
+    usage: x509.ObjectIdentifier,
+    days: int,
+    sans: list[x509.GeneralName] | None = None,
+) -> KeyPair:
+    _check_days(days)
     ca_cert = ca.certificate
     ca_key = serialization.load_pem_private_key(ca.key_pem, password=None)
     if not isinstance(ca_key, ec.EllipticCurvePrivateKey):
         raise ValueError("the CA key must be an EC private key (as create_ca makes)")
     key = _new_key()
-    common_name = dns_names[0] if dns_names else ip_addresses[0]
-    sans: list[x509.GeneralName] = [x509.DNSName(d) for d in dns_names]
-    sans.extend(_parse_ips(ip_addresses))
     now = _now()
     not_after = min(now + datetime.timedelta(days=days), ca_cert.not_valid_after_utc)
-    cert = (
+    builder = (
         x509.CertificateBuilder()
         .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)]))
         .issuer_name(ca_cert.subject)
@@ -136,13 +152,14 @@ def create_serving_cert(
             ),
             critical=True,
         )
-        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-        .add_extension(x509.SubjectAlternativeName(sans), critical=False)
+        .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
         .add_extension(
             x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False
         )
-        .sign(ca_key, hashes.SHA256())
     )
+    if sans:
+        builder = builder.add_extension(x509.SubjectAlternativeName(sans), critical=False)
+    cert = builder.sign(ca_key, hashes.SHA256())
     return KeyPair(cert.public_bytes(serialization.Encoding.PEM), _key_pem(key))
 
 

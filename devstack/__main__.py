@@ -5,8 +5,10 @@ the real one built by `make kube`: etcd, kube-apiserver, kube-controller-manager
 fake nodes and JobSet's controller and webhooks.
 
 run   brings the stack up, applies a manifest (default examples/jobset-exclusive.yaml), shows progress and
-      the placement table, then keeps serving until Ctrl-C (kubectl works against the printed kubeconfig).
+      the placement table, then keeps serving until Ctrl-C (kubectl works against the printed kubeconfig),
+      reporting every exclusive Job applied since as it progresses or stalls. One stack per --workdir.
 demo  the same, non-interactive: exits 0 with the table when every Job is placed, 1 with the reason if not.
+chart `helm lint` / `helm template` of the chart without a helm binary (`python -m devstack chart lint`).
 """
 
 from __future__ import annotations
@@ -14,18 +16,22 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+import time
 from pathlib import Path
+from typing import Any
 
+from devstack import chart
 from devstack.clusters import CONTROL_PLANES
 from devstack.commands import KubesimFlags
 from devstack.controlplane.binaries import MissingBinaries, require_built
 from devstack.controlplane.versions import pinned_versions
-from devstack.demo import apply_and_follow
-from devstack.interrupts import handle_stop_signals, pause
+from devstack.demo import apply, apply_and_follow, follow_forever
+from devstack.interrupts import handle_stop_signals
 from devstack.processes import ProcessError
-from devstack.report import resizer_summary
-from devstack.scenario import PlacementError, load_manifests
+from devstack.report import resizer_summary, state_summary
+from devstack.scenario import PlacementError, expected_jobs, load_manifests
 from devstack.stack import Stack, StackOptions
+from devstack.workdir import WorkdirInUse
 from placement.constants import DEFAULT_STRATEGY, STRATEGIES
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "jobset-exclusive.yaml"
@@ -120,7 +126,8 @@ def build_parser() -> argparse.ArgumentParser:
             "--resizer-replicas",
             type=int,
             default=1,
-            help="resizer processes; more than 1 elect a leader via a Lease (default: %(default)s)",
+            help="resizer processes, electing a leader through a Lease in the release namespace as the "
+            "chart's do, one too (default: %(default)s)",
         )
         cmd.add_argument(
             "--workdir",
@@ -142,6 +149,7 @@ def build_parser() -> argparse.ArgumentParser:
             "and a hint; said again only when that changes (default: %(default)s)",
         )
         cmd.add_argument("-v", "--verbose", action="store_true", help="log devstack's own steps")
+    chart.add_command(sub)
     return parser
 
 
@@ -181,14 +189,42 @@ def echo(line: str) -> None:
     print(line, flush=True)
 
 
-def serve_forever(stack: Stack) -> None:
-    while True:
-        stack.check_alive()
-        pause(1.0)
+def place(stack: Stack, objects: list[dict[str, Any]], args: argparse.Namespace) -> str:
+    """Apply the manifests and follow their Jobs until each is placed; the Jobs' last summary."""
+    if not expected_jobs(objects):
+        apply(stack, objects, namespace=args.namespace, echo=echo)
+        echo("nothing to place: the manifests hold no Job or JobSet")
+        return ""
+    observation = apply_and_follow(
+        stack,
+        objects,
+        namespace=args.namespace,
+        timeout=args.timeout,
+        echo=echo,
+        stall_seconds=args.stall_seconds,
+    )
+    echo("")
+    echo(observation.table)
+    echo("")
+    echo(f"every Job placed, each in its own node pool ({len(observation.statuses)} Jobs)")
+    echo(resizer_summary(stack.resizer_metrics()) or "resizer: nothing resized")
+    return state_summary(observation.statuses)
+
+
+def serve(stack: Stack, args: argparse.Namespace, start: float, last: str) -> None:
+    echo(f"\nserving. kubeconfig: {stack.kubeconfig}")
+    echo(f"  kubectl --kubeconfig {stack.kubeconfig} get pods -o wide")
+    echo(f"  kubectl --kubeconfig {stack.kubeconfig} apply -f examples/indexed-job.yaml")
+    echo(f"  KUBECONFIG={stack.kubeconfig} .venv/bin/kubectl-exclusive_placement status -A")
+    echo("Exclusive Jobs of every namespace are reported here as they progress or stall.")
+    echo("Ctrl-C stops everything.")
+    follow_forever(stack, echo=echo, start=start, stall_seconds=args.stall_seconds, last=last)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.command == "chart":
+        return chart.run(args)
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
@@ -213,29 +249,17 @@ def main(argv: list[str] | None = None) -> int:
                     f"{args.control_plane} {stack.server}  webhook {stack.webhook_url}  "
                     f"kubeconfig {stack.kubeconfig}"
                 )
-                observation = apply_and_follow(
-                    stack,
-                    objects,
-                    namespace=args.namespace,
-                    timeout=args.timeout,
-                    echo=echo,
-                    stall_seconds=args.stall_seconds,
-                )
-                echo("")
-                echo(observation.table)
-                echo("")
-                echo(f"every Job placed, each in its own node pool ({len(observation.statuses)} Jobs)")
-                echo(resizer_summary(stack.resizer_metrics()) or "resizer: nothing resized")
+                start = time.monotonic()
+                last = place(stack, objects, args)
                 if args.command == "demo":
                     return 0
-                echo(f"\nserving. kubeconfig: {stack.kubeconfig}")
-                echo(f"  kubectl --kubeconfig {stack.kubeconfig} get pods -o wide")
-                echo(f"  kubectl --kubeconfig {stack.kubeconfig} apply -f examples/indexed-job.yaml")
-                echo("Ctrl-C stops everything.")
-                serve_forever(stack)
+                serve(stack, args, start, last)
         except KeyboardInterrupt:
             echo("\nstopped: every process terminated")
             return 130 if args.command == "demo" else 0
+        except WorkdirInUse as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 1
         except (PlacementError, ProcessError) as err:
             print(f"\nFAILED: {err}", file=sys.stderr)
             return 1

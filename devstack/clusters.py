@@ -29,6 +29,7 @@ from devstack.controlplane.identities import (
 from devstack.kube import KubeClient
 from devstack.processes import ManagedProcess, ProcessError
 from devstack.readiness import wait_for_log_line, wait_http_ok
+from devstack.webhooks import admission_policies
 
 KUBESIM_LISTENING = re.compile(r"kubesim listening on (?P<url>http://\S+) kubeconfig=(?P<kubeconfig>\S+)")
 CONTROL_PLANES = ("kubesim", "kube")
@@ -123,6 +124,7 @@ class KubeCluster:
         self.server = client.server
         ensure_namespace(client, RELEASE_NAMESPACE)
         apply_objects(client, rbac_objects(self.chart_objects))
+        apply_objects(client, admission_policies(self.chart_objects))
         self.identities = chart_identities(self.chart_objects)
         missing = [component for component in COMPONENTS if component not in self.identities]
         if missing:

@@ -167,14 +167,18 @@ def resizer_command(
     leader_elect: bool,
     kubeconfig: Path | None = None,
     lease_namespace: str = RELEASE_NAMESPACE,
+    exempt_namespaces: Sequence[str] = (),
     python: str | None = None,
     extra_args: Sequence[str] = (),
 ) -> list[str]:
-    """The resizer; ready when `GET http://127.0.0.1:METRICS_PORT/readyz` answers 200.
+    """The resizer; ready when `GET http://127.0.0.1:METRICS_PORT/readyz` answers 200. It never acts in
+    `exempt_namespaces` (those the chart's webhooks are exempt from, as the chart tells its resizer).
 
     It reaches the API server at `server` (kubesim) or through `kubeconfig`; with neither, the resizer
-    uses its own default (`$KUBECONFIG`, in-cluster, `~/.kube/config`). One replica runs without leader
-    election; several replicas elect a leader through a Lease in `lease_namespace` (which must exist)."""
+    uses its own default (`$KUBECONFIG`, in-cluster, `~/.kube/config`). With `leader_elect` the replicas
+    elect a leader through a Lease in `lease_namespace` (which must exist), as the chart's do: devstack's
+    stacks always elect, so another resizer pointed at them waits as a standby; without, the process acts
+    alone (the compose file, the benchmarks' lone resizer)."""
     argv = [*_python(python), "-m", "resizer", *_connection(server, kubeconfig)]
     argv += [
         "--metrics-host",
@@ -186,4 +190,6 @@ def resizer_command(
         argv += ["--leader-elect", "--lease-namespace", lease_namespace]
     else:
         argv.append("--no-leader-elect")
+    if exempt_namespaces:
+        argv += ["--exempt-namespaces", ",".join(exempt_namespaces)]
     return [*argv, *extra_args]

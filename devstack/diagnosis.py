@@ -47,7 +47,8 @@ class Snapshot:
     events: list[Obj]
 
 
-def read_snapshot(client: KubeClient, namespace: str) -> Snapshot:
+def read_snapshot(client: KubeClient, namespace: str | None) -> Snapshot:
+    """`namespace` None: every namespace."""
     return Snapshot(
         nodes=client.list("Node"),
         jobsets=client.list("JobSet", namespace=namespace),
@@ -78,6 +79,11 @@ class ReasonGroup:
 class Diagnosis:
     groups: tuple[ReasonGroup, ...]
     hints: tuple[str, ...]
+
+    @property
+    def recognised(self) -> bool:
+        """Some hint names a cause (not only devstack's "no hint for this cause" or "nothing waits")."""
+        return not set(self.hints) <= {UNKNOWN_CAUSE, NOTHING_WAITS}
 
     @property
     def fingerprint(self) -> tuple[object, ...]:

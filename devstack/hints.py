@@ -28,6 +28,9 @@ _UNREACHABLE = re.compile(r'failed calling webhook "(?P<name>[^"]+)"')
 _DENIED = re.compile(r'admission webhook "(?P<name>[^"]+)" denied the request')
 _ANTI_AFFINITY = "anti-affinity"
 """Both of the scheduler's anti-affinity filter messages contain it (kube-scheduler's InterPodAffinity)."""
+_NO_ROOM = f"Insufficient {GPU_RESOURCE}"
+"""NodeResourcesFit's message: once the taken pools are full of their Jobs' pods, the scheduler reports the
+missing GPUs before (or instead of) the anti-affinity."""
 
 
 @dataclass(frozen=True)
@@ -169,13 +172,19 @@ def _capacity_hint(
 
 
 # --- contention ----------------------------------------------------------------------------------------
+def _waits_for_a_domain(leader_reason: str) -> bool:
+    """The leader of a Job that fits an empty domain is kept out of every one: by the anti-affinity of the
+    Jobs holding them, or by the GPUs their pods already use."""
+    return _ANTI_AFFINITY in leader_reason or _NO_ROOM in leader_reason
+
+
 def _contention_hints(jobs: list[JobFacts], nodes: Sequence[Mapping[str, Any]]) -> Iterator[str]:
     waiting: dict[str, list[JobFacts]] = {}
     for job in jobs:
         if (
             job.topology_key is not None
             and not job.leader_bound
-            and _ANTI_AFFINITY in (job.leader_reason or "")
+            and _waits_for_a_domain(job.leader_reason or "")
             and not _does_not_fit(job, nodes)
         ):
             waiting.setdefault(job.topology_key, []).append(job)

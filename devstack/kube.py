@@ -2,7 +2,8 @@
 
 Plain dicts in, plain dicts out, over httpx: the stack talks to kubesim (plain HTTP, no credentials) and to
 the real API server (TLS, a client certificate or a bearer token from a kubeconfig) exactly as any client
-would.
+would. `create` takes any kind the API server serves: a kind outside the table below is looked up in
+discovery (its apiVersion's resource list), as kubectl does.
 """
 
 from __future__ import annotations
@@ -50,6 +51,12 @@ RESOURCE_TYPES: dict[str, ResourceType] = {
     "ValidatingWebhookConfiguration": ResourceType(
         "apis/admissionregistration.k8s.io/v1", "validatingwebhookconfigurations", False
     ),
+    "ValidatingAdmissionPolicy": ResourceType(
+        "apis/admissionregistration.k8s.io/v1", "validatingadmissionpolicies", False
+    ),
+    "ValidatingAdmissionPolicyBinding": ResourceType(
+        "apis/admissionregistration.k8s.io/v1", "validatingadmissionpolicybindings", False
+    ),
 }
 
 
@@ -68,11 +75,20 @@ def resource_type(kind: str) -> ResourceType:
         raise ValueError(f"kind {kind!r} is not supported by devstack (supported: {known})") from None
 
 
-def collection_path(kind: str, namespace: str | None = None) -> str:
-    rtype = resource_type(kind)
+def collection_path(kind: str, namespace: str | None = None, rtype: ResourceType | None = None) -> str:
+    rtype = rtype or resource_type(kind)
     if rtype.namespaced and namespace:
         return f"/{rtype.prefix}/namespaces/{namespace}/{rtype.plural}"
     return f"/{rtype.prefix}/{rtype.plural}"
+
+
+def api_prefix(api_version: str) -> str:
+    """`v1` → `api/v1`, `group/version` → `apis/group/version`."""
+    return f"apis/{api_version}" if "/" in api_version else f"api/{api_version}"
+
+
+class UnservedKind(ValueError):
+    """The API server serves no such kind: the message says which apiVersion and kind."""
 
 
 @dataclass(frozen=True)
@@ -142,11 +158,29 @@ class KubeClient:
         result: dict[str, Any] = response.json()
         return result
 
+    def served_type(self, api_version: str, kind: str) -> ResourceType:
+        """Where objects of this apiVersion and kind live: the known table, else discovery."""
+        known = RESOURCE_TYPES.get(kind)
+        if known is not None and (not api_version or known.prefix == api_prefix(api_version)):
+            return known
+        prefix = api_prefix(api_version)
+        try:
+            resources = self._request("GET", f"/{prefix}").get("resources") or []
+        except KubeError as err:
+            if err.status == 404:
+                raise UnservedKind(f"the API server does not serve {api_version} (kind {kind})") from None
+            raise
+        for resource in resources:
+            if resource.get("kind") == kind and "/" not in str(resource.get("name")):
+                return ResourceType(prefix, str(resource["name"]), bool(resource.get("namespaced")))
+        raise UnservedKind(f"the API server serves no kind {kind} in {api_version}")
+
     def create(self, obj: dict[str, Any], *, namespace: str | None = None) -> dict[str, Any]:
+        rtype = self.served_type(str(obj.get("apiVersion") or ""), obj["kind"])
         ns = obj.get("metadata", {}).get("namespace") or namespace
-        if resource_type(obj["kind"]).namespaced and not ns:
+        if rtype.namespaced and not ns:
             ns = "default"
-        return self._request("POST", collection_path(obj["kind"], ns), json=obj)
+        return self._request("POST", collection_path(obj["kind"], ns, rtype), json=obj)
 
     def create_or_replace(self, obj: dict[str, Any], *, namespace: str | None = None) -> dict[str, Any]:
         """Create, or on 409 AlreadyExists replace the existing object (cluster-scoped configs)."""
@@ -196,9 +230,12 @@ class KubeClient:
         namespace: str | None = None,
         subresource: str = "",
         patch_type: str = "application/merge-patch+json",
+        dry_run: bool = False,
     ) -> dict[str, Any]:
+        """`dry_run`: admitted (webhooks, policies) and validated, never stored."""
         path = f"{collection_path(kind, namespace)}/{name}" + (f"/{subresource}" if subresource else "")
-        return self._request("PATCH", path, json=body, headers={"Content-Type": patch_type})
+        params = {"dryRun": "All"} if dry_run else {}
+        return self._request("PATCH", path, json=body, headers={"Content-Type": patch_type}, params=params)
 
     def list_with_version(self, kind: str, *, namespace: str | None = None) -> tuple[Items, str]:
         """The items and the list's resourceVersion, to watch from."""

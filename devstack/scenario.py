@@ -23,7 +23,7 @@ from devstack.report import (
     node_label_map,
 )
 from devstack.stack import Stack
-from placement.objects import topology_key_of_job
+from placement.objects import metadata, namespace_of, topology_key_of_job
 
 
 class PlacementError(RuntimeError):
@@ -79,8 +79,9 @@ class Observation:
 
 
 def observe(
-    client: KubeClient, namespace: str, timeline: Timeline, nodes: list[dict[str, Any]]
+    client: KubeClient, namespace: str | None, timeline: Timeline, nodes: list[dict[str, Any]]
 ) -> Observation:
+    """The exclusive Jobs of `namespace` (None: every namespace), their states and any violation."""
     jobs = [j for j in client.list("Job", namespace=namespace) if topology_key_of_job(j)]
     pods = client.list("Pod", namespace=namespace)
     labels = node_label_map(nodes)
@@ -88,8 +89,13 @@ def observe(
     timeline.observe(statuses, time.monotonic())
     problems: list[str] = []
     for key in sorted({topology_key_of_job(j) or "" for j in jobs}):
+        # Exclusivity holds among the Jobs of one key: a Job on another key (or a key no node carries,
+        # where every node's domain is "") shares nothing with them.
+        on_key = {
+            f"{namespace_of(j)}/{metadata(j).get('name')}" for j in jobs if topology_key_of_job(j) == key
+        }
         replay = ExclusivityReplay(node_domains(nodes, key))
-        replay.observe_all(pod_state(p) for p in pods)
+        replay.observe_all(state for p in pods if (state := pod_state(p)).job in on_key)
         problems += replay.describe()
     return Observation(statuses, timeline, problems)
 

@@ -6,17 +6,19 @@
 
 The control plane is kubesim (`control_plane="kubesim"`, the default) or the real one built by `make kube`
 (`control_plane="kube"`: etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok and JobSet;
-devstack.clusters). Start order: certificates, the control plane, the release namespace (and on the real
-cluster the chart's ServiceAccounts and RBAC, with a token for each process), the webhook (TLS, ready when
-its caches are synced), the chart's webhook configurations pointed at the local webhook, then the resizer
-replicas. On stop every process group gets SIGTERM at once (then SIGKILL after a grace period). Each process
-also dies with devstack if devstack is killed, so nothing is left behind.
+devstack.clusters). Start order: the workdir's lock (one stack per workdir: `devstack.workdir`),
+certificates, the control plane, the release namespace (and on the real cluster the chart's ServiceAccounts
+and RBAC, with a token for each process), the webhook (TLS, ready when its caches are synced), the chart's
+webhook configurations pointed at the local webhook, then the resizer replicas. On stop every process group
+gets SIGTERM at once (then SIGKILL after a grace period). Each process also dies with devstack if devstack
+is killed, so nothing is left behind.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import shutil
 import signal
 import subprocess
@@ -26,6 +28,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 import httpx
 
@@ -44,7 +47,8 @@ from devstack.kube import KubeClient, KubeError
 from devstack.ports import free_port
 from devstack.processes import ManagedProcess, ProcessError, stop_all
 from devstack.readiness import wait_http_ok
-from devstack.webhooks import chart_values, local_webhook_configurations, render_chart
+from devstack.webhooks import chart_values, render_chart, resizer_exempt_namespaces, webhook_configurations
+from devstack.workdir import WorkdirClaim
 from placement.constants import DEFAULT_STRATEGY, STRATEGIES
 
 log = logging.getLogger(__name__)
@@ -65,7 +69,7 @@ class StackOptions:
     jobset_takeover: bool = True
     """The webhook takes JobSet's exclusive-topology annotation over on child Jobs' pod templates."""
     resizer_replicas: int = 1
-    """1: no leader election; more: replicas elect a leader through a Lease."""
+    """Replicas elect a leader through a Lease in the release namespace, as the chart's do, however many."""
     workdir: Path | None = None
     """Certificates, kubeconfig and logs; None: a temporary directory removed on exit."""
     startup_timeout: float = 60.0
@@ -122,6 +126,9 @@ class Stack:
         self.resizers: list[ManagedProcess] = []
         self.resizer_metrics_ports: list[int] = []
         self._client: KubeClient | None = None
+        self._claim: WorkdirClaim | None = None
+        self.chart_objects: list[dict[str, Any]] = []
+        """What the chart renders for this stack: its webhook configurations, RBAC and resizer arguments."""
 
     # --- paths -------------------------------------------------------------------------------------
     @property
@@ -177,9 +184,19 @@ class Stack:
         if self.options.workdir is None:
             self._tempdir = tempfile.mkdtemp(prefix="devstack-")
             self.workdir = Path(self._tempdir)
-        self.workdir.mkdir(parents=True, exist_ok=True)
+        self._claim = WorkdirClaim(self.workdir)
+        self._claim.acquire()
         self._generate_certs()
+        self.chart_objects = render_chart(
+            chart_values(
+                ca_bundle_b64(self.ca_file), self.options.default_strategy, self.options.exempt_namespaces
+            )
+        )
         self._client = self._start_cluster()
+        self._claim.describe(
+            f"the devstack of pid {os.getpid()} ({self.options.control_plane} {self.server}, "
+            f"kubeconfig {self.kubeconfig})"
+        )
         self._ensure_release_namespace()
         self._start_webhook()
         self.register_webhooks()
@@ -201,6 +218,9 @@ class Stack:
             self._client = None
         if self.cluster is not None:
             self.cluster.close()
+        if self._claim is not None:
+            self._claim.release()
+            self._claim = None
         if self._tempdir is not None:
             shutil.rmtree(self._tempdir, ignore_errors=True)
             self._tempdir = None
@@ -228,9 +248,7 @@ class Stack:
                 cert_dir=self.cert_dir,
                 log_dir=self.log_dir,
                 startup_timeout=options.startup_timeout,
-                chart_objects=render_chart(
-                    chart_values(ca_bundle_b64(self.ca_file), options.default_strategy)
-                ),
+                chart_objects=self.chart_objects,
             )
         else:
             self.cluster = KubesimCluster(
@@ -289,17 +307,14 @@ class Stack:
 
     def register_webhooks(self) -> None:
         """Create (or replace) the chart's webhook configurations, pointed at the local webhook."""
-        configurations = local_webhook_configurations(
-            self.webhook_url,
-            ca_bundle_b64(self.ca_file),
-            self.options.default_strategy,
-            exempt_namespaces=self.options.exempt_namespaces,
+        configurations = webhook_configurations(
+            self.chart_objects, self.webhook_url, ca_bundle_b64(self.ca_file)
         )
         for configuration in configurations:
             self.client.create_or_replace(configuration)
 
     def add_resizer(self, extra_args: Sequence[str] = ()) -> ManagedProcess:
-        """Start one more resizer replica (leader election on whenever the stack asks for several);
+        """Start one more resizer replica (electing a leader through the Lease in the release namespace);
         `extra_args` are more resizer flags (e.g. `--all-or-nothing-timeout-seconds 2`)."""
         port = free_port()
         index = len(self.resizers)
@@ -308,7 +323,8 @@ class Stack:
             server=server,
             kubeconfig=kubeconfig,
             metrics_port=port,
-            leader_elect=self.options.resizer_replicas > 1,
+            leader_elect=True,
+            exempt_namespaces=resizer_exempt_namespaces(self.chart_objects),
             extra_args=extra_args,
         )
         resizer = ManagedProcess(f"resizer-{index}", argv, self.log_dir / f"resizer-{index}.log")

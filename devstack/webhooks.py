@@ -20,6 +20,8 @@ from devstack.commands import RELEASE_NAMESPACE
 CHART_PATH = Path(__file__).resolve().parent.parent / "charts" / "exclusive-placement"
 RELEASE_NAME = "exclusive-placement"
 WEBHOOK_CONFIGURATION_KINDS = frozenset({"MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"})
+ADMISSION_POLICY_KINDS = ("ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding")
+"""In the order they are created: a binding names its policy."""
 
 
 class ChartError(RuntimeError):
@@ -90,6 +92,13 @@ def local_webhook_configurations(
 ) -> list[dict[str, Any]]:
     """The chart's Mutating/ValidatingWebhookConfigurations, calling the local webhook at `base_url`."""
     objects = render_chart(chart_values(ca_bundle_b64, default_strategy, exempt_namespaces), chart_path)
+    return webhook_configurations(objects, base_url, ca_bundle_b64)
+
+
+def webhook_configurations(
+    objects: list[dict[str, Any]], base_url: str, ca_bundle_b64: str
+) -> list[dict[str, Any]]:
+    """The webhook configurations among the chart's rendered `objects`, calling `base_url`."""
     configurations = [
         point_at_url(obj, base_url, ca_bundle_b64)
         for obj in objects
@@ -101,3 +110,24 @@ def local_webhook_configurations(
             f"the chart rendered {sorted(kinds)}; expected both {sorted(WEBHOOK_CONFIGURATION_KINDS)}"
         )
     return configurations
+
+
+def admission_policies(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The chart's ValidatingAdmissionPolicies, then their bindings (kubesim does not run them; the real
+    control plane does)."""
+    order = {kind: index for index, kind in enumerate(ADMISSION_POLICY_KINDS)}
+    return sorted((obj for obj in objects if obj.get("kind") in order), key=lambda obj: order[obj["kind"]])
+
+
+EXEMPT_FLAG = "--exempt-namespaces="
+
+
+def resizer_exempt_namespaces(objects: list[dict[str, Any]]) -> tuple[str, ...]:
+    """The namespaces the chart's resizer is told to leave alone (those its webhooks are exempt from)."""
+    for obj in objects:
+        if obj.get("kind") != "Deployment" or not obj["metadata"]["name"].endswith("-resizer"):
+            continue
+        for arg in obj["spec"]["template"]["spec"]["containers"][0].get("args") or []:
+            if arg.startswith(EXEMPT_FLAG):
+                return tuple(name for name in arg.removeprefix(EXEMPT_FLAG).split(",") if name)
+    raise ChartError(f"the chart's resizer Deployment has no {EXEMPT_FLAG}... argument")

@@ -24,12 +24,13 @@ from kubernetes.client.exceptions import ApiException
 from placement.constants import JOBSET_GROUP, JOBSET_VERSION
 from placement.objects import Obj
 
-Resource = Literal["jobs", "pods", "nodes"]
+Resource = Literal["jobs", "pods", "nodes", "events"]
 T = TypeVar("T")
 
 RETRYABLE_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
 HOME_KUBECONFIG = Path("~/.kube/config")
 LEASES = "/apis/coordination.k8s.io/v1"
+EVENTS = "/apis/events.k8s.io/v1"
 MERGE_PATCH = "application/merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
 STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
@@ -45,16 +46,18 @@ class ClusterConfigError(RuntimeError):
     """No usable way to reach the API server (the message says which sources were tried)."""
 
 
-def _load_kubeconfig(path: Path | str, configuration: client.Configuration) -> None:
+def _load_kubeconfig(
+    path: Path | str, configuration: client.Configuration, context: str | None = None
+) -> None:
     try:
         config.load_kube_config(  # type: ignore[no-untyped-call]
-            config_file=str(path), client_configuration=configuration
+            config_file=str(path), context=context, client_configuration=configuration
         )
     except (config.ConfigException, OSError, ValueError) as err:
         raise ClusterConfigError(f"kubeconfig {path}: {err}") from err
 
 
-def _load_in_cluster_or_home(configuration: client.Configuration) -> None:
+def _load_in_cluster_or_home(configuration: client.Configuration, context: str | None = None) -> None:
     try:
         config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
         return
@@ -65,34 +68,42 @@ def _load_in_cluster_or_home(configuration: client.Configuration) -> None:
                 f"no cluster configuration: not running in a cluster ({in_cluster_error}), $KUBECONFIG is "
                 f"unset and {home} does not exist; pass --kubeconfig or --server"
             ) from in_cluster_error
-    _load_kubeconfig(home, configuration)
+    _load_kubeconfig(home, configuration, context)
 
 
-def cluster_configuration(kubeconfig: Path | None, server: str | None) -> client.Configuration:
+def cluster_configuration(
+    kubeconfig: Path | None, server: str | None, context: str | None = None
+) -> client.Configuration:
     """`--server` (plain URL, no credentials: kubesim) > `--kubeconfig` > `$KUBECONFIG` > in-cluster service
-    account > `~/.kube/config` (controller-runtime's order, after the explicit flags)."""
+    account > `~/.kube/config` (controller-runtime's order, after the explicit flags). `context`: a
+    kubeconfig context other than its current one."""
     configuration = client.Configuration()
     if server:
         configuration.host = server.rstrip("/")
     elif kubeconfig is not None:
         if not kubeconfig.is_file():
             raise ClusterConfigError(f"kubeconfig {kubeconfig} does not exist")
-        _load_kubeconfig(kubeconfig, configuration)
+        _load_kubeconfig(kubeconfig, configuration, context)
     elif os.environ.get("KUBECONFIG"):
-        _load_kubeconfig(os.environ["KUBECONFIG"], configuration)
+        _load_kubeconfig(os.environ["KUBECONFIG"], configuration, context)
     else:
-        _load_in_cluster_or_home(configuration)
+        _load_in_cluster_or_home(configuration, context)
     return configuration
 
 
 def build_api_client(
-    kubeconfig: Path | None, server: str | None, *, user_agent: str, pool_size: int | None = None
+    kubeconfig: Path | None,
+    server: str | None,
+    *,
+    user_agent: str,
+    pool_size: int | None = None,
+    context: str | None = None,
 ) -> client.ApiClient:
     """An `ApiClient` with no hidden retries: urllib3's default retries a timed-out read 3 times, so a call
     could take 4x its timeout (a live lookup outliving the admission deadline, a Lease renewal outliving the
     renew deadline). The callers retry where they know the deadline. `pool_size`: connections kept per
     host (the client's default, 5 per CPU, when None)."""
-    configuration = cluster_configuration(kubeconfig, server)
+    configuration = cluster_configuration(kubeconfig, server, context)
     if pool_size is not None:
         configuration.connection_pool_maxsize = pool_size
     configuration.retries = urllib3.Retry(total=0, redirect=False, raise_on_status=False)
@@ -238,6 +249,12 @@ class Kube:
     def _list_function(self, resource: Resource, namespace: str | None) -> Callable[..., Any]:
         if resource == "nodes":
             return self.core.list_node
+        if resource == "events":
+            return (
+                self.core.list_event_for_all_namespaces
+                if namespace is None
+                else self.core.list_namespaced_event
+            )
         if resource == "jobs":
             return (
                 self.batch.list_job_for_all_namespaces
@@ -370,17 +387,40 @@ class Kube:
     def replace_lease(self, namespace: str, name: str, lease: Obj, timeout: float | None = None) -> Obj:
         return self._send("PUT", f"{LEASES}/namespaces/{namespace}/leases/{name}", lease, timeout)
 
-    def _send(self, method: str, path: str, body: Obj, timeout: float | None) -> Obj:
+    def create_event(self, namespace: str, event: Obj, timeout: float | None = None) -> Obj:
+        """Create an events.k8s.io/v1 Event (its eventTime is a MicroTime: sent as written)."""
+        return self._send("POST", f"{EVENTS}/namespaces/{namespace}/events", event, timeout)
+
+    def patch_event(
+        self, namespace: str, name: str, strategic_merge_patch: Obj, timeout: float | None = None
+    ) -> Obj:
+        """A strategic merge patch of an events.k8s.io/v1 Event (a series' count and lastObservedTime)."""
+        return self._send(
+            "PATCH",
+            f"{EVENTS}/namespaces/{namespace}/events/{name}",
+            strategic_merge_patch,
+            timeout,
+            content_type=STRATEGIC_MERGE_PATCH,
+        )
+
+    def _send(
+        self,
+        method: str,
+        path: str,
+        body: Obj,
+        timeout: float | None,
+        content_type: str = "application/json",
+    ) -> Obj:
         """A write with the body sent exactly as given.
 
-        The generated Lease methods coerce the body into `V1Lease`, whose datetimes then serialise with
-        `+00:00` offsets; a Lease's MicroTime must go out as written (RFC 3339, microseconds, `Z`)."""
+        The generated Lease and Event methods coerce the body into their models, whose datetimes then
+        serialise with `+00:00` offsets; a MicroTime must go out as written (RFC 3339, microseconds, `Z`)."""
 
         def call() -> Obj:
             params = self.api_client.param_serialize(
                 method,
                 path,
-                header_params={"Content-Type": "application/json", "Accept": "application/json"},
+                header_params={"Content-Type": content_type, "Accept": "application/json"},
                 body=body,
                 auth_settings=["BearerToken"],
             )

@@ -69,6 +69,23 @@ class IgnoreChanges:
         return None
 
 
+class OnAnyChange:
+    """The handler of a cache whose reader only needs to know that something changed: `changed()` is called
+    on every event and after every (re-)list."""
+
+    def __init__(self, changed: Callable[[], None]) -> None:
+        self._changed = changed
+
+    def on_upsert(self, old: Obj | None, new: Obj) -> None:
+        self._changed()
+
+    def on_delete(self, old: Obj) -> None:
+        self._changed()
+
+    def on_relist(self, objects: list[Obj]) -> None:
+        self._changed()
+
+
 class Stream(Protocol):
     def __iter__(self) -> Iterator[Obj]: ...
     def close(self) -> None: ...

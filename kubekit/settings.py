@@ -100,7 +100,7 @@ def _help(name: str, field: FieldInfo) -> str:
     if field.default_factory is not None:
         return f"{text} (default: generated per process)"
     default = field.get_default(call_default_factory=False)
-    if default is None or default is False:
+    if default is None or default is False or default == ():
         return text
     shown = default.value if isinstance(default, Enum) else default
     return f"{text} (default: {shown})"
@@ -145,10 +145,18 @@ def _check_renamed_environment(model: type[ProcessSettings]) -> None:
 
 
 def describe(error: ValidationError) -> str:
+    """One line per problem, naming its flag: a field's own, or the one a cross-field check names first."""
     lines = []
     for problem in error.errors():
-        where = ", ".join(flag_of(str(part)) for part in problem["loc"]) or "settings"
-        lines.append(f"{where}: {problem['msg']}")
+        message = str(problem["msg"]).removeprefix("Value error, ")
+        where = ", ".join(flag_of(str(part)) for part in problem["loc"])
+        lines.append(
+            f"{where}: {message}"
+            if where
+            else message
+            if message.startswith("--")
+            else f"settings: {message}"
+        )
     return "\n".join(lines)
 
 

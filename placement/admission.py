@@ -2,8 +2,11 @@
 
 Jobs: `mutate_job(job, default_strategy, owner=..., take_over_jobset=...)` shrinks an `elastic` Job to
 completions = parallelism = 1 and records its target size (or falls back to `gate` with a warning saying
-why), and takes JobSet's exclusive-topology annotation over on the pod template. A JobSet child Job needs
-its JobSet's startup order first: `jobset_to_read(job, default_strategy)` says which JobSet, if any.
+why, recorded in `exclusive-placement.io/elastic-fallback`), and takes JobSet's exclusive-topology annotation
+over on the pod template. A NonIndexed Job has no leader: it is placed with `affinity` (every pod carries
+the leader's terms), with a warning. A JobSet child Job needs its JobSet first (startup order,
+all-or-nothing, its own strategy annotation as the default): `jobset_to_read(job, default_strategy)` says
+which JobSet, if any.
 
 Pods, in three steps so the edge can do the one I/O in between:
 1. `plan_pod(pod, namespace, default_strategy)` → `PodPlan` (exclusive pod of a Job) or `Skip`.
@@ -25,6 +28,7 @@ from placement.affinity import add_leader_affinity, leader_domain, pod_priority
 from placement.constants import (
     ALL_OR_NOTHING_ANNOTATION,
     ALL_OR_NOTHING_GATE,
+    ELASTIC_FALLBACK_ANNOTATION,
     GANG_QUEUED_AT_ANNOTATION,
     GANG_SIZE_ANNOTATION,
     JOB_KEY_LABEL,
@@ -47,6 +51,7 @@ from placement.constants import (
 from placement.gang import gang_of
 from placement.jobset import (
     JobSetRef,
+    JobSetStartup,
     JobSetUnknown,
     OwnerJobSet,
     owning_jobset,
@@ -61,6 +66,7 @@ from placement.objects import (
     annotations_of,
     completion_index,
     is_leader,
+    items,
     job_key,
     job_ref_of_pod,
     labels_of,
@@ -73,12 +79,22 @@ from placement.objects import (
     topology_key_of_pod,
 )
 from placement.patch import JsonPatch, deep_copy, diff
+from placement.reserved import (
+    job_key_label_problem,
+    jobset_key_problem,
+    jobset_key_problem_of_job,
+    strip_resize_keys,
+    stripped_warning,
+)
 from placement.strategy import (
     InvalidStrategy,
+    completion_mode,
     elastic_ineligibility,
+    is_indexed,
     max_failed_indexes_at_size_one,
     select_strategy,
     strategy_of_job,
+    validate_strategy,
 )
 
 
@@ -140,12 +156,16 @@ def mutate_job(
     job: Obj,
     default_strategy: Strategy,
     *,
+    namespace: str = "",
     owner: OwnerJobSet | None = None,
     take_over_jobset: bool = False,
     all_or_nothing: bool = False,
 ) -> Verdict:
-    """CREATE of a Job that asks for exclusive placement (others: allowed untouched, no patch).
+    """CREATE of a Job that asks for exclusive placement or carries a resize key (others: allowed
+    untouched, no patch).
 
+    First, whatever resize keys the client sent are removed, with a warning: only this webhook records a
+    target (`placement.reserved`). An exclusive Job whose JobSet job-key label names another Job is denied.
     `elastic`: shrink to completions = parallelism = 1 and record the target (or fall back to `gate` with a
     warning saying why); `owner` is what `jobset_to_read` asked for (a JobSet child Job without it falls
     back). Every strategy: the pod template must tell the pod webhook the same topology key and strategy
@@ -156,20 +176,28 @@ def mutate_job(
     all-or-nothing JobSet (its annotation, else `all_or_nothing` as the default) gets the all-or-nothing
     annotations on itself and its pod template, so its leader pod is gated (`mutate_pod`).
     """
+    mutated = deep_copy(job)
+    removed = strip_resize_keys(mutated)
+    warnings = (stripped_warning(removed),) if removed else ()
     topology_key = topology_key_of_job(job)
-    if topology_key is None:
-        return _allow("not-exclusive")
-    if in_node_selector_mode(job):
-        return _allow("jobset-node-selector")
+    if topology_key is None or in_node_selector_mode(job):
+        reason = "not-exclusive" if topology_key is None else "jobset-node-selector"
+        return Verdict(allowed=True, reason=reason, patch=diff(job, mutated), warnings=warnings)
+    forged = jobset_key_problem_of_job(job, namespace)
+    if forged is not None:
+        return _deny("forged-job-key", forged)
     try:
-        strategy = strategy_of_job(job, default_strategy)
+        strategy = strategy_of_job(job, jobset_default_strategy(owner, default_strategy))
     except InvalidStrategy as err:
         return _deny("invalid-strategy", str(err))
-    mutated = deep_copy(job)
-    reason, warnings = f"strategy-{strategy}", tuple[str, ...]()
+    reason = f"strategy-{strategy}"
     owner = _owner_or_unknown(job, owner)
-    if strategy is Strategy.ELASTIC:
-        reason, warnings, strategy = _shrink_for_elastic(mutated, owner)
+    if not is_indexed(job) and strategy is not Strategy.AFFINITY:
+        reason, warnings = "non-indexed", (*warnings, non_indexed_warning(job, strategy))
+        strategy = Strategy.AFFINITY
+    elif strategy is Strategy.ELASTIC:
+        reason, shrink_warnings, strategy = _shrink_for_elastic(mutated, owner)
+        warnings = (*warnings, *shrink_warnings)
     gang, gang_warning = gang_annotations(owner, all_or_nothing)
     if gang:
         _mark_all_or_nothing(mutated, gang)
@@ -181,6 +209,25 @@ def mutate_job(
     return Verdict(allowed=True, reason=reason, patch=diff(job, mutated), warnings=warnings)
 
 
+def jobset_default_strategy(owner: OwnerJobSet | None, default: Strategy) -> Strategy:
+    """The strategy of a child Job that names none: its JobSet's `exclusive-placement.io/strategy`, as
+    all-or-nothing is read from there too, else the webhook's default. Raises `InvalidStrategy`."""
+    if isinstance(owner, JobSetStartup) and owner.strategy:
+        try:
+            return validate_strategy(owner.strategy)
+        except InvalidStrategy as err:
+            raise InvalidStrategy(f"on its JobSet: {err}") from None
+    return default
+
+
+def non_indexed_warning(job: Obj, asked: Strategy) -> str:
+    return (
+        f"exclusive placement: the Job is {completion_mode(job)}, so no pod is its leader (completion index "
+        f"0) for the others to follow: every pod gets the leader's affinity terms (strategy "
+        f"{Strategy.AFFINITY}) instead of {asked}; set completionMode: Indexed to use {asked}"
+    )
+
+
 def _owner_or_unknown(job: Obj, owner: OwnerJobSet | None) -> OwnerJobSet | None:
     ref = owning_jobset(job)
     if owner is None and ref is not None:
@@ -190,8 +237,6 @@ def _owner_or_unknown(job: Obj, owner: OwnerJobSet | None) -> OwnerJobSet | None
 
 def _shrink_for_elastic(job: Obj, owner: OwnerJobSet | None) -> tuple[str, tuple[str, ...], Strategy]:
     """Shrinks `job` in place; returns (reason, warnings, effective strategy)."""
-    if TARGET_COMPLETIONS_ANNOTATION in annotations_of(job):
-        return "already-shrunk", (), Strategy.ELASTIC
     spec = section(job, "spec")
     if _is_single_pod(spec):
         return "single-pod", (), Strategy.ELASTIC
@@ -199,17 +244,18 @@ def _shrink_for_elastic(job: Obj, owner: OwnerJobSet | None) -> tuple[str, tuple
     if why_not is None and owner is not None:
         why_not = owner.early_readiness(replicated_job_of(job))
     if why_not is not None:
+        _ensure_map(job.setdefault("metadata", {}), "annotations")[ELASTIC_FALLBACK_ANNOTATION] = why_not
         warning = f"exclusive placement: strategy elastic is not possible ({why_not}); using {Strategy.GATE}"
         return "elastic-ineligible", (warning,), Strategy.GATE
     target = int(spec["completions"])
     meta = job.setdefault("metadata", {})
-    annos = _ensure_map(meta, "annotations")
-    annos[TARGET_COMPLETIONS_ANNOTATION] = str(target)
-    annos[TARGET_PARALLELISM_ANNOTATION] = str(target)
+    record = {TARGET_COMPLETIONS_ANNOTATION: str(target), TARGET_PARALLELISM_ANNOTATION: str(target)}
     max_failed = max_failed_indexes_at_size_one(job)
     if max_failed is not None:
-        annos[TARGET_MAX_FAILED_INDEXES_ANNOTATION] = str(job["spec"]["maxFailedIndexes"])
+        record[TARGET_MAX_FAILED_INDEXES_ANNOTATION] = str(job["spec"]["maxFailedIndexes"])
         job["spec"]["maxFailedIndexes"] = max_failed
+    _ensure_map(meta, "annotations").update(record)
+    _ensure_map(_template_metadata(job), "annotations").update(record)  # the record the resizer trusts
     _ensure_map(meta, "labels")[RESIZE_LABEL] = RESIZE_PENDING
     job["spec"]["completions"] = 1
     job["spec"]["parallelism"] = 1
@@ -245,12 +291,19 @@ def gang_annotations(owner: OwnerJobSet | None, default: bool) -> tuple[dict[str
 
 def _mark_all_or_nothing(job: Obj, gang: dict[str, str]) -> None:
     _ensure_map(job.setdefault("metadata", {}), "annotations").update(gang)
+    _ensure_map(_template_metadata(job), "annotations").update(gang)
+
+
+def _template_metadata(job: Obj) -> Obj:
+    """The pod template's metadata, created if missing (a throwaway map when the Job has no template: the
+    API server rejects such a Job anyway)."""
     template = section(job, "spec").get("template")
-    if isinstance(template, dict):
-        template_meta = template.get("metadata")
-        if not isinstance(template_meta, dict):
-            template_meta = template["metadata"] = {}
-        _ensure_map(template_meta, "annotations").update(gang)
+    if not isinstance(template, dict):
+        return {}
+    template_meta = template.get("metadata")
+    if not isinstance(template_meta, dict):
+        template_meta = template["metadata"] = {}
+    return template_meta
 
 
 def _take_over_jobset_annotation(job: Obj) -> None:
@@ -275,10 +328,7 @@ def _align_pod_template(job: Obj, topology_key: str, strategy: Strategy, default
     if template_strategy != strategy:
         missing[STRATEGY_ANNOTATION] = strategy.value
     if missing:
-        template_meta = template.get("metadata")
-        if not isinstance(template_meta, dict):
-            template_meta = template["metadata"] = {}
-        _ensure_map(template_meta, "annotations").update(missing)
+        _ensure_map(_template_metadata(job), "annotations").update(missing)
 
 
 # --- Pods: scope ------------------------------------------------------------------------------------
@@ -286,7 +336,8 @@ def _align_pod_template(job: Obj, topology_key: str, strategy: Strategy, default
 
 @dataclass(frozen=True)
 class PodPlan:
-    """An exclusive pod of an Indexed Job: everything its admission needs besides the leader."""
+    """An exclusive pod of a Job: everything its admission needs besides the leader. A pod of a NonIndexed
+    Job (no completion index, `index` empty) is placed as under `affinity`, whatever its strategy."""
 
     namespace: str
     job: JobRef
@@ -325,22 +376,19 @@ def plan_pod(pod: Obj, namespace: str, default_strategy: Strategy) -> PodPlan | 
     index = completion_index(pod)
     if job is None:
         return Skip(_no_job(index))
-    if index is None:
-        return Skip(
-            _allow(
-                "not-indexed",
-                (f"exclusive placement needs an Indexed Job; pod of Job {job.name} admitted unplaced",),
-            )
-        )
     ns = namespace or str(metadata(pod).get("namespace") or "")
+    forged = jobset_key_problem(labels_of(pod), ns, job.name, "the pod")
+    if forged is not None:
+        return Skip(_deny("forged-job-key", forged))
     return PodPlan(
         namespace=ns,
         job=job,
-        job_key=job_key(ns, job.name, labels_of(pod)),
+        job_key=job_key(ns, job.name),
         topology_key=topology_key,
-        strategy=strategy,
+        # A pod of a NonIndexed Job has no leader to follow: it carries the leader's terms itself.
+        strategy=strategy if index is not None else Strategy.AFFINITY,
         leader=is_leader(pod),
-        index=index,
+        index=index or "",
         all_or_nothing=gang_of(pod) is not None,
     )
 
@@ -367,7 +415,7 @@ def mutation_needs_leader(plan: PodPlan) -> bool:
 
 
 def has_leader_gate(pod: Obj) -> bool:
-    gates = section(pod, "spec").get("schedulingGates") or []
+    gates = items(section(pod, "spec"), "schedulingGates")
     return any(isinstance(g, dict) and g.get("name") == LEADER_SCHEDULED_GATE for g in gates)
 
 
@@ -513,7 +561,11 @@ def denial_message(plan: PodPlan, state: LeaderState) -> str:
 
 
 def validate_pod(pod: Obj, plan: PodPlan, state: LeaderState | None) -> Verdict:
-    """CREATE of a pod, after mutation: followers must be pinned to their bound leader's domain."""
+    """CREATE of a pod, after mutation: its job key is its Job's; followers must be pinned to their bound
+    leader's domain."""
+    relabelled = job_key_label_problem(labels_of(pod), plan.namespace, plan.job.name)
+    if relabelled is not None:
+        return _deny("forged-job-key", relabelled)
     if plan.leader:
         return _allow("leader")
     if plan.strategy is Strategy.AFFINITY:

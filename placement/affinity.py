@@ -4,7 +4,10 @@
 - `leader_affinity_terms(job_key, topology_key, priority)`: (podAffinity term, podAntiAffinity term). The
   affinity keeps every pod of the Job in one domain; the anti-affinity keeps the other exclusive Jobs of the
   same priority out of it (JobSet's term since its #687: exclusivity holds within a priority level, a
-  higher level takes domains by preemption). Both use `namespaceSelector: {}` (all namespaces), as JobSet.
+  higher level takes domains by preemption). The affinity term has no `namespaceSelector`: it selects pods
+  of the leader's own namespace only, so no pod of another namespace that carries the key (any pod may
+  carry any label) can pull the leader to itself; the anti-affinity keeps `namespaceSelector: {}` (every
+  namespace), since exclusivity is cluster-wide. JobSet puts `{}` on both (docs/jobset-parity.md).
 - `add_leader_affinity(pod_spec, job_key, topology_key, priority)`: merges those terms into the spec's
   existing affinity in place, never dropping what is there; adding them twice changes nothing.
 - `leader_domain(topology_key, node)`: the value of the topology label on the leader's Node (None if unset).
@@ -33,7 +36,6 @@ def leader_affinity_terms(job_key: str, topology_key: str, priority: str) -> tup
             "matchExpressions": [{"key": JOB_KEY_LABEL, "operator": "In", "values": [job_key]}]
         },
         "topologyKey": topology_key,
-        "namespaceSelector": {},
     }
     anti_affinity_term: Obj = {
         "labelSelector": {

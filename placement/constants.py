@@ -32,6 +32,10 @@ TARGET_COMPLETIONS_ANNOTATION: Final = f"{DOMAIN}/target-completions"
 TARGET_PARALLELISM_ANNOTATION: Final = f"{DOMAIN}/target-parallelism"
 TARGET_MAX_FAILED_INDEXES_ANNOTATION: Final = f"{DOMAIN}/target-max-failed-indexes"
 """spec.maxFailedIndexes lowered to 1 while the Job is at size 1 (docs/design.md, "Shrinking safely")."""
+ELASTIC_FALLBACK_ANNOTATION: Final = f"{DOMAIN}/elastic-fallback"
+"""On a Job the webhook admitted with `gate` although it asked for `elastic` (by annotation or default): why
+elastic was not possible. The admission warning is seen once by whoever created the Job (for a JobSet child
+Job, the JobSet controller); this stays readable (`kubectl exclusive-placement explain`)."""
 RESIZE_LABEL: Final = f"{DOMAIN}/resize"
 RESIZE_PENDING: Final = "pending"
 RESIZE_DONE: Final = "done"

@@ -13,7 +13,8 @@ released, on which nodes), so a new resizer replica reaches the same decision as
 - `gang_of(obj)`: the gang a pod or Job belongs to (None when it is not all-or-nothing).
 - `build_gang(gang_id, pods)`, `leader_view(pod)`, `node_view(node)`: the few fields the decisions read
   (what the resizer caches of them: `placement.cached_fields`).
-- `gang_state(gang)`, `gang_complete(gang)`, `free_domains(key, nodes, held_nodes, priority)`.
+- `gang_state(gang)`, `gang_complete(gang)`, `free_domains(key, nodes, held_nodes, priority)`,
+  `held_nodes(leaders)`.
 - `plan_admission(gangs, nodes, held_nodes, now, timeout)` → `AdmissionPlan`.
 - `release_patch(pod, now)`: the JSON patch that ungates one leader and records when (`format_time`);
   `as_released(pod, when)`: that pod as the resizer knows it is, over an older cached copy.
@@ -39,10 +40,13 @@ from placement.constants import (
     JOBSET_RESTART_ATTEMPT_LABEL,
     RELEASED_AT_ANNOTATION,
 )
+from placement.counts import InvalidCount, parse_count
 from placement.leader import is_live
 from placement.objects import (
     Obj,
     annotations_of,
+    is_finished_pod,
+    items,
     labels_of,
     metadata,
     namespace_of,
@@ -66,12 +70,18 @@ class GangId:
         return f"{self.namespace}/{self.jobset}#{self.attempt}"
 
 
+MAX_GANG_SIZE = 100_000
+"""More Jobs than any cluster has domains (such a gang never fits): only bounds what is parsed."""
+
+
 def gang_size(annotations: Mapping[str, str]) -> int | None:
     """The gang size the webhook wrote, when the object is all-or-nothing (else None)."""
     if annotations.get(ALL_OR_NOTHING_ANNOTATION, "").strip().lower() != "true":
         return None
-    raw = annotations.get(GANG_SIZE_ANNOTATION, "").strip()
-    return int(raw) if raw.isdigit() and int(raw) > 0 else None
+    try:
+        return parse_count(annotations.get(GANG_SIZE_ANNOTATION, ""), MAX_GANG_SIZE)
+    except InvalidCount:
+        return None
 
 
 def pod_priority_value(pod: Obj) -> int:
@@ -89,7 +99,7 @@ def gang_of(obj: Obj) -> GangId | None:
 
 
 def has_gang_gate(pod: Obj) -> bool:
-    gates = section(pod, "spec").get("schedulingGates") or []
+    gates = items(section(pod, "spec"), "schedulingGates")
     return any(isinstance(gate, dict) and gate.get("name") == ALL_OR_NOTHING_GATE for gate in gates)
 
 
@@ -103,7 +113,7 @@ def as_released(pod: Obj, released_at: str) -> Obj:
     spec = section(pod, "spec")
     gates = [
         g
-        for g in spec.get("schedulingGates") or []
+        for g in items(spec, "schedulingGates")
         if not (isinstance(g, dict) and g.get("name") == ALL_OR_NOTHING_GATE)
     ]
     meta = metadata(pod)
@@ -304,6 +314,17 @@ def free_domains(
     return schedulable - taken
 
 
+def held_nodes(leaders: Iterable[Obj]) -> dict[str, int]:
+    """The `held_nodes` of `free_domains` and `plan_admission`: nodes of bound, unfinished exclusive
+    leaders (terminating ones still occupy their node), with the highest priority among them."""
+    held: dict[str, int] = {}
+    for pod in leaders:
+        node = node_name(pod)
+        if node is not None and not is_finished_pod(pod):
+            held[node] = max(held.get(node, DEFAULT_PRIORITY), pod_priority_value(pod))
+    return held
+
+
 def existing_domains(topology_key: str, nodes: Iterable[NodeView]) -> set[str]:
     """Every domain of `topology_key` some node is in, schedulable or not (a cordoned node may return)."""
     return {domain for node in nodes if (domain := node.labels.get(topology_key)) is not None}
@@ -423,7 +444,7 @@ def release_patch(pod: Obj, now: str) -> JsonPatch | None:
     """Remove the all-or-nothing gate (after `test`ing it is where it was seen) and record `now` (RFC 3339)
     in `RELEASED_AT_ANNOTATION`, in one patch: the timeout's clock survives a resizer restart. None when
     the pod is not gated."""
-    gates = section(pod, "spec").get("schedulingGates") or []
+    gates = items(section(pod, "spec"), "schedulingGates")
     index = next(
         (
             i

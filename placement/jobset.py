@@ -8,6 +8,8 @@
   size. JobSet counts a child Job ready when its ready + succeeded pods reach min(parallelism,
   completions) of the Job's *current* spec (jobset_controller.go, calculateReplicatedJobStatuses); at size
   1 that is its leader alone, so JobSet would start what waits for it while the followers do not exist yet.
+- `JobSetStartup.strategy`: the JobSet's own `exclusive-placement.io/strategy`, the default of its child
+  Jobs that name none (honoured as all-or-nothing is).
 - `JobSetStartup.all_or_nothing` / `exclusive_jobs` / `created`: what all-or-nothing placement needs
   (docs/design.md, "All-or-nothing"): the JobSet's `exclusive-placement.io/all-or-nothing` annotation
   (None when absent or not a boolean), how many of its Jobs are exclusive (each needs one domain), and its
@@ -31,11 +33,13 @@ from placement.constants import (
     JOBSET_KIND,
     JOBSET_NODE_SELECTOR_ANNOTATION,
     JOBSET_REPLICATED_JOB_NAME_LABEL,
+    STRATEGY_ANNOTATION,
     TOPOLOGY_ANNOTATION,
 )
 from placement.objects import (
     Obj,
     annotations_of,
+    items,
     labels_of,
     metadata,
     namespace_of,
@@ -69,6 +73,8 @@ class JobSetStartup:
     """Child Jobs that ask for exclusive placement: the domains the JobSet needs at once."""
     created: str = ""
     """The JobSet's creationTimestamp."""
+    strategy: str | None = None
+    """The JobSet's own `exclusive-placement.io/strategy` (unchecked): its child Jobs' default."""
 
     def waits_for_readiness(self) -> bool:
         """JobSet creates some child Jobs only once others are ready: they cannot all hold a domain first."""
@@ -107,7 +113,7 @@ OwnerJobSet = JobSetStartup | JobSetUnknown
 
 def owning_jobset(job: Obj) -> JobSetRef | None:
     meta = metadata(job)
-    for ref in meta.get("ownerReferences") or []:
+    for ref in items(meta, "ownerReferences"):
         if (
             isinstance(ref, dict)
             and ref.get("controller")
@@ -127,10 +133,10 @@ def jobset_startup(jobset: Obj) -> JobSetStartup:
     spec = section(jobset, "spec")
     in_order = section(spec, "startupPolicy").get("startupPolicyOrder") == JOBSET_IN_ORDER
     ready: set[str] = set()
-    for replicated in spec.get("replicatedJobs") or []:
+    for replicated in items(spec, "replicatedJobs"):
         if not isinstance(replicated, dict):
             continue
-        for dependency in replicated.get("dependsOn") or []:
+        for dependency in items(replicated, "dependsOn"):
             if isinstance(dependency, dict) and dependency.get("status") == JOBSET_DEPENDENCY_READY:
                 ready.add(str(dependency.get("name") or ""))
     return JobSetStartup(
@@ -139,6 +145,7 @@ def jobset_startup(jobset: Obj) -> JobSetStartup:
         all_or_nothing=parse_bool(annotations_of(jobset).get(ALL_OR_NOTHING_ANNOTATION)),
         exclusive_jobs=exclusive_jobs(jobset),
         created=str(metadata(jobset).get("creationTimestamp") or ""),
+        strategy=annotations_of(jobset).get(STRATEGY_ANNOTATION, "").strip() or None,
     )
 
 
@@ -149,15 +156,24 @@ def parse_bool(value: str | None) -> bool | None:
 
 
 def exclusive_jobs(jobset: Obj) -> int:
-    """How many child Jobs ask for exclusive placement: JobSet's exclusive-topology annotation covers every
-    replicated Job (JobSet copies it to each Job); otherwise a replicated Job's own template annotations
-    (Job or pod template) decide. JobSet's node-selector mode is left to JobSet: none."""
+    """How many child Jobs ask for exclusive placement (`exclusive_replicated_jobs`, times their replicas)."""
+    count = 0
+    for replicated in exclusive_replicated_jobs(jobset):
+        replicas = replicated.get("replicas", 1)
+        count += replicas if isinstance(replicas, int) and not isinstance(replicas, bool) else 1
+    return count
+
+
+def exclusive_replicated_jobs(jobset: Obj) -> list[Obj]:
+    """The replicated Jobs whose child Jobs ask for exclusive placement: JobSet's exclusive-topology
+    annotation covers every replicated Job (JobSet copies it to each Job); otherwise a replicated Job's own
+    template annotations (Job or pod template) decide. JobSet's node-selector mode is left to JobSet: none."""
     annotations = annotations_of(jobset)
     if uses_node_selector_mode(annotations):
-        return 0
+        return []
     everything = bool(annotations.get(JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION, "").strip())
-    count = 0
-    for replicated in section(jobset, "spec").get("replicatedJobs") or []:
+    found: list[Obj] = []
+    for replicated in items(section(jobset, "spec"), "replicatedJobs"):
         if not isinstance(replicated, dict):
             continue
         template = section(replicated, "template")
@@ -165,9 +181,8 @@ def exclusive_jobs(jobset: Obj) -> int:
         if uses_node_selector_mode(own):
             continue
         if everything or topology_key_from_annotations(own) is not None:
-            replicas = replicated.get("replicas", 1)
-            count += replicas if isinstance(replicas, int) and not isinstance(replicas, bool) else 1
-    return count
+            found.append(replicated)
+    return found
 
 
 def uses_node_selector_mode(annotations: dict[str, str]) -> bool:

@@ -6,14 +6,15 @@
 - `job_ref_of_pod(pod)`: the owning Job (name, uid) from the controller ownerReference, else from the
   `batch.kubernetes.io/job-name` / `controller-uid` labels (pods from generateName have no name yet);
   `owner_job_key(pod)`: that Job as `<namespace>/<name>`.
-- `job_key(namespace, job_name, labels)`: JobSet's job-key label when present, else a stable hash of
-  `<namespace>/<job name>`; every affinity term selects on it.
+- `job_key(namespace, job_name)`: sha1 of `<namespace>/<job name>` (JobSet's own formula); every affinity
+  term selects on it. Derived from the pod's own namespace and owning Job, never read from a label: a Job
+  template or a pod can carry any label (`placement.reserved` denies a JobSet job-key that disagrees).
 - `completion_index(pod)` / `is_leader(pod)`: the leader is completion index "0".
 - `target_size(job)`: the completions a Job is meant to run: the target the webhook recorded when it
   shrank the Job (elastic), else `spec.completions`.
-- `is_terminating(obj)`, `is_finished_pod(pod)`: leaders in these states are ignored.
-- `section(obj, field)`, `labels_of(obj)`, `annotations_of(obj)`, `node_name(pod)`, `namespace_of(obj)`,
-  `uid_of(obj)`: null-safe accessors.
+- `is_terminating(obj)`, `is_finished_pod(pod)`: leaders in these states are ignored; `is_finished_job(job)`.
+- `section(obj, field)`, `items(obj, field)`, `labels_of(obj)`, `annotations_of(obj)`, `node_name(pod)`,
+  `namespace_of(obj)`, `uid_of(obj)`: null-safe accessors.
 """
 
 from __future__ import annotations
@@ -28,16 +29,17 @@ from placement.constants import (
     JOB_COMPLETION_INDEX_LABEL,
     JOB_NAME_LABEL,
     JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION,
-    JOBSET_JOB_KEY_LABEL,
     LEADER_COMPLETION_INDEX,
     LEGACY_CONTROLLER_UID_LABEL,
     LEGACY_JOB_NAME_LABEL,
     TARGET_COMPLETIONS_ANNOTATION,
     TOPOLOGY_ANNOTATION,
 )
+from placement.counts import MAX_INDEXED_JOB_SIZE, InvalidCount, parse_count
 
 Obj = dict[str, Any]
 FINISHED_POD_PHASES = frozenset({"Succeeded", "Failed"})
+FINISHED_JOB_CONDITIONS = frozenset({"Complete", "Failed", "SuccessCriteriaMet", "FailureTarget"})
 
 
 @dataclass(frozen=True)
@@ -53,6 +55,13 @@ def section(obj: Obj, field: str) -> Obj:
     objects that are not shaped as the API server would send them."""
     value = obj.get(field)
     return value if isinstance(value, dict) else {}
+
+
+def items(obj: Obj, field: str) -> list[Any]:
+    """`obj[field]` when it is a list (ownerReferences, schedulingGates, conditions, …), else an empty list:
+    never raises on objects that are not shaped as the API server would send them."""
+    value = obj.get(field)
+    return value if isinstance(value, list) else []
 
 
 def metadata(obj: Obj) -> Obj:
@@ -99,7 +108,7 @@ def topology_key_of_job(job: Obj) -> str | None:
 
 
 def job_ref_of_pod(pod: Obj) -> JobRef | None:
-    for ref in metadata(pod).get("ownerReferences") or []:
+    for ref in items(metadata(pod), "ownerReferences"):
         if isinstance(ref, dict) and ref.get("kind") == "Job" and ref.get("controller") and ref.get("name"):
             return JobRef(name=str(ref["name"]), uid=str(ref.get("uid") or ""))
     pod_labels = labels_of(pod)
@@ -117,13 +126,10 @@ def owner_job_key(pod: Obj) -> str | None:
     return None if ref is None else f"{namespace_of(pod)}/{ref.name}"
 
 
-def hashed_job_key(namespace: str, job_name: str) -> str:
-    """sha1 hex of `<namespace>/<job name>` (40 chars: a valid label value), as JobSet computes its key."""
+def job_key(namespace: str, job_name: str) -> str:
+    """sha1 hex of `<namespace>/<job name>` (40 chars: a valid label value), as JobSet computes its
+    `jobset.sigs.k8s.io/job-key` (`jobHashKey` in its JobSet controller)."""
     return hashlib.sha1(f"{namespace}/{job_name}".encode(), usedforsecurity=False).hexdigest()
-
-
-def job_key(namespace: str, job_name: str, obj_labels: dict[str, str]) -> str:
-    return obj_labels.get(JOBSET_JOB_KEY_LABEL) or hashed_job_key(namespace, job_name)
 
 
 def completion_index(pod: Obj) -> str | None:
@@ -138,14 +144,17 @@ def is_leader(pod: Obj) -> bool:
 
 
 def positive_int(value: Any) -> int | None:
-    """An int > 0, or a string of one (surrounding spaces allowed), as an int; None for anything else."""
+    """An int > 0, or a count as the webhook writes it (`placement.counts`: ASCII digits, up to the largest
+    Indexed Job), as an int; None for anything else."""
     if isinstance(value, bool):
         return None
     if isinstance(value, int):
         return value if value > 0 else None
-    if isinstance(value, str) and value.strip().isdigit():
-        parsed = int(value.strip())
-        return parsed if parsed > 0 else None
+    if isinstance(value, str):
+        try:
+            return parse_count(value, MAX_INDEXED_JOB_SIZE)
+        except InvalidCount:
+            return None
     return None
 
 
@@ -161,6 +170,16 @@ def is_terminating(obj: Obj) -> bool:
 
 def is_finished_pod(pod: Obj) -> bool:
     return section(pod, "status").get("phase") in FINISHED_POD_PHASES
+
+
+def is_finished_job(job: Obj) -> bool:
+    """A Job condition says it finished, or is about to (the terminal conditions and their targets)."""
+    return any(
+        isinstance(condition, dict)
+        and condition.get("type") in FINISHED_JOB_CONDITIONS
+        and condition.get("status") == "True"
+        for condition in items(section(job, "status"), "conditions")
+    )
 
 
 def node_name(pod: Obj) -> str | None:

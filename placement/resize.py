@@ -37,24 +37,25 @@ from placement.constants import (
     TARGET_MAX_FAILED_INDEXES_ANNOTATION,
     TARGET_PARALLELISM_ANNOTATION,
 )
+from placement.counts import MAX_INDEXED_JOB_SIZE, InvalidCount, parse_count
 from placement.gang import Gang, gang_complete, gang_of
 from placement.leader import LeaderProblem, Placed, leader_problem
 from placement.objects import (
     JobRef,
     Obj,
     annotations_of,
+    is_finished_job,
     is_terminating,
+    items,
     job_ref_of_pod,
     labels_of,
     metadata,
-    positive_int,
+    pod_template,
     section,
     topology_key_of_job,
     topology_key_of_pod,
 )
 from placement.patch import JsonPatch, escape
-
-FINISHED_CONDITIONS = frozenset({"Complete", "Failed", "SuccessCriteriaMet", "FailureTarget"})
 
 
 class SkipReason(StrEnum):
@@ -65,6 +66,8 @@ class SkipReason(StrEnum):
     JOB_TERMINATING = "job-terminating"
     JOB_FINISHED = "job-finished"
     NOT_INDEXED = "not-indexed"
+    NOT_ADMITTED = "not-admitted"
+    """No topology annotation on its pod template: the Job webhook never admitted it as exclusive."""
     MISSING_TARGET = "missing-target"
     INVALID_TARGET = "invalid-target"
     WOULD_SHRINK = "would-shrink"
@@ -98,6 +101,8 @@ class ResizeDecision:
     current_completions: int | None = None
     current_parallelism: int | None = None
     patch: Obj | None = field(default=None)
+    detail: str = ""
+    """INVALID_TARGET: which annotation, and why (for the one log line and Event that report it)."""
 
     @property
     def resize(self) -> bool:
@@ -159,22 +164,61 @@ def follower_to_watch(pod: Obj) -> bool:
 
 
 def _gate_index(pod: Obj, gate: str) -> int | None:
-    gates = section(pod, "spec").get("schedulingGates") or []
+    gates = items(section(pod, "spec"), "schedulingGates")
     for index, entry in enumerate(gates):
         if isinstance(entry, dict) and entry.get("name") == gate:
             return index
     return None
 
 
-def _job_finished(job: Obj) -> bool:
-    for condition in section(job, "status").get("conditions") or []:
-        if (
-            isinstance(condition, dict)
-            and condition.get("type") in FINISHED_CONDITIONS
-            and condition.get("status") == "True"
-        ):
-            return True
-    return False
+def recorded_target(annotations: dict[str, str]) -> tuple[int, int | None]:
+    """The target size (and original `maxFailedIndexes`, when it was lowered) the Job webhook recorded.
+
+    Raises `InvalidCount`, naming the annotation, for anything the webhook would not have written
+    (`placement.counts`): a non-decimal or out-of-range value, or a parallelism that differs from the
+    completions (Elastic Indexed Jobs need them equal)."""
+
+    def count(key: str, text: str, maximum: int) -> int:
+        try:
+            return parse_count(text, maximum)
+        except InvalidCount as err:
+            raise InvalidCount(f"{key}: {err}") from None
+
+    raw_completions = annotations[TARGET_COMPLETIONS_ANNOTATION]
+    target = count(TARGET_COMPLETIONS_ANNOTATION, raw_completions, MAX_INDEXED_JOB_SIZE)
+    raw_parallelism = annotations.get(TARGET_PARALLELISM_ANNOTATION, raw_completions)
+    if count(TARGET_PARALLELISM_ANNOTATION, raw_parallelism, MAX_INDEXED_JOB_SIZE) != target:
+        raise InvalidCount(
+            f"{TARGET_PARALLELISM_ANNOTATION}: {raw_parallelism} differs from the target completions "
+            f"{target}; an Elastic Indexed Job needs them equal"
+        )
+    raw_max_failed = annotations.get(TARGET_MAX_FAILED_INDEXES_ANNOTATION)
+    if raw_max_failed is None:
+        return target, None
+    return target, count(TARGET_MAX_FAILED_INDEXES_ANNOTATION, raw_max_failed, target)
+
+
+def admitted_target(job: Obj) -> tuple[int, int | None]:
+    """The target the resizer may grow the Job to: the Job's own annotations (`recorded_target`), never
+    past the record the Job webhook also left on the pod template, which no client changes once the Job
+    runs. A Job admitted by a webhook older than that record has none: its annotations count alone.
+
+    Raises `InvalidCount`, naming the annotation, for a value the webhook would not have written or one
+    larger than the record."""
+    target, max_failed = recorded_target(annotations_of(job))
+    record = annotations_of(pod_template(job))
+    if TARGET_COMPLETIONS_ANNOTATION not in record:
+        return target, max_failed
+    try:
+        recorded, _ = recorded_target(record)
+    except InvalidCount as err:
+        raise InvalidCount(f"the pod template's {err}") from None
+    if target > recorded:
+        raise InvalidCount(
+            f"{TARGET_COMPLETIONS_ANNOTATION}: {target} is more than the {recorded} the Job webhook recorded "
+            "(on the pod template) when it admitted the Job"
+        )
+    return target, max_failed
 
 
 def _leaders_disagree(key: str, domain: str, rivals: Sequence[Placed]) -> bool:
@@ -226,28 +270,24 @@ def decide_resize(job: Obj, leader: Obj | None, *, gang: Gang | None) -> ResizeD
         return skip(SkipReason.NOT_PENDING)
     if is_terminating(job):
         return skip(SkipReason.JOB_TERMINATING)
-    if _job_finished(job):
+    if is_finished_job(job):
         return skip(SkipReason.JOB_FINISHED)
     if spec.get("completionMode") != "Indexed":
         return skip(SkipReason.NOT_INDEXED)
+    if topology_key_of_pod(pod_template(job)) is None:
+        return skip(SkipReason.NOT_ADMITTED)
 
-    annotations = annotations_of(job)
-    raw_completions = annotations.get(TARGET_COMPLETIONS_ANNOTATION)
-    raw_parallelism = annotations.get(TARGET_PARALLELISM_ANNOTATION, raw_completions)
-    if raw_completions is None:
+    if TARGET_COMPLETIONS_ANNOTATION not in annotations_of(job):
         return skip(SkipReason.MISSING_TARGET)
-    target = positive_int(raw_completions)
-    if target is None or positive_int(raw_parallelism) != target:
-        # Elastic Indexed Jobs need completions == parallelism after the change.
-        return skip(SkipReason.INVALID_TARGET)
+    try:
+        target, max_failed = admitted_target(job)
+    except InvalidCount as err:
+        return ResizeDecision(
+            SkipReason.INVALID_TARGET, None, current_completions, current_parallelism, detail=str(err)
+        )
     currents = [value for value in (current_completions, current_parallelism) if isinstance(value, int)]
     if any(current > target for current in currents):
         return skip(SkipReason.WOULD_SHRINK, target)
-
-    raw_max_failed = annotations.get(TARGET_MAX_FAILED_INDEXES_ANNOTATION)
-    max_failed = positive_int(raw_max_failed) if raw_max_failed is not None else None
-    if raw_max_failed is not None and (max_failed is None or max_failed > target):
-        return skip(SkipReason.INVALID_TARGET, target)
 
     problem = _skip_reason(leader_problem(leader, job_ref(job)))
     if problem is not None:
@@ -328,7 +368,7 @@ def _has_violation_condition(pod: Obj) -> bool:
         isinstance(condition, dict)
         and condition.get("type") == DISRUPTION_TARGET_CONDITION
         and condition.get("status") == "True"
-        for condition in section(pod, "status").get("conditions") or []
+        for condition in items(section(pod, "status"), "conditions")
     )
 
 

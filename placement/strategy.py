@@ -3,6 +3,8 @@
 - `select_strategy(annotations, default)`: the per-object `exclusive-placement.io/strategy` annotation,
   else the configured default; an unknown value raises `InvalidStrategy` naming the valid values.
 - `strategy_of_job(job, default)`: Job metadata first, then the pod template.
+- `is_indexed(job)` / `completion_mode(job)`: only an Indexed Job has a leader; a NonIndexed Job asking for
+  exclusive placement is placed with `affinity` (every pod carries the leader's terms).
 - `elastic_ineligibility(job)`: None when the Job can be shrunk and resized, else the reason (used in the
   admission warning when falling back to `gate`).
 - `max_failed_indexes_at_size_one(job)`: the `spec.maxFailedIndexes` a Job needs while it is at size 1
@@ -25,7 +27,11 @@ from placement.objects import Obj, annotations_of, metadata, pod_template, secti
 GENERATED_NAME_SUFFIX_LENGTH = 5
 """The API server appends 5 random characters to generateName."""
 SIZE_ONE_MAX_FAILED_INDEXES = 1
-_INDEX_NUMBER = re.compile(r"\d+")
+INDEXED = "Indexed"
+NON_INDEXED = "NonIndexed"
+_NONZERO_DIGIT = re.compile(r"[1-9]")
+"""Any number in a succeededIndexes list with a nonzero digit is an index >= 1 (read without `int()`,
+which refuses over 4,300 digits)."""
 
 
 class InvalidStrategy(ValueError):
@@ -69,11 +75,20 @@ def longest_hostname(job: Obj, completions: int) -> str:
     return f"{name}-{completions - 1}"
 
 
+def completion_mode(job: Obj) -> str:
+    """`spec.completionMode`, with the API server's default (NonIndexed)."""
+    return str(section(job, "spec").get("completionMode") or NON_INDEXED)
+
+
+def is_indexed(job: Obj) -> bool:
+    """Only an Indexed Job has a leader (completion index 0) to place its other pods after."""
+    return completion_mode(job) == INDEXED
+
+
 def elastic_ineligibility(job: Obj) -> str | None:
     spec = section(job, "spec")
-    mode = spec.get("completionMode") or "NonIndexed"
-    if mode != "Indexed":
-        return f"completionMode is {mode}, elastic resize needs Indexed"
+    if not is_indexed(job):
+        return f"completionMode is {completion_mode(job)}, elastic resize needs {INDEXED}"
     completions = _int_or_none(spec.get("completions"))
     parallelism = _int_or_none(spec.get("parallelism"))
     if parallelism is None:
@@ -103,7 +118,7 @@ def success_policy_problem(spec: Obj) -> str | None:
             continue
         where = f"spec.successPolicy.rules[{position}]"
         indexes = rule.get("succeededIndexes")
-        if isinstance(indexes, str) and any(int(n) >= 1 for n in _INDEX_NUMBER.findall(indexes)):
+        if isinstance(indexes, str) and _NONZERO_DIGIT.search(indexes):
             return (
                 f"{where}.succeededIndexes {indexes!r} names indexes >= 1, which the API server rejects at "
                 "size 1, and successPolicy cannot be changed afterwards"

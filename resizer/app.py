@@ -9,13 +9,15 @@ import time
 from types import FrameType
 
 from kubekit.client import Kube, Timeouts, build_api_client
+from kubekit.settings import SettingsError
 from resizer.caches import new_caches
 from resizer.election import AlwaysLeader, ElectionConfig, LeaderElector
+from resizer.events import REPORTING_CONTROLLER, EventRecorder
 from resizer.health import HealthServer
 from resizer.informers import resizer_informers
 from resizer.manager import Resizer
 from resizer.metrics import Metrics
-from resizer.settings import ResizerSettings
+from resizer.settings import ResizerSettings, host_name
 from resizer.workqueue import WorkQueue
 
 log = logging.getLogger(__name__)
@@ -28,6 +30,7 @@ class ResizerApp:
     def __init__(self, settings: ResizerSettings) -> None:
         self.settings = settings
         self.metrics = Metrics()
+        self.health = self._listen(settings)
         api_client = build_api_client(
             settings.kubeconfig,
             settings.server,
@@ -46,7 +49,7 @@ class ResizerApp:
             self.elector = LeaderElector(
                 self.kube,
                 ElectionConfig(
-                    namespace=settings.lease_namespace,
+                    namespace=settings.election_namespace,
                     name=settings.lease_name,
                     identity=settings.identity,
                     lease_duration=settings.lease_duration_seconds,
@@ -58,12 +61,16 @@ class ResizerApp:
             )
         else:
             self.elector = AlwaysLeader(self._started_leading)
+        self.events = EventRecorder(
+            self.kube, self.metrics, reporting_instance=f"{REPORTING_CONTROLLER}-{host_name()}"
+        )
         self.resizer = Resizer(
             self.kube,
             self.caches,
             self.metrics,
             self.elector,
             dry_run=settings.dry_run,
+            recorder=self.events,
             new_queue=lambda: WorkQueue(settings.retry_base_delay_seconds, settings.retry_max_delay_seconds),
             gang_timeout=settings.all_or_nothing_timeout_seconds,
         )
@@ -71,21 +78,35 @@ class ResizerApp:
             lambda _name: self.kube,
             self.resizer,
             namespace=settings.namespace,
+            exempt_namespaces=settings.exempt_namespaces,
             on_restart=self._watch_restarted,
         )
-        self.health = HealthServer(
-            settings.metrics_host, settings.metrics_port, self.metrics.registry, self._livez, self._readyz
-        )
         self._stopped = threading.Event()
+
+    def _listen(self, settings: ResizerSettings) -> HealthServer:
+        """The health server's socket, bound first: a port in use is one line naming the flag, not a
+        traceback after the API client is built."""
+        try:
+            return HealthServer(
+                settings.metrics_host, settings.metrics_port, self.metrics.registry, self._livez, self._readyz
+            )
+        except OSError as error:
+            raise SettingsError(
+                f"--metrics-port: cannot listen on {settings.metrics_host}:{settings.metrics_port} "
+                f"({error.strerror or error}); choose another port with --metrics-port "
+                "(EXCLUSIVE_PLACEMENT_METRICS_PORT; 0 takes any free one)"
+            ) from error
 
     # --- lifecycle -------------------------------------------------------------------------------------
 
     def start(self) -> None:
+        self.events.start()
         self.health.start()
         log.info(
-            "resizer %s starting: namespace=%s dry_run=%s leader_elect=%s health port %d",
+            "resizer %s starting: namespace=%s exempt=%s dry_run=%s leader_elect=%s health port %d",
             self.settings.identity,
             self.settings.namespace or "(all)",
+            ",".join(self.settings.exempt_namespaces) or "(none)",
             self.settings.dry_run,
             self.settings.leader_elect,
             self.health.port,
@@ -140,6 +161,7 @@ class ResizerApp:
 
         # Shares of one budget: per-step timeouts in sequence added up past a supervisor's grace period.
         self.resizer.stop_workers(timeout=remaining() / 4)
+        self.events.stop(timeout=remaining() / 4)
         self.elector.stop(release=True, timeout=remaining() / 2)
         self.metrics.is_leader.set(0)
         for informer in self.informers:
@@ -165,6 +187,8 @@ class ResizerApp:
         dead = [informer.name for informer in self.informers if not informer.is_alive()]
         if self.resizer.workers_started and not self.resizer.workers_alive():
             dead.append("workers")
+        if not self.events.alive():
+            dead.append("event-writer")
         if dead and not self._stopped.is_set():
             return False, f"dead: {', '.join(dead)}"
         return True, "ok"

@@ -12,7 +12,6 @@ import logging
 import time
 from collections.abc import Callable
 
-from placement.constants import DEFAULT_PRIORITY
 from placement.gang import (
     AdmissionPlan,
     GangId,
@@ -20,13 +19,13 @@ from placement.gang import (
     Release,
     Timeout,
     format_time,
+    held_nodes,
     node_view,
     plan_admission,
-    pod_priority_value,
     release_patch,
     timeout_condition,
 )
-from placement.objects import Obj, is_finished_pod, metadata, namespace_of, node_name
+from placement.objects import Obj, metadata, namespace_of
 from resizer.api import CONFLICT, TEST_FAILED, rfc3339_now
 from resizer.context import Context, WithContext
 from resizer.controller import DONE, Result
@@ -56,8 +55,9 @@ class GangReconciler(WithContext):
         self._wall_clock = wall_clock
         self.dry_run_notes = NoteOnce[tuple[str, GangId]](log)
         """(what, JobSet) a dry-run said it would do."""
-        self.blocked_notes = NoteOnce[GangId](log)
-        """The JobSet at the head of the queue, waiting for domains."""
+        self.blocked_notes = NoteOnce[tuple[GangId, int, int]](log)
+        """The JobSet at the head of the queue, waiting for domains: (it, domains it needs, domains free),
+        said again when the numbers change."""
         self.unfit_notes = NoteOnce[GangId](log)
         """JobSets needing more domains than the cluster has."""
 
@@ -67,7 +67,7 @@ class GangReconciler(WithContext):
         plan = plan_admission(
             gangs,
             [node_view(node) for node in self.caches.nodes.items()],
-            self._held_nodes(),
+            held_nodes(self.caches.leaders.items()),
             now,
             self.timeout,
         )
@@ -95,19 +95,10 @@ class GangReconciler(WithContext):
     def _forget_all_but(self, present: set[GangId]) -> None:
         self.dry_run_notes.retain(lambda subject: subject[1] in present)
 
-    def _held_nodes(self) -> dict[str, int]:
-        """Nodes of bound, unfinished exclusive leaders (terminating ones still occupy their node), with the
-        highest priority among them."""
-        held: dict[str, int] = {}
-        for pod in self.caches.leaders.items():
-            node = node_name(pod)
-            if node is not None and not is_finished_pod(pod):
-                held[node] = max(held.get(node, DEFAULT_PRIORITY), pod_priority_value(pod))
-        return held
-
     def _note_waiting(self, plan: AdmissionPlan) -> None:
-        if plan.blocked is not None and self.blocked_notes.note(
-            plan.blocked,
+        waiting = None if plan.blocked is None else (plan.blocked, plan.blocked_needs, plan.blocked_free)
+        if waiting is not None and self.blocked_notes.note(
+            waiting,
             "all-or-nothing: JobSet %s waits for %d free domains (%d free)",
             plan.blocked,
             plan.blocked_needs,
@@ -115,9 +106,9 @@ class GangReconciler(WithContext):
             extra={"jobset": str(plan.blocked), "reason": "waiting-for-domains"},
         ):
             self._waiting(
-                plan.blocked, f"waits for {plan.blocked_needs} free domains ({plan.blocked_free} free)"
+                waiting[0], f"waits for {plan.blocked_needs} free domains ({plan.blocked_free} free)"
             )
-        self.blocked_notes.retain(lambda gang: gang == plan.blocked)
+        self.blocked_notes.retain(lambda said: said == waiting)
         for gang, needs, existing in plan.unfit:
             if self.unfit_notes.note(
                 gang,

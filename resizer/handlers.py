@@ -79,19 +79,3 @@ class FollowerHandler:
     def on_relist(self, objects: list[Obj]) -> None:
         for pod in objects:
             self.resizer.followers.enqueue(owner_job_key(pod))
-
-
-class NodeHandler:
-    """Nodes: a change can free or take a domain of the all-or-nothing queue."""
-
-    def __init__(self, resizer: Resizer) -> None:
-        self.resizer = resizer
-
-    def on_upsert(self, old: Obj | None, new: Obj) -> None:
-        self.resizer.enqueue_gangs()
-
-    def on_delete(self, old: Obj) -> None:
-        self.resizer.enqueue_gangs()
-
-    def on_relist(self, objects: list[Obj]) -> None:
-        self.resizer.enqueue_gangs()

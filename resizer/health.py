@@ -2,13 +2,29 @@
 
 from __future__ import annotations
 
+import logging
+import sys
 import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
+log = logging.getLogger(__name__)
+
 Probe = Callable[[], tuple[bool, str]]
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """One line, not socketserver's traceback on stderr: a probe that gave up and closed its connection
+        while being answered is the client's business."""
+        error = sys.exc_info()[1]
+        level = logging.DEBUG if isinstance(error, ConnectionError | TimeoutError) else logging.WARNING
+        log.log(level, "health request from %s failed: %r", client_address[0], error)
 
 
 class HealthServer:
@@ -38,8 +54,7 @@ class HealthServer:
             def log_message(self, format: str, *args: object) -> None:
                 return None  # probes every few seconds would drown the useful lines
 
-        self._server = ThreadingHTTPServer((host, port), Handler)
-        self._server.daemon_threads = True
+        self._server = _Server((host, port), Handler)
         self._thread = threading.Thread(target=self._server.serve_forever, name="health-http", daemon=True)
 
     @property

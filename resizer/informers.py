@@ -5,22 +5,25 @@
   `LeaderHandler`.
 - `unbound-followers`: unbound pods labelled `role: follower`, kept while gated or pinned, into
   `caches.followers`; `FollowerHandler`.
-- `nodes`: every Node, projected to `QUEUE_NODE_FIELDS`, into `caches.nodes`; `NodeHandler`.
+- `nodes`: every Node, projected to `QUEUE_NODE_FIELDS`, into `caches.nodes`; any change looks at the
+  all-or-nothing queue again (`OnAnyChange`).
+
+The three namespaced ones leave out the namespaces the webhooks are exempt from (a field selector).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from kubekit.client import Resource
-from kubekit.informer import Handler, Informer, ListWatch, Store, without_managed_fields
+from kubekit.informer import Handler, Informer, ListWatch, OnAnyChange, Store, without_managed_fields
 from kubekit.projection import FieldProjection
 from placement.cached_fields import LEADER_POD_FIELDS, QUEUE_NODE_FIELDS
 from placement.constants import RESIZE_LABEL, RESIZE_PENDING, ROLE_FOLLOWER, ROLE_LABEL, ROLE_LEADER
 from placement.objects import Obj
 from placement.resize import follower_to_watch
 from resizer.caches import is_pending_job
-from resizer.handlers import FollowerHandler, JobHandler, LeaderHandler, NodeHandler
+from resizer.handlers import FollowerHandler, JobHandler, LeaderHandler
 from resizer.manager import Resizer
 
 UNBOUND_PODS = "spec.nodeName="
@@ -32,15 +35,24 @@ def _ignore_restart(_informer: str, _reason: str) -> None:
     return None
 
 
+def outside(exempt_namespaces: Sequence[str], *selectors: str) -> str | None:
+    """A field selector: `selectors`, and none of the exempt namespaces (the API server filters them out,
+    so the resizer never sees, let alone acts on, what is in them)."""
+    excluded = [f"metadata.namespace!={namespace}" for namespace in exempt_namespaces]
+    return ",".join([*selectors, *excluded]) or None
+
+
 def resizer_informers(
     source: Callable[[str], ListWatch],
     resizer: Resizer,
     *,
     namespace: str | None,
+    exempt_namespaces: Sequence[str] = (),
     on_restart: Callable[[str, str], None] = _ignore_restart,
 ) -> list[Informer]:
     """The informers filling `resizer.caches`; each lists and watches through `source(its name)` (the API
-    client in the app, a test's `kubekit.testing.WatchFeed`), in `namespace` (None: all) but Nodes."""
+    client in the app, a test's `kubekit.testing.WatchFeed`), in `namespace` (None: all) but Nodes, never in
+    `exempt_namespaces` (the namespaces the webhooks are exempt from)."""
     caches = resizer.caches
 
     def informer(
@@ -77,6 +89,7 @@ def resizer_informers(
             JobHandler(resizer),
             keep=is_pending_job,
             store=caches.jobs,
+            field_selector=outside(exempt_namespaces),
         ),
         informer(
             "pods",
@@ -85,6 +98,7 @@ def resizer_informers(
             LeaderHandler(resizer),
             store=caches.leaders,
             project=FieldProjection(LEADER_POD_FIELDS),
+            field_selector=outside(exempt_namespaces),
         ),
         informer(
             "pods",
@@ -93,13 +107,13 @@ def resizer_informers(
             FollowerHandler(resizer),
             keep=follower_to_watch,
             store=caches.followers,
-            field_selector=UNBOUND_PODS,
+            field_selector=outside(exempt_namespaces, UNBOUND_PODS),
         ),
         informer(
             "nodes",
             "nodes",
             None,
-            NodeHandler(resizer),
+            OnAnyChange(resizer.enqueue_gangs),  # a change can free or take a domain of the queue
             store=caches.nodes,
             project=FieldProjection(QUEUE_NODE_FIELDS),
             cluster_scoped=True,

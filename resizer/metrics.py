@@ -78,6 +78,19 @@ class Metrics:
             "All-or-nothing JobSets waiting in the queue for free domains.",
             registry=self.registry,
         )
+        self.event_writes = Counter(
+            f"{PREFIX}_event_writes",
+            "Event requests (events.k8s.io/v1) that succeeded, by verb: create, patch (a series' count).",
+            ["verb"],
+            registry=self.registry,
+        )
+        self.events_dropped = Counter(
+            f"{PREFIX}_events_dropped",
+            "Event writes given up, by reason: queue-full (record never waits), rejected (the API server "
+            "refused it), retries-exhausted.",
+            ["reason"],
+            registry=self.registry,
+        )
         self.is_leader = Gauge(
             f"{PREFIX}_is_leader", "1 while this replica holds the Lease and acts.", registry=self.registry
         )

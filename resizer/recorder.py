@@ -24,6 +24,7 @@ class Reason(StrEnum):
     ALL_OR_NOTHING_WAITING = "AllOrNothingWaiting"
     ALL_OR_NOTHING_RELEASED = "AllOrNothingReleased"
     ALL_OR_NOTHING_TIMED_OUT = "AllOrNothingTimedOut"
+    RESIZE_REFUSED = "ResizeRefused"
 
 
 class Action(StrEnum):

@@ -10,13 +10,14 @@ from __future__ import annotations
 import logging
 
 from kubekit.keys import object_key
+from placement.affinity import leader_domain
 from placement.leader import pick_leader
-from placement.objects import Obj, metadata, namespace_of
-from placement.resize import ResizeDecision, SkipReason, decide_resize, job_ref
+from placement.objects import Obj, metadata, namespace_of, node_name
+from placement.resize import ResizeDecision, SkipReason, decide_resize, job_ref, topology_key
 from resizer.context import Context, WithContext
 from resizer.controller import DONE, Result
 from resizer.notes import NoteOnce
-from resizer.recorder import Action, Outcome, Reason, job_reference, pod_reference
+from resizer.recorder import Action, EventType, Outcome, Reason, job_reference, pod_reference
 
 log = logging.getLogger(__name__)
 
@@ -30,6 +31,8 @@ class ResizeReconciler(WithContext):
         super().__init__(context)
         self.dry_run_notes = NoteOnce[str](log)
         """Jobs a dry-run said it would resize, by key."""
+        self.refusal_notes = NoteOnce[str](log)
+        """Pending Jobs said not to be resized for a reason of their own (not admitted, a target refused)."""
 
     def reconcile(self, key: str) -> Result:
         job = self.caches.jobs.get(key)
@@ -42,9 +45,13 @@ class ResizeReconciler(WithContext):
     def forget(self, key: str) -> None:
         """The Job left the pending cache (resized, deleted): nothing noted about it stays."""
         self.dry_run_notes.forget(key)
+        self.refusal_notes.forget(key)
 
     def footprint(self) -> dict[str, int]:
-        return {"resize_dry_run_notes": len(self.dry_run_notes)}
+        return {
+            "resize_dry_run_notes": len(self.dry_run_notes),
+            "resize_refusal_notes": len(self.refusal_notes),
+        }
 
     def _read(self, key: str, job: Obj) -> Obj | None:
         fresh = self.api.get_job(namespace_of(job), str(metadata(job).get("name")))
@@ -56,7 +63,7 @@ class ResizeReconciler(WithContext):
         leader = pick_leader(self.caches.leaders.by_index(key), job_ref(job))
         decision = decide_resize(job, leader, gang=self.gangs.gang_of(job))
         if decision.patch is None:
-            self._skipped(key, decision.reason)
+            self._skipped(key, job, decision)
             return
         if self.dry_run:
             self.dry_run_notes.note(
@@ -87,13 +94,26 @@ class ResizeReconciler(WithContext):
                 job_reference(job),
                 Reason.RESIZED,
                 Action.RESIZE,
-                f"resized from {before} to {decision.target}/{decision.target} (completions/parallelism) "
-                "once its leader was bound",
+                f"resized from {before} to {decision.target}/{decision.target} (completions/parallelism): "
+                f"{self._where(leader)}",
                 related=pod_reference(leader) if leader else None,
             )
         )
 
-    def _skipped(self, key: str, reason: SkipReason | None) -> None:
+    def _where(self, leader: Obj | None) -> str:
+        """Where the leader was bound: its domain as the node informer shows the node, else the node."""
+        if leader is None:
+            return "its leader is bound"
+        name, node = str(metadata(leader).get("name")), node_name(leader)
+        key = topology_key(leader)
+        cached = self.caches.nodes.get(node) if node else None
+        domain = leader_domain(key, cached) if key and cached is not None else None
+        if domain is None:
+            return f"leader {name} bound to node {node}"
+        return f"leader {name} bound in {key}={domain} (node {node})"
+
+    def _skipped(self, key: str, job: Obj, decision: ResizeDecision) -> None:
+        reason = decision.reason
         if reason is None:
             return
         self.metrics.skips.labels(reason.value).inc()
@@ -101,8 +121,32 @@ class ResizeReconciler(WithContext):
             log.debug("waiting: %s", reason.value, extra={"job": key, "reason": reason.value})
         elif reason in NOT_PENDING:
             self._drop(key)
+        elif reason is SkipReason.INVALID_TARGET:
+            self._refused(key, job, decision.detail)
         else:
-            log.info("not resizing: %s", reason.value, extra={"job": key, "reason": reason.value})
+            self.refusal_notes.note(
+                key, "not resizing: %s", reason.value, extra={"job": key, "reason": reason.value}
+            )
+
+    def _refused(self, key: str, job: Obj, detail: str) -> None:
+        """A target the Job webhook would not have recorded: said once (a log line, a Warning Event) while
+        the Job stays pending, however often it changes."""
+        if self.refusal_notes.note(
+            key,
+            "not resizing: invalid-target: %s",
+            detail,
+            level=logging.WARNING,
+            extra={"job": key, "reason": SkipReason.INVALID_TARGET.value},
+        ):
+            self.recorder.record(
+                Outcome(
+                    job_reference(job),
+                    Reason.RESIZE_REFUSED,
+                    Action.RESIZE,
+                    f"not resized: {detail}",
+                    type=EventType.WARNING,
+                )
+            )
 
     def _drop(self, key: str) -> None:
         """Take the Job out of the pending cache (its watch event then finds nothing to hand on)."""

@@ -6,16 +6,38 @@ import os
 import socket
 import uuid
 from collections.abc import Sequence
-from typing import ClassVar
+from pathlib import Path
+from typing import Annotated, ClassVar
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
+from pydantic_settings import NoDecode
 
-from kubekit.settings import ProcessSettings, load
+from kubekit.settings import ProcessSettings, SettingsError, load
+
+SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+"""What the kubelet mounts into every pod with a service account token: the pod's namespace."""
+
+
+def pod_namespace() -> str | None:
+    """The namespace of the pod this process runs in: `POD_NAMESPACE` (the chart's downward API), else the
+    service account's namespace file; None outside a pod."""
+    from_env = os.environ.get("POD_NAMESPACE", "").strip()
+    if from_env:
+        return from_env
+    try:
+        return SERVICE_ACCOUNT_NAMESPACE.read_text().strip() or None
+    except OSError:
+        return None
+
+
+def host_name() -> str:
+    """The pod's name (the chart's downward API sets POD_NAME), else the host's."""
+    return os.environ.get("POD_NAME") or socket.gethostname()
 
 
 def default_identity() -> str:
     """Unique per process, readable in the Lease: `<hostname>_<random>` like client-go's callers use."""
-    return f"{os.environ.get('POD_NAME') or socket.gethostname()}_{uuid.uuid4().hex[:8]}"
+    return f"{host_name()}_{uuid.uuid4().hex[:8]}"
 
 
 class ResizerSettings(ProcessSettings):
@@ -37,6 +59,11 @@ class ResizerSettings(ProcessSettings):
 
     namespace: str | None = Field(
         default=None, description="only watch this namespace (default: all namespaces)"
+    )
+    exempt_namespaces: Annotated[tuple[str, ...], NoDecode] = Field(
+        default=(),
+        description="comma-separated namespaces never acted in: those the webhooks are exempt from (the "
+        "chart passes its list: the release namespace, kube-system and webhook.admission.exemptNamespaces)",
     )
 
     # --- behaviour
@@ -62,7 +89,13 @@ class ResizerSettings(ProcessSettings):
     # --- HA (coordination.k8s.io/v1 Lease)
     leader_elect: bool = Field(default=True, description="elect one active replica through a Lease")
     lease_name: str = Field(default="exclusive-placement-resizer", min_length=1, description="Lease name")
-    lease_namespace: str = Field(default="default", min_length=1, description="namespace of the Lease")
+    lease_namespace: str | None = Field(
+        default=None,
+        min_length=1,
+        validate_default=True,
+        description="namespace of the Lease (default: the pod's own, from POD_NAMESPACE or the service "
+        "account's namespace file; outside a pod it must be given)",
+    )
     lease_duration_seconds: int = Field(
         default=15, ge=1, description="how long a Lease is valid without renewal"
     )
@@ -80,6 +113,25 @@ class ResizerSettings(ProcessSettings):
         default=8080, ge=0, le=65535, description="port of /livez, /readyz, /metrics (0: any free port)"
     )
 
+    @field_validator("exempt_namespaces", mode="before")
+    @classmethod
+    def _comma_separated(cls, value: object) -> object:
+        if isinstance(value, str):
+            return tuple(name.strip() for name in value.split(",") if name.strip())
+        return value
+
+    @property
+    def election_namespace(self) -> str:
+        """The Lease's namespace; only asked for with leader election on, which needs one (`_consistent`)."""
+        if self.lease_namespace is None:
+            raise SettingsError("--lease-namespace: leader election needs the namespace of its Lease")
+        return self.lease_namespace
+
+    @field_validator("lease_namespace")
+    @classmethod
+    def _own_namespace_by_default(cls, value: str | None) -> str | None:
+        return value if value is not None else pod_namespace()
+
     @model_validator(mode="after")
     def _consistent(self) -> ResizerSettings:
         if self.leader_elect and not (
@@ -88,6 +140,13 @@ class ResizerSettings(ProcessSettings):
             raise ValueError(
                 "leader election needs retry-period < renew-deadline < lease-duration, got "
                 f"{self.retry_period_seconds} / {self.renew_deadline_seconds} / {self.lease_duration_seconds}"
+            )
+        if self.leader_elect and self.lease_namespace is None:
+            raise ValueError(
+                "--lease-namespace: not running in a pod (no POD_NAMESPACE, no service account namespace "
+                "file), so there is no namespace of its own to hold the Lease: give the one the other "
+                "replicas use (the chart's release namespace, e.g. --lease-namespace exclusive-placement), "
+                "or run alone with --no-leader-elect"
             )
         if self.retry_max_delay_seconds < self.retry_base_delay_seconds:
             raise ValueError("--retry-max-delay-seconds must be >= --retry-base-delay-seconds")

@@ -1,9 +1,14 @@
 """Routes only: read the body, check it, call a handler, serialise the review; health and metrics.
 
 Two error channels: a broken call (not JSON, no request, wrong content type, body over 7 MiB, body too
-slow) is an HTTP error (400/415/413/408) with a JSON body, and so is load shed in a flood (429 with
-Retry-After); anything the handlers decide is 200 with an AdmissionReview, and an unexpected exception
-becomes an Errored review that keeps the uid (and is logged and counted).
+slow, a review that would take more memory than the webhook allows) is an HTTP error (400/415/413/408)
+with a JSON body, and so is load shed (429 with Retry-After: admissions or memory at their limit) and an
+admission without the client certificate the webhook asks for (403); anything the handlers decide is
+200 with an AdmissionReview, and an unexpected exception becomes an Errored review that keeps the uid
+(and is logged and counted).
+
+An admission reads its body first, holding memory for what has arrived but no admission slot; only then
+does it take a slot to be decided (`webhook.limits`).
 """
 
 from __future__ import annotations
@@ -19,9 +24,10 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from webhook.body import BodyTooLarge, OverBudget, parsed_size_estimate, read_body
 from webhook.cache import LeaderSource
 from webhook.handlers import Admission, Handled
-from webhook.limits import AdmissionLimits, InflightGate
+from webhook.limits import AdmissionLimits, InflightGate, MemoryBudget, Reservation, Shedding
 from webhook.metrics import Metrics
 from webhook.review import AdmissionRequest, BadReview, errored, parse_review
 from webhook.settings import MAX_BODY_BYTES
@@ -30,24 +36,7 @@ log = logging.getLogger(__name__)
 
 Handler = Callable[[AdmissionRequest], Awaitable[Handled]]
 Lifespan = Callable[[FastAPI], AbstractAsyncContextManager[None]]
-
-
-class BodyTooLarge(Exception):
-    pass
-
-
-async def read_limited(request: Request, limit: int) -> bytes:
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise BodyTooLarge
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise BodyTooLarge
-        chunks.append(chunk)
-    return b"".join(chunks)
+MIB = 1024 * 1024
 
 
 def _error(status: int, message: str) -> JSONResponse:
@@ -72,6 +61,7 @@ def create_app(
     lifespan: Lifespan | None = None,
     *,
     limits: AdmissionLimits | None = None,
+    require_client_certificate: bool = False,
 ) -> FastAPI:
     app = FastAPI(
         title="exclusive-placement webhook",
@@ -83,57 +73,84 @@ def create_app(
 
     limits = limits or AdmissionLimits()
     gate = InflightGate(limits.max_inflight)
+    budget = MemoryBudget(limits.memory_bytes)
+    shedding = Shedding()
+    metrics.admission_memory.set_function(lambda: budget.reserved)
+
+    def shed(endpoint: str, message: str) -> JSONResponse:
+        shedding.refused()
+        metrics.admissions.labels(endpoint, "shed").inc()
+        return JSONResponse(
+            {"error": f"webhook overloaded: {message}, retry shortly"},
+            status_code=429,
+            headers={"Retry-After": str(limits.retry_after_seconds)},
+        )
+
+    def bad_request(endpoint: str, status: int, message: str) -> JSONResponse:
+        metrics.admissions.labels(endpoint, "bad_request").inc()
+        return _error(status, message)
 
     async def admit(request: Request, endpoint: str, handler: Handler, mutating: bool) -> Response:
-        if not gate.try_enter():
-            metrics.admissions.labels(endpoint, "shed").inc()
-            return JSONResponse(
-                {"error": f"webhook overloaded: {gate.limit} admissions in flight, retry shortly"},
-                status_code=429,
-                headers={"Retry-After": str(limits.retry_after_seconds)},
-            )
-        try:
-            return await _admit(request, endpoint, handler, mutating)
-        finally:
-            gate.leave()
-
-    async def _admit(request: Request, endpoint: str, handler: Handler, mutating: bool) -> Response:
         started = time.perf_counter()
+        reservation = Reservation(budget)
         try:
             if not _is_json(request.headers.get("content-type", "")):
-                metrics.admissions.labels(endpoint, "bad_request").inc()
-                return _error(415, "Content-Type must be application/json")
+                return bad_request(endpoint, 415, "Content-Type must be application/json")
+            if require_client_certificate and getattr(request.state, "client_certificate", None) is None:
+                return bad_request(
+                    endpoint, 403, "a client certificate signed by the webhook's client CA is required"
+                )
             try:
                 async with asyncio.timeout(limits.body_timeout):
-                    body = await read_limited(request, MAX_BODY_BYTES)
-                review = parse_review(body)
+                    body = await read_body(request, MAX_BODY_BYTES, reservation)
             except BodyTooLarge:
-                metrics.admissions.labels(endpoint, "bad_request").inc()
-                return _error(413, f"body larger than {MAX_BODY_BYTES} bytes")
+                return bad_request(endpoint, 413, f"body larger than {MAX_BODY_BYTES} bytes")
             except TimeoutError:
-                metrics.admissions.labels(endpoint, "bad_request").inc()
-                response = _error(408, f"request body not received within {limits.body_timeout:g}s")
+                response = bad_request(
+                    endpoint, 408, f"request body not received within {limits.body_timeout:g}s"
+                )
                 response.headers["Connection"] = "close"
                 return response
-            except BadReview as err:
-                metrics.admissions.labels(endpoint, "bad_request").inc()
-                return _error(400, str(err))
-            admission_request = review["request"]
+            except OverBudget:
+                return shed(endpoint, f"{budget.limit // MIB} MiB of admission memory in use")
+            estimate = parsed_size_estimate(body)
+            if estimate > budget.limit:
+                return bad_request(
+                    endpoint,
+                    413,
+                    f"review would take about {estimate // MIB} MiB of memory once parsed, more than the "
+                    f"{budget.limit // MIB} MiB the webhook allows (a body of {len(body)} bytes)",
+                )
+            if not reservation.grow_to(estimate):
+                return shed(endpoint, f"{budget.limit // MIB} MiB of admission memory in use")
+            if not gate.try_enter():
+                return shed(endpoint, f"{gate.limit} admissions in flight")
             try:
-                handled = await handler(admission_request)
-            except BadReview as err:
-                metrics.admissions.labels(endpoint, "bad_request").inc()
-                return _error(400, str(err))
-            except Exception as err:
-                uid = admission_request["uid"]
-                log.exception("admission failed", extra={"uid": uid, "endpoint": endpoint})
-                metrics.errors.labels(endpoint).inc()
-                metrics.admissions.labels(endpoint, "errored").inc()
-                return JSONResponse(errored(uid, f"internal error in {endpoint}: {err}"))
-            metrics.admissions.labels(endpoint, _result(handled, mutating)).inc()
-            return JSONResponse(handled.review)
+                return await _decide(body, endpoint, handler, mutating)
+            finally:
+                gate.leave()
         finally:
+            reservation.release()
             metrics.latency.labels(endpoint).observe(time.perf_counter() - started)
+
+    async def _decide(body: bytes, endpoint: str, handler: Handler, mutating: bool) -> Response:
+        try:
+            review = parse_review(body)
+        except BadReview as err:
+            return bad_request(endpoint, 400, str(err))
+        admission_request = review["request"]
+        try:
+            handled = await handler(admission_request)
+        except BadReview as err:
+            return bad_request(endpoint, 400, str(err))
+        except Exception as err:
+            uid = admission_request["uid"]
+            log.exception("admission failed", extra={"uid": uid, "endpoint": endpoint})
+            metrics.errors.labels(endpoint).inc()
+            metrics.admissions.labels(endpoint, "errored").inc()
+            return JSONResponse(errored(uid, f"internal error in {endpoint}: {err}"))
+        metrics.admissions.labels(endpoint, _result(handled, mutating)).inc()
+        return JSONResponse(handled.review)
 
     @app.post("/mutate-pods")
     async def mutate_pods(request: Request) -> Response:
@@ -147,13 +164,19 @@ def create_app(
     async def mutate_jobs(request: Request) -> Response:
         return await admit(request, "mutate-jobs", admission.mutate_jobs, True)
 
+    @app.post("/validate-jobsets")
+    async def validate_jobsets(request: Request) -> Response:
+        return await admit(request, "validate-jobsets", admission.validate_jobsets, False)
+
     @app.get("/livez")
     async def livez() -> PlainTextResponse:
         return PlainTextResponse("ok")
 
     @app.get("/readyz")
     async def readyz() -> Response:
-        checks: dict[str, Any] = {"certs": tls_loaded(), "caches": leaders.ready()}
+        # Unready while admissions are shed: the Service then routes the API server to other replicas.
+        admitting = not gate.full and not shedding.recently()
+        checks: dict[str, Any] = {"certs": tls_loaded(), "caches": leaders.ready(), "admissions": admitting}
         ready = all(checks.values())
         return JSONResponse({"ready": ready, **checks}, status_code=200 if ready else 503)
 

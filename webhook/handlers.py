@@ -2,7 +2,8 @@
 
 They call the pure placement core and, for followers, the leader source (cache first, live on a miss);
 for an exclusive JobSet child Job, the JobSet source (its startup order and all-or-nothing annotation, read
-once per JobSet).
+once per JobSet); for topology warnings, the label keys the nodes carry. JobSets are validated on CREATE and
+UPDATE (`placement.jobset_validation`).
 Out-of-scope requests (another kind, another operation, non-exclusive objects) return early: allowed,
 no patch. No HTTP here: the routes in `webhook.app` read and write the wire.
 """
@@ -12,6 +13,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import Protocol
 
 from placement.admission import (
     LeaderState,
@@ -26,13 +28,26 @@ from placement.admission import (
     validate_pod,
     validation_needs_leader,
 )
-from placement.constants import Strategy
+from placement.constants import JOBSET_KIND, Strategy
+from placement.jobset_validation import validate_jobset
 from placement.objects import Obj
+from placement.topology import with_topology_warning
 from webhook.cache import LeaderSource
 from webhook.jobsets import JobSetSource
 from webhook.review import AdmissionRequest, AdmissionReview, BadReview, from_verdict
 
 log = logging.getLogger(__name__)
+
+
+class NodeLabelSource(Protocol):
+    def label_keys(self) -> frozenset[str]: ...
+
+
+class NoNodeLabels:
+    """No node known: no topology warning."""
+
+    def label_keys(self) -> frozenset[str]:
+        return frozenset()
 
 
 @dataclass(frozen=True)
@@ -52,13 +67,14 @@ def _context(request: AdmissionRequest) -> dict[str, str]:
     }
 
 
-def _in_scope(request: AdmissionRequest, kind: str) -> Obj | None:
-    """The object of a CREATE of `kind`; None when the request is out of scope."""
-    if request["kind"]["kind"] != kind or request["operation"] != "CREATE":
+def _in_scope(request: AdmissionRequest, kind: str, operations: tuple[str, ...] = ("CREATE",)) -> Obj | None:
+    """The object of a CREATE (or another of `operations`) of `kind`; None when the request is out of
+    scope."""
+    if request["kind"]["kind"] != kind or request["operation"] not in operations:
         return None
     obj = request.get("object")
     if obj is None:
-        raise BadReview(f"request.object is missing on a CREATE of a {kind}")
+        raise BadReview(f"request.object is missing on a {request['operation']} of a {kind}")
     return obj
 
 
@@ -80,12 +96,14 @@ class Admission:
         *,
         take_over_jobset: bool = True,
         all_or_nothing: bool = False,
+        node_labels: NodeLabelSource | None = None,
     ) -> None:
         self.default_strategy = default_strategy
         self.leaders = leaders
         self.jobsets = jobsets
         self.take_over_jobset = take_over_jobset
         self.all_or_nothing = all_or_nothing
+        self.node_labels = node_labels or NoNodeLabels()
 
     def _done(self, request: AdmissionRequest, verdict: Verdict, *, mutating: bool, job: str = "") -> Handled:
         context = {**_context(request), "reason": verdict.reason}
@@ -148,8 +166,23 @@ class Admission:
         verdict = mutate_job(
             job,
             self.default_strategy,
+            namespace=namespace,
             owner=owner,
             take_over_jobset=self.take_over_jobset,
             all_or_nothing=self.all_or_nothing,
         )
+        verdict = with_topology_warning(verdict, job, self.node_labels.label_keys())
         return self._done(request, verdict, mutating=True, job=job_name)
+
+    async def validate_jobsets(self, request: AdmissionRequest) -> Handled:
+        """CREATE and UPDATE of a JobSet (`placement.jobset_validation`)."""
+        jobset = _in_scope(request, JOBSET_KIND, ("CREATE", "UPDATE"))
+        if jobset is None:
+            return self._done(request, Verdict(allowed=True, reason="out-of-scope"), mutating=False)
+        verdict = validate_jobset(
+            jobset,
+            default_all_or_nothing=self.all_or_nothing,
+            node_label_keys=self.node_labels.label_keys(),
+            old=request.get("oldObject") if request["operation"] == "UPDATE" else None,
+        )
+        return self._done(request, verdict, mutating=False)

@@ -64,6 +64,24 @@ class Metrics:
         self.cache_objects = Gauge(
             "exclusive_placement_cache_objects", "Objects in the informer caches", ["kind"], registry=r
         )
+        self.connections_open = Gauge(
+            "exclusive_placement_connections_open",
+            "Client connections open, counted from the TCP accept (before TLS)",
+            registry=r,
+        )
+        self.connections_closed = Counter(
+            "exclusive_placement_connections_closed_total",
+            "Client connections closed by the server for a limit, by reason (max-connections, "
+            "max-connections-per-client, tls-handshake-timeout, tls-handshake-failed, header-timeout, "
+            "header-too-large)",
+            ["reason"],
+            registry=r,
+        )
+        self.admission_memory = Gauge(
+            "exclusive_placement_admission_memory_bytes",
+            "Memory reserved by admission requests in flight (bodies, and their estimated parsed size)",
+            registry=r,
+        )
         self.watch_restarts = Counter(
             "exclusive_placement_watch_restarts_total",
             "Informer watches started again, by informer and reason (ended, gone, connection, an HTTP "

@@ -1,6 +1,8 @@
 """AdmissionReview v1 on the wire: typed shapes, strict parsing, and the response vocabulary.
 
-`parse_review(body)` raises `BadReview` (→ HTTP 400) for anything that is not a usable review. Responses
+`parse_review(body)` raises `BadReview` (→ HTTP 400) for anything that is not a usable review, including
+JSON nested deeper than `MAX_JSON_DEPTH` (no Kubernetes object comes near it; the code after parsing, which
+copies and diffs objects recursively, must never meet Python's recursion limit). Responses
 are built only through `allowed`, `denied`, `patched`, `errored`; each echoes apiVersion, kind and uid.
 """
 
@@ -63,6 +65,43 @@ class BadReview(ValueError):
 
 
 _OPERATIONS = ("CREATE", "UPDATE", "DELETE", "CONNECT")
+MAX_JSON_DEPTH = 100
+"""A review of a Pod or Job nests about 12 levels deep (request.object.spec.affinity...values)."""
+STRING_MAPS = (
+    ("metadata", "labels"),
+    ("metadata", "annotations"),
+    ("spec", "template", "metadata", "labels"),
+    ("spec", "template", "metadata", "annotations"),
+)
+"""Maps of strings in every object the webhook acts on (a Pod's or a Job's, and a Job's pod template's): the
+API server decodes objects into typed structs before admission, so anything else is not its request."""
+
+
+def _at(obj: dict[str, Any], path: tuple[str, ...]) -> Any:
+    value: Any = obj
+    for step in path:
+        value = value.get(step) if isinstance(value, dict) else None
+    return value
+
+
+def _not_a_string_map(value: Any) -> bool:
+    return value is not None and (
+        not isinstance(value, dict) or not all(v is None or isinstance(v, str) for v in value.values())
+    )
+
+
+def _nested_deeper_than(value: Any, limit: int) -> bool:
+    """Whether JSON `value` has arrays or objects nested more than `limit` deep (iterative: no recursion)."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        children = node.values() if isinstance(node, dict) else node
+        for child in children:
+            if isinstance(child, dict | list):
+                if depth >= limit:
+                    return True
+                stack.append((child, depth + 1))
+    return False
 
 
 def parse_review(body: bytes) -> AdmissionReview:
@@ -71,9 +110,11 @@ def parse_review(body: bytes) -> AdmissionReview:
     except (ValueError, UnicodeDecodeError) as err:
         raise BadReview(f"body is not JSON: {err}") from err
     except RecursionError as err:
-        raise BadReview("body nests JSON too deeply") from err
+        raise BadReview(f"body nests JSON deeper than {MAX_JSON_DEPTH} levels") from err
     if not isinstance(data, dict):
         raise BadReview("body must be a JSON object (an AdmissionReview)")
+    if _nested_deeper_than(data, MAX_JSON_DEPTH):
+        raise BadReview(f"body nests JSON deeper than {MAX_JSON_DEPTH} levels")
     if data.get("kind") != ADMISSION_KIND:
         raise BadReview(f"kind must be {ADMISSION_KIND}, got {data.get('kind')!r}")
     if data.get("apiVersion") != ADMISSION_API_VERSION:
@@ -91,8 +132,12 @@ def parse_review(body: bytes) -> AdmissionReview:
     obj = request.get("object")
     if obj is not None and not isinstance(obj, dict):
         raise BadReview("request.object must be an object")
-    if obj is not None and not isinstance(obj.get("metadata", {}), dict):
-        raise BadReview("request.object.metadata must be an object")
+    for field in ("metadata", "spec"):  # the API server sends typed objects: both are always objects
+        if obj is not None and not isinstance(obj.get(field, {}), dict):
+            raise BadReview(f"request.object.{field} must be an object")
+    for path in STRING_MAPS:
+        if obj is not None and _not_a_string_map(_at(obj, path)):
+            raise BadReview(f"request.object.{'.'.join(path)} must map strings to strings")
     for field in ("namespace", "name"):
         if not isinstance(request.get(field, ""), str):
             raise BadReview(f"request.{field} must be a string")

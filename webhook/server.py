@@ -13,7 +13,7 @@ import uvicorn
 from fastapi import FastAPI
 
 from kubekit.client import Kube, Resource, Timeouts, build_api_client
-from kubekit.informer import Informer, Store
+from kubekit.informer import Handler, Informer, Store
 from kubekit.projection import FieldProjection
 from placement.cached_fields import LEADER_POD_FIELDS, NODE_FIELDS, FieldSpec
 from placement.objects import owner_job_key
@@ -22,8 +22,10 @@ from webhook.cache import LEADER_SELECTOR, KubeLiveApi, LeaderDirectory
 from webhook.handlers import Admission
 from webhook.jobsets import JobSetDirectory, KubeJobSetApi
 from webhook.limits import AdmissionLimits
+from webhook.listener import GuardedServer, ServerLimits
 from webhook.metrics import Metrics
-from webhook.protocol import header_timeout_protocol
+from webhook.node_labels import NodeLabelKeys
+from webhook.protocol import HeaderLimits
 from webhook.settings import WebhookSettings
 from webhook.tls import ReloadingTLS
 
@@ -36,25 +38,42 @@ class Webhook:
     app: FastAPI
     directory: LeaderDirectory
     jobsets: JobSetDirectory
+    node_labels: NodeLabelKeys
     tls: ReloadingTLS | None
     metrics: Metrics
 
-    def uvicorn_config(self, **overrides: Any) -> uvicorn.Config:
-        """The server settings (the benchmark reuses them for its no-op endpoint)."""
+    def server(self, **overrides: Any) -> GuardedServer:
+        """The HTTP server: uvicorn behind the listener of `webhook.listener` (the benchmark reuses it)."""
         options: dict[str, Any] = {
             "host": self.settings.host,
             "port": self.settings.port,
             "log_config": None,
             "access_log": False,
-            "http": header_timeout_protocol(self.settings.header_timeout_seconds),
             "loop": "uvloop",
             "lifespan": "on",
+            "timeout_keep_alive": KEEP_ALIVE_SECONDS,
             "timeout_graceful_shutdown": 10,
         }
-        if self.tls is not None:
-            options["ssl_context_factory"] = self.tls.factory
         options.update(overrides)
-        return uvicorn.Config(self.app, **options)
+        return GuardedServer(
+            uvicorn.Config(self.app, **options),
+            self.tls.context if self.tls is not None else None,
+            server_limits(self.settings),
+            self.metrics,
+        )
+
+
+KEEP_ALIVE_SECONDS = 5
+"""uvicorn's default: an idle keep-alive connection is closed after this (the API server opens another)."""
+
+
+def server_limits(settings: WebhookSettings) -> ServerLimits:
+    return ServerLimits(
+        max_connections=settings.max_connections,
+        max_connections_per_client=settings.max_connections_per_client,
+        tls_handshake_timeout=settings.tls_handshake_timeout_seconds,
+        headers=HeaderLimits(settings.header_timeout_seconds, settings.max_header_bytes),
+    )
 
 
 def kube_for(settings: WebhookSettings) -> Kube:
@@ -67,7 +86,11 @@ def kube_for(settings: WebhookSettings) -> Kube:
     return Kube(api_client, timeouts)
 
 
-def build_directory(settings: WebhookSettings, metrics: Metrics, kube: Kube) -> LeaderDirectory:
+def build_directory(
+    settings: WebhookSettings, metrics: Metrics, kube: Kube, node_labels: NodeLabelKeys | None = None
+) -> LeaderDirectory:
+    """The leader directory's informers; `node_labels`, when given, follows the node informer's events."""
+
     def informer(
         resource: Resource,
         store: Store,
@@ -75,6 +98,7 @@ def build_directory(settings: WebhookSettings, metrics: Metrics, kube: Kube) -> 
         fields: FieldSpec,
         *,
         metadata_only: bool = False,
+        handler: Handler | None = None,
     ) -> Informer:
         metrics.cache_objects.labels(resource).set_function(store.__len__)
         return Informer(
@@ -86,6 +110,7 @@ def build_directory(settings: WebhookSettings, metrics: Metrics, kube: Kube) -> 
             store=store,
             project=FieldProjection(fields),
             metadata_only=metadata_only,
+            handler=handler,
             on_restart=lambda name, reason: metrics.watch_restarts.labels(name, reason).inc(),
         )
 
@@ -94,19 +119,20 @@ def build_directory(settings: WebhookSettings, metrics: Metrics, kube: Kube) -> 
     pods = informer("pods", Store(index=owner_job_key), LEADER_SELECTOR, LEADER_POD_FIELDS)
     # A node is read for its labels only: list and watch metadata (PartialObjectMetadata), as
     # controller-runtime's metadata-only informers do; the projection trims a server that sends more.
-    nodes = informer("nodes", Store(), None, NODE_FIELDS, metadata_only=True)
+    nodes = informer("nodes", Store(), None, NODE_FIELDS, metadata_only=True, handler=node_labels)
     return LeaderDirectory(pods, nodes, KubeLiveApi(kube, settings.live_lookup_timeout_seconds), metrics)
 
 
 def build(settings: WebhookSettings) -> Webhook:
     metrics = Metrics()
     kube = kube_for(settings)
-    directory = build_directory(settings, metrics, kube)
+    node_labels = NodeLabelKeys()
+    directory = build_directory(settings, metrics, kube, node_labels)
     jobsets = JobSetDirectory(KubeJobSetApi(kube, settings.live_lookup_timeout_seconds), metrics)
     tls = (
         None
         if settings.insecure_dev or settings.cert_dir is None
-        else ReloadingTLS(settings.cert_dir, metrics)
+        else ReloadingTLS(settings.cert_dir, metrics, settings.client_ca_file)
     )
     if tls is not None:
         tls.reload_if_changed()
@@ -139,18 +165,24 @@ def build(settings: WebhookSettings) -> Webhook:
             jobsets,
             take_over_jobset=settings.jobset_takeover,
             all_or_nothing=settings.all_or_nothing,
+            node_labels=node_labels,
         ),
         directory,
         metrics,
         tls_loaded=(lambda: tls.loaded) if tls is not None else (lambda: True),
         lifespan=lifespan,
-        limits=AdmissionLimits(settings.max_inflight_admissions, settings.body_timeout_seconds),
+        limits=AdmissionLimits(
+            max_inflight=settings.max_inflight_admissions,
+            body_timeout=settings.body_timeout_seconds,
+            memory_bytes=settings.admission_memory_mib * 1024 * 1024,
+        ),
+        require_client_certificate=settings.client_ca_file is not None,
     )
-    return Webhook(settings, app, directory, jobsets, tls, metrics)
+    return Webhook(settings, app, directory, jobsets, node_labels, tls, metrics)
 
 
 def serve(settings: WebhookSettings) -> None:
     webhook = build(settings)
     if webhook.tls is None:
         log.warning("serving plain HTTP (--insecure-dev): never use this in a cluster")
-    uvicorn.Server(webhook.uvicorn_config()).run()
+    webhook.server().run()

@@ -10,8 +10,13 @@ from pydantic import Field, model_validator
 
 from kubekit.settings import ProcessSettings, load
 from placement.constants import DEFAULT_STRATEGY, Strategy
-from webhook.limits import DEFAULT_BODY_TIMEOUT_SECONDS, DEFAULT_MAX_INFLIGHT
-from webhook.protocol import DEFAULT_HEADER_TIMEOUT_SECONDS
+from webhook.limits import DEFAULT_ADMISSION_MEMORY_MIB, DEFAULT_BODY_TIMEOUT_SECONDS, DEFAULT_MAX_INFLIGHT
+from webhook.listener import (
+    DEFAULT_MAX_CONNECTIONS,
+    DEFAULT_MAX_CONNECTIONS_PER_CLIENT,
+    DEFAULT_TLS_HANDSHAKE_TIMEOUT_SECONDS,
+)
+from webhook.protocol import DEFAULT_HEADER_TIMEOUT_SECONDS, DEFAULT_MAX_HEADER_BYTES, FEED_BYTES
 
 MAX_BODY_BYTES = 7 * 1024 * 1024
 """The API server's own request limit for admission reviews; larger bodies get 413."""
@@ -55,6 +60,37 @@ class WebhookSettings(ProcessSettings):
         gt=0,
         description="a connection that sends no complete request headers within this is closed (408)",
     )
+    max_header_bytes: int = Field(
+        default=DEFAULT_MAX_HEADER_BYTES,
+        ge=FEED_BYTES,
+        description="request line and headers larger than this get 431 and the connection is closed",
+    )
+    admission_memory_mib: int = Field(
+        default=DEFAULT_ADMISSION_MEMORY_MIB,
+        ge=8,
+        description="memory for request bodies and parsed reviews in flight: a review estimated larger gets "
+        "413, one that does not fit beside the others 429",
+    )
+    max_connections: int = Field(
+        default=DEFAULT_MAX_CONNECTIONS,
+        ge=1,
+        description="open client connections beyond which new ones are closed at once, before TLS",
+    )
+    max_connections_per_client: int = Field(
+        default=DEFAULT_MAX_CONNECTIONS_PER_CLIENT,
+        ge=1,
+        description="open connections from one client address beyond which its new ones are closed at once",
+    )
+    tls_handshake_timeout_seconds: float = Field(
+        default=DEFAULT_TLS_HANDSHAKE_TIMEOUT_SECONDS,
+        gt=0,
+        description="a connection that does not complete its TLS handshake within this is closed",
+    )
+    client_ca_file: Path | None = Field(
+        default=None,
+        description="PEM CA bundle: the admission paths then require a client certificate it signed (the "
+        "API server's, see SECURITY.md); /livez, /readyz and /metrics do not",
+    )
 
     # --- cluster access beyond the shared settings
     live_lookup_timeout_seconds: float = Field(
@@ -85,6 +121,8 @@ class WebhookSettings(ProcessSettings):
     def _tls_unless_dev(self) -> WebhookSettings:
         if self.cert_dir is None and not self.insecure_dev:
             raise ValueError("--cert-dir is required (TLS always); --insecure-dev serves plain HTTP for dev")
+        if self.client_ca_file is not None and (self.cert_dir is None or self.insecure_dev):
+            raise ValueError("--client-ca-file needs TLS (--cert-dir)")
         return self
 
 

@@ -61,7 +61,8 @@ class AsgiClient:
 
 
 class ServerThread:
-    """Runs a uvicorn server (e.g. `Webhook.uvicorn_config(port=0)`) in a thread; `port` is the bound one.
+    """Runs a uvicorn server of an app in a thread (the webhook's own is `Webhook.server()`, behind its
+    listener); `port` is the bound one.
 
     uvicorn installs no signal handlers outside the main thread; `stop()` asks it to exit and joins.
     """

@@ -1,6 +1,10 @@
 """One server SSLContext for the process lifetime, reloaded in place when the cert files change.
 
-uvicorn (>= 0.54) takes it through `ssl_context_factory`; `load_cert_chain()` on the same context makes
+With a client CA (`--client-ca-file`) the context asks every client for a certificate and verifies one that
+is presented against that CA (`CERT_OPTIONAL`: the kubelet's probes present none); the app then refuses
+admission requests from connections without one (`webhook.app`). The CA is read once, at start.
+
+`webhook.listener` hands it to every accepted connection; `load_cert_chain()` on the same context makes
 new connections use the new certificate while open ones finish on the old one, so a renewed Secret is
 picked up without a restart. A broken pair (e.g. cert and key caught mid-update) keeps the old one.
 """
@@ -11,9 +15,7 @@ import asyncio
 import hashlib
 import logging
 import ssl
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from certs.files import TLS_CRT, TLS_KEY
 from webhook.metrics import Metrics
@@ -21,18 +23,21 @@ from webhook.metrics import Metrics
 log = logging.getLogger(__name__)
 
 
-def server_context() -> ssl.SSLContext:
+def server_context(client_ca: Path | None = None) -> ssl.SSLContext:
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.minimum_version = ssl.TLSVersion.TLSv1_2
     context.set_alpn_protocols(["http/1.1"])
+    if client_ca is not None:
+        context.verify_mode = ssl.CERT_OPTIONAL
+        context.load_verify_locations(cafile=client_ca)
     return context
 
 
 class ReloadingTLS:
-    def __init__(self, cert_dir: Path, metrics: Metrics) -> None:
+    def __init__(self, cert_dir: Path, metrics: Metrics, client_ca: Path | None = None) -> None:
         self.cert_file = cert_dir / TLS_CRT
         self.key_file = cert_dir / TLS_KEY
-        self.context = server_context()
+        self.context = server_context(client_ca)
         self.loaded = False
         self._metrics = metrics
         self._digest: bytes | None = None
@@ -73,10 +78,6 @@ class ReloadingTLS:
         self._metrics.cert_reloads.labels("ok").inc()
         log.info("serving certificate loaded from %s", self.cert_file)
         return True
-
-    def factory(self, _config: Any, _default: Callable[[], ssl.SSLContext]) -> ssl.SSLContext:
-        """uvicorn's `ssl_context_factory` hook."""
-        return self.context
 
     async def poll(self, interval: float) -> None:
         while True:

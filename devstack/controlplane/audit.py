@@ -23,6 +23,8 @@ class Request:
     user: str
     user_agent: str
     verb: str
+    api_group: str
+    """"" for the core group."""
     resource: str
     subresource: str
     namespace: str
@@ -41,6 +43,7 @@ class Request:
             user=str((event.get("user") or {}).get("username", "")),
             user_agent=str(event.get("userAgent", "")),
             verb=str(event.get("verb", "")),
+            api_group=str(ref.get("apiGroup", "")),
             resource=str(ref.get("resource", "")),
             subresource=str(ref.get("subresource", "")),
             namespace=str(ref.get("namespace", "")),

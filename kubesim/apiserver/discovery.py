@@ -11,7 +11,7 @@ import hashlib
 import json
 from typing import Any
 
-from kubesim.apiserver.resources import ALL_VERBS, BY_GROUP_VERSION, RESOURCE_TYPES, ResourceType
+from kubesim.apiserver.resources import ALL_VERBS, BY_GROUP_VERSION, SERVED_TYPES, ResourceType
 
 KUBERNETES_VERSION = {
     "major": "1",
@@ -38,7 +38,7 @@ def api_versions(server_address: str) -> dict[str, Any]:
 
 def _group_entries() -> dict[str, list[str]]:
     groups: dict[str, list[str]] = {}
-    for rt in RESOURCE_TYPES:
+    for rt in SERVED_TYPES:
         if rt.group and rt.version not in groups.setdefault(rt.group, []):
             groups[rt.group].append(rt.version)
     return groups
@@ -202,7 +202,7 @@ def openapi_v3_root() -> dict[str, Any]:
 def openapi_v2_document() -> dict[str, Any]:
     definitions: dict[str, Any] = {}
     paths: dict[str, Any] = {}
-    for rt in RESOURCE_TYPES:
+    for rt in SERVED_TYPES:
         schema = _schema(rt)
         definitions[_schema_name(rt)] = {
             k: v for k, v in schema.items() if k != "x-kubernetes-preserve-unknown-fields"

@@ -19,6 +19,7 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
 from kubesim.apiserver import discovery, partial
+from kubesim.apiserver.conversion import Conversion, conversion_of
 from kubesim.apiserver.faults import FaultInjector, parse_faults
 from kubesim.apiserver.media import decode_body, decode_patch
 from kubesim.apiserver.protobuf.decode import decodes
@@ -240,24 +241,25 @@ class RestApi:
         if sub is not None and sub not in rt.subresources:
             raise ApiError(404, "NotFound", "the server could not find the requested resource")
         method = request.method
+        served = _Served(conversion_of(rt))
         if name is None:
             if method == "GET":
                 if _bool(request.query_params.get("watch")):
-                    return self._watch(request, rt, namespace)
-                return self._list(request, rt, namespace)
+                    return self._watch(request, rt, namespace, served)
+                return self._list(request, rt, namespace, served)
             if method == "POST":
                 body = await self._body(request, protobuf=decodes(rt.api_version, rt.kind))
                 created = await self.api.create(
                     rt.plural,
-                    body,
+                    served.stored(body),
                     namespace=namespace,
                     dry_run=_dry_run(request),
                     client=client_name(request),
                     copy=False,
                 )
-                return json_response(created, 201)
+                return json_response(served.answer(created), 201)
             if method == "DELETE":
-                return await self._delete_collection(request, rt, namespace)
+                return await self._delete_collection(request, rt, namespace, served)
             raise method_not_allowed()
         if method == "GET" and sub is None:
             obj = await self.api.get(
@@ -265,10 +267,11 @@ class RestApi:
             )
             if wants_table(request.headers.get("accept", "")):
                 rv = obj["metadata"]["resourceVersion"]
-                return json_response(table(rt, [obj], resource_version=rv, include_object=_include(request)))
+                doc = table(rt, [obj], resource_version=rv, include_object=_include(request))
+                return json_response(served.table(doc))
             if (metadata_only := partial.requested(request.headers.get("accept", ""))) is not None:
                 return json_response(partial.partial(obj, partial.check(metadata_only, listing=False)))
-            return json_response(obj)
+            return json_response(served.answer(obj))
         if method == "GET" and sub == "status":
             return json_response(
                 await self.api.get(
@@ -297,16 +300,16 @@ class RestApi:
             body.setdefault("metadata", {})["name"] = name
             updated = await self.api.update(
                 rt.plural,
-                body,
+                served.stored(body),
                 namespace=namespace,
                 subresource=sub,
                 client=client_name(request),
                 dry_run=_dry_run(request),
                 copy=False,
             )
-            return json_response(updated)
+            return json_response(served.answer(updated))
         if method == "PATCH":
-            return await self._patch(request, rt, namespace, name, sub)
+            return await self._patch(request, rt, namespace, name, sub, served)
         if method == "DELETE" and sub is None:
             options = await self._body(request, optional=True, protobuf=True)
             query = request.query_params
@@ -324,7 +327,7 @@ class RestApi:
                 precondition_uid=preconditions.get("uid"),
                 copy=False,
             )
-            return json_response(deleted)
+            return json_response(served.answer(deleted))
         raise method_not_allowed()
 
     async def _body(
@@ -347,8 +350,14 @@ class RestApi:
             raise bad_request("the request body must be an object")
         return body  # type: ignore[return-value]
 
-    async def _patch(
-        self, request: Request, rt: ResourceType, namespace: str | None, name: str, sub: str | None
+    async def _patch(  # noqa: PLR0917
+        self,
+        request: Request,
+        rt: ResourceType,
+        namespace: str | None,
+        name: str,
+        sub: str | None,
+        served: _Served,
     ) -> Response:
         content_type = request.headers.get("content-type", "").split(";")[0].strip()
         patch_type = PATCH_TYPES.get(content_type)
@@ -361,7 +370,7 @@ class RestApi:
         result = await self.api.patch(
             rt.plural,
             name,
-            body,
+            served.stored_patch(body, patch_type),
             patch_type=patch_type,
             namespace=namespace,
             subresource=sub,
@@ -369,9 +378,9 @@ class RestApi:
             dry_run=_dry_run(request),
             copy=False,
         )
-        return json_response(result, 200 if existed or patch_type != "apply" else 201)
+        return json_response(served.answer(result), 200 if existed or patch_type != "apply" else 201)
 
-    def _list(self, request: Request, rt: ResourceType, namespace: str | None) -> Response:
+    def _list(self, request: Request, rt: ResourceType, namespace: str | None, served: _Served) -> Response:
         query = request.query_params
         limit = query.get("limit")
         metadata_only = partial.requested(request.headers.get("accept", ""))
@@ -380,7 +389,7 @@ class RestApi:
             rt.plural,
             namespace=namespace,
             label_selector=query.get("labelSelector"),
-            field_selector=query.get("fieldSelector"),
+            field_selector=served.field_selector(query.get("fieldSelector")),
             limit=int(limit) if limit else None,
             continue_token=query.get("continue"),
             client=client_name(request),
@@ -389,24 +398,31 @@ class RestApi:
             doc = table(
                 rt, items, resource_version=rv, include_object=_include(request), continue_token=token
             )
-            return json_response(doc)
+            return json_response(served.table(doc))
         if metadata_only is not None:
             return json_response(partial.partial_list(items, api_version, rv, token))
         metadata: dict[str, Any] = {"resourceVersion": rv}
         if token:
             metadata["continue"] = token
         return json_response(
-            {"kind": _list_kind(rt), "apiVersion": rt.api_version, "metadata": metadata, "items": items}
+            {
+                "kind": _list_kind(rt),
+                "apiVersion": rt.api_version,
+                "metadata": metadata,
+                "items": served.answers(items),
+            }
         )
 
-    async def _delete_collection(self, request: Request, rt: ResourceType, namespace: str | None) -> Response:
+    async def _delete_collection(
+        self, request: Request, rt: ResourceType, namespace: str | None, served: _Served
+    ) -> Response:
         query = request.query_params
         options = await self._body(request, optional=True, protobuf=True)
         deleted = await self.api.delete_collection(
             rt.plural,
             namespace=namespace,
             label_selector=query.get("labelSelector"),
-            field_selector=query.get("fieldSelector"),
+            field_selector=served.field_selector(query.get("fieldSelector")),
             client=client_name(request),
             dry_run=_dry_run(request),
             propagation_policy=query.get("propagationPolicy", options.get("propagationPolicy")),
@@ -417,11 +433,11 @@ class RestApi:
                 "kind": _list_kind(rt),
                 "apiVersion": rt.api_version,
                 "metadata": {"resourceVersion": rv},
-                "items": deleted,
+                "items": served.answers(deleted),
             }
         )
 
-    def _watch(self, request: Request, rt: ResourceType, namespace: str | None) -> Response:
+    def _watch(self, request: Request, rt: ResourceType, namespace: str | None, served: _Served) -> Response:
         query = request.query_params
         metadata_only = partial.requested(request.headers.get("accept", ""))
         partial_version = partial.check(metadata_only, listing=False) if metadata_only is not None else ""
@@ -430,7 +446,7 @@ class RestApi:
             namespace=namespace,
             resource_version=query.get("resourceVersion"),
             label_selector=query.get("labelSelector"),
-            field_selector=query.get("fieldSelector"),
+            field_selector=served.field_selector(query.get("fieldSelector")),
             initial=not query.get("resourceVersion"),
             client=client_name(request),
         )
@@ -445,9 +461,13 @@ class RestApi:
         def encode(event_type: str, obj: Any, first: bool) -> bytes:
             if as_table and event_type in ("ADDED", "MODIFIED", "DELETED"):
                 rv = obj["metadata"]["resourceVersion"]
-                obj = table(rt, [obj], resource_version=rv, include_object=include, with_columns=first)
+                obj = served.table(
+                    table(rt, [obj], resource_version=rv, include_object=include, with_columns=first)
+                )
             elif partial_version and event_type in ("ADDED", "MODIFIED", "DELETED"):
                 obj = partial.partial(obj, partial_version)
+            elif event_type in ("ADDED", "MODIFIED", "DELETED"):
+                obj = served.answer(obj)
             return _event(event_type, obj)
 
         async def stream() -> AsyncIterator[bytes]:
@@ -485,6 +505,42 @@ class RestApi:
                 api.unsubscribe(rt.plural, watcher)
 
         return StreamingResponse(stream(), media_type="application/json")
+
+
+class _Served:
+    """The version a request addresses, when it is not the stored one: bodies, patches and field selectors
+    converted to the stored version on the way in, objects converted back on the way out."""
+
+    def __init__(self, conversion: Conversion | None) -> None:
+        self.conversion = conversion
+
+    def stored(self, body: Any) -> Any:
+        return self.conversion.to_stored(body) if self.conversion and isinstance(body, dict) else body
+
+    def stored_patch(self, patch: Any, patch_type: PatchType) -> Any:
+        return patch if self.conversion is None else self.conversion.patch_to_stored(patch, patch_type)
+
+    def field_selector(self, text: str | None) -> str | None:
+        return text if self.conversion is None else self.conversion.field_selector(text)
+
+    def answer(self, obj: Any) -> Any:
+        if (
+            self.conversion is None
+            or not isinstance(obj, dict)
+            or obj.get("kind") != self.conversion.served.kind
+        ):
+            return obj  # a Status, a PartialObjectMetadata
+        return self.conversion.to_served(obj)
+
+    def answers(self, objects: list[Any]) -> list[Any]:
+        return objects if self.conversion is None else [self.answer(obj) for obj in objects]
+
+    def table(self, doc: dict[str, Any]) -> dict[str, Any]:
+        """A Table's rows are printed from the stored object; whole objects in it are served ones."""
+        if self.conversion is not None:
+            for row in doc["rows"]:
+                row["object"] = self.answer(row["object"])
+        return doc
 
 
 def _event(event_type: str, obj: Any) -> bytes:

@@ -76,13 +76,22 @@ RESOURCE_TYPES: tuple[ResourceType, ...] = (
     *INERT_TYPES,
 )
 
+EVENTS_V1 = ResourceType("events", "Event", "events.k8s.io", "v1", True, ("ev",))
+"""Events in their second version: stored as core/v1 Events, converted (`kubesim.apiserver.conversion`)."""
+SERVED_TYPES: tuple[ResourceType, ...] = (*RESOURCE_TYPES, EVENTS_V1)
+"""What discovery lists and the REST layer serves: the stored types and the converted ones."""
+
 BY_PLURAL: dict[str, ResourceType] = {rt.plural: rt for rt in RESOURCE_TYPES}
 BY_GROUP_VERSION: dict[str, list[ResourceType]] = {}
-for _rt in RESOURCE_TYPES:
+for _rt in SERVED_TYPES:
     BY_GROUP_VERSION.setdefault(_rt.group_version, []).append(_rt)
+BY_GROUP_VERSION_PLURAL: dict[tuple[str, str, str], ResourceType] = {
+    (rt.group, rt.version, rt.plural): rt for rt in SERVED_TYPES
+}
 
 
 def resource_type(plural: str) -> ResourceType:
+    """The stored resource of that plural."""
     try:
         return BY_PLURAL[plural]
     except KeyError:
@@ -93,7 +102,7 @@ def resource_type(plural: str) -> ResourceType:
 
 def lookup(group: str, version: str, plural: str) -> ResourceType:
     """The resource served at /api(s)/<group>/<version>/<plural>, or a 404 like the real API server."""
-    rt = BY_PLURAL.get(plural)
-    if rt is None or rt.group != group or rt.version != version:
+    rt = BY_GROUP_VERSION_PLURAL.get((group, version, plural))
+    if rt is None:
         raise ApiError(404, "NotFound", "the server could not find the requested resource")
     return rt

@@ -109,18 +109,28 @@ def selector_from_dict(selector: Mapping[str, Any] | None) -> LabelSelector:
 
 # --- field selectors ---------------------------------------------------------------------------------
 
+
+def _involved_object(field: str) -> Callable[[Mapping[str, Any]], str]:
+    return lambda o: str((o.get("involvedObject") or {}).get(field) or "")
+
+
 FIELD_GETTERS: dict[str, Callable[[Mapping[str, Any]], str]] = {
     "metadata.name": lambda o: str(o.get("metadata", {}).get("name", "")),
     "metadata.namespace": lambda o: str(o.get("metadata", {}).get("namespace", "")),
     "spec.nodeName": lambda o: str((o.get("spec") or {}).get("nodeName") or ""),
     "status.phase": lambda o: str((o.get("status") or {}).get("phase") or ""),
     "spec.schedulerName": lambda o: str((o.get("spec") or {}).get("schedulerName") or ""),
-    "involvedObject.name": lambda o: str((o.get("involvedObject") or {}).get("name") or ""),
-    "involvedObject.kind": lambda o: str((o.get("involvedObject") or {}).get("kind") or ""),
-    "involvedObject.uid": lambda o: str((o.get("involvedObject") or {}).get("uid") or ""),
+    **{
+        f"involvedObject.{field}": _involved_object(field)
+        for field in ("kind", "namespace", "name", "uid", "apiVersion", "resourceVersion", "fieldPath")
+    },
     "reason": lambda o: str(o.get("reason") or ""),
+    "reportingComponent": lambda o: str(o.get("reportingComponent") or ""),
+    "source": lambda o: str((o.get("source") or {}).get("component") or o.get("reportingComponent") or ""),
     "type": lambda o: str(o.get("type") or ""),
 }
+"""Event's labels are k/k `pkg/registry/core/event/strategy.go` `ToSelectableFields` (`source`: the legacy
+source's component, else the reporting controller); they are accepted on every resource here."""
 
 
 @dataclass(frozen=True)

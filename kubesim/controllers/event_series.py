@@ -15,10 +15,11 @@ Writes go through a queue of 1000 (dropped when full) drained by 8 workers; a PA
 to a create; a create of a series answered 409 is retried, as are transport errors (at most 12 tries,
 10-12.5 s apart); other API errors drop the event.
 
-kubesim serves events only as core/v1: an event is stored as the API server's core/v1 view of what the
-events.k8s.io client sent (note -> message, regarding -> involvedObject, reportingController ->
-reportingComponent, no source/count/first- or lastTimestamp). Requests count as `create events` /
-`patch events` where upstream's are `events.k8s.io` ones.
+The recorder runs in the API server's process and writes the stored (core/v1) form directly: the API
+server's core/v1 view of what the events.k8s.io client sent (note -> message, regarding -> involvedObject,
+reportingController -> reportingComponent, no source/count/first- or lastTimestamp; an HTTP client's
+events.k8s.io requests are converted the same way, `kubesim.apiserver.conversion`). Requests count as
+`create events` / `patch events` where upstream's are `events.k8s.io` ones.
 """
 
 from __future__ import annotations

@@ -57,7 +57,12 @@ STATS = {
         "by_client_verb_resource": {
             "job-controller": {"patch jobs": 4, "create pods": 39},
             "external:exclusive-placement-webhook": {"list pods": 15, "get nodes": 1, "watch pods": 2},
-            "external:exclusive-placement-resizer": {"watch jobs": 1, "watch pods": 2},
+            "external:exclusive-placement-resizer": {
+                "watch jobs": 1,
+                "watch pods": 2,
+                "get leases": 9,
+                "update leases": 9,
+            },
         },
     },
     "pods": {"create_accepted": 32, "create_rejected": 7, "patched": 3},
@@ -348,7 +353,7 @@ def test_result_has_the_issue_fields_and_the_waste_by_cause() -> None:
         "wasted_event_writes": 6,
         "wasted_webhook_lookups": 14,
         "webhook_lookups": 16,
-        "resizer_requests": 0,  # its watches are not requests it made in the run
+        "resizer_requests": 0,  # its watches and its Lease are not requests the workload made
         "job_patches": 4,
         "pod_patches": 3,
         "scheduler_filter_evaluations": 500,
@@ -691,3 +696,8 @@ def test_failed_creates_are_told_by_their_message_most_frequent_first() -> None:
     assert failed_create_messages(events) == {denied: 7, "pods is forbidden: exceeded quota": 1}
     many = [event("FailedCreate", f"m{i}", i + 1) for i in range(MAX_FAILED_CREATE_MESSAGES + 3)]
     assert len(failed_create_messages(many)) == MAX_FAILED_CREATE_MESSAGES
+
+
+def test_the_resizers_workload_requests_are_its_patches_and_events_not_its_watches_or_lease() -> None:
+    resizer = {"watch pods": 2, "get leases": 30, "update leases": 30, "patch jobs": 4, "create events": 4}
+    assert result_from_stats(stats_with(resizer=resizer), 1.0, 0, namespace="ns")["resizer_requests"] == 8

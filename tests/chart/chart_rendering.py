@@ -77,6 +77,15 @@ def one(objects: list[Obj], kind: str) -> Obj:
     return found[0]
 
 
+def named(objects: list[Obj], kind: str, suffix: str) -> Obj:
+    """The one object of `kind` whose name ends in `suffix` (the chart names objects `<fullname>-<what>`)."""
+    found = [obj for obj in of_kind(objects, kind) if obj["metadata"]["name"].endswith(suffix)]
+    assert len(found) == 1, (
+        f"expected one {kind} named *{suffix}, found {[o['metadata']['name'] for o in found]}"
+    )
+    return found[0]
+
+
 def webhooks(objects: list[Obj]) -> Iterator[tuple[str, Obj]]:
     """(configuration kind, webhook) for every webhook of every webhook configuration."""
     for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):

@@ -16,7 +16,7 @@ from placement.constants import (
     ZONE_LABEL,
 )
 from tests.chart.cel_evaluation import all_true
-from tests.chart.chart_rendering import Obj, merged, of_kind, one, render, webhooks
+from tests.chart.chart_rendering import Obj, merged, named, of_kind, render, webhooks
 from tests.support.builders import make_pod
 
 ENABLED: Obj = {"webhook": {"jobKeyPolicy": {"enabled": True}}}
@@ -90,7 +90,7 @@ def enabled_objects(mode_values: dict[str, Obj]) -> list[Obj]:
 
 @pytest.fixture(scope="module")
 def validations(enabled_objects: list[Obj]) -> list[str]:
-    policy = one(enabled_objects, "ValidatingAdmissionPolicy")
+    policy = named(enabled_objects, "ValidatingAdmissionPolicy", "-job-key")
     return [v["expression"] for v in policy["spec"]["validations"]]
 
 
@@ -111,7 +111,7 @@ def test_update_never_adds_or_changes_the_label(
 
 
 def test_policy_covers_pod_creates_and_updates_and_fails_closed(enabled_objects: list[Obj]) -> None:
-    spec = one(enabled_objects, "ValidatingAdmissionPolicy")["spec"]
+    spec = named(enabled_objects, "ValidatingAdmissionPolicy", "-job-key")["spec"]
     assert spec["failurePolicy"] == "Fail"
     assert spec["matchConstraints"]["resourceRules"] == [
         {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"], "resources": ["pods"]}
@@ -121,12 +121,13 @@ def test_policy_covers_pod_creates_and_updates_and_fails_closed(enabled_objects:
 
 def test_off_by_default(mode_values: dict[str, Obj]) -> None:
     for values in mode_values.values():
-        assert {o["kind"] for o in render(values)} & POLICY_KINDS == set()
+        names = {o["metadata"]["name"] for o in render(values) if o["kind"] in POLICY_KINDS}
+        assert not any(name.endswith("-job-key") for name in names), names
 
 
 def test_binding_names_the_policy_and_denies_by_default(enabled_objects: list[Obj]) -> None:
-    policy = one(enabled_objects, "ValidatingAdmissionPolicy")
-    binding = one(enabled_objects, "ValidatingAdmissionPolicyBinding")
+    policy = named(enabled_objects, "ValidatingAdmissionPolicy", "-job-key")
+    binding = named(enabled_objects, "ValidatingAdmissionPolicyBinding", "-job-key")
     assert binding["spec"]["policyName"] == policy["metadata"]["name"] == "exclusive-placement-job-key"
     assert binding["spec"]["validationActions"] == ["Deny"]
 
@@ -136,7 +137,7 @@ def test_dry_run_actions_come_from_values(mode_values: dict[str, Obj]) -> None:
         mode_values["generate"],
         {"webhook": {"jobKeyPolicy": {"enabled": True, "validationActions": ["Warn", "Audit"]}}},
     )
-    binding = one(render(values), "ValidatingAdmissionPolicyBinding")
+    binding = named(render(values), "ValidatingAdmissionPolicyBinding", "-job-key")
     assert binding["spec"]["validationActions"] == ["Warn", "Audit"]
 
 
@@ -149,7 +150,7 @@ def test_binding_has_the_webhooks_namespace_scope_but_not_their_object_selector(
         "objectSelector": {"matchLabels": {"jobset.sigs.k8s.io/jobset-name": "js"}},
     }
     objects = render(merged(mode_values["generate"], merged(ENABLED, {"webhook": {"admission": admission}})))
-    match = one(objects, "ValidatingAdmissionPolicyBinding")["spec"]["matchResources"]
+    match = named(objects, "ValidatingAdmissionPolicyBinding", "-job-key")["spec"]["matchResources"]
     assert {str(w["namespaceSelector"]) for _, w in webhooks(objects)} == {str(match["namespaceSelector"])}
     assert match["namespaceSelector"]["matchExpressions"][0]["values"] == [
         "exclusive-placement",
@@ -166,5 +167,6 @@ def test_policy_is_named_per_release(mode_values: dict[str, Obj]) -> None:
         o["metadata"]["name"]
         for release in ("one", "two")
         for o in of_kind(render(values, name=release), "ValidatingAdmissionPolicy")
+        if o["metadata"]["name"].endswith("-job-key")
     }
     assert names == {"one-exclusive-placement-job-key", "two-exclusive-placement-job-key"}

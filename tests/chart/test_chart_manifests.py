@@ -24,6 +24,8 @@ ALWAYS = {
     "RoleBinding",
     "Service",
     "ServiceAccount",
+    "ValidatingAdmissionPolicy",
+    "ValidatingAdmissionPolicyBinding",
     "ValidatingWebhookConfiguration",
 }
 PER_MODE = {"generate": {"Secret"}, "cert-manager": {"Issuer", "Certificate"}, "provided": set()}
@@ -48,6 +50,14 @@ VARIANTS: dict[str, Obj] = {
                 },
             },
             "jobKeyPolicy": {"enabled": True},
+            "networkPolicy": {
+                "enabled": True,
+                "apiServerCIDRs": ["10.0.0.0/28", "fd00::/120"],
+                "extraFrom": [
+                    {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}
+                ],
+            },
+            "clientCA": {"secretName": "apiserver-client-ca"},
         },
         "resizer": {"extraEnv": [{"name": "EXCLUSIVE_PLACEMENT_RETRY_MAX_DELAY_SECONDS", "value": "60"}]},
     },
@@ -55,6 +65,7 @@ VARIANTS: dict[str, Obj] = {
     "job-key-policy-dry-run": {
         "webhook": {"jobKeyPolicy": {"enabled": True, "validationActions": ["Warn", "Audit"]}}
     },
+    "resize-keys-policy-off": {"webhook": {"resizeKeysPolicy": {"enabled": False}}},
 }
 
 

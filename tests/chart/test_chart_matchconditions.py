@@ -8,13 +8,18 @@ from __future__ import annotations
 import pytest
 
 from placement.constants import (
+    ALL_OR_NOTHING_ANNOTATION,
     JOB_KEY_LABEL,
     JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION,
     JOBSET_NAME_LABEL,
     JOBSET_NODE_SELECTOR_ANNOTATION,
+    RESIZE_LABEL,
+    STRATEGY_ANNOTATION,
+    TARGET_COMPLETIONS_ANNOTATION,
     TOPOLOGY_ANNOTATION,
     ZONE_LABEL,
 )
+from placement.reserved import RESIZE_KEYS, RESIZE_LABELS
 from tests.chart.cel_evaluation import all_true
 from tests.chart.chart_rendering import Obj, render, webhooks
 from tests.support.builders import make_job, make_pod
@@ -28,11 +33,17 @@ def pod(annotations: dict[str, str] | None = None, labels: dict[str, str] | None
     return (built.labels(labels) if labels is not None else built).obj()
 
 
-def job(annotations: dict[str, str] | None = None, template_annotations: dict[str, str] | None = None) -> Obj:
-    """A Job whose annotations, and its pod template's, are exactly these (None: absent)."""
+def job(
+    annotations: dict[str, str] | None = None,
+    template_annotations: dict[str, str] | None = None,
+    labels: dict[str, str] | None = None,
+) -> Obj:
+    """A Job whose annotations, its pod template's, and its labels are exactly these (None: absent)."""
     built = make_job("train", "team-a")
     for key, value in (template_annotations or {}).items():
         built.template_annotation(key, value)
+    if labels is not None:
+        built.labels(labels)
     return (built.annotations(annotations) if annotations is not None else built).obj()
 
 
@@ -62,6 +73,18 @@ JOB_CASES = [
     ("unrelated annotations", job(OTHER, OTHER), False),
     ("JobSet's node-selector mode on the Job", job(NODE_SELECTOR_MODE, JOBSETS), False),
     ("JobSet's node-selector mode on the template", job(JOBSETS, NODE_SELECTOR_MODE), False),
+    # Any resize key, on any Job: the webhook removes the keys it did not set itself.
+    *(
+        (
+            f"{key} on a plain Job",
+            job(labels={key: "pending"}) if key in RESIZE_LABELS else job({key: "40"}),
+            True,
+        )
+        for key in RESIZE_KEYS
+    ),
+    ("resize label in node-selector mode", job(NODE_SELECTOR_MODE, labels={RESIZE_LABEL: "pending"}), True),
+    ("a resize key on the pod template only", job(None, {TARGET_COMPLETIONS_ANNOTATION: "40"}), False),
+    ("other labels", job(labels=OTHER), False),
 ]
 
 
@@ -90,5 +113,47 @@ def test_pod_webhooks_see_only_pods_with_a_topology_annotation(
 
 
 @pytest.mark.parametrize(("case", "obj", "expected"), JOB_CASES, ids=[c[0] for c in JOB_CASES])
-def test_job_webhook_sees_only_jobs_with_a_topology_annotation(case: str, obj: Obj, expected: bool) -> None:
+def test_job_webhook_sees_jobs_with_a_topology_annotation_or_a_resize_key(
+    case: str, obj: Obj, expected: bool
+) -> None:
     assert admitted(match_conditions("jobs.mutate.exclusive-placement.io"), obj) is expected, case
+
+
+def jobset(
+    annotations: dict[str, str] | None = None,
+    job_annotations: dict[str, str] | None = None,
+    pod_annotations: dict[str, str] | None = None,
+    *,
+    spec: bool = True,
+) -> Obj:
+    template: Obj = {"spec": {"template": {"spec": {"containers": [{"name": "c"}]}}}}
+    if job_annotations is not None:
+        template["metadata"] = {"annotations": job_annotations}
+    if pod_annotations is not None:
+        template["spec"]["template"]["metadata"] = {"annotations": pod_annotations}
+    meta: Obj = {"name": "train"}
+    if annotations is not None:
+        meta["annotations"] = annotations
+    obj: Obj = {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "metadata": meta}
+    if spec:
+        obj["spec"] = {"replicatedJobs": [{"name": "w", "template": template}]}
+    return obj
+
+
+STRATEGY = {STRATEGY_ANNOTATION: "fastest"}
+JOBSET_CASES = [
+    ("JobSet's exclusive-topology on the JobSet", jobset(JOBSETS), True),
+    ("a strategy on the pod template only", jobset(OTHER, None, STRATEGY), True),
+    ("a strategy on the Job template only", jobset(None, STRATEGY), True),
+    ("all-or-nothing on the JobSet", jobset({ALL_OR_NOTHING_ANNOTATION: "yes"}), True),
+    ("no annotations anywhere", jobset(), False),
+    ("other annotations everywhere", jobset(OTHER, OTHER, OTHER), False),
+    ("no spec at all", jobset(OTHER, spec=False), False),
+]
+
+
+@pytest.mark.parametrize(("case", "obj", "expected"), JOBSET_CASES, ids=[c[0] for c in JOBSET_CASES])
+def test_jobset_webhook_sees_only_jobsets_with_this_projects_annotations(
+    case: str, obj: Obj, expected: bool
+) -> None:
+    assert admitted(match_conditions("jobsets.validate.exclusive-placement.io"), obj) is expected, case

@@ -25,6 +25,7 @@ GROUPS = {
     "jobs": "batch",
     "leases": "coordination.k8s.io",
     "jobsets": "jobset.x-k8s.io",
+    "events": "events.k8s.io",
 }
 KUBE_METHODS: dict[str, tuple[str, str]] = {
     # method: (resource, verb); `list_objects` and `watch` take the resource as their first argument
@@ -39,6 +40,8 @@ KUBE_METHODS: dict[str, tuple[str, str]] = {
     "get_lease": ("leases", "get"),
     "create_lease": ("leases", "create"),
     "replace_lease": ("leases", "update"),
+    "create_event": ("events", "create"),
+    "patch_event": ("events", "patch"),
 }
 LISTED = re.compile(
     r"\b(?:Informer|_informer|informer|list_objects)\(\s*(?:[\w.]+,\s*)?\"(jobs|pods|nodes)\""
@@ -96,3 +99,17 @@ def test_the_call_scanner_sees_what_it_should() -> None:
     assert ("cluster", "jobset.x-k8s.io", "jobsets", "get") in api_calls("webhook")
     assert ("cluster", "", "pods", "delete") in api_calls("resizer")
     assert ("cluster", "", "pods/status", "patch") in api_calls("resizer")
+    assert ("cluster", "events.k8s.io", "events", "patch") in api_calls("resizer")
+
+
+@pytest.mark.parametrize("component", ["webhook", "resizer"])
+def test_nothing_is_granted_that_the_component_never_calls(objects: list[Obj], component: str) -> None:
+    account = of_component(objects, "Deployment", component)["spec"]["template"]["spec"]["serviceAccountName"]
+    calls = api_calls(component)
+    granted = {
+        (scope, group, resource, verb)
+        for scope, grants in grants_of(objects, account).items()
+        for (group, resource), verbs in grants.items()
+        for verb in verbs
+    }
+    assert granted - calls == set()

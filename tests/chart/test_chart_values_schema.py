@@ -62,6 +62,16 @@ BAD_VALUES = [
         "/webhook/jobKeyPolicy/enabled",
         "got string, want boolean",
     ),
+    (
+        {"webhook": {"networkPolicy": {"enabled": True}}},
+        "/webhook/networkPolicy/apiServerCIDRs",
+        "minItems",
+    ),
+    (
+        {"webhook": {"networkPolicy": {"apiServerCIDRs": ["10.0.0.1"]}}},
+        "/webhook/networkPolicy/apiServerCIDRs/0",
+        "does not match pattern",
+    ),
 ]
 
 

@@ -1,7 +1,7 @@
 """Safety properties of the rendered webhook configurations (docs/deploy.md, "Which requests reach the
 webhook"; docs/design.md, "Failing safely").
 
-Every check runs over `the_webhooks(objects)`, which first asserts that exactly the three expected webhooks
+Every check runs over `the_webhooks(objects)`, which first asserts that exactly the four expected webhooks
 were rendered: a loop over an empty rendering cannot pass."""
 
 from __future__ import annotations
@@ -12,13 +12,15 @@ from placement.constants import METADATA_NAME_LABEL
 from tests.chart.chart_rendering import NAMESPACE, Obj, merged, of_component, of_kind, render, webhooks
 
 EXPECTED_WEBHOOKS = {
-    # name: (configuration kind, path, API group, resource, values key)
+    # name: (configuration kind, path, API group, resource, values key, version, operations)
     "pods.mutate.exclusive-placement.io": (
         "MutatingWebhookConfiguration",
         "/mutate-pods",
         "",
         "pods",
         "mutatePods",
+        "v1",
+        ["CREATE"],
     ),
     "jobs.mutate.exclusive-placement.io": (
         "MutatingWebhookConfiguration",
@@ -26,6 +28,8 @@ EXPECTED_WEBHOOKS = {
         "batch",
         "jobs",
         "mutateJobs",
+        "v1",
+        ["CREATE"],
     ),
     "pods.validate.exclusive-placement.io": (
         "ValidatingWebhookConfiguration",
@@ -33,12 +37,23 @@ EXPECTED_WEBHOOKS = {
         "",
         "pods",
         "validatePods",
+        "v1",
+        ["CREATE"],
+    ),
+    "jobsets.validate.exclusive-placement.io": (
+        "ValidatingWebhookConfiguration",
+        "/validate-jobsets",
+        "jobset.x-k8s.io",
+        "jobsets",
+        "validateJobSets",
+        "v1alpha2",
+        ["CREATE", "UPDATE"],
     ),
 }
 
 
 def the_webhooks(objects: list[Obj]) -> list[tuple[str, Obj]]:
-    """(configuration kind, webhook) of every rendered webhook, once it is checked they are the three."""
+    """(configuration kind, webhook) of every rendered webhook, once it is checked they are the four."""
     found = list(webhooks(objects))
     assert sorted(webhook["name"] for _, webhook in found) == sorted(EXPECTED_WEBHOOKS)
     return found
@@ -57,7 +72,7 @@ def provided(mode_values: dict[str, Obj]) -> list[Obj]:
     return render(mode_values["provided"])
 
 
-def test_exactly_the_three_webhooks_route_to_their_paths(provided: list[Obj]) -> None:
+def test_exactly_the_four_webhooks_route_to_their_paths(provided: list[Obj]) -> None:
     service = of_component(provided, "Service", "webhook")
     found = {}
     for kind, webhook in the_webhooks(provided):
@@ -68,13 +83,13 @@ def test_exactly_the_three_webhooks_route_to_their_paths(provided: list[Obj]) ->
             webhook["clientConfig"]["service"]["path"],
             rule[0]["apiGroups"][0],
             rule[0]["resources"][0],
+            rule[0]["apiVersions"],
+            rule[0]["operations"],
         )
         assert webhook["clientConfig"]["service"]["name"] == service["metadata"]["name"]
         assert webhook["clientConfig"]["service"]["namespace"] == NAMESPACE
         assert webhook["clientConfig"]["service"]["port"] in [p["port"] for p in service["spec"]["ports"]]
-        assert rule[0]["operations"] == ["CREATE"]
-        assert rule[0]["apiVersions"] == ["v1"]
-    assert found == {name: spec[:4] for name, spec in EXPECTED_WEBHOOKS.items()}
+    assert found == {name: (*spec[:4], [spec[5]], spec[6]) for name, spec in EXPECTED_WEBHOOKS.items()}
 
 
 def test_every_webhook_is_side_effect_free_and_speaks_v1(provided: list[Obj]) -> None:
@@ -100,7 +115,7 @@ def test_defaults_fail_closed_with_a_ten_second_timeout(provided: list[Obj]) -> 
     assert {(w["failurePolicy"], w["timeoutSeconds"]) for _, w in the_webhooks(provided)} == {("Fail", 10)}
 
 
-@pytest.mark.parametrize("changed", ["mutatePods", "validatePods", "mutateJobs"])
+@pytest.mark.parametrize("changed", ["mutatePods", "validatePods", "mutateJobs", "validateJobSets"])
 def test_failure_policy_and_timeout_come_from_each_webhooks_values(
     changed: str, mode_values: dict[str, Obj]
 ) -> None:
@@ -146,7 +161,9 @@ def test_object_selector_is_empty_by_default_and_configurable(
     assert {str(w["objectSelector"]) for _, w in the_webhooks(provided)} == {"{}"}
     selector = {"matchExpressions": [{"key": "jobset.sigs.k8s.io/jobset-name", "operator": "Exists"}]}
     values = merged(mode_values["provided"], {"webhook": {"admission": {"objectSelector": selector}}})
-    assert all(w["objectSelector"] == selector for _, w in the_webhooks(render(values)))
+    selectors = {w["name"]: w["objectSelector"] for _, w in the_webhooks(render(values))}
+    # A JobSet does not carry the labels of its pods: the JobSet validation keeps an empty one.
+    assert selectors == {name: {} if name.startswith("jobsets.") else selector for name in EXPECTED_WEBHOOKS}
 
 
 def test_webhook_configurations_are_named_per_release(mode_values: dict[str, Obj]) -> None:

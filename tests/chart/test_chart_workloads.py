@@ -97,10 +97,13 @@ def test_component_settings_come_from_values(mode_values: dict[str, Obj]) -> Non
     assert of_component(objects, "Deployment", "resizer")["spec"]["replicas"] == 3
 
 
-def test_resizer_elects_a_leader_through_a_lease_in_the_release_namespace(objects: list[Obj]) -> None:
+def test_resizer_elects_a_leader_through_a_lease_in_its_own_namespace(objects: list[Obj]) -> None:
     args = args_of(objects, "resizer")
     assert "--leader-elect" in args
-    assert args["--lease-namespace"] == NAMESPACE
+    assert "--lease-namespace" not in args  # the pod's own: POD_NAMESPACE, from the downward API
+    env = {e["name"]: e for e in container(objects, "resizer")["env"]}
+    assert env["POD_NAMESPACE"]["valueFrom"] == {"fieldRef": {"fieldPath": "metadata.namespace"}}
+    assert env["POD_NAME"]["valueFrom"] == {"fieldRef": {"fieldPath": "metadata.name"}}
     assert args["--lease-name"] == "exclusive-placement-resizer"
     assert of_component(objects, "Deployment", "resizer")["spec"]["replicas"] == 2
 
@@ -163,11 +166,11 @@ def test_image_tag_defaults_to_app_version(values: Obj, expected: str, mode_valu
 # --- RBAC ------------------------------------------------------------------------------------------------
 
 
-def test_webhook_may_only_read_pods_nodes_and_get_jobsets(objects: list[Obj]) -> None:
+def test_webhook_may_only_list_pods_read_nodes_and_get_jobsets(objects: list[Obj]) -> None:
     account = pod_spec(objects, "webhook")["serviceAccountName"]
     assert grants_of(objects, account) == {
         "cluster": {
-            ("", "pods"): {"get", "list", "watch"},
+            ("", "pods"): {"list", "watch"},
             ("", "nodes"): {"get", "list", "watch"},
             ("jobset.x-k8s.io", "jobsets"): {"get"},
         }
@@ -181,10 +184,33 @@ def test_resizer_has_exactly_its_listed_permissions(objects: list[Obj]) -> None:
             ("", "pods"): {"get", "list", "watch", "patch", "delete"},
             ("", "pods/status"): {"patch"},
             ("batch", "jobs"): {"get", "list", "watch", "patch"},
-            ("", "events"): {"create"},
+            ("events.k8s.io", "events"): {"create", "patch"},
             ("", "nodes"): {"get", "list", "watch"},
         },
-        NAMESPACE: {("coordination.k8s.io", "leases"): {"get", "create", "update"}},
+        NAMESPACE: {("coordination.k8s.io", "leases"): {"get", "create", "update"}},  # get, update: by name
+    }
+
+
+def test_the_lease_role_names_the_one_lease_the_resizer_uses(objects: list[Obj]) -> None:
+    (role,) = [
+        r for r in of_kind(objects, "Role") if any("leases" in rule["resources"] for rule in r["rules"])
+    ]
+    lease = args_of(objects, "resizer")["--lease-name"]
+    by_verbs = {tuple(sorted(rule["verbs"])): rule.get("resourceNames") for rule in role["rules"]}
+    assert by_verbs == {("get", "update"): [lease], ("create",): None}  # create has no name to narrow by
+
+
+def test_client_ca_is_mounted_and_passed_only_when_set(mode_values: dict[str, Obj]) -> None:
+    assert "--client-ca-file" not in args_of(render(mode_values["generate"]), "webhook")
+    objects = render(
+        merged(mode_values["generate"], {"webhook": {"clientCA": {"secretName": "apiserver-ca"}}})
+    )
+    mounts = {m["name"]: m for m in container(objects, "webhook")["volumeMounts"]}
+    volumes = {v["name"]: v for v in pod_spec(objects, "webhook")["volumes"]}
+    assert args_of(objects, "webhook")["--client-ca-file"] == mounts["client-ca"]["mountPath"] + "/ca.crt"
+    assert volumes["client-ca"]["secret"] == {
+        "secretName": "apiserver-ca",
+        "items": [{"key": "ca.crt", "path": "ca.crt"}],
     }
 
 

@@ -14,6 +14,7 @@ import pytest
 from devstack.__main__ import build_parser, options_from
 from devstack.commands import certs_command, kubesim_command, resizer_command, webhook_command
 from devstack.stack import StackOptions
+from devstack.webhooks import chart_values, render_chart, resizer_exempt_namespaces
 from tests.compose.compose_model import argv, resolved
 
 PYTHON = "python"
@@ -59,11 +60,19 @@ def test_webhook_command_matches_make_run(services: dict[str, Any], make_run: St
     assert argv(services["webhook"]) == expected
 
 
-def test_resizer_command_matches_make_run(services: dict[str, Any], make_run: StackOptions) -> None:
+def test_resizer_command_matches_make_run_but_for_the_election(
+    services: dict[str, Any], make_run: StackOptions
+) -> None:
+    """`make run`'s resizers always elect, in the release namespace devstack creates; compose's kubesim has
+    no such namespace (nothing creates it: `docker compose up resizer` runs without the rest), so its one
+    resizer acts alone. It leaves alone the namespaces the chart's webhooks (which compose registers) are
+    exempt from."""
+    chart = render_chart(chart_values("Q0E=", make_run.default_strategy))
     expected = resizer_command(
         server=SERVER,
         metrics_port=RESIZER_METRICS_PORT,
-        leader_elect=make_run.resizer_replicas > 1,
+        leader_elect=False,
+        exempt_namespaces=resizer_exempt_namespaces(chart),
         python=PYTHON,
     )
     assert argv(services["resizer"]) == expected

@@ -21,6 +21,7 @@ EXPECTED_URLS = {
     "pods.mutate.exclusive-placement.io": f"{WEBHOOK_URL}/mutate-pods",
     "jobs.mutate.exclusive-placement.io": f"{WEBHOOK_URL}/mutate-jobs",
     "pods.validate.exclusive-placement.io": f"{WEBHOOK_URL}/validate-pods",
+    "jobsets.validate.exclusive-placement.io": f"{WEBHOOK_URL}/validate-jobsets",
 }
 
 

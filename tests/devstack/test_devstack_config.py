@@ -139,7 +139,8 @@ def test_chart_configurations_call_the_local_webhook_and_keep_the_scoping() -> N
     configs = local_webhook_configurations("https://127.0.0.1:9443", "Q0E=", "elastic")
     webhooks = {w["name"]: w for c in configs for w in c["webhooks"]}
     urls = {w["clientConfig"]["url"] for w in webhooks.values()}
-    assert urls == {f"https://127.0.0.1:9443/{p}" for p in ("mutate-pods", "mutate-jobs", "validate-pods")}
+    paths = ("mutate-pods", "mutate-jobs", "validate-pods", "validate-jobsets")
+    assert urls == {f"https://127.0.0.1:9443/{p}" for p in paths}
     for webhook in webhooks.values():
         assert webhook["clientConfig"]["caBundle"] == "Q0E="
         exempt = webhook["namespaceSelector"]["matchExpressions"][0]
@@ -153,7 +154,7 @@ def test_exempt_namespaces_join_the_chart_exemptions_of_every_webhook() -> None:
         "https://127.0.0.1:9443", "Q0E=", "elastic", exempt_namespaces=("bench-x-jobset",)
     )
     webhooks = [w for c in configs for w in c["webhooks"]]
-    assert len(webhooks) == 3
+    assert len(webhooks) == 4
     for webhook in webhooks:
         (exempt,) = webhook["namespaceSelector"]["matchExpressions"]
         assert exempt == {

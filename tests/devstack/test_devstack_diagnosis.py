@@ -142,13 +142,13 @@ def too_small_pools() -> Snapshot:
     return snapshot(cluster, jobs, pods)
 
 
-def contended() -> Snapshot:
+def contended(reason: str = TAKEN) -> Snapshot:
     """4 Jobs, 2 pools that each hold one: two Jobs run, the other two leaders wait for a pool."""
     cluster = nodes(16, 2)
     jobs = [job("w-0", resize="done"), job("w-1", resize="done")]
     jobs += [job("w-2", resize="pending"), job("w-3", resize="pending")]
     pods = [pod(f"w-{j}", i, node=f"n{8 * j + i}") for j in range(2) for i in range(8)]
-    pods += [pod("w-2", 0, unschedulable=TAKEN), pod("w-3", 0, unschedulable=TAKEN)]
+    pods += [pod("w-2", 0, unschedulable=reason), pod("w-3", 0, unschedulable=reason)]
     return snapshot(cluster, jobs, pods)
 
 
@@ -251,6 +251,14 @@ HINT_CASES: list[tuple[str, Snapshot, list[str]]] = [
         [
             "2 Jobs (default/w-2, ...) wait for a free node pool",
             "all 2 that can hold one are taken. Expected under contention",
+            "To place all 4 at once: --pools 4 --nodes 32",
+        ],
+    ),
+    (
+        "more Jobs than pools, the scheduler reporting the GPUs the placed Jobs use",
+        contended(f"0/16 nodes are available: 16 Insufficient {GPU_RESOURCE}."),
+        [
+            "2 Jobs (default/w-2, ...) wait for a free node pool",
             "To place all 4 at once: --pools 4 --nodes 32",
         ],
     ),
@@ -373,6 +381,24 @@ def test_progress_restarts_the_quiet_period() -> None:
     assert "no progress for 5s" in (watcher.observe([status(running=4)], 9.0) or "")
     assert watcher.observe([status("running", running=8)], 20.0) is None  # progress: nothing to say
     assert "(1 Jobs: 1 running)" in (watcher.observe([status("running", running=8)], 25.0) or "")
+
+
+def test_within_one_stall_the_report_keeps_the_best_hint_it_found() -> None:
+    diagnoses = FakeDiagnoses()
+    watcher = StallWatcher(after=5, diagnose=diagnoses, recheck=1)
+    statuses = [status()]
+    watcher.observe(statuses, 0.0)
+    assert "hint: more nodes" in (watcher.observe(statuses, 5.0) or "")
+    diagnoses.current = Diagnosis((ReasonGroup(16, "pod", "Unschedulable: other words"),), (UNKNOWN_CAUSE,))
+    report = watcher.observe(statuses, 6.0) or ""
+    assert "16 pods: Unschedulable: other words" in report
+    assert report.endswith("hint: more nodes")
+    assert UNKNOWN_CAUSE not in report
+    watcher.observe([status(running=5)], 7.0)  # progress: a new stall starts without a hint of its own
+    assert watcher.observe([status(running=5)], 12.0) == (
+        f"no progress for 5s (1 Jobs: 1 resized). Waiting:\n  16 pods: Unschedulable: other words\n"
+        f"  hint: {UNKNOWN_CAUSE}"
+    )
 
 
 @pytest.mark.parametrize("value", ["0", "-1", "soon"])

@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 
 from devstack import processes
-from devstack.__main__ import serve_forever
+from devstack.demo import follow_forever
 from devstack.interrupts import handle_stop_signals, pause
 from devstack.processes import ManagedProcess, stop_all
 from devstack.readiness import wait_for_log_line
@@ -67,11 +67,21 @@ def sigint_once_the_wait_lock_is_taken(lock: Any) -> Callable[[FrameType, str, A
     return hook
 
 
+class EmptyCluster:
+    """A cluster with nothing in it, for `follow_forever` to look at every second."""
+
+    def list(
+        self, kind: str, *, namespace: str | None = None, label_selector: str | None = None
+    ) -> list[Any]:
+        return []
+
+
 class OneChild:
-    """What `serve_forever` needs of a Stack."""
+    """What `follow_forever` needs of a Stack."""
 
     def __init__(self, proc: ManagedProcess):
         self.proc = proc
+        self.client = EmptyCluster()
 
     def check_alive(self) -> None:
         self.proc.check_alive()
@@ -103,7 +113,13 @@ def test_devstack_acts_on_ctrl_c_at_its_next_pause_not_inside_popen(child: Manag
         sys.setprofile(sigint_once_the_wait_lock_is_taken(lock))
         try:
             with pytest.raises(KeyboardInterrupt) as raised:
-                serve_forever(OneChild(child))  # type: ignore[arg-type]
+                follow_forever(
+                    OneChild(child),  # type: ignore[arg-type]
+                    echo=print,
+                    start=time.monotonic(),
+                    stall_seconds=30,
+                    last="",
+                )
         finally:
             sys.setprofile(None)
     assert not lock.locked()

@@ -23,6 +23,13 @@ from tests.support.waiting import eventually
 
 Obj = dict[str, Any]
 JOBS = 3
+QUICK_TAKEOVER = (
+    *("--lease-duration-seconds", "3"),
+    *("--renew-deadline-seconds", "2"),
+    *("--retry-period-seconds", "0.4"),
+)
+"""Election timings for a resizer that is SIGKILLed and started again: the Lease of its dead self expires 3 s
+after its first look, not 15 s, while its renewals still outlast API requests slowed to 0.45 s."""
 
 
 def all_or_nothing_jobset(name: str, namespace: str) -> Obj:

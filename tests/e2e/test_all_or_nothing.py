@@ -36,6 +36,7 @@ from placement.constants import (
 from placement.gang import format_time, parse_time
 from tests.e2e.all_or_nothing_support import (
     JOBS,
+    QUICK_TAKEOVER,
     all_or_nothing_jobset,
     completed,
     create_gated,
@@ -132,8 +133,9 @@ def test_a_resizer_sigkilled_between_two_gate_removals_loses_and_doubles_nothing
     """The real process, killed mid-release: every API request is slowed to ~0.4 s so the resizer's three
     sequential gate removals take over a second, and it is SIGKILLed as soon as the first one shows on the
     watch. The restarted resizer finishes that release (each leader ungated exactly once, none deleted or
-    re-created), then admits the second JobSet only once the first is done with its pools."""
-    stack = stack_factory(cluster=replace(CLUSTER, pod_run_seconds=60), resizer_replicas=0)
+    re-created) once the Lease of the killed one expires (pods run 10 s, so the first leader still runs),
+    then admits the second JobSet only once the first is done with its pools."""
+    stack = stack_factory(cluster=replace(CLUSTER, pod_run_seconds=200), resizer_replicas=0)
     namespace, names = "sigkill", ["a", "b"]
     ensure_namespace(stack.client, namespace)
     with Watch(stack, "Pod", namespace) as watch:
@@ -142,7 +144,7 @@ def test_a_resizer_sigkilled_between_two_gate_removals_loses_and_doubles_nothing
             pod["metadata"]["uid"] for name in names for pod in gated_leaders(stack, namespace, name)
         }
         set_faults(stack, "latency-ms=350-450")
-        stack.add_resizer()
+        stack.add_resizer(QUICK_TAKEOVER)
         eventually(
             lambda: released_leaders_of(list(watch.events), "a"),
             "the resizer's first gate removal of JobSet a",

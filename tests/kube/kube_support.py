@@ -22,6 +22,7 @@ from devstack.controlplane.kwok import run_time_annotations
 from devstack.kube import KubeError
 from devstack.ports import free_port
 from devstack.stack import Stack
+from tests.e2e.jobset_e2e_support import running_pods
 from tests.support.waiting import eventually
 
 Obj = dict[str, Any]
@@ -74,6 +75,17 @@ def with_run_time(jobset: Obj, seconds: float) -> Obj:
         pod_meta = replicated["template"]["spec"]["template"].setdefault("metadata", {})
         pod_meta.setdefault("annotations", {}).update(run_time_annotations(seconds))
     return result
+
+
+def wait_running(stack: Stack, namespace: str, pods: int, what: str = "pods", timeout: float = 120) -> None:
+    """Until `pods` pods of `namespace` run, the stack's processes still alive."""
+    eventually(
+        lambda: running_pods(stack, namespace) == pods,
+        f"{pods} {what} running",
+        timeout,
+        ignoring=(KubeError,),
+    )
+    stack.check_alive()
 
 
 def empty_namespace(stack: Stack, namespace: str, timeout: float = 90) -> None:

@@ -24,6 +24,7 @@ from devstack.stack import Stack
 from placement.gang import parse_time
 from tests.e2e.all_or_nothing_support import (
     JOBS,
+    QUICK_TAKEOVER,
     all_or_nothing_jobset,
     create_gated,
     gated_leaders,
@@ -87,13 +88,14 @@ def test_a_resizer_sigkilled_between_two_gate_removals_loses_and_doubles_nothing
         ignoring=(KubeError,),
     )
     with Watch(stack, "Pod", namespace) as watch:
-        # Pods run 10 s: the leader released before the kill still runs when the new resizer has started.
-        create_gated(stack, namespace, names, make=timed_jobset(10))
+        # Pods run 15 s: the leader released before the kill still runs when the new resizer has taken the
+        # Lease of the killed one over (QUICK_TAKEOVER: 3 s).
+        create_gated(stack, namespace, names, make=timed_jobset(15))
         leaders_before = {
             pod["metadata"]["uid"] for name in names for pod in gated_leaders(stack, namespace, name)
         }
         with SlowAdmission(stack, namespace, delay=0.4):
-            stack.add_resizer()
+            stack.add_resizer(QUICK_TAKEOVER)
             eventually(
                 lambda: released_leaders_of(list(watch.events), "a"),
                 "the resizer's first gate removal of JobSet a",

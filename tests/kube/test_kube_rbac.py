@@ -176,3 +176,21 @@ def test_without_get_on_jobsets_child_jobs_are_not_shrunk(kube_stack: Stack, nam
         # the JobSet's startup order cannot be read: the safe fallback, never a shrink JobSet might misjudge
         assert job["spec"]["completions"] == PODS
         assert job["spec"]["template"]["metadata"]["annotations"][STRATEGY_ANNOTATION] == "gate"
+
+
+def test_without_create_on_events_the_resize_happens_without_its_event(
+    kube_stack: Stack, namespace: str
+) -> None:
+    """An Event the API server refuses never holds up, nor fails, the resize it reports."""
+    since = audit_log(kube_stack).mark()
+    with without(kube_stack, Rule("resizer", "events.k8s.io", "events", "create")):
+        create_jobset(kube_stack, namespace, "unreported", Strategy.ELASTIC)
+        eventually(
+            lambda: running_pods(kube_stack, namespace) == JOBS * PODS,
+            "every Job resized and running",
+            90,
+            ignoring=(KubeError,),
+        )
+        assert ("create", "events", "") in refusals(kube_stack, "resizer", since=since)
+    events = kube_stack.client.list("Event", namespace=namespace)
+    assert [e for e in events if e.get("reportingComponent") == "exclusive-placement.io/resizer"] == []

@@ -30,7 +30,6 @@ from tests.e2e.jobset_e2e_support import (
     affinity_keys,
     assert_each_job_whole_in_its_own_pool,
     pods_of,
-    running_pods,
     set_taint,
 )
 from tests.kube.conftest import KubeStackFactory
@@ -38,6 +37,7 @@ from tests.kube.kube_support import (
     audit_log,
     jobset_webhook_calls,
     pod_creates,
+    wait_running,
     webhook_admissions,
 )
 from tests.support.waiting import eventually
@@ -65,13 +65,7 @@ def run_jobset(
     if hold_leaders_until is not None:
         eventually(hold_leaders_until, "the leaders' hold to be over", 90, ignoring=(KubeError,))
         set_taint(stack, nodes, None)
-    eventually(
-        lambda: running_pods(stack, namespace) == JOBS * PODS,
-        f"{JOBS * PODS} {strategy} pods running",
-        120,
-        ignoring=(KubeError,),
-    )
-    stack.check_alive()
+    wait_running(stack, namespace, JOBS * PODS, f"{strategy} pods")
     assert_each_job_whole_in_its_own_pool(stack, namespace, JOBS)
     calls, denied = jobset_webhook_calls(admissions, webhook_admissions(stack))
     pods = pods_of(stack, namespace)

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import ast
 import re
+import shutil
 import subprocess
 import sys
 import tomllib
+import zipfile
 from importlib.metadata import packages_distributions
 from pathlib import Path
 
@@ -20,7 +22,7 @@ import pytest
 from kubesim.extra import DISTRIBUTIONS
 
 ROOT = Path(__file__).resolve().parents[2]
-PRODUCT = ("placement", "kubekit", "webhook", "resizer", "certs")
+PRODUCT = ("placement", "kubekit", "webhook", "resizer", "certs", "kubectl_plugin")
 SIM_ONLY = ("kubesim", "devstack", "bench", "celpy", "lark", "helm_python", "matplotlib")
 WITHOUT = """
 import runpy, sys
@@ -42,7 +44,7 @@ def run_without(modules: tuple[str, ...], *argv: str) -> subprocess.CompletedPro
     )
 
 
-@pytest.mark.parametrize("entry_point", ["webhook", "resizer", "certs"])
+@pytest.mark.parametrize("entry_point", ["webhook", "resizer", "certs", "kubectl_plugin"])
 def test_the_product_runs_without_the_sim_extra(entry_point: str) -> None:
     result = run_without(SIM_ONLY, entry_point, "--help")
     assert result.returncode == 0, result.stderr
@@ -133,3 +135,40 @@ def test_every_module_the_product_imports_is_a_declared_dependency(project: dict
             assert providers & direct, (
                 f"{package} imports {module}, provided by {providers}: not a dependency"
             )
+
+
+def test_pip_install_brings_the_kubectl_plugins_console_script(tmp_path: Path) -> None:
+    """The wheel `pip install .` installs: `kubectl-exclusive_placement` (kubectl finds it on PATH by that
+    name) pointing at the plugin's main, and the plugin's package. Built from a copy of the sources, so the
+    checkout is left untouched (the build backend is the pinned setuptools of the venv)."""
+    source = tmp_path / "src"
+    source.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, source / name)
+    for package in (*PRODUCT, "kubesim", "devstack", "bench"):
+        shutil.copytree(ROOT / package, source / package, ignore=shutil.ignore_patterns("__pycache__"))
+    built = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "-w",
+            str(tmp_path),
+            str(source),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert built.returncode == 0, built.stderr
+    (wheel,) = tmp_path.glob("exclusive_placement-*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        names = archive.namelist()
+        (entry_points,) = [n for n in names if n.endswith(".dist-info/entry_points.txt")]
+        scripts = archive.read(entry_points).decode()
+    assert "kubectl-exclusive_placement = kubectl_plugin.cli:main" in scripts
+    assert "kubectl_plugin/cli.py" in names

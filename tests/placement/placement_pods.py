@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from placement.constants import STRATEGY_ANNOTATION
+from placement.reserved import RESIZE_ANNOTATIONS
 from tests.support.builders import make_job, make_node, make_pod
 
 NS = "team-a"
@@ -73,3 +74,10 @@ def pod(
 
 def node(name: str = "node-1", labels: dict[str, str] | None = None) -> dict[str, Any]:
     return make_node(name).labels({ZONE: "zone-a"} if labels is None else labels).obj()
+
+
+def without_resize_keys(template: dict[str, Any]) -> dict[str, Any]:
+    """A copy of a pod template without the target record the Job webhook leaves on an elastic Job's."""
+    annotations = (template.get("metadata") or {}).get("annotations") or {}
+    kept = {key: value for key, value in annotations.items() if key not in RESIZE_ANNOTATIONS}
+    return {**template, "metadata": {**(template.get("metadata") or {}), "annotations": kept}}

@@ -21,6 +21,7 @@ from placement.admission import (
     validation_needs_leader,
 )
 from placement.constants import (
+    ELASTIC_FALLBACK_ANNOTATION,
     JOB_KEY_LABEL,
     JOBSET_JOB_KEY_LABEL,
     JOBSET_NODE_SELECTOR_ANNOTATION,
@@ -35,7 +36,8 @@ from placement.constants import (
     TOPOLOGY_ANNOTATION,
     Strategy,
 )
-from placement.objects import JobRef, hashed_job_key
+from placement.jobset import JobSetStartup
+from placement.objects import JobRef, job_key
 from placement.patch import apply
 from tests.placement.placement_pods import JOB, NS, UID, ZONE, job, node, pod
 
@@ -113,7 +115,7 @@ def test_job_without_topology_is_untouched_whatever_the_strategy() -> None:
     assert (verdict.allowed, verdict.patch, verdict.reason) == (True, [], "not-exclusive")
 
 
-def test_elastic_job_is_shrunk_and_target_recorded_idempotently() -> None:
+def test_elastic_job_is_shrunk_and_target_recorded() -> None:
     original = job(template_annotations={"alpha.jobset.sigs.k8s.io/exclusive-topology": ZONE})
     verdict = mutate_job(original, Strategy.ELASTIC)
     assert verdict.allowed
@@ -124,14 +126,24 @@ def test_elastic_job_is_shrunk_and_target_recorded_idempotently() -> None:
         TARGET_PARALLELISM_ANNOTATION: "4",
     }
     assert shrunk["metadata"]["labels"] == {RESIZE_LABEL: "pending"}
-    assert shrunk["spec"]["template"] == original["spec"]["template"]
-    assert mutate_job(shrunk, Strategy.ELASTIC).patch == []
+    # The same record on the pod template: what the resizer trusts (no client changes it once the Job runs).
+    assert shrunk["spec"]["template"]["metadata"]["annotations"] == {
+        **original["spec"]["template"]["metadata"]["annotations"],
+        **shrunk["metadata"]["annotations"],
+    }
+    # The Job webhook is called once per Job (reinvocationPolicy: Never): a Job that arrives already
+    # shrunk comes from a client, which may not choose its target. It keeps the size it came with.
+    again = mutate_job(shrunk, Strategy.ELASTIC)
+    readmitted = apply(shrunk, again.patch)
+    assert (readmitted["metadata"]["labels"], readmitted["metadata"]["annotations"]) == ({}, {})
+    assert readmitted["spec"] == {**shrunk["spec"], "template": original["spec"]["template"]}
+    assert "removed" in again.warnings[0]
+    assert f"{TARGET_COMPLETIONS_ANNOTATION} (pod template)" in again.warnings[0]
 
 
 @pytest.mark.parametrize(
     ("spec", "why"),
     [
-        ({"mode": None}, "NonIndexed"),
         ({"completions": 4, "parallelism": 2}, "!= parallelism"),
         ({"completions": None}, "not set"),
     ],
@@ -145,11 +157,64 @@ def test_ineligible_elastic_job_falls_back_to_gate_with_warning(spec: dict[str, 
         TOPOLOGY_ANNOTATION: ZONE,
         STRATEGY_ANNOTATION: "gate",
     }
+    assert why in fallen_back["metadata"]["annotations"][ELASTIC_FALLBACK_ANNOTATION]
     assert fallen_back["spec"].get("completions") == original["spec"].get("completions")
     assert mutate_job(fallen_back, Strategy.ELASTIC).patch == []
     assert len(verdict.warnings) == 1
     assert why in verdict.warnings[0]
     assert "using gate" in verdict.warnings[0]
+
+
+@pytest.mark.parametrize("asked", [Strategy.ELASTIC, Strategy.GATE, Strategy.SCHEDULING_GATE])
+@pytest.mark.parametrize("mode", [None, "NonIndexed"])
+def test_a_non_indexed_job_is_placed_with_affinity_and_a_warning(asked: Strategy, mode: str | None) -> None:
+    """No completion index, no leader: every pod carries the leader's terms instead of following one."""
+    original = job(annotations={TOPOLOGY_ANNOTATION: ZONE}, mode=mode)
+    verdict = mutate_job(original, asked)
+    placed = apply(original, verdict.patch)
+    assert (verdict.allowed, verdict.reason) == (True, "non-indexed")
+    assert placed["spec"]["template"]["metadata"]["annotations"][STRATEGY_ANNOTATION] == "affinity"
+    assert (placed["spec"]["completions"], placed["spec"]["parallelism"]) == (4, 4)
+    assert f"instead of {asked}" in verdict.warnings[0]
+    assert "set completionMode: Indexed" in verdict.warnings[0]
+    assert mutate_job(placed, asked).warnings == ()
+
+
+def test_a_non_indexed_job_asking_for_affinity_gets_no_warning() -> None:
+    original = job(annotations={TOPOLOGY_ANNOTATION: ZONE, STRATEGY_ANNOTATION: "affinity"}, mode=None)
+    assert mutate_job(original, Strategy.ELASTIC).warnings == ()
+
+
+def _child_of(startup: JobSetStartup, **annotations: str) -> tuple[dict[str, Any], JobSetStartup]:
+    return job(annotations={TOPOLOGY_ANNOTATION: ZONE, **annotations}, jobset="trainer"), startup
+
+
+@pytest.mark.parametrize(
+    ("job_annotations", "jobset_strategy", "expected"),
+    [
+        ({}, "scheduling-gate", "scheduling-gate"),
+        ({}, None, "elastic"),
+        ({STRATEGY_ANNOTATION: "affinity"}, "scheduling-gate", "affinity"),
+    ],
+    ids=["the JobSet's", "the default", "the Job's own wins"],
+)
+def test_the_jobsets_own_strategy_is_its_jobs_default(
+    job_annotations: dict[str, str], jobset_strategy: str | None, expected: str
+) -> None:
+    original, owner = _child_of(JobSetStartup(strategy=jobset_strategy), **job_annotations)
+    verdict = mutate_job(original, Strategy.ELASTIC, owner=owner)
+    placed = apply(original, verdict.patch)
+    resolved = placed["spec"]["template"]["metadata"].get("annotations", {}).get(STRATEGY_ANNOTATION)
+    assert (resolved or "elastic") == expected
+    assert (RESIZE_LABEL in placed["metadata"].get("labels", {})) is (expected == "elastic")
+
+
+def test_an_unknown_strategy_on_the_jobset_denies_its_jobs_naming_the_valid_values() -> None:
+    original, owner = _child_of(JobSetStartup(strategy="fastest"))
+    verdict = mutate_job(original, Strategy.ELASTIC, owner=owner)
+    assert not verdict.allowed
+    assert "on its JobSet: unknown exclusive placement strategy 'fastest'" in verdict.message
+    assert "valid values: elastic, gate, scheduling-gate, affinity" in verdict.message
 
 
 def test_single_pod_job_needs_no_shrink_and_no_warning() -> None:
@@ -175,7 +240,6 @@ def test_job_with_unknown_strategy_is_denied() -> None:
     ("the_pod", "reason", "warned"),
     [
         (pod(1, topology=None), "not-exclusive", False),
-        (pod(None), "not-indexed", True),
         (_without_job(pod(0)), "no-job", True),
         (pod(1, strategy="bogus"), "invalid-strategy", False),
         (_node_selector_mode(pod(1)), "jobset-node-selector", False),
@@ -222,10 +286,20 @@ def test_jobsets_node_selector_mode_is_left_to_the_users_node_selector(strategy:
         )
 
 
-def test_plan_reads_identity_and_jobset_key() -> None:
-    plan = _plan(pod(2, strategy="gate", labels={JOBSET_JOB_KEY_LABEL: "js-key"}))
-    assert plan == PodPlan(NS, JobRef(JOB, UID), "js-key", ZONE, Strategy.GATE, False, "2")
-    assert _plan(pod(0)).job_key == hashed_job_key(NS, JOB)
+def test_plan_derives_the_job_key_from_namespace_and_job() -> None:
+    plan = _plan(pod(2, strategy="gate", labels={JOBSET_JOB_KEY_LABEL: job_key(NS, JOB)}))
+    assert plan == PodPlan(NS, JobRef(JOB, UID), job_key(NS, JOB), ZONE, Strategy.GATE, False, "2")
+    assert _plan(pod(0)).job_key == job_key(NS, JOB)
+
+
+@pytest.mark.parametrize("index", [0, 2])
+def test_a_pod_carrying_another_jobs_jobset_key_is_denied(index: int) -> None:
+    forged = job_key("team-b", "victim")
+    plan = plan_pod(pod(index, labels={JOBSET_JOB_KEY_LABEL: forged}), NS, Strategy.ELASTIC)
+    assert isinstance(plan, Skip)
+    assert (plan.verdict.allowed, plan.verdict.reason) == (False, "forged-job-key")
+    assert forged in plan.verdict.message
+    assert job_key(NS, JOB) in plan.verdict.message
 
 
 # --- Pods: mutation, every strategy x role x leader state ----------------------------------------------
@@ -326,6 +400,19 @@ def test_affinity_strategy_follower_gets_the_leaders_terms_without_lookup() -> N
     assert result["metadata"]["labels"][ROLE_LABEL] == "follower"
     assert result["spec"]["affinity"]["podAffinity"][REQUIRED][0]["topologyKey"] == ZONE
     assert "nodeSelector" not in result["spec"]
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_a_pod_of_a_non_indexed_job_carries_the_leaders_terms_whatever_its_strategy(strategy: str) -> None:
+    """It is never admitted unplaced: with no leader to follow, it is placed as under `affinity`."""
+    the_pod = pod(None, strategy=strategy)
+    plan = _plan(the_pod)
+    assert (plan.strategy, plan.leader, plan.index) == (Strategy.AFFINITY, False, "")
+    assert not mutation_needs_leader(plan)
+    result = apply(the_pod, mutate_pod(the_pod, plan, None).patch)
+    assert result["spec"]["affinity"]["podAffinity"][REQUIRED][0]["topologyKey"] == ZONE
+    assert result["spec"]["affinity"]["podAntiAffinity"][REQUIRED][0]["topologyKey"] == ZONE
+    assert validate_pod(result, plan, None).allowed
 
 
 def test_follower_selector_conflict_is_replaced_with_a_warning() -> None:
@@ -480,4 +567,4 @@ def test_job_whose_spec_is_not_a_map_gets_an_answer_not_an_exception(bad_spec: o
     verdict = mutate_job(malformed, Strategy.ELASTIC)
     assert verdict.allowed
     assert verdict.patch == []
-    assert "elastic is not possible" in verdict.warnings[0]
+    assert "no pod is its leader" in verdict.warnings[0]

@@ -43,12 +43,14 @@ from placement.gang import (
     format_time,
     gang_complete,
     gang_of,
+    gang_size,
     gang_state,
     parse_time,
     plan_admission,
     release_patch,
 )
 from placement.jobset import JobSetRef, JobSetStartup, JobSetUnknown, exclusive_jobs, jobset_startup
+from tests.placement.placement_pods import without_resize_keys
 
 Obj = dict[str, Any]
 NS = "team"
@@ -461,7 +463,9 @@ def test_the_leader_of_an_all_or_nothing_job_is_gated_and_its_followers_are_not(
     assert gang_of(job) == GangId(NS, "js", "2")
     template = job["spec"]["template"]
     assert template["metadata"]["annotations"][GANG_SIZE_ANNOTATION] == "3"
-    assert mutate_job(job, strategy, owner=owner).patch == []  # re-invocation changes nothing
+    readmitted = jsonpatch.apply_patch(job, mutate_job(job, strategy, owner=owner).patch)
+    # the gang annotations are not added twice (an elastic Job's target record is not the client's to send)
+    assert without_resize_keys(readmitted["spec"]["template"]) == without_resize_keys(template)
 
     def pod(index: int) -> Obj:
         meta = template["metadata"]
@@ -497,3 +501,12 @@ def test_a_job_of_a_jobset_without_the_annotation_is_left_alone() -> None:
     job = jsonpatch.apply_patch(child_job(), verdict.patch)
     assert gang_of(job) is None
     assert ALL_OR_NOTHING_ANNOTATION not in job["spec"]["template"]["metadata"]["annotations"]
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [("3", 3), ("", None), ("0", None), ("\u00b2", None), ("9" * 5_000, None), (" 3", None)],
+)
+def test_a_gang_size_is_read_strictly(raw: str, expected: int | None) -> None:
+    """ "²".isdigit() is true and int() refuses 5,000 digits: neither may raise in the resizer's queue."""
+    assert gang_size({ALL_OR_NOTHING_ANNOTATION: "true", GANG_SIZE_ANNOTATION: raw}) == expected

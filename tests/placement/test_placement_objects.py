@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 import pytest
@@ -18,7 +19,6 @@ from placement.constants import (
     JOB_KEY_LABEL,
     JOB_NAME_LABEL,
     JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION,
-    JOBSET_JOB_KEY_LABEL,
     LEGACY_CONTROLLER_UID_LABEL,
     LEGACY_JOB_NAME_LABEL,
     PRIORITY_LABEL,
@@ -30,7 +30,6 @@ from placement.constants import (
 from placement.objects import (
     JobRef,
     completion_index,
-    hashed_job_key,
     is_leader,
     job_key,
     job_ref_of_pod,
@@ -96,7 +95,8 @@ def test_job_ref_from_owner_references_then_labels(metadata: dict[str, Any], exp
     ("annotations", "completions", "size"),
     [
         ({TARGET_COMPLETIONS_ANNOTATION: "8"}, 1, 8),  # shrunk by the webhook: the recorded target
-        ({TARGET_COMPLETIONS_ANNOTATION: " 8 "}, 1, 8),
+        ({TARGET_COMPLETIONS_ANNOTATION: " 8 "}, 3, 3),  # not as the webhook writes it: what the Job says
+        ({TARGET_COMPLETIONS_ANNOTATION: "\u00b2"}, 3, 3),  # "²".isdigit() is true, int() refuses it
         ({}, 3, 3),
         ({TARGET_COMPLETIONS_ANNOTATION: "eight"}, 3, 3),  # unreadable: what the Job says
         ({}, None, 1),
@@ -108,12 +108,12 @@ def test_target_size_is_the_recorded_target_else_the_completions(
     assert target_size(job(completions=completions, annotations=annotations)) == size
 
 
-def test_job_key_prefers_jobsets_label_else_stable_hash() -> None:
-    assert job_key(NS, JOB, {JOBSET_JOB_KEY_LABEL: "abc"}) == "abc"
-    hashed = job_key(NS, JOB, {})
-    assert hashed == hashed_job_key(NS, JOB) == job_key(NS, JOB, {})
-    assert len(hashed) == 40
-    assert hashed != job_key("other", JOB, {})
+def test_job_key_is_jobsets_hash_of_namespace_and_job() -> None:
+    expected = hashlib.sha1(f"{NS}/{JOB}".encode(), usedforsecurity=False).hexdigest()
+    assert job_key(NS, JOB) == expected
+    assert len(expected) == 40
+    assert job_key("other", JOB) != expected
+    assert job_key(NS, "other") != expected
 
 
 @pytest.mark.parametrize(
@@ -190,17 +190,17 @@ def test_hostname_limit_is_exact() -> None:
 
 def test_leader_affinity_terms_shape() -> None:
     affinity, anti = leader_affinity_terms("k1", ZONE, "1000")
+    # No namespaceSelector: the affinity selects pods of the leader's own namespace only.
     assert affinity == {
         "labelSelector": {"matchExpressions": [{"key": JOB_KEY_LABEL, "operator": "In", "values": ["k1"]}]},
         "topologyKey": ZONE,
-        "namespaceSelector": {},
     }
     assert anti["labelSelector"]["matchExpressions"] == [
         {"key": JOB_KEY_LABEL, "operator": "Exists"},
         {"key": JOB_KEY_LABEL, "operator": "NotIn", "values": ["k1"]},
         {"key": PRIORITY_LABEL, "operator": "In", "values": ["1000"]},
     ]
-    assert anti["namespaceSelector"] == {}
+    assert anti["namespaceSelector"] == {}  # exclusivity is cluster-wide
 
 
 @pytest.mark.parametrize(

@@ -46,9 +46,11 @@ def _changed(obj: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
     return obj
 
 
-def make_job(**changes: Any) -> dict[str, Any]:
-    """js-w-0 as the webhook leaves it: 1/1, to grow to 8."""
-    job = builders.make_job("js-w-0").uid(JOB_UID).resource_version("42").indexed(1).pending(8).status()
+def make_job(recorded: int = 8, **changes: Any) -> dict[str, Any]:
+    """js-w-0 as the webhook leaves it: 1/1, to grow to `recorded` (its record on the pod template too)."""
+    job = (
+        builders.make_job("js-w-0").uid(JOB_UID).resource_version("42").indexed(1).pending(recorded).status()
+    )
     return _changed(job.obj(), changes)
 
 
@@ -131,19 +133,80 @@ def test_decide_resize_says_why_not(
     assert decision.reason == reason
 
 
+def test_a_job_without_a_topology_annotation_on_its_pod_template_is_not_resized() -> None:
+    """`resize: pending` and a target on a Job the webhook never admitted as exclusive (added by an update,
+    say): not this project's Job. A topology annotation on the Job's metadata alone does not make it one:
+    the webhook always writes it onto the pod template, which no client changes once the Job runs."""
+    job = make_job(metadata__annotations={TARGET_COMPLETIONS_ANNOTATION: "40", TOPOLOGY_ANNOTATION: POOL})
+    job["spec"]["template"]["metadata"]["annotations"].pop(TOPOLOGY_ANNOTATION)
+    decision = decide_resize(job, make_pod(), gang=None)
+    assert (decision.reason, decision.patch) == (SkipReason.NOT_ADMITTED, None)
+
+
+def test_the_target_never_exceeds_what_the_webhook_recorded_on_the_pod_template() -> None:
+    forged = {TARGET_COMPLETIONS_ANNOTATION: "100000", TARGET_PARALLELISM_ANNOTATION: "100000"}
+    decision = decide_resize(make_job(2, metadata__annotations=forged), make_pod(), gang=None)
+    assert (decision.reason, decision.patch) == (SkipReason.INVALID_TARGET, None)
+    assert decision.detail == (
+        f"{TARGET_COMPLETIONS_ANNOTATION}: 100000 is more than the 2 the Job webhook recorded (on the pod "
+        "template) when it admitted the Job"
+    )
+    lowered = {TARGET_COMPLETIONS_ANNOTATION: "3", TARGET_PARALLELISM_ANNOTATION: "3"}
+    assert decide_resize(make_job(8, metadata__annotations=lowered), make_pod(), gang=None).target == 3
+
+
+def test_a_job_admitted_before_the_pod_template_record_grows_to_its_own_target() -> None:
+    job = make_job(8)
+    for key in (TARGET_COMPLETIONS_ANNOTATION, TARGET_PARALLELISM_ANNOTATION):
+        del job["spec"]["template"]["metadata"]["annotations"][key]
+    assert decide_resize(job, make_pod(), gang=None).target == 8
+
+
+def test_a_pod_template_record_the_webhook_would_not_write_refuses_the_resize() -> None:
+    job = make_job(8)
+    job["spec"]["template"]["metadata"]["annotations"][TARGET_COMPLETIONS_ANNOTATION] = "\u00b2"
+    decision = decide_resize(job, make_pod(), gang=None)
+    assert decision.reason == SkipReason.INVALID_TARGET
+    assert decision.detail.startswith(f"the pod template's {TARGET_COMPLETIONS_ANNOTATION}: ")
+
+
+@pytest.mark.parametrize(
+    ("annotations", "detail"),
+    [
+        ({TARGET_COMPLETIONS_ANNOTATION: "\u00b2"}, "not a decimal number"),  # "²".isdigit() is True
+        ({TARGET_COMPLETIONS_ANNOTATION: "\u0663"}, "not a decimal number"),  # int() reads it as 3
+        ({TARGET_COMPLETIONS_ANNOTATION: "9" * 5_000}, "5000 characters"),  # int() refuses > 4,300 digits
+        ({TARGET_COMPLETIONS_ANNOTATION: "100001"}, "more than 100000"),
+        ({TARGET_COMPLETIONS_ANNOTATION: " 32 "}, "not a decimal number"),
+        ({TARGET_COMPLETIONS_ANNOTATION: "+8"}, "not a decimal number"),
+        ({TARGET_COMPLETIONS_ANNOTATION: "08"}, "leading zero"),
+        ({TARGET_COMPLETIONS_ANNOTATION: "8", TARGET_PARALLELISM_ANNOTATION: "\u00b2"}, "target-parallelism"),
+        ({TARGET_COMPLETIONS_ANNOTATION: "8", TARGET_MAX_FAILED_INDEXES_ANNOTATION: "9"}, "more than 8"),
+    ],
+)
+def test_decide_resize_refuses_a_target_the_webhook_would_not_write(
+    annotations: dict[str, str], detail: str
+) -> None:
+    decision = decide_resize(make_job(metadata__annotations=annotations), make_pod(), gang=None)
+    assert (decision.reason, decision.patch, decision.target) == (SkipReason.INVALID_TARGET, None, None)
+    assert detail in decision.detail
+
+
 @pytest.mark.parametrize(
     ("annotations", "current", "target"),
     [
         ({TARGET_COMPLETIONS_ANNOTATION: "8", TARGET_PARALLELISM_ANNOTATION: "8"}, 1, 8),
         ({TARGET_COMPLETIONS_ANNOTATION: "8"}, 1, 8),  # parallelism target defaults to completions
-        ({TARGET_COMPLETIONS_ANNOTATION: " 32 ", TARGET_PARALLELISM_ANNOTATION: "32"}, 1, 32),
+        ({TARGET_COMPLETIONS_ANNOTATION: "100000", TARGET_PARALLELISM_ANNOTATION: "100000"}, 1, 100_000),
         ({TARGET_COMPLETIONS_ANNOTATION: "4", TARGET_PARALLELISM_ANNOTATION: "4"}, 4, 4),  # mark done only
     ],
 )
 def test_decide_resize_patches_sizes_label_and_precondition(
     annotations: dict[str, str], current: int, target: int
 ) -> None:
-    job = make_job(metadata__annotations=annotations, spec__completions=current, spec__parallelism=current)
+    job = make_job(
+        target, metadata__annotations=annotations, spec__completions=current, spec__parallelism=current
+    )
     decision = decide_resize(job, make_pod(), gang=None)
     assert decision.resize
     assert decision.reason is None

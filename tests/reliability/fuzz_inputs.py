@@ -1,7 +1,11 @@
 """Hypothesis strategies for AdmissionReview bodies: valid reviews from the fixtures, then mutated.
 
 Mutations model what a buggy or hostile client can send: a field replaced by any JSON value (wrong types),
-a field removed, huge or unicode label keys and values, deep nesting, another kind or operation, dryRun.
+a field removed, huge or unicode label keys and values, deep nesting (up to 900 levels, near Python's
+recursion limit, which the JSON decoder still accepts), another kind or operation, dryRun; and the keys
+this project reads as numbers or trusts least: target and gang sizes that are not ASCII decimals or have
+thousands of digits, `succeededIndexes` of thousands of digits, resize keys on any Job, and a JobSet
+job-key label of another Job.
 """
 
 from __future__ import annotations
@@ -14,11 +18,19 @@ from typing import Any
 from hypothesis import strategies as st
 
 from placement.constants import (
+    ALL_OR_NOTHING_ANNOTATION,
+    GANG_SIZE_ANNOTATION,
     JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION,
+    JOBSET_JOB_KEY_LABEL,
+    RESIZE_LABEL,
     STRATEGIES,
     STRATEGY_ANNOTATION,
+    TARGET_COMPLETIONS_ANNOTATION,
+    TARGET_MAX_FAILED_INDEXES_ANNOTATION,
+    TARGET_PARALLELISM_ANNOTATION,
     TOPOLOGY_ANNOTATION,
 )
+from placement.objects import job_key
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "admission"
 REVIEW_FIXTURES = (
@@ -70,6 +82,20 @@ label_keys = st.one_of(
     ),
 )
 huge_text = st.integers(min_value=1_000, max_value=200_000).map(lambda n: "v" * n)
+odd_counts = st.one_of(
+    st.sampled_from(["\u00b2", "\u0663", "\uff13", " 8", "08", "-1", "0", "1e3", "100001", ""]),
+    st.integers(min_value=4_000, max_value=6_000).map(lambda n: "9" * n),
+    st.integers(min_value=1, max_value=100_000).map(str),
+)
+huge_index_lists = st.tuples(st.sampled_from("019"), st.integers(min_value=4_000, max_value=6_000)).map(
+    lambda digit_count: digit_count[0] * digit_count[1]
+)
+COUNT_KEYS = (
+    TARGET_COMPLETIONS_ANNOTATION,
+    TARGET_PARALLELISM_ANNOTATION,
+    TARGET_MAX_FAILED_INDEXES_ANNOTATION,
+    GANG_SIZE_ANNOTATION,
+)
 
 
 def _paths(value: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
@@ -92,11 +118,45 @@ def _parent(doc: Any, path: tuple[Any, ...]) -> Any:
     return doc
 
 
-def _deep(depth: int) -> Any:
-    value: Any = "bottom"
-    for _ in range(depth):
-        value = {"n": [value]}
+def _deep_list(depth: int) -> Any:
+    value: Any = []
+    for _ in range(depth - 1):
+        value = [value]
     return value
+
+
+def _forge(draw: st.DrawFn, review: Obj, action: str) -> None:
+    """Odd counts in the resize and gang keys (with the resize label), a `succeededIndexes` of thousands of
+    digits, or a JobSet job-key label of this or another Job, on the object and its pod template."""
+    meta = _object_metadata(review)
+    if meta is None:
+        return
+    if action == "counts":
+        notes = meta.setdefault("annotations", {})
+        labels = meta.setdefault("labels", {})
+        if isinstance(notes, dict) and isinstance(labels, dict):
+            notes[draw(st.sampled_from(COUNT_KEYS))] = draw(odd_counts)
+            notes[ALL_OR_NOTHING_ANNOTATION] = "true"
+            labels[RESIZE_LABEL] = draw(st.sampled_from(["pending", "done", "\u00b2"]))
+    elif action == "indexes":
+        spec = review["request"]["object"].get("spec")
+        if isinstance(spec, dict):
+            spec["successPolicy"] = {"rules": [{"succeededIndexes": draw(huge_index_lists)}]}
+    else:
+        name = str(meta.get("name") or "")
+        key = draw(st.sampled_from([job_key("team-a", name), job_key("team-b", "victim"), "", "x" * 63]))
+        for target in (meta, _template_metadata(review)):
+            labels = target.setdefault("labels", {}) if target is not None else None
+            if isinstance(labels, dict):
+                labels[JOBSET_JOB_KEY_LABEL] = key
+
+
+def _template_metadata(review: Obj) -> Obj | None:
+    obj = review["request"].get("object")
+    spec = obj.get("spec") if isinstance(obj, dict) else None
+    template = spec.get("template") if isinstance(spec, dict) else None
+    meta = template.get("metadata") if isinstance(template, dict) else None
+    return meta if isinstance(meta, dict) else None
 
 
 def _object_metadata(review: Any) -> Obj | None:
@@ -117,7 +177,22 @@ def mutated_reviews(draw: st.DrawFn) -> Obj:
         path = draw(st.sampled_from(paths))
         parent = _parent(review, path)
         action = draw(
-            st.sampled_from(("replace", "delete", "huge", "deep", "label", "kind", "op", "dry", "strategy"))
+            st.sampled_from(
+                (
+                    "replace",
+                    "delete",
+                    "huge",
+                    "deep",
+                    "label",
+                    "kind",
+                    "op",
+                    "dry",
+                    "strategy",
+                    "counts",
+                    "indexes",
+                    "job-key",
+                )
+            )
         )
         if action == "replace":
             parent[path[-1]] = draw(json_values)
@@ -126,13 +201,21 @@ def mutated_reviews(draw: st.DrawFn) -> Obj:
         elif action == "huge":
             parent[path[-1]] = draw(huge_text)
         elif action == "deep":
-            parent[path[-1]] = _deep(draw(st.integers(min_value=10, max_value=400)))
+            # Up to near Python's recursion limit (1,000), where its decoder stops; the test's own copies
+            # of the review recurse too, so a very deep value is the last mutation (tests/reliability/
+            # test_webhook_fuzz.py sends 957 and 990 levels as bytes).
+            depth = draw(st.one_of(st.integers(10, 400), st.integers(850, 900)))
+            parent[path[-1]] = _deep_list(depth)
+            if depth > 400:
+                break
         elif action == "label":
             meta = _object_metadata(review)
             if meta is not None:
                 target = meta.setdefault(draw(st.sampled_from(["labels", "annotations"])), {})
                 if isinstance(target, dict):
                     target[draw(label_keys)] = draw(st.one_of(st.text(max_size=100), huge_text))
+        elif action in ("counts", "indexes", "job-key"):
+            _forge(draw, review, action)
         elif action in ("kind", "op", "dry", "strategy"):
             request = review.get("request") if isinstance(review, dict) else None
             if not isinstance(request, dict):

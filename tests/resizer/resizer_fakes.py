@@ -158,6 +158,33 @@ class FakeKube:
             self.objects[("leases", namespace, name)] = stored
             return copy.deepcopy(stored)
 
+    def create_event(self, namespace: str, event: Obj) -> Obj:
+        with self.lock:
+            self._enter("create", "events")
+            name = event["metadata"]["name"]
+            if ("events", namespace, name) in self.objects:
+                raise KubeError(409, "AlreadyExists", f"events {name} already exists")
+            self.version += 1
+            stored = copy.deepcopy(event)
+            stored["metadata"].update(namespace=namespace, resourceVersion=str(self.version))
+            self.objects[("events", namespace, name)] = stored
+            return copy.deepcopy(stored)
+
+    def patch_event(self, namespace: str, name: str, strategic_merge_patch: Obj) -> Obj:
+        """What a series patch changes: top-level fields, replaced."""
+        with self.lock:
+            self._enter("patch", f"events/{name}")
+            event = self._get("events", namespace, name)
+            event.update(copy.deepcopy(strategic_merge_patch))
+            self.version += 1
+            event["metadata"]["resourceVersion"] = str(self.version)
+            return copy.deepcopy(event)
+
+    def events(self) -> list[Obj]:
+        """The stored Events, in the order they were created."""
+        with self.lock:
+            return copy.deepcopy([obj for (kind, _, _), obj in self.objects.items() if kind == "events"])
+
 
 class FakeClock:
     def __init__(self, start: float = 1000.0) -> None:

@@ -4,12 +4,18 @@ retries, gates, repairs."""
 from __future__ import annotations
 
 import copy
+import logging
 from typing import Any
 
 import pytest
 
 from kubekit.client import KubeError
-from placement.constants import RESIZE_LABEL
+from placement.constants import (
+    RESIZE_LABEL,
+    TARGET_COMPLETIONS_ANNOTATION,
+    TARGET_PARALLELISM_ANNOTATION,
+    TOPOLOGY_ANNOTATION,
+)
 from placement.resize import has_gate
 from resizer.handlers import LeaderHandler
 from resizer.recorder import EventType, Reason, pod_reference
@@ -34,6 +40,59 @@ def test_pending_job_is_resized_once_when_leader_is_bound(make_world: MakeWorld)
         "train-0",
     )
     assert outcome.related == pod_reference(world.kube.stored("pods", "team", "train-0-0"))
+    assert outcome.note == (
+        "resized from 1/1 to 8/8 (completions/parallelism): leader train-0-0 bound in "
+        "cloud.google.com/gke-nodepool=pool-2 (node node-5)"
+    )
+
+
+def resize_lines(caplog: pytest.LogCaptureFixture) -> list[tuple[int, str]]:
+    return [(r.levelno, r.getMessage()) for r in caplog.records if r.name == "resizer.resize"]
+
+
+def test_a_target_beyond_the_webhooks_record_is_refused_once_with_a_log_line_and_an_event(
+    make_world: MakeWorld, caplog: pytest.LogCaptureFixture
+) -> None:
+    world = make_world()
+    forged = job()
+    forged["metadata"]["annotations"].update(
+        {TARGET_COMPLETIONS_ANNOTATION: "100000", TARGET_PARALLELISM_ANNOTATION: "100000"}
+    )
+    world.add_job(forged)
+    world.add_pod(pod(0, node="node-5"), "leaders")
+    with caplog.at_level(logging.INFO, logger="resizer.resize"):
+        for _ in range(3):  # every change of the Job brings it back: it is said once
+            world.resizer.resize.process(KEY)
+    assert world.kube.count("patch") == 0
+    why = (
+        f"{TARGET_COMPLETIONS_ANNOTATION}: 100000 is more than the 8 the Job webhook recorded (on the pod "
+        "template) when it admitted the Job"
+    )
+    assert resize_lines(caplog) == [(logging.WARNING, f"not resizing: invalid-target: {why}")]
+    ((outcome),) = world.recorder.outcomes
+    assert (outcome.reason, outcome.type, outcome.regarding.name, outcome.note) == (
+        Reason.RESIZE_REFUSED,
+        EventType.WARNING,
+        "train-0",
+        f"not resized: {why}",
+    )
+    assert world.metric("skips_total", reason="invalid-target") == 3
+
+
+def test_a_job_the_webhook_never_admitted_is_left_at_its_size_said_once(
+    make_world: MakeWorld, caplog: pytest.LogCaptureFixture
+) -> None:
+    world = make_world()
+    forged = job()
+    del forged["spec"]["template"]["metadata"]["annotations"][TOPOLOGY_ANNOTATION]
+    world.add_job(forged)
+    world.add_pod(pod(0, node="node-5"), "leaders")
+    with caplog.at_level(logging.INFO, logger="resizer.resize"):
+        world.resizer.resize.process(KEY)
+        world.resizer.resize.process(KEY)
+    assert world.kube.count("patch") == 0
+    assert resize_lines(caplog) == [(logging.INFO, "not resizing: not-admitted")]
+    assert world.recorder.outcomes == []
 
 
 def test_waits_for_the_leader_to_bind(make_world: MakeWorld) -> None:

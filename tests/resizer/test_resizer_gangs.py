@@ -10,6 +10,7 @@ from placement.resize import has_gate
 from resizer.gangs import GANG_KEY
 from resizer.recorder import EventType, Reason
 from tests.resizer.resizer_world import GANG_TIMEOUT, NS, POOL, T0, MakeWorld, World, gang_job, gang_pod
+from tests.support.builders import make_node
 
 
 def four_pools(make_world: MakeWorld) -> World:
@@ -46,6 +47,19 @@ def test_the_queue_releases_one_whole_jobset_and_keeps_the_other_whole_in_line(m
         (Reason.ALL_OR_NOTHING_WAITING, "JobSet", "b", "waits for 3 free domains (1 free)"),
         (Reason.ALL_OR_NOTHING_RELEASED, "JobSet", "a", "released: 3 leaders ungated, one free domain each"),
     ]
+
+
+def test_the_wait_is_said_again_when_the_free_domains_change(make_world: MakeWorld) -> None:
+    world = four_pools(make_world)
+    for job in range(3):
+        world.upsert("leaders", gang_pod("a", job))
+        world.upsert("leaders", gang_pod("b", job, queued_at=T0 + 1))
+    world.resizer.all_or_nothing.process(GANG_KEY)  # a released into 3 pools, b waits with 1 free
+    world.upsert("nodes", make_node("node-4").label(POOL, "pool-4").obj())
+    world.resizer.all_or_nothing.process(GANG_KEY)
+    world.resizer.all_or_nothing.process(GANG_KEY)  # nothing changed since
+    waits = [o.note for o in world.recorder.outcomes if o.reason == Reason.ALL_OR_NOTHING_WAITING]
+    assert waits == ["waits for 3 free domains (1 free)", "waits for 3 free domains (2 free)"]
 
 
 def test_a_stale_watch_event_cannot_make_a_released_jobset_look_queued_again(make_world: MakeWorld) -> None:

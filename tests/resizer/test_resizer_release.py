@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from kubekit.client import KubeError
+from placement.constants import TARGET_COMPLETIONS_ANNOTATION, TARGET_PARALLELISM_ANNOTATION
 from resizer.gangs import GANG_KEY
 from tests.resizer.resizer_fakes import FakeKube
 from tests.resizer.resizer_world import (
@@ -41,6 +42,7 @@ EVERY_STRUCTURE = {
     "gang_leaders_released",
     "gang_leaders_deleted",
     "resize_dry_run_notes",
+    "resize_refusal_notes",
     "follower_dry_run_notes",
     "gang_dry_run_notes",
     "gang_blocked_notes",
@@ -99,6 +101,20 @@ def gated_followers_in_dry_run(world: World) -> None:
     for index in (1, 2):
         world.delete("followers", pod(index, gated=True))
     world.delete("jobs", job())
+    world.delete("leaders", pod(0))
+
+
+def refused_then_deleted(world: World) -> None:
+    """A target larger than the pod template's record: said once, forgotten with the Job."""
+    forged = job()
+    forged["metadata"]["annotations"].update(
+        {TARGET_COMPLETIONS_ANNOTATION: "100000", TARGET_PARALLELISM_ANNOTATION: "100000"}
+    )
+    world.upsert("jobs", forged)
+    world.upsert("leaders", pod(0, node="node-5"))
+    world.drain()
+    assert world.resizer.footprint()["resize_refusal_notes"] == 1
+    world.delete("jobs", forged)
     world.delete("leaders", pod(0))
 
 
@@ -210,6 +226,7 @@ SCENARIOS: list[tuple[Callable[[World], None], dict[str, Any]]] = [
     (deleted_before_the_leader_bound, {}),
     (deleted_mid_retry, {}),
     (gated_followers_in_dry_run, {"dry_run": True}),
+    (refused_then_deleted, {}),
     (bound_leader_of_a_job_never_pending, {}),
     (jobset_released_grown_and_deleted, {"nodes": FOUR_POOLS}),
     (jobset_waiting_behind_another, {"nodes": FOUR_POOLS}),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import socket
 import ssl
@@ -62,6 +63,17 @@ class WebhookProcess:
         return self.process.log_path.read_text(errors="replace")
 
 
+LEGIT_ADDRESS = "127.0.0.2"
+"""Another loopback address (all of 127/8 is the loopback interface): a client the webhook sees apart from
+an attacker on 127.0.0.1, as it would see the API server apart from a pod."""
+
+
+def legit_client(webhook: WebhookProcess) -> httpx.Client:
+    """A client connecting from `LEGIT_ADDRESS`."""
+    transport = httpx.HTTPTransport(verify=webhook.trust(), local_address=LEGIT_ADDRESS)
+    return httpx.Client(base_url=webhook.base, transport=transport, timeout=10.0)
+
+
 def start_webhook(tmp_path: Path, api: FakeKubeApi, *extra: str) -> WebhookProcess:
     cert_dir = tmp_path / "certs"
     write_dev_certs(
@@ -80,24 +92,33 @@ def start_webhook(tmp_path: Path, api: FakeKubeApi, *extra: str) -> WebhookProce
     return webhook
 
 
-@pytest.fixture(scope="module")
-def limited_webhook(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WebhookProcess]:
-    """One webhook for the module, with tight flood/slow-client limits."""
+@contextlib.contextmanager
+def running_webhook(
+    tmp_path_factory: pytest.TempPathFactory, name: str, *extra: str
+) -> Iterator[WebhookProcess]:
+    """A webhook process with `extra` flags against its own fake API server, stopped on exit."""
     with FakeKubeApi() as api:
-        webhook = start_webhook(
-            tmp_path_factory.mktemp("webhook"),
-            api,
-            "--max-inflight-admissions",
-            str(MAX_INFLIGHT),
-            "--body-timeout-seconds",
-            str(BODY_TIMEOUT),
-            "--header-timeout-seconds",
-            str(HEADER_TIMEOUT),
-        )
+        webhook = start_webhook(tmp_path_factory.mktemp(name), api, *extra)
         try:
             yield webhook
         finally:
             webhook.process.stop()
+
+
+@pytest.fixture(scope="module")
+def limited_webhook(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WebhookProcess]:
+    """One webhook for the module, with tight flood/slow-client limits."""
+    with running_webhook(
+        tmp_path_factory,
+        "webhook",
+        "--max-inflight-admissions",
+        str(MAX_INFLIGHT),
+        "--body-timeout-seconds",
+        str(BODY_TIMEOUT),
+        "--header-timeout-seconds",
+        str(HEADER_TIMEOUT),
+    ) as webhook:
+        yield webhook
 
 
 def fixture_review(name: str) -> dict[str, Any]:

@@ -22,6 +22,8 @@ from tests.security.security_support import (
     WebhookProcess,
     fixture_review,
 )
+from tests.support.waiting import eventually
+from webhook.limits import READINESS_HOLD_SECONDS
 from webhook.settings import MAX_BODY_BYTES
 
 REQUEST_HEAD = "POST /mutate-pods HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
@@ -126,7 +128,9 @@ async def _flood(webhook: WebhookProcess, concurrency: int, seconds: float, tall
         await asyncio.gather(*(worker() for _ in range(concurrency)))
 
 
-def test_flood_is_shed_with_429_and_health_checks_keep_answering(limited_webhook: WebhookProcess) -> None:
+def test_flood_is_shed_with_429_unready_and_health_checks_keep_answering(
+    limited_webhook: WebhookProcess,
+) -> None:
     tally: Counter[str] = Counter()
     health: Counter[str] = Counter()
     stop = threading.Event()
@@ -136,9 +140,9 @@ def test_flood_is_shed_with_429_and_health_checks_keep_answering(limited_webhook
             while not stop.is_set():
                 for path in ("/livez", "/readyz"):
                     try:
-                        health[str(client.get(path).status_code)] += 1
+                        health[f"{path} {client.get(path).status_code}"] += 1
                     except httpx.HTTPError as err:
-                        health[f"error {type(err).__name__}"] += 1
+                        health[f"{path} error {type(err).__name__}"] += 1
                 time.sleep(0.05)
 
     prober = threading.Thread(target=probe)
@@ -155,7 +159,13 @@ def test_flood_is_shed_with_429_and_health_checks_keep_answering(limited_webhook
     assert tally["200"] > 0, "nothing was admitted"
     assert tally["retry-after"] == tally["429"]
     assert tally["overloaded-message"] == tally["429"]
-    assert set(health) == {"200"}, health
-    assert health["200"] >= 4
-    with limited_webhook.client() as client:  # and it recovers at once
+    # Every probe answered; /readyz turned unready while admissions were shed, so the Service would route the
+    # API server elsewhere.
+    assert set(health) <= {"/livez 200", "/readyz 200", "/readyz 503"}, health
+    assert health["/livez 200"] >= 4
+    assert health["/readyz 503"] > 0, health
+    with limited_webhook.client() as client:  # admissions recover at once, readiness after its hold
         assert client.post("/mutate-pods", json=fixture_review("follower-pod.json")).status_code == 200
+        eventually(
+            lambda: client.get("/readyz").status_code == 200, "ready again", READINESS_HOLD_SECONDS * 10
+        )

@@ -17,6 +17,7 @@ from placement.constants import (
     CONTROLLER_UID_LABEL,
     GANG_QUEUED_AT_ANNOTATION,
     GANG_SIZE_ANNOTATION,
+    GKE_NODEPOOL_LABEL,
     JOB_COMPLETION_INDEX_ANNOTATION,
     JOB_NAME_LABEL,
     JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION,
@@ -30,6 +31,7 @@ from placement.constants import (
     RESIZE_PENDING,
     TARGET_COMPLETIONS_ANNOTATION,
     TARGET_PARALLELISM_ANNOTATION,
+    TOPOLOGY_ANNOTATION,
 )
 
 Obj = dict[str, Any]
@@ -224,13 +226,21 @@ class JobWrapper(Wrapper):
         self._obj["spec"]["template"].setdefault("metadata", {}).setdefault("annotations", {})[key] = value
         return self
 
-    def pending(self, target: int, parallelism: int | None = None) -> Self:
-        """As the webhook leaves an elastic Job: `resize: pending`, with its target size recorded."""
+    def pending(
+        self, target: int, parallelism: int | None = None, *, topology_key: str = GKE_NODEPOOL_LABEL
+    ) -> Self:
+        """As the webhook leaves an elastic Job: `resize: pending`, its target size recorded on the Job and
+        on its pod template, which carries the topology annotation."""
+        record = {
+            TARGET_COMPLETIONS_ANNOTATION: str(target),
+            TARGET_PARALLELISM_ANNOTATION: str(target if parallelism is None else parallelism),
+        }
         self.label(RESIZE_LABEL, RESIZE_PENDING)
-        self.annotation(TARGET_COMPLETIONS_ANNOTATION, str(target))
-        return self.annotation(
-            TARGET_PARALLELISM_ANNOTATION, str(target if parallelism is None else parallelism)
-        )
+        for key, value in {**record, TOPOLOGY_ANNOTATION: topology_key}.items():
+            self.template_annotation(key, value)
+        for key, value in record.items():
+            self.annotation(key, value)
+        return self
 
 
 class NodeWrapper(Wrapper):

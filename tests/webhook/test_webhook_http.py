@@ -14,6 +14,7 @@ from placement.constants import (
     ROLE_LABEL,
     TARGET_COMPLETIONS_ANNOTATION,
     TARGET_PARALLELISM_ANNOTATION,
+    Strategy,
 )
 from placement.patch import apply
 from tests.support.waiting import eventually
@@ -25,7 +26,10 @@ from tests.webhook.webhook_support import (
     leader_from_fixture,
     node_obj,
 )
-from webhook.review import decode_patch
+from webhook.app import create_app
+from webhook.handlers import Admission, Handled
+from webhook.metrics import Metrics
+from webhook.review import AdmissionRequest, decode_patch
 from webhook.server import build
 from webhook.settings import MAX_BODY_BYTES, WebhookSettings
 from webhook.testing import AsgiClient
@@ -74,23 +78,27 @@ def test_elastic_jobs_are_shrunk(running: Running, fixture: str) -> None:
     assert job["metadata"]["annotations"][TARGET_COMPLETIONS_ANNOTATION] == target
     assert job["metadata"]["annotations"][TARGET_PARALLELISM_ANNOTATION] == target
     assert job["metadata"]["labels"][RESIZE_LABEL] == "pending"
-    # re-invocation (reinvocationPolicy: IfNeeded) on the patched Job changes nothing
+    # The Job webhook is never re-invoked (reinvocationPolicy: Never): a Job arriving with the keys comes
+    # from a client, and loses them.
     again = copy.deepcopy(review)
     again["request"]["object"] = job
-    assert "patch" not in running.post("/mutate-jobs", again)["response"]
+    readmitted = _patched(again, running.post("/mutate-jobs", again))
+    assert RESIZE_LABEL not in readmitted["metadata"]["labels"]
+    assert TARGET_COMPLETIONS_ANNOTATION not in readmitted["metadata"]["annotations"]
+    assert readmitted["spec"]["completions"] == 1
 
 
-def test_nonindexed_job_falls_back_to_gate_with_a_warning(running: Running) -> None:
+def test_nonindexed_job_is_placed_with_affinity_and_a_warning(running: Running) -> None:
     review = fixture_review("nonindexed-job.json")
     response = _check_echo(review, running.post("/mutate-jobs", review))
     assert response["allowed"] is True
-    assert "completionMode is NonIndexed" in response["warnings"][0]
+    assert "the Job is NonIndexed, so no pod is its leader" in response["warnings"][0]
     job = _patched(review, running.post("/mutate-jobs", review))
-    # the size is untouched; the pods are told the topology key and the fallback strategy
+    # the size is untouched; the pods are told the topology key and that each carries the affinity terms
     assert job["spec"] == {**_object(review)["spec"], "template": job["spec"]["template"]}
     assert job["spec"]["template"]["metadata"]["annotations"] == {
         "exclusive-placement.io/topology": "topology.kubernetes.io/zone",
-        "exclusive-placement.io/strategy": "gate",
+        "exclusive-placement.io/strategy": "affinity",
     }
 
 
@@ -190,15 +198,47 @@ def test_oversized_body_is_413(running: Running) -> None:
     assert response.status_code == 413
 
 
+class BrokenAdmission(Admission):
+    """A handler with a bug: what the contract must still answer with the request's uid."""
+
+    async def mutate_pods(self, request: AdmissionRequest) -> Handled:
+        raise RuntimeError("injected: a bug in a handler")
+
+
 def test_unexpected_error_keeps_uid_and_is_counted(running: Running) -> None:
+    webhook = running.webhook
+    broken = BrokenAdmission(Strategy.ELASTIC, webhook.directory, webhook.jobsets)
+    metrics = Metrics()
     review = fixture_review("leader-pod.json")
-    review["request"]["object"]["spec"] = "not-an-object"
-    response = _check_echo(review, running.post("/mutate-pods", review))
-    assert response["allowed"] is False
-    assert response["status"]["code"] == 500
-    assert (
-        'exclusive_placement_errors_total{endpoint="mutate-pods"} 1.0' in running.client.get("/metrics").text
-    )
+    with AsgiClient(create_app(broken, webhook.directory, metrics, tls_loaded=lambda: True)) as client:
+        answer = client.post("/mutate-pods", json=review)
+        assert answer.status_code == 200
+        response = _check_echo(review, answer.json())
+        assert response["allowed"] is False
+        assert response["status"]["code"] == 500
+        assert "injected: a bug in a handler" in response["status"]["message"]
+        assert 'exclusive_placement_errors_total{endpoint="mutate-pods"} 1.0' in client.get("/metrics").text
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "why"),
+    [
+        (("spec",), "not-an-object", "request.object.spec must be an object"),
+        (("metadata", "labels"), ["a"], "request.object.metadata.labels must map strings to strings"),
+        (("metadata", "annotations"), {"a": ["b"]}, "metadata.annotations must map strings to strings"),
+    ],
+)
+def test_an_object_the_api_server_could_not_have_sent_is_a_bad_request(
+    running: Running, path: tuple[str, ...], value: object, why: str
+) -> None:
+    review = fixture_review("leader-pod.json")
+    parent = review["request"]["object"]
+    for step in path[:-1]:
+        parent = parent[step]
+    parent[path[-1]] = value
+    answer = running.client.post("/mutate-pods", json=review)
+    assert answer.status_code == 400
+    assert why in answer.json()["error"]
 
 
 def test_unknown_strategy_is_denied_naming_valid_values(running: Running) -> None:
@@ -211,7 +251,12 @@ def test_unknown_strategy_is_denied_naming_valid_values(running: Running) -> Non
 
 def test_health_endpoints(running: Running) -> None:
     assert running.client.get("/livez").text == "ok"
-    assert running.client.get("/readyz").json() == {"ready": True, "certs": True, "caches": True}
+    assert running.client.get("/readyz").json() == {
+        "ready": True,
+        "certs": True,
+        "caches": True,
+        "admissions": True,
+    }
 
 
 def test_not_ready_until_caches_sync() -> None:

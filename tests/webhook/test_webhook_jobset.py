@@ -16,11 +16,13 @@ from placement.constants import (
     GANG_QUEUED_AT_ANNOTATION,
     GANG_SIZE_ANNOTATION,
     JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION,
+    JOBSET_JOB_KEY_LABEL,
     JOBSET_NODE_SELECTOR_ANNOTATION,
     RESIZE_LABEL,
     STRATEGY_ANNOTATION,
     TOPOLOGY_ANNOTATION,
 )
+from placement.objects import job_key
 from placement.patch import apply
 from tests.support.metrics import sample
 from tests.support.waiting import eventually
@@ -47,8 +49,12 @@ def admit(running: Running, endpoint: str, review: dict[str, Any]) -> tuple[dict
 
 
 def child_job_review(name: str = "trainer-workers-0") -> dict[str, Any]:
+    """The fixture's child Job renamed, with the job-key JobSet would give it."""
     review = fixture_review("jobset-child-job.json")
-    review["request"]["object"]["metadata"]["name"] = name
+    job = review["request"]["object"]
+    job["metadata"]["name"] = name
+    for labels in (job["metadata"]["labels"], job["spec"]["template"]["metadata"]["labels"]):
+        labels[JOBSET_JOB_KEY_LABEL] = job_key(review["request"]["namespace"], name)
     return review
 
 

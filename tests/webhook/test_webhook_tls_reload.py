@@ -94,7 +94,7 @@ def test_not_ready_without_certificate(tmp_path: Path) -> None:
     with ServerThread(config) as server, httpx.Client(base_url=f"http://127.0.0.1:{server.port}") as client:
         answer = client.get("/readyz")
         assert answer.status_code == 503
-        assert answer.json() == {"ready": False, "certs": False, "caches": True}
+        assert answer.json() == {"ready": False, "certs": False, "caches": True, "admissions": True}
         write_dev_certs(tmp_path, "svc", "ns", [], ["127.0.0.1"])
         tls.reload_if_changed()
         eventually(lambda: client.get("/readyz").status_code == 200, "the webhook ready")

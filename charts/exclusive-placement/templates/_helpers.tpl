@@ -64,6 +64,11 @@
 {{- printf "%s-job-key" (include "ep.fullname" . | trunc 55 | trimSuffix "-") -}}
 {{- end -}}
 
+{{/* The resize-keys ValidatingAdmissionPolicy and its binding (cluster-scoped, one name for both kinds). */}}
+{{- define "ep.resizeKeysPolicyName" -}}
+{{- printf "%s-resize-keys" (include "ep.fullname" . | trunc 51 | trimSuffix "-") -}}
+{{- end -}}
+
 {{- define "ep.chart" -}}
 {{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" -}}
 {{- end -}}
@@ -143,10 +148,57 @@ webhook acts on (placement/objects.py). Call with the CEL path of the metadata, 
 (has({{ . }}.annotations) && ('exclusive-placement.io/topology' in {{ . }}.annotations || 'alpha.jobset.sigs.k8s.io/exclusive-topology' in {{ . }}.annotations))
 {{- end -}}
 
+{{/*
+CEL: true when the metadata at the given CEL path carries an annotation of this project (any
+exclusive-placement.io/ key) or JobSet's exclusive-topology: the JobSets the JobSet validation reads
+(placement/jobset_validation.py). Call with the CEL path of the metadata, e.g. "object.metadata".
+*/}}
+{{- define "ep.cel.hasProjectAnnotation" -}}
+(has({{ . }}.annotations) && {{ . }}.annotations.exists(k, k.startsWith('exclusive-placement.io/') || k == 'alpha.jobset.sigs.k8s.io/exclusive-topology'))
+{{- end -}}
+
+{{/* CEL: true when a JobSet (at the given CEL path) or one of its replicated Jobs' templates carries this
+project's annotations; every optional level is tested with has() so that no JobSet makes it an error. */}}
+{{- define "ep.cel.jobsetHasProjectAnnotation" -}}
+{{ include "ep.cel.hasProjectAnnotation" (printf "%s.metadata" .) }} || (has({{ . }}.spec) && has({{ . }}.spec.replicatedJobs) && {{ . }}.spec.replicatedJobs.exists(rj, has(rj.template) && ((has(rj.template.metadata) && {{ include "ep.cel.hasProjectAnnotation" "rj.template.metadata" }}) || (has(rj.template.spec) && has(rj.template.spec.template) && has(rj.template.spec.template.metadata) && {{ include "ep.cel.hasProjectAnnotation" "rj.template.spec.template.metadata" }}))))
+{{- end -}}
+
 {{/* CEL: true when the metadata at the given CEL path carries JobSet's node-selector mode annotation (pools
 pre-labelled by the user: JobSet and this project leave such objects to their own nodeSelector). */}}
 {{- define "ep.cel.inNodeSelectorMode" -}}
 (has({{ . }}.annotations) && 'alpha.jobset.sigs.k8s.io/node-selector' in {{ . }}.annotations)
+{{- end -}}
+
+{{/*
+The keys of a Job that only this project writes (placement/reserved.py RESIZE_KEYS): the Job webhook at
+creation, the resizer afterwards. Labels first, then annotations.
+*/}}
+{{- define "ep.resizeLabels" -}}
+{{- toJson (list "exclusive-placement.io/resize") -}}
+{{- end -}}
+
+{{- define "ep.resizeAnnotations" -}}
+{{- toJson (list "exclusive-placement.io/target-completions" "exclusive-placement.io/target-parallelism" "exclusive-placement.io/target-max-failed-indexes") -}}
+{{- end -}}
+
+{{/* CEL: true when the metadata at the given CEL path carries any resize key (label or annotation). */}}
+{{- define "ep.cel.hasResizeKey" -}}
+((has({{ . }}.labels) && {{ include "ep.resizeLabels" . }}.exists(k, k in {{ . }}.labels)) || (has({{ . }}.annotations) && {{ include "ep.resizeAnnotations" . }}.exists(k, k in {{ . }}.annotations)))
+{{- end -}}
+
+{{/*
+CEL: true when no resize key differs between oldObject and object (added, removed or changed). Written
+with has() guards only: the same constructs as every other expression of the chart.
+*/}}
+{{- define "ep.cel.resizeKeysUnchanged" -}}
+{{- $checks := list -}}
+{{- range $field := list "labels" "annotations" -}}
+{{- $keys := ternary (include "ep.resizeLabels" $) (include "ep.resizeAnnotations" $) (eq $field "labels") -}}
+{{- $new := printf "object.metadata.%s" $field -}}
+{{- $old := printf "oldObject.metadata.%s" $field -}}
+{{- $checks = append $checks (printf "%s.all(k, (has(%s) && k in %s) == (has(%s) && k in %s) && (!(has(%s) && k in %s) || %s[k] == %s[k]))" $keys $new $new $old $old $new $new $new $old) -}}
+{{- end -}}
+{{- join " && " $checks -}}
 {{- end -}}
 
 {{/* CEL: true when the metadata at the given CEL path carries the exclusive-placement.io/job-key label. */}}
@@ -221,6 +273,10 @@ podAntiAffinity:
 
 {{- define "ep.webhook.certDir" -}}
 /etc/exclusive-placement/certs
+{{- end -}}
+
+{{- define "ep.webhook.clientCADir" -}}
+/etc/exclusive-placement/client-ca
 {{- end -}}
 
 {{- define "ep.resizer.leaderElectionRoleName" -}}

@@ -1,0 +1,595 @@
+"""Where exclusive placement stands, from what the API server shows (docs/kubectl-plugin.md).
+
+The decisions behind `kubectl exclusive-placement status` and `explain`: which Job holds each topology
+domain, and what each exclusive Job not yet placed waits for. Pure functions over listed objects: the
+nodes, the exclusive pods of every namespace (those the webhook labelled with `exclusive-placement.io/
+job-key`) and the Jobs in scope. Nothing comes from a component's memory: the all-or-nothing queue is
+rebuilt from the gates and annotations on the leader pods exactly as the resizer builds it
+(`placement.gang`), an elastic fallback is read from the Job's `elastic-fallback` annotation, and the
+scheduler's verdict from the pod's `PodScheduled` condition.
+
+- `Snapshot(nodes, pods, jobs)`: one look at the cluster.
+- `domain_statuses(snapshot, topology_keys)`: every domain of each key, its holders, whether it can take
+  pods (a cordoned domain cannot).
+- `job_progress(snapshot, job)`: the steps of one Job on its way to being placed, and what it waits for.
+- `waiting_jobs(snapshot)`: every exclusive Job of `snapshot.jobs` not yet placed, each with one
+  `WaitReason` and a message; `placement_status(snapshot, namespace)`: both, for one namespace or all.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from functools import cached_property
+
+from placement.admission import in_node_selector_mode
+from placement.constants import (
+    ALL_OR_NOTHING_GATE,
+    ELASTIC_FALLBACK_ANNOTATION,
+    JOBSET_NAME_LABEL,
+    LEADER_SCHEDULED_GATE,
+    RESIZE_LABEL,
+    RESIZE_PENDING,
+    STRATEGY_ANNOTATION,
+    TARGET_COMPLETIONS_ANNOTATION,
+    Strategy,
+)
+from placement.gang import (
+    AdmissionPlan,
+    Gang,
+    GangId,
+    GangState,
+    build_gang,
+    gang_complete,
+    gang_of,
+    held_nodes,
+    node_view,
+    plan_admission,
+    pod_priority_value,
+    queue_order,
+)
+from placement.leader import belongs_to, is_live, pick_leader
+from placement.objects import (
+    Obj,
+    annotations_of,
+    is_finished_job,
+    is_finished_pod,
+    is_leader,
+    is_terminating,
+    items,
+    labels_of,
+    metadata,
+    namespace_of,
+    node_name,
+    owner_job_key,
+    pod_template,
+    positive_int,
+    section,
+    target_size,
+    topology_key_of_job,
+    topology_key_of_pod,
+)
+from placement.resize import has_gate, job_ref
+from placement.strategy import is_indexed
+
+
+class WaitReason(StrEnum):
+    """What an exclusive Job waits for; the `reason` of `-o json` (docs/kubectl-plugin.md, "Reasons")."""
+
+    SUSPENDED = "suspended"
+    LEADER_NOT_CREATED = "leader-not-created"
+    ALL_OR_NOTHING_QUEUED = "all-or-nothing-queued"
+    LEADER_GATED = "leader-gated"
+    LEADER_PENDING = "leader-pending"
+    LEADER_UNSCHEDULABLE = "leader-unschedulable"
+    RESIZE_PENDING = "resize-pending"
+    FOLLOWERS_GATED = "followers-gated"
+    FOLLOWERS_NOT_CREATED = "followers-not-created"
+    ELASTIC_FALLBACK = "elastic-fallback"
+    FOLLOWERS_UNSCHEDULABLE = "followers-unschedulable"
+    FOLLOWERS_PENDING = "followers-pending"
+
+
+@dataclass(frozen=True)
+class Holder:
+    """A Job whose pods occupy a domain."""
+
+    namespace: str
+    jobset: str
+    """Empty for a Job of no JobSet."""
+    job: str
+    priority: int
+    since: str
+    """When its first pod in the domain was scheduled (RFC 3339; empty when unknown)."""
+
+
+@dataclass(frozen=True)
+class DomainStatus:
+    topology_key: str
+    domain: str
+    nodes: int
+    schedulable: bool
+    """At least one of its nodes is not cordoned (`spec.unschedulable`)."""
+    holders: tuple[Holder, ...]
+
+    @property
+    def free(self) -> bool:
+        return self.schedulable and not self.holders
+
+
+@dataclass(frozen=True)
+class Waiting:
+    namespace: str
+    jobset: str
+    job: str
+    reason: WaitReason
+    message: str
+
+
+@dataclass(frozen=True)
+class Step:
+    """One stage of a Job on its way to being placed (`explain`)."""
+
+    name: str
+    done: bool
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class JobProgress:
+    namespace: str
+    jobset: str
+    job: str
+    topology_key: str
+    strategy: str
+    """As the pods see it: the pod template's annotation (the webhook aligns it), else the Job's."""
+    size: int
+    """Its full size: the target while it is admitted at size 1."""
+    domain: str
+    """The domain its leader is bound in; empty before."""
+    steps: tuple[Step, ...]
+    waiting: Waiting | None
+
+
+# --- one look at the cluster ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    nodes: Sequence[Obj]
+    pods: Sequence[Obj]
+    """Exclusive pods of every namespace: the leaders among them make the all-or-nothing queue."""
+    jobs: Sequence[Obj]
+    """The Jobs in scope: those `waiting_jobs` looks at."""
+
+    @cached_property
+    def node_labels(self) -> dict[str, dict[str, str]]:
+        return {str(metadata(node).get("name") or ""): labels_of(node) for node in self.nodes}
+
+    @cached_property
+    def pods_by_job(self) -> dict[str, list[Obj]]:
+        found: dict[str, list[Obj]] = {}
+        for pod in self.pods:
+            key = owner_job_key(pod)
+            if key is not None:
+                found.setdefault(key, []).append(pod)
+        return found
+
+    @cached_property
+    def gangs(self) -> dict[GangId, Gang]:
+        members: dict[GangId, list[Obj]] = {}
+        for pod in self.pods:
+            gang_id = gang_of(pod)
+            if gang_id is not None and is_leader(pod):
+                members.setdefault(gang_id, []).append(pod)
+        built = {gang_id: build_gang(gang_id, pods) for gang_id, pods in members.items()}
+        return {gang_id: gang for gang_id, gang in built.items() if gang is not None}
+
+    @cached_property
+    def queue(self) -> AdmissionPlan:
+        """The resizer's plan, as it would make it now (no timeouts: those need the resizer's clock)."""
+        leaders = [pod for pod in self.pods if is_leader(pod)]
+        nodes = [node_view(node) for node in self.nodes]
+        return plan_admission(self.gangs.values(), nodes, held_nodes(leaders), 0.0, float("inf"))
+
+    def pods_of(self, job: Obj) -> list[Obj]:
+        ref = job_ref(job)
+        return [p for p in self.pods_by_job.get(f"{namespace_of(job)}/{ref.name}", []) if belongs_to(p, ref)]
+
+    def domain_of(self, pod: Obj, topology_key: str) -> str:
+        return self.node_labels.get(node_name(pod) or "", {}).get(topology_key, "")
+
+
+# --- domains ---------------------------------------------------------------------------------------------
+
+
+def topology_keys(jobs: Iterable[Obj], pods: Iterable[Obj]) -> set[str]:
+    """The keys exclusive Jobs and pods name (JobSet's node-selector mode left out)."""
+    keys = {key for job in jobs if (key := topology_key_of_job(job)) and not in_node_selector_mode(job)}
+    return keys | {key for pod in pods if (key := topology_key_of_pod(pod))}
+
+
+def _scheduled_at(pod: Obj) -> str:
+    condition = _condition(pod, "PodScheduled")
+    if condition is not None and condition.get("status") == "True":
+        return str(condition.get("lastTransitionTime") or "")
+    return ""
+
+
+def _holders(snapshot: Snapshot, topology_key: str) -> dict[str, list[Holder]]:
+    """Per domain, the Jobs whose bound, unfinished pods exclusive on `topology_key` sit in it (a
+    terminating pod still holds its node until it is gone)."""
+    found: dict[tuple[str, str], Holder] = {}
+    for pod in snapshot.pods:
+        domain = snapshot.domain_of(pod, topology_key)
+        job = owner_job_key(pod)
+        if not domain or job is None or topology_key_of_pod(pod) != topology_key or is_finished_pod(pod):
+            continue
+        namespace, name = job.split("/", 1)
+        holder = Holder(
+            namespace,
+            labels_of(pod).get(JOBSET_NAME_LABEL, ""),
+            name,
+            pod_priority_value(pod),
+            _scheduled_at(pod),
+        )
+        known = found.get((domain, job))
+        if known is not None:
+            earliest = min(filter(None, (known.since, holder.since)), default="")
+            holder = Holder(namespace, known.jobset, name, max(known.priority, holder.priority), earliest)
+        found[(domain, job)] = holder
+    by_domain: dict[str, list[Holder]] = {}
+    for (domain, _job), holder in sorted(found.items()):
+        by_domain.setdefault(domain, []).append(holder)
+    return by_domain
+
+
+def domain_statuses(snapshot: Snapshot, keys: Iterable[str]) -> list[DomainStatus]:
+    statuses: list[DomainStatus] = []
+    for key in sorted(set(keys)):
+        nodes: dict[str, list[bool]] = {}
+        for node in snapshot.nodes:
+            domain = labels_of(node).get(key)
+            if domain:
+                nodes.setdefault(domain, []).append(not section(node, "spec").get("unschedulable"))
+        holders = _holders(snapshot, key)
+        for domain, schedulable in sorted(nodes.items()):
+            statuses.append(
+                DomainStatus(key, domain, len(schedulable), any(schedulable), tuple(holders.get(domain, ())))
+            )
+    return statuses
+
+
+# --- one Job ---------------------------------------------------------------------------------------------
+
+
+def _condition(obj: Obj, kind: str) -> Obj | None:
+    for condition in items(section(obj, "status"), "conditions"):
+        if isinstance(condition, dict) and condition.get("type") == kind:
+            return condition
+    return None
+
+
+def scheduler_verdict(pod: Obj) -> str | None:
+    """The scheduler's word on an unscheduled pod (`PodScheduled=False`: reason and message), None before
+    it has said anything."""
+    condition = _condition(pod, "PodScheduled")
+    if condition is None or condition.get("status") != "False":
+        return None
+    return f"{condition.get('reason') or 'Unschedulable'}: {condition.get('message') or '(no message)'}"
+
+
+def resolved_strategy(job: Obj) -> str:
+    """The pod template's strategy (the webhook writes there what it resolved), else the Job's own."""
+    for found in (annotations_of(pod_template(job)), annotations_of(job)):
+        value = found.get(STRATEGY_ANNOTATION, "").strip()
+        if value:
+            return value
+    if RESIZE_LABEL in labels_of(job) or not is_indexed(job):
+        return Strategy.ELASTIC if is_indexed(job) else Strategy.AFFINITY
+    return "the webhook's default"
+
+
+def expected_active(job: Obj) -> int:
+    """Pods the Job runs at once now: min(parallelism, completions - succeeded) (parallelism 1 when unset,
+    as the API server defaults it; 0 pauses the Job)."""
+    spec = section(job, "spec")
+    parallelism = spec.get("parallelism")
+    if not isinstance(parallelism, int) or isinstance(parallelism, bool):
+        parallelism = 1
+    succeeded = positive_int(section(job, "status").get("succeeded")) or 0
+    completions = positive_int(spec.get("completions"))
+    return parallelism if completions is None else max(0, min(parallelism, completions - succeeded))
+
+
+@dataclass
+class _Walk:
+    """Builds a Job's steps; the first step not done is what it waits for."""
+
+    namespace: str
+    jobset: str
+    job: str
+    steps: list[Step] = field(default_factory=list)
+    waiting: Waiting | None = None
+
+    def step(
+        self, name: str, done: bool, detail: str = "", wait: tuple[WaitReason, str] | None = None
+    ) -> None:
+        self.steps.append(Step(name, done, detail))
+        if not done and self.waiting is None and wait is not None:
+            self.waiting = Waiting(self.namespace, self.jobset, self.job, *wait)
+
+
+def job_progress(snapshot: Snapshot, job: Obj) -> JobProgress:
+    """The steps of one exclusive Job (`topology_key_of_job(job)` set) and the first it waits on."""
+    key = topology_key_of_job(job) or ""
+    meta = metadata(job)
+    walk = _Walk(namespace_of(job), labels_of(job).get(JOBSET_NAME_LABEL, ""), str(meta.get("name") or ""))
+    pods = snapshot.pods_of(job)
+    strategy = resolved_strategy(job)
+    walk.step("admitted", True, _admission_detail(job, strategy))
+    if section(job, "spec").get("suspend"):
+        walk.step(
+            "resumed",
+            False,
+            wait=(
+                WaitReason.SUSPENDED,
+                "spec.suspend is true: the Job controller creates no pods until false",
+            ),
+        )
+    domain = ""
+    if is_indexed(job):
+        domain = _leader_steps(snapshot, job, pods, key, walk)
+        if labels_of(job).get(RESIZE_LABEL) is not None:
+            _resize_step(snapshot, job, key, domain, walk)
+    _pods_step(job, pods, key, domain, walk)
+    return JobProgress(
+        walk.namespace,
+        walk.jobset,
+        walk.job,
+        key,
+        strategy,
+        target_size(job),
+        domain,
+        tuple(walk.steps),
+        walk.waiting,
+    )
+
+
+def _admission_detail(job: Obj, strategy: str) -> str:
+    fallback = annotations_of(job).get(ELASTIC_FALLBACK_ANNOTATION)
+    if fallback:
+        return f"{strategy}, as elastic was not possible ({fallback})"
+    if not is_indexed(job):
+        return f"{strategy}: a NonIndexed Job has no leader, every pod carries the affinity terms"
+    if TARGET_COMPLETIONS_ANNOTATION in annotations_of(job):
+        return f"{strategy}: at size 1 of {target_size(job)} until its leader is bound"
+    return f"{strategy}, {target_size(job)} pods"
+
+
+def _leader_steps(snapshot: Snapshot, job: Obj, pods: list[Obj], key: str, walk: _Walk) -> str:
+    """The leader's steps; returns the domain it is bound in (empty before)."""
+    leaders = [pod for pod in pods if is_leader(pod)]
+    leader = pick_leader([pod for pod in leaders if is_live(pod)], job_ref(job))
+    finished = any(section(pod, "status").get("phase") == "Succeeded" for pod in leaders)
+    if leader is None:
+        if finished:
+            walk.step("leader", True, "the leader pod completed")
+        else:
+            walk.step(
+                "leader created",
+                False,
+                wait=(
+                    WaitReason.LEADER_NOT_CREATED,
+                    "no leader pod (completion index 0) admitted by the webhook yet: the Job controller "
+                    "creates it (a FailedCreate event on the Job says why it cannot; explain shows pods the "
+                    "webhook did not admit)",
+                ),
+            )
+        return ""
+    name = str(metadata(leader).get("name") or "")
+    walk.step("leader created", True, name)
+    gang_id = gang_of(job)
+    if gang_id is not None:
+        queued = has_gate(leader, ALL_OR_NOTHING_GATE)
+        walk.step(
+            "released by the all-or-nothing queue",
+            not queued,
+            f"JobSet {gang_id.namespace}/{gang_id.jobset}",
+            wait=(WaitReason.ALL_OR_NOTHING_QUEUED, queue_message(snapshot, gang_id)),
+        )
+    other_gates = _gates(leader) - {ALL_OR_NOTHING_GATE}
+    if other_gates:
+        walk.step(
+            "leader ungated",
+            False,
+            wait=(
+                WaitReason.LEADER_GATED,
+                f"leader pod {name} carries the scheduling gate {', '.join(sorted(other_gates))}: whoever "
+                "set it removes it (e.g. a queueing system such as Kueue)",
+            ),
+        )
+    return _leader_bound_step(snapshot, leader, name, key, walk)
+
+
+def _leader_bound_step(snapshot: Snapshot, leader: Obj, name: str, key: str, walk: _Walk) -> str:
+    bound_to = node_name(leader)
+    if bound_to is not None:
+        domain = snapshot.domain_of(leader, key)
+        since = _scheduled_at(leader)
+        walk.step(
+            "leader bound",
+            True,
+            f"{key}={domain or '?'} (node {bound_to}{', since ' + since if since else ''})",
+        )
+        return domain
+    verdict = scheduler_verdict(leader)
+    wait = (
+        (WaitReason.LEADER_UNSCHEDULABLE, f"leader pod {name}: {verdict}")
+        if verdict is not None
+        else (
+            WaitReason.LEADER_PENDING,
+            f"leader pod {name} is not scheduled yet (no verdict from the scheduler)",
+        )
+    )
+    walk.step("leader bound", False, wait=wait)
+    return ""
+
+
+def _gates(pod: Obj) -> set[str]:
+    gates = items(section(pod, "spec"), "schedulingGates")
+    return {str(gate.get("name")) for gate in gates if isinstance(gate, dict)}
+
+
+def _resize_step(snapshot: Snapshot, job: Obj, key: str, domain: str, walk: _Walk) -> None:
+    size = target_size(job)
+    pending = labels_of(job).get(RESIZE_LABEL) == RESIZE_PENDING
+    if not pending:
+        walk.step("resized", True, f"to {size} pods")
+        return
+    gang_id = gang_of(job)
+    gang = snapshot.gangs.get(gang_id) if gang_id is not None else None
+    if gang is not None and not gang_complete(gang):
+        bound = len({lead.job for lead in gang.leaders if lead.node is not None and not lead.gated})
+        message = (
+            f"leader bound in {key}={domain}; all-or-nothing: the Job grows to {size} pods once every Job of "
+            f"JobSet {gang.id.namespace}/{gang.id.jobset} has a bound leader ({bound} of {gang.size})"
+        )
+    else:
+        message = (
+            f"leader bound in {key}={domain}; the resizer grows the Job to {size} pods within a second of "
+            "the bind: is a resizer running and holding its Lease?"
+        )
+    walk.step(f"resized to {size}", False, wait=(WaitReason.RESIZE_PENDING, message))
+
+
+def _pods_step(job: Obj, pods: list[Obj], key: str, domain: str, walk: _Walk) -> None:
+    live = [pod for pod in pods if is_live(pod)]
+    bound = [pod for pod in live if node_name(pod) is not None]
+    gated = [pod for pod in live if has_gate(pod, LEADER_SCHEDULED_GATE)]
+    unbound = [pod for pod in live if node_name(pod) is None and not is_leader(pod) and pod not in gated]
+    expected = expected_active(job)
+    where = f"{key}={domain}" if domain else key
+    detail = f"{len(bound)} of {expected} pods bound" + (f" in {where}" if domain else "")
+    verdicts = [verdict for pod in unbound if (verdict := scheduler_verdict(pod))]
+    wait: tuple[WaitReason, str] | None = None
+    if gated:
+        wait = (
+            WaitReason.FOLLOWERS_GATED,
+            f"{_count(len(gated), 'follower')} carry the scheduling gate {LEADER_SCHEDULED_GATE}: the "
+            "resizer pins them to their leader's domain and removes it once the leader is bound "
+            "(all-or-nothing: once every Job of the JobSet has a bound leader)",
+        )
+    elif verdicts:
+        wait = (
+            WaitReason.FOLLOWERS_UNSCHEDULABLE,
+            f"{_count(len(verdicts), 'pod')} in {where}: {verdicts[0]}",
+        )
+    elif unbound:
+        wait = (WaitReason.FOLLOWERS_PENDING, f"{_count(len(unbound), 'pod')} not scheduled yet")
+    elif len(live) < expected:
+        wait = _missing_pods(job, len(live), expected)
+    done = walk.waiting is None and wait is None and len(bound) >= expected
+    walk.step("pods placed", done, detail, wait)
+
+
+def _count(number: int, noun: str) -> str:
+    return f"{number} {noun}{'' if number == 1 else 's'}"
+
+
+def _missing_pods(job: Obj, present: int, expected: int) -> tuple[WaitReason, str]:
+    created = f"{present} of {expected} pods exist; the Job controller creates the others"
+    fallback = annotations_of(job).get(ELASTIC_FALLBACK_ANNOTATION)
+    if fallback:
+        return (
+            WaitReason.ELASTIC_FALLBACK,
+            f"elastic was not possible ({fallback}), so the Job was admitted with gate: {created}, each "
+            "one rejected until its leader is bound and retried with backoff (kubectl describe job: "
+            "FailedCreate)",
+        )
+    return (
+        WaitReason.FOLLOWERS_NOT_CREATED,
+        f"{created} (kubectl describe job: FailedCreate events say why not)",
+    )
+
+
+# --- the all-or-nothing queue ------------------------------------------------------------------------------
+
+
+def queue_message(snapshot: Snapshot, gang_id: GangId) -> str:
+    """Where a JobSet stands in the all-or-nothing queue, as the resizer's next pass would see it."""
+    name = f"JobSet {gang_id.namespace}/{gang_id.jobset}"
+    gang = snapshot.gangs.get(gang_id)
+    plan = snapshot.queue
+    if gang is None:
+        return f"{name} waits for the all-or-nothing queue (the resizer releases all its leaders at once)"
+    key = gang.topology_key
+    state = plan.states.get(gang_id)
+    if state is GangState.WAITING_FOR_PODS:
+        have = len({leader.job for leader in gang.leaders})
+        return (
+            f"{have} of the {gang.size} Jobs of {name} have a leader pod; the all-or-nothing queue takes the "
+            f"JobSet once all {gang.size} have one"
+        )
+    if any(release.gang == gang_id for release in plan.releases):
+        return (
+            f"{name} fits now ({gang.size} free {key} domains): the resizer releases its leaders on its next "
+            "pass; is a resizer running and holding its Lease?"
+        )
+    for unfit, needs, existing in plan.unfit:
+        if unfit == gang_id:
+            return (
+                f"{name} needs {needs} {key} domains and the cluster has {existing}: it waits, without "
+                f"holding up the queue, until more nodes carry {key}"
+            )
+    position = _position(snapshot, gang_id)
+    if plan.blocked == gang_id:
+        return (
+            f"{name} needs {plan.blocked_needs} free {key} domains at once and {plan.blocked_free} are free: "
+            f"first in the all-or-nothing queue ({position}), released when enough domains free up"
+        )
+    ahead = f"JobSet {plan.blocked.namespace}/{plan.blocked.jobset}" if plan.blocked else "the JobSets ahead"
+    return (
+        f"{name} is queued ({position}) behind {ahead}, which needs {plan.blocked_needs} free {key} domains "
+        f"({plan.blocked_free} free): the queue is strict first-in first-out within a priority"
+    )
+
+
+def _position(snapshot: Snapshot, gang_id: GangId) -> str:
+    queued = sorted(
+        (
+            gang
+            for gang_key, gang in snapshot.gangs.items()
+            if snapshot.queue.states.get(gang_key) is GangState.QUEUED
+        ),
+        key=queue_order,
+    )
+    ids = [gang.id for gang in queued]
+    return f"{ids.index(gang_id) + 1} of {len(ids)}" if gang_id in ids else "not queued"
+
+
+# --- every Job ----------------------------------------------------------------------------------------------
+
+
+def is_exclusive_job(job: Obj) -> bool:
+    return topology_key_of_job(job) is not None and not in_node_selector_mode(job)
+
+
+def waiting_jobs(snapshot: Snapshot) -> list[Waiting]:
+    """Every exclusive Job of `snapshot.jobs` that is not finished and not placed whole, with why."""
+    found: list[Waiting] = []
+    for job in snapshot.jobs:
+        if not is_exclusive_job(job) or is_finished_job(job) or is_terminating(job):
+            continue
+        waiting = job_progress(snapshot, job).waiting
+        if waiting is not None:
+            found.append(waiting)
+    return sorted(found, key=lambda w: (w.namespace, w.jobset, w.job))
+
+
+def placement_status(snapshot: Snapshot, namespace: str | None) -> tuple[list[DomainStatus], list[Waiting]]:
+    """`status`: the domains of every key the Jobs and pods of `namespace` (None: all) are exclusive on,
+    with their holders from every namespace, and the waiting Jobs among `snapshot.jobs`."""
+    pods = [pod for pod in snapshot.pods if namespace is None or namespace_of(pod) == namespace]
+    return domain_statuses(snapshot, topology_keys(snapshot.jobs, pods)), waiting_jobs(snapshot)

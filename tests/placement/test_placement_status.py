@@ -1,0 +1,277 @@
+"""placement.status: who holds each domain and what each exclusive Job waits for, read from API objects."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from placement.constants import (
+    ALL_OR_NOTHING_GATE,
+    ELASTIC_FALLBACK_ANNOTATION,
+    GANG_QUEUED_AT_ANNOTATION,
+    JOBSET_NAME_LABEL,
+    LEADER_SCHEDULED_GATE,
+    RESIZE_DONE,
+    TOPOLOGY_ANNOTATION,
+    ZONE_LABEL,
+)
+from placement.status import (
+    Holder,
+    Snapshot,
+    WaitReason,
+    domain_statuses,
+    job_progress,
+    topology_keys,
+    waiting_jobs,
+)
+from tests.placement.placement_pods import NS, job
+from tests.placement.placement_status_objects import (
+    POOL,
+    UNSCHEDULABLE,
+    Obj,
+    exclusive_job,
+    exclusive_pod,
+    followers,
+    pools,
+)
+
+
+def waiting_of(
+    jobs: list[Obj], pods: list[Obj], nodes: list[Obj] | None = None
+) -> dict[str, tuple[str, str]]:
+    snapshot = Snapshot(nodes if nodes is not None else pools(4), pods, jobs)
+    return {w.job: (w.reason, w.message) for w in waiting_jobs(snapshot)}
+
+
+# --- what one Job waits for --------------------------------------------------------------------------------
+
+CASES: list[tuple[str, list[Obj], list[Obj], WaitReason | None, str]] = [
+    ("suspended", [exclusive_job("a", suspend=True)], [], WaitReason.SUSPENDED, "spec.suspend is true"),
+    ("no pod yet", [exclusive_job("a")], [], WaitReason.LEADER_NOT_CREATED, "completion index 0"),
+    (
+        "leader not judged yet",
+        [exclusive_job("a")],
+        [exclusive_pod("a", 0)],
+        WaitReason.LEADER_PENDING,
+        "not scheduled yet",
+    ),
+    (
+        "leader unschedulable",
+        [exclusive_job("a")],
+        [exclusive_pod("a", 0, verdict=UNSCHEDULABLE)],
+        WaitReason.LEADER_UNSCHEDULABLE,
+        f"leader pod a-0-xyz: Unschedulable: {UNSCHEDULABLE}",
+    ),
+    (
+        "leader gated by someone else",
+        [exclusive_job("a")],
+        [exclusive_pod("a", 0, gates=("kueue.x-k8s.io/admission",))],
+        WaitReason.LEADER_GATED,
+        "kueue.x-k8s.io/admission",
+    ),
+    (
+        "leader bound, not resized",
+        [exclusive_job("a")],
+        [exclusive_pod("a", 0, node_name="node-1")],
+        WaitReason.RESIZE_PENDING,
+        "leader bound in cloud.google.com/gke-nodepool=pool-1; the resizer grows the Job to 4 pods",
+    ),
+    (
+        "resized, followers not created",
+        [exclusive_job("a", resize=RESIZE_DONE)],
+        [exclusive_pod("a", 0, node_name="node-1")],
+        WaitReason.FOLLOWERS_NOT_CREATED,
+        "1 of 4 pods exist",
+    ),
+    (
+        "fell back to gate, followers being retried",
+        [
+            exclusive_job(
+                "a",
+                resize=None,
+                annotations={ELASTIC_FALLBACK_ANNOTATION: "completions (4) != parallelism (2)"},
+            )
+        ],
+        [exclusive_pod("a", 0, node_name="node-1")],
+        WaitReason.ELASTIC_FALLBACK,
+        "elastic was not possible (completions (4) != parallelism (2)), so the Job was admitted with gate",
+    ),
+    (
+        "followers gated",
+        [exclusive_job("a", resize=None)],
+        [exclusive_pod("a", 0, node_name="node-1"), *followers("a", 3, gates=(LEADER_SCHEDULED_GATE,))],
+        WaitReason.FOLLOWERS_GATED,
+        f"3 followers carry the scheduling gate {LEADER_SCHEDULED_GATE}",
+    ),
+    (
+        "followers unschedulable in the leader's pool",
+        [exclusive_job("a", resize=RESIZE_DONE)],
+        [exclusive_pod("a", 0, node_name="node-1"), *followers("a", 3, verdict=UNSCHEDULABLE)],
+        WaitReason.FOLLOWERS_UNSCHEDULABLE,
+        f"3 pods in cloud.google.com/gke-nodepool=pool-1: Unschedulable: {UNSCHEDULABLE}",
+    ),
+    (
+        "followers not judged yet",
+        [exclusive_job("a", resize=RESIZE_DONE)],
+        [exclusive_pod("a", 0, node_name="node-1"), *followers("a", 3)],
+        WaitReason.FOLLOWERS_PENDING,
+        "3 pods not scheduled yet",
+    ),
+    (
+        "a NonIndexed Job's pods",
+        [exclusive_job("a", resize=None, mode=None, size=2)],
+        [exclusive_pod("a", None, verdict=UNSCHEDULABLE), exclusive_pod("a", None, verdict=UNSCHEDULABLE)],
+        WaitReason.FOLLOWERS_UNSCHEDULABLE,
+        UNSCHEDULABLE,
+    ),
+    (
+        "placed whole",
+        [exclusive_job("a", resize=RESIZE_DONE)],
+        [exclusive_pod("a", 0, node_name="node-1"), *followers("a", 3, node_name="node-1")],
+        None,
+        "",
+    ),
+    (
+        "its leader completed, followers placed",
+        [{**exclusive_job("a", resize=RESIZE_DONE), "status": {"succeeded": 1}}],
+        [
+            exclusive_pod("a", 0, node_name="node-1", phase="Succeeded"),
+            *followers("a", 3, node_name="node-1"),
+        ],
+        None,
+        "",
+    ),
+]
+
+
+@pytest.mark.parametrize(("case", "jobs", "pods", "reason", "needle"), CASES, ids=[c[0] for c in CASES])
+def test_what_a_job_waits_for(
+    case: str, jobs: list[Obj], pods: list[Obj], reason: WaitReason | None, needle: str
+) -> None:
+    found = waiting_of(jobs, pods)
+    if reason is None:
+        assert found == {}, case
+    else:
+        assert found["a"][0] is reason, case
+        assert needle in found["a"][1], found["a"][1]
+
+
+def test_finished_non_exclusive_and_node_selector_mode_jobs_are_not_listed() -> None:
+    complete = exclusive_job("done")
+    complete["status"] = {"conditions": [{"type": "Complete", "status": "True"}]}
+    plain = job(name="plain")
+    assert waiting_of([complete, plain], []) == {}
+
+
+def test_each_step_of_an_elastic_job_says_whether_it_is_done() -> None:
+    snapshot = Snapshot(pools(4), [exclusive_pod("a", 0, node_name="node-2")], [exclusive_job("a", size=8)])
+    progress = job_progress(snapshot, snapshot.jobs[0])
+    assert [(step.name, step.done) for step in progress.steps] == [
+        ("admitted", True),
+        ("leader created", True),
+        ("leader bound", True),
+        ("resized to 8", False),
+        ("pods placed", False),
+    ]
+    assert progress.steps[0].detail == "elastic: at size 1 of 8 until its leader is bound"
+    assert progress.steps[2].detail == f"{POOL}=pool-2 (node node-2, since 2026-01-01T00:00:10Z)"
+    assert (progress.domain, progress.size, progress.strategy) == ("pool-2", 8, "elastic")
+
+
+# --- all-or-nothing, from the gates and annotations on the leaders ------------------------------------------
+
+
+def gang_job(name: str, jobset: str) -> Obj:
+    return exclusive_job(name, jobset=jobset, gang=2)
+
+
+def gang_leader(name: str, jobset: str, **kwargs: Any) -> Obj:
+    return exclusive_pod(name, 0, jobset=jobset, gang=2, **kwargs)
+
+
+def test_a_queued_jobset_that_does_not_fit_heads_the_queue_with_what_it_needs() -> None:
+    held = exclusive_pod("other", 0, node_name="node-0")
+    pods = [held, *(gang_leader(n, "big", gates=(ALL_OR_NOTHING_GATE,)) for n in ("a", "b"))]
+    found = waiting_of([gang_job("a", "big"), gang_job("b", "big")], pods, pools(2))
+    reason, message = found["a"]
+    assert reason is WaitReason.ALL_OR_NOTHING_QUEUED
+    assert f"JobSet {NS}/big needs 2 free {POOL} domains at once and 1 are free" in message
+    assert "first in the all-or-nothing queue (1 of 1)" in message
+
+
+def test_a_jobset_behind_the_head_names_it() -> None:
+    pods = [exclusive_pod("other", 0, node_name="node-0")]
+    for jobset, names in (("first", ("a", "b")), ("second", ("c", "d"))):
+        pods += [gang_leader(n, jobset, gates=(ALL_OR_NOTHING_GATE,)) for n in names]
+    second = gang_job("c", "second")
+    second["metadata"]["annotations"][GANG_QUEUED_AT_ANNOTATION] = "2026-01-02T00:00:00Z"
+    for pod_ in pods:
+        if pod_["metadata"]["labels"].get(JOBSET_NAME_LABEL) == "second":
+            pod_["metadata"]["annotations"][GANG_QUEUED_AT_ANNOTATION] = "2026-01-02T00:00:00Z"
+    message = waiting_of([second], pods, pools(2))["c"][1]
+    assert f"JobSet {NS}/second is queued (2 of 2) behind JobSet {NS}/first" in message
+
+
+def test_a_jobset_larger_than_the_cluster_says_so() -> None:
+    pods = [gang_leader(n, "big", gates=(ALL_OR_NOTHING_GATE,)) for n in ("a", "b")]
+    message = waiting_of([gang_job("a", "big")], pods, pools(1))["a"][1]
+    assert f"needs 2 {POOL} domains and the cluster has 1" in message
+
+
+def test_a_jobset_that_fits_is_the_resizers_to_release() -> None:
+    pods = [gang_leader(n, "big", gates=(ALL_OR_NOTHING_GATE,)) for n in ("a", "b")]
+    message = waiting_of([gang_job("a", "big")], pods, pools(2))["a"][1]
+    assert "the resizer releases its leaders on its next pass" in message
+
+
+def test_a_jobset_waiting_for_its_leaders_says_how_many_it_has() -> None:
+    pods = [gang_leader("a", "big", gates=(ALL_OR_NOTHING_GATE,))]
+    message = waiting_of([gang_job("a", "big")], pods, pools(2))["a"][1]
+    assert "1 of the 2 Jobs of JobSet" in message
+
+
+def test_a_gang_job_grows_only_once_every_leader_is_bound() -> None:
+    pods = [gang_leader("a", "big", node_name="node-0"), gang_leader("b", "big", verdict=UNSCHEDULABLE)]
+    found = waiting_of([gang_job("a", "big"), gang_job("b", "big")], pods, pools(2))
+    assert found["a"][0] is WaitReason.RESIZE_PENDING
+    assert f"once every Job of JobSet {NS}/big has a bound leader (1 of 2)" in found["a"][1]
+    assert found["b"][0] is WaitReason.LEADER_UNSCHEDULABLE
+
+
+# --- domains ------------------------------------------------------------------------------------------------
+
+
+def test_domains_show_their_holders_free_and_cordoned() -> None:
+    pods = [
+        exclusive_pod(
+            "a", 0, node_name="node-0", jobset="train", priority=5, scheduled_at="2026-01-01T00:00:09Z"
+        ),
+        *followers("a", 2, node_name="node-0", jobset="train", scheduled_at="2026-01-01T00:00:20Z"),
+        exclusive_pod("b", 1, node_name="node-1"),  # a follower still running after its leader finished
+        exclusive_pod("c", 0, node_name="node-2", phase="Succeeded"),  # finished: holds nothing
+    ]
+    snapshot = Snapshot(pools(4, cordoned=(3,)), pods, [])
+    statuses = domain_statuses(snapshot, topology_keys([], pods))
+    assert [(s.domain, s.holders, s.schedulable, s.free) for s in statuses] == [
+        ("pool-0", (Holder(NS, "train", "a", 5, "2026-01-01T00:00:09Z"),), True, False),
+        ("pool-1", (Holder(NS, "", "b", 0, "2026-01-01T00:00:10Z"),), True, False),
+        ("pool-2", (), True, True),
+        ("pool-3", (), False, False),
+    ]
+
+
+def test_pods_exclusive_on_another_key_hold_nothing_on_this_one() -> None:
+    on_zones = exclusive_pod("z", 0, node_name="node-0")
+    on_zones["metadata"]["annotations"] = {
+        TOPOLOGY_ANNOTATION: ZONE_LABEL,
+        "batch.kubernetes.io/job-completion-index": "0",
+    }
+    snapshot = Snapshot(pools(1), [on_zones], [])
+    by_key = {(s.topology_key, s.domain): s.holders for s in domain_statuses(snapshot, [POOL, ZONE_LABEL])}
+    assert by_key[(POOL, "pool-0")] == ()
+    assert [h.job for h in by_key[(ZONE_LABEL, "zone-a")]] == ["z"]
+
+
+def test_a_key_no_node_carries_has_no_domains() -> None:
+    assert domain_statuses(Snapshot(pools(2), [], []), ["example.com/rack"]) == []

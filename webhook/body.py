@@ -1,0 +1,63 @@
+"""A request body: read against the memory budget, then sized before it is parsed.
+
+`read_body(request, limit, reservation)` buffers the body, reserving each chunk from the admission memory
+budget as it arrives (a slow body holds only what it has sent) and refusing more than `limit` bytes.
+
+`parsed_size_estimate(body)` is an upper bound of the memory a review takes from parsing to the answer:
+the body, the parsed objects and the deep copy a mutation works on. Python's objects cost far more than
+their JSON text: 7.3 MB of `[{},{},...]` parse into 470 MB. The bound counts the JSON tokens that create
+objects (`{`, `[`, `,`, `:`, found with `bytes.count`, so braces inside strings count too: it errs high)
+and the bytes; its coefficients were measured with tracemalloc (tests/webhook/test_webhook_body.py checks
+the bound against a measurement of every shape; docs/reliability.md, "Memory per request").
+"""
+
+from __future__ import annotations
+
+from fastapi import Request
+
+from webhook.limits import Reservation
+
+BYTES_PER_BODY_BYTE = 5
+"""The body, the strings parsed from it, the JSON text of the deep copy and its strings, and a margin."""
+BYTES_PER_CONTAINER = 192
+"""An object or array and its copy (an empty dict is 64 bytes, one with a key 184; plus a slot in its
+parent)."""
+BYTES_PER_MEMBER = 128
+"""A member or element and its copy (a list or dict slot, a float or large int, a short string)."""
+
+
+class BodyTooLarge(Exception):
+    pass
+
+
+class OverBudget(Exception):
+    """The memory budget has no room now: others hold it (retry)."""
+
+
+def _declared_length(request: Request) -> int | None:
+    declared = request.headers.get("content-length", "")
+    if not declared or not declared.isascii() or not declared.isdigit():
+        return None
+    return int(declared) if len(declared) <= 18 else 10**18
+
+
+async def read_body(request: Request, limit: int, reservation: Reservation) -> bytes:
+    declared = _declared_length(request)
+    if declared is not None and declared > limit:
+        raise BodyTooLarge
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise BodyTooLarge
+        if not reservation.grow_to(2 * size):  # the chunks, then their join
+            raise OverBudget
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def parsed_size_estimate(body: bytes) -> int:
+    containers = body.count(b"{") + body.count(b"[")
+    members = body.count(b",") + body.count(b":")
+    return BYTES_PER_BODY_BYTE * len(body) + BYTES_PER_CONTAINER * containers + BYTES_PER_MEMBER * members
