@@ -364,7 +364,12 @@ def test_result_has_the_issue_fields_and_the_waste_by_cause() -> None:
         "api_requests_by_verb_resource": {"create pods": 39, "patch jobs": 4},
         "api_requests_by_client": {"external:exclusive-placement-webhook": 16, "job-controller": 43},
         "api_requests_by_client_verb_resource": {
-            "external:exclusive-placement-resizer": {"watch jobs": 1, "watch pods": 2},
+            "external:exclusive-placement-resizer": {
+                "watch jobs": 1,
+                "watch pods": 2,
+                "get leases": 9,
+                "update leases": 9,
+            },
             "external:exclusive-placement-webhook": {"get nodes": 1, "list pods": 15, "watch pods": 2},
             "job-controller": {"create pods": 39, "patch jobs": 4},
         },

@@ -91,7 +91,7 @@ def test_jobset_alone_places_its_namespace_and_the_strategies_never_reject(
                 continue
             assert result["pod_creates_rejected"] == 0, key
             assert result["jobset_webhook_denied"] == 0, key  # the takeover: JobSet's webhooks pass them
-            assert result["admission_calls"] == PROJECT_POD_WEBHOOK_CALLS_PER_POD * pods + scenario["jobs"], (
-                key
-            )
+            pod_calls = PROJECT_POD_WEBHOOK_CALLS_PER_POD * pods
+            # one Job mutation per Job, one JobSet validation per JobSet
+            assert result["admission_calls"] == pod_calls + scenario["jobs"] + scenario["jobsets"], key
         assert scenario["results"]["elastic"]["job_patches"] == scenario["jobs"]  # one resize patch per Job
