@@ -54,6 +54,9 @@ bench: $(STAMP) ## JobSet vs the four strategies (+ all-or-nothing in the gang r
 bench-quick: $(STAMP) ## Quick strategy comparison, ~3 min (as run by make test; writes .bench-quick/)
 	$(PY) -m bench strategies --quick --out .bench-quick
 
+bench-kube: $(STAMP) kube ## The same comparison on the real control plane, ~45 min (writes bench/results/kube/)
+	$(PY) -m bench strategies --control-plane kube --out bench/results/kube
+
 bench-webhook: $(STAMP) ## Webhook admission load vs a no-op endpoint (needs hey: apt-get install hey)
 	@command -v hey >/dev/null 2>&1 || { \
 		echo "make bench-webhook needs the load generator hey, which is not installed:"; \
@@ -93,4 +96,4 @@ kubesim: $(STAMP) ## Run kubesim alone on :6443 (kubeconfig in .kubesim/kubeconf
 clean: ## Remove the venv, caches and dev state
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis .kubesim .dev .bench-quick .bench
 
-.PHONY: help venv kube test test-slow lint fmt certs run demo bench bench-quick bench-webhook bench-resizer bench-scale bench-abuse bench-controlplane soak helm-lint helm-template kubesim clean
+.PHONY: help venv kube test test-slow lint fmt certs run demo bench bench-quick bench-kube bench-webhook bench-resizer bench-scale bench-abuse bench-controlplane soak helm-lint helm-template kubesim clean

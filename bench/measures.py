@@ -188,6 +188,22 @@ class Waste:
         return self.rejected_creates + self.event_writes + self.webhook_lookups
 
 
+MAX_FAILED_CREATE_MESSAGES = 5
+
+
+def failed_create_messages(events: Iterable[Mapping[str, Any]]) -> dict[str, int]:
+    """Why pod creations were refused, from the Job controller's `FailedCreate` Events: message (without
+    its "Error creating: " prefix) → how many times it was recorded (the Events' counts), the
+    MAX_FAILED_CREATE_MESSAGES most frequent."""
+    counts: dict[str, int] = {}
+    for event in events:
+        if event.get("reason") == FAILED_CREATE_REASON:
+            message = str(event.get("message") or "").removeprefix("Error creating: ")
+            counts[message] = counts.get(message, 0) + int(event.get("count") or 1)
+    ranked = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+    return dict(ranked[:MAX_FAILED_CREATE_MESSAGES])
+
+
 def waste_from_stats(stats: Mapping[str, Any]) -> Waste:
     rejected = int(stats["pods"]["create_rejected"])
     events = int(stats.get("events", {}).get("writes_by_reason", {}).get(FAILED_CREATE_REASON, 0))

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import replace
@@ -22,6 +23,7 @@ from bench.measures import JobTimeline
 from devstack.exclusivity import ExclusivityReplay, pod_state
 from placement.constants import JOB_COMPLETION_INDEX_ANNOTATION, LEADER_COMPLETION_INDEX
 
+log = logging.getLogger(__name__)
 STARTED_PHASES = frozenset({"Running", "Succeeded"})
 
 
@@ -64,16 +66,46 @@ class PodRecorder:
 
     async def follow(self, http: httpx.AsyncClient, namespace: str) -> None:
         """Watch pods in `namespace` until cancelled."""
-        await _watch_pods(http, namespace, self.connected, self.observe)
+        await watch_pods(http, namespace, self.connected, self.observe)
 
 
-async def _watch_pods(
+WATCH_RESUMES = 100
+"""How many times a pod watch the API server ended is resumed before the recorder gives up."""
+
+
+async def watch_pods(
     http: httpx.AsyncClient,
     namespace: str,
     connected: asyncio.Event,
     observe: Callable[[str, dict[str, Any]], None],
 ) -> None:
-    params = {"watch": "true", "timeoutSeconds": "86400"}
+    """Feed every pod event of `namespace` to `observe` until cancelled. kube-apiserver ends a watch whose
+    client falls behind its events (a burst of a thousand pods on a busy machine) and every watch at its
+    timeout; the watch is then resumed from the last resourceVersion it delivered, so no event is missed.
+    An ERROR event (e.g. 410 Expired: that version is no longer served) ends it with the error."""
+    version: str | None = None
+    for attempt in range(WATCH_RESUMES + 1):
+        if attempt:
+            log.info(
+                "the API server ended the pod watch of %s: resumed from resourceVersion %s",
+                namespace,
+                version,
+            )
+        version = await _watch_from(http, namespace, version, connected, observe)
+    raise RuntimeError(f"the API server ended the pod watch {WATCH_RESUMES + 1} times")
+
+
+async def _watch_from(
+    http: httpx.AsyncClient,
+    namespace: str,
+    version: str | None,
+    connected: asyncio.Event,
+    observe: Callable[[str, dict[str, Any]], None],
+) -> str | None:
+    """One watch request, from `version` if given; returns the last resourceVersion it delivered."""
+    params = {"watch": "true", "timeoutSeconds": "86400", "allowWatchBookmarks": "true"}
+    if version is not None:
+        params["resourceVersion"] = version
     async with http.stream("GET", f"/api/v1/namespaces/{namespace}/pods", params=params) as response:
         response.raise_for_status()
         connected.set()
@@ -81,10 +113,13 @@ async def _watch_pods(
             if not line.strip():
                 continue
             event = json.loads(line)
-            if event.get("type") in {"ADDED", "MODIFIED", "DELETED"}:
-                observe(event["type"], event["object"])
-            elif event.get("type") == "ERROR":
+            kind = event.get("type")
+            if kind == "ERROR":
                 raise RuntimeError(f"pod watch failed: {event.get('object')}")
+            version = (event.get("object") or {}).get("metadata", {}).get("resourceVersion") or version
+            if kind in {"ADDED", "MODIFIED", "DELETED"}:
+                observe(kind, event["object"])
+    return version
 
 
 async def stop(task: asyncio.Task[None]) -> str:
@@ -126,7 +161,7 @@ class BacklogTracker:
 
     async def follow(self, http: httpx.AsyncClient, namespace: str) -> None:
         """Watch pods in `namespace` until cancelled."""
-        await _watch_pods(http, namespace, self.connected, self.observe)
+        await watch_pods(http, namespace, self.connected, self.observe)
 
 
 class GangRecorder(PodRecorder):

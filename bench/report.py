@@ -120,13 +120,42 @@ def ratios_table(report: dict[str, Any], key: str) -> list[str]:
     return lines
 
 
+def on_real_control_plane(report: dict[str, Any]) -> bool:
+    return report.get("control_plane") == "kube"
+
+
+def _counters_note(report: dict[str, Any]) -> str:
+    if not on_real_control_plane(report):
+        return (
+            f"Time scale {report['time_scale']} (real seconds per simulated second) unless the scenario says "
+            "otherwise: times are wall seconds on this machine at that scale. Counters are kubesim's "
+            "`/debug/stats` from JobSet creation to the moment every pod had run."
+        )
+    versions = report.get("versions") or {}
+    return (
+        f"On the real control plane: kube-apiserver, kube-controller-manager and kube-scheduler "
+        f"{versions.get('kube-apiserver', '?')}, etcd {versions.get('etcd', '?')}, JobSet "
+        f"{versions.get('jobset', '?')}, kwok {versions.get('kwok', '?')}'s nodes; times are wall seconds "
+        "(no time scale). Counters from JobSet creation to the moment every pod had run: requests, "
+        "rejected pod creates, patches and Event writes from the API server's audit log (background "
+        "traffic set aside: `background_requests` in the JSON), webhook calls from kube-apiserver's "
+        "`apiserver_admission_webhook_admission_duration_seconds_count`, scheduling attempts and "
+        "preemptions from kube-scheduler's metrics; filter and affinity evaluations are kubesim's own "
+        "counters (n/a here)."
+    )
+
+
+def _plot_context(report: dict[str, Any]) -> str:
+    if on_real_control_plane(report):
+        return "real control plane, wall seconds"
+    return f"time scale {report['time_scale']} unless noted"
+
+
 def markdown_table(report: dict[str, Any]) -> str:
     lines = _rows(report, COLUMNS)
     lines.append("")
     lines.append(
-        f"Time scale {report['time_scale']} (real seconds per simulated second) unless the scenario says "
-        "otherwise: times are wall seconds on this machine at that scale. Counters are kubesim's "
-        '`/debug/stats` from JobSet creation to the moment every pod had run. "max s leader waited": '
+        _counters_note(report) + ' "max s leader waited": '
         'the longest any leader pod took from creation to bind; "leader bind → all running": per Job, '
         "from its leader's bind to every one of its pods Running, p50 and p99 over the Jobs (nearest "
         'rank); both wall seconds, seen on the pod watch. "wasted requests": the requests rejected pod '
@@ -165,8 +194,14 @@ def markdown_table(report: dict[str, Any]) -> str:
         )
     if any(scenario.get("gang") for scenario in report["scenarios"]):
         lines += ["", "Gang JobSets racing for pools:", "", *_rows(report, GANG_COLUMNS, gang_only=True), ""]
+        gang = (
+            "Every JobSet is one gang whose rendezvous the benchmark plays: its pods start their run only "
+            "once all of them run (bench/rendezvous.py)."
+            if on_real_control_plane(report)
+            else "Every JobSet is one kubesim gang: its pods progress only while all of them run."
+        )
         lines.append(
-            "Every JobSet is one kubesim gang: its pods progress only while all of them run. JobSets "
+            gang + " JobSets "
             "completed: within the deadline (a deadlock never completes; the run ends at the deadline); "
             "s to all complete: from the JobSets' creation to the last one's completion, n/a when one did "
             "not complete; partially placed: holding a pool (a pod bound) while some of its pods have not "
@@ -181,11 +216,16 @@ def markdown_table(report: dict[str, Any]) -> str:
         if table:
             lines += ["", title, "", *table]
     lines.append("")
+    transport = (
+        "JobSet's webhooks and this project's are both TLS servers kube-apiserver calls: times against "
+        "`jobset` compare like with like."
+        if on_real_control_plane(report)
+        else "JobSet's webhooks run inside kubesim (no HTTPS round trip), this project's are a separate TLS "
+        "server: times against `jobset` favour JobSet; `gate` pays the same transport as `elastic`."
+    )
     lines.append(
         "Requests and writes in the ratios are those about the JobSet's namespace (a backlog's traffic "
-        "excluded). JobSet's webhooks run inside kubesim (no HTTPS round trip), this project's are a "
-        "separate TLS server: times against `jobset` favour JobSet; `gate` pays the same transport as "
-        "`elastic`."
+        "excluded). " + transport
     )
     return "\n".join(lines) + "\n"
 
@@ -254,14 +294,12 @@ def plot(
         ax.axhline(1.0, color="black", linewidth=0.8)
         ax.set_ylim(0, max(1.1, highest * 1.15))
         ax.set_ylabel(f"{title} / {relative_to}'s")
-        ax.set_title(
-            f"{title} relative to {relative_to}, same run (time scale {report['time_scale']} unless noted)"
-        )
+        ax.set_title(f"{title} relative to {relative_to}, same run ({_plot_context(report)})")
     else:
         ax.set_yscale("symlog", linthresh=1)  # log scale that still shows the zeros
         ax.set_ylim(0, max(10.0, highest * 3))
         ax.set_ylabel(title.split(", ", maxsplit=1)[0] + "\n(log scale)")
-        ax.set_title(f"{title} per strategy (time scale {report['time_scale']} unless noted)")
+        ax.set_title(f"{title} per strategy ({_plot_context(report)})")
     ax.legend(fontsize="small")
     ax.grid(axis="y", alpha=0.3)
     fig.tight_layout()

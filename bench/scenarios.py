@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -352,11 +352,13 @@ def jobset_manifest(
     namespace: str,
     priority_class_name: str | None = None,
     max_restarts: int | None = None,
+    pod_annotations: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """The scenario's JobSet: `scenario.gpus_per_pod` GPUs per pod, JobSet's exclusive-topology annotation,
     and this project's strategy chosen per Job by annotation (none for JobSet alone); under preemption its
-    PriorityClass and, for the low-priority one, the restarts its failure policy allows."""
-    return exclusive_jobset(
+    PriorityClass and, for the low-priority one, the restarts its failure policy allows; `pod_annotations`
+    on its pod template (e.g. a pod run time for kwok)."""
+    manifest = exclusive_jobset(
         name,
         jobs=scenario.jobs,
         pods_per_job=scenario.pods_per_job,
@@ -367,6 +369,15 @@ def jobset_manifest(
         priority_class_name=priority_class_name,
         max_restarts=max_restarts,
     )
+    if pod_annotations:
+        _pod_template_annotations(manifest).update(pod_annotations)
+    return manifest
+
+
+def _pod_template_annotations(manifest: dict[str, Any]) -> dict[str, str]:
+    template = manifest["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]
+    annotations: dict[str, str] = template.setdefault("metadata", {}).setdefault("annotations", {})
+    return annotations
 
 
 def gang_jobset_names(scenario: Scenario) -> list[str]:
@@ -379,10 +390,8 @@ def gang_jobset_manifest(
     """One JobSet of a gang scenario: the scenario's JobSet whose pod template makes every pod a member of
     kubesim's gang `name` of all the JobSet's pods (the size on the pod: `elastic` shrinks the Jobs), and,
     with `all_or_nothing`, `exclusive-placement.io/all-or-nothing: "true"` on the JobSet."""
-    manifest = jobset_manifest(scenario, strategy, name=name, namespace=namespace)
-    template = manifest["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]
-    annotations = template.setdefault("metadata", {}).setdefault("annotations", {})
-    annotations.update({GANG_ANNOTATION: name, GANG_SIZE_ANNOTATION: str(scenario.jobset_pods)})
+    gang = {GANG_ANNOTATION: name, GANG_SIZE_ANNOTATION: str(scenario.jobset_pods)}
+    manifest = jobset_manifest(scenario, strategy, name=name, namespace=namespace, pod_annotations=gang)
     if all_or_nothing:
         manifest["metadata"]["annotations"][ALL_OR_NOTHING_ANNOTATION] = "true"
     return manifest

@@ -31,8 +31,8 @@ import logging
 import statistics
 import sys
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -46,12 +46,25 @@ from bench.contenders import (
     for_scenario,
     placement_problems,
 )
+from bench.counters import Counters, KubesimCounters, real_control_plane_fields
 from bench.gang import gang_outcome
+from bench.kube import (
+    KUBE_FULL_SCENARIOS,
+    KUBE_QUICK_SCENARIOS,
+    KUBE_TIME_SCALE,
+    Connection,
+    check_supported,
+    connection,
+    kube_counters,
+    pod_annotations,
+)
+from bench.kube import scenario_fields as kube_scenario_fields
 from bench.measures import (
     LOOKUP_VERBS,
     RESIZER_CLIENT,
     WEBHOOK_CLIENT,
     client_requests,
+    failed_create_messages,
     headline_ratios,
     preemption_fields,
     timeline_fields,
@@ -60,6 +73,7 @@ from bench.measures import (
 )
 from bench.paths import SCRATCH
 from bench.recorder import BacklogTracker, GangRecorder, PodRecorder, stop
+from bench.rendezvous import play_rendezvous
 from bench.scenarios import (
     FULL_SCENARIOS,
     GPUS_PER_NODE,
@@ -74,7 +88,10 @@ from bench.scenarios import (
     jobset_manifest,
     scenarios_named,
 )
+from devstack.clusters import CONTROL_PLANES
 from devstack.commands import KubesimFlags
+from devstack.controlplane.binaries import MissingBinaries, require_built
+from devstack.controlplane.versions import pinned_versions
 from devstack.exclusivity import node_domains
 from devstack.manifests import priority_class
 from devstack.stack import Stack, StackOptions
@@ -83,6 +100,9 @@ from placement.constants import JOBSET_GROUP, JOBSET_VERSION, Strategy
 log = logging.getLogger("bench.strategies")
 
 DEFAULT_OUT = SCRATCH
+KUBE_RESULTS_DIR = "kube"
+"""The real control plane's results go to a `kube/` directory under `--out`, with the same file names."""
+DEFAULT_TIME_SCALE = 0.1
 JOBSET_NAME = "bench"
 JOBSETS_PATH = f"/apis/{JOBSET_GROUP}/{JOBSET_VERSION}/namespaces/{{namespace}}/jobsets"
 PRIORITY_CLASSES_PATH = "/apis/scheduling.k8s.io/v1/priorityclasses"
@@ -112,6 +132,8 @@ class RunSettings:
     time_scale: float
     run_timeout: float
     """Wall seconds one strategy run may take before it is recorded as failed."""
+    control_plane: str = "kubesim"
+    """`kubesim`, or `kube`: the real control plane (bench.kube)."""
 
 
 def result_from_stats(
@@ -152,6 +174,11 @@ def result_from_stats(
         "scheduler_attempts": stats["scheduler"].get("attempts", 0),
         "api_requests_by_verb_resource": dict(sorted(stats["requests"].get("by_verb_resource", {}).items())),
         "api_requests_by_client": dict(sorted(stats["requests"].get("by_client", {}).items())),
+        "api_requests_by_client_verb_resource": {
+            client: dict(sorted(counts.items()))
+            for client, counts in sorted(stats["requests"].get("by_client_verb_resource", {}).items())
+        },
+        **real_control_plane_fields(stats),
     }
 
 
@@ -240,24 +267,36 @@ class Run:
     """The time scale kubesim runs at (the scenario's own, else the bench's)."""
     jobset_webhooks: bool
     run_timeout: float
+    connection: Connection
+    counters: Counters
+    pod_annotations: Mapping[str, str] = field(default_factory=dict)
+    """On every measured pod template: kwok's run time on the real control plane."""
+    rendezvous_seconds: float | None = None
+    """Real control plane, gang scenario: the benchmark plays the gangs' rendezvous (bench.rendezvous)."""
+
+    @property
+    def namespaces(self) -> list[str]:
+        return [self.namespace, *side_namespaces(self.scenario, self.namespace)]
 
 
-async def run_strategy(server: str, run: Run, *, clean_up: bool) -> dict[str, Any]:
+async def run_strategy(run: Run, *, clean_up: bool) -> dict[str, Any]:
     """One measured run: create the JobSet, wait until every pod has run, snapshot the counters; with
     `clean_up`, delete what it created and wait until its pods are gone (the stack serves another run)."""
     timeout = httpx.Timeout(30.0, read=None)
-    async with httpx.AsyncClient(base_url=server, timeout=timeout, headers={"User-Agent": "bench"}) as http:
+    connection = run.connection
+    headers = {"User-Agent": "bench", **connection.headers}
+    async with httpx.AsyncClient(
+        base_url=connection.server, timeout=timeout, headers=headers, verify=connection.verify
+    ) as http:
         backlog = run.scenario.backlog
-        namespaces = [run.namespace, *side_namespaces(run.scenario, run.namespace)]
+        namespaces = run.namespaces
         for name in namespaces:
             ns = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
             (await http.post("/api/v1/namespaces", json=ns)).raise_for_status()
         try:
-            if run.scenario.preemption:
-                return await _measure_preemption(http, run)
-            if run.scenario.gang:
-                return await _measure_gang(http, run)
-            return await _measure(http, run)
+            result = await _measure_scenario(http, run)
+            result["failed_create_messages"] = await _failed_create_messages(http, namespaces)
+            return result
         finally:
             # Also after a failed run: the next strategy needs every pool free and an empty queue again.
             if clean_up:
@@ -269,6 +308,22 @@ async def run_strategy(server: str, run: Run, *, clean_up: bool) -> dict[str, An
                     await _delete_jobset(http, low_priority_namespace(run.namespace), LOW_JOBSET_NAME)
                 for name in namespaces:
                     await _wait_pods_gone(http, name, timeout=120)
+
+
+async def _measure_scenario(http: httpx.AsyncClient, run: Run) -> dict[str, Any]:
+    if run.scenario.preemption:
+        return await _measure_preemption(http, run)
+    if run.scenario.gang:
+        return await _measure_gang(http, run)
+    return await _measure(http, run)
+
+
+async def _failed_create_messages(http: httpx.AsyncClient, namespaces: Sequence[str]) -> dict[str, int]:
+    """Why the run's pod creations were refused (after its window: not counted)."""
+    events: list[dict[str, Any]] = []
+    for namespace in namespaces:
+        events += (await _request(http, "GET", f"/api/v1/namespaces/{namespace}/events"))["items"]
+    return failed_create_messages(events)
 
 
 def measured_jobsets(scenario: Scenario) -> list[str]:
@@ -343,17 +398,21 @@ async def _measure(http: httpx.AsyncClient, run: Run) -> dict[str, Any]:
                 http, scenario.backlog, backlog_namespace(run.namespace), backlog, backlog_watch
             )
             backlog_pending, backlog_bound_at_submit = backlog.pending, len(backlog.bound)
-        await _request(http, "POST", "/debug/reset-stats")
+        await run.counters.reset(http)
         start = time.monotonic()
         manifest = jobset_manifest(
-            scenario, run.contender.strategy, name=JOBSET_NAME, namespace=run.namespace
+            scenario,
+            run.contender.strategy,
+            name=JOBSET_NAME,
+            namespace=run.namespace,
+            pod_annotations=run.pod_annotations,
         )
         (await http.post(JOBSETS_PATH.format(namespace=run.namespace), json=manifest)).raise_for_status()
         done = asyncio.create_task(recorder.all_running.wait())
         finished, _ = await asyncio.wait(
             {done, watch}, timeout=run.run_timeout, return_when=asyncio.FIRST_COMPLETED
         )
-        stats = await _request(http, "GET", "/debug/stats")
+        stats = await run.counters.snapshot(http, run.namespaces)
         backlog_bound_at_end = len(backlog.bound) if backlog else 0
         if done not in finished:
             done.cancel()
@@ -416,19 +475,25 @@ async def _measure_preemption(http: httpx.AsyncClient, run: Run) -> dict[str, An
             namespace=low_ns,
             priority_class_name=low_class,
             max_restarts=LOW_PRIORITY_MAX_RESTARTS,
+            pod_annotations=run.pod_annotations,
         )
         await _request(http, "POST", JOBSETS_PATH.format(namespace=low_ns), json=low_manifest)
         if not await _wait_for(low.all_running, low_watch, run.run_timeout):
             ran = f"{len(low.started)}/{scenario.total_pods} low-priority pods ran"
             raise BenchError(f"{scenario.name}/{run.contender.key}: {ran} before the high-priority JobSet")
-        await _request(http, "POST", "/debug/reset-stats")
+        await run.counters.reset(http)
         start = time.monotonic()
         manifest = jobset_manifest(
-            scenario, strategy, name=JOBSET_NAME, namespace=run.namespace, priority_class_name=high_class
+            scenario,
+            strategy,
+            name=JOBSET_NAME,
+            namespace=run.namespace,
+            priority_class_name=high_class,
+            pod_annotations=run.pod_annotations,
         )
         await _request(http, "POST", JOBSETS_PATH.format(namespace=run.namespace), json=manifest)
         await _wait_for(high.all_running, high_watch, run.run_timeout)
-        stats = await _request(http, "GET", "/debug/stats")
+        stats = await run.counters.snapshot(http, run.namespaces)
     finally:
         high_ended = await stop(high_watch)
         await stop(low_watch)
@@ -480,16 +545,19 @@ async def _measure_gang(http: httpx.AsyncClient, run: Run) -> dict[str, Any]:
         )
         for name in names
     ]
+    rendezvous = _rendezvous(http, run)
     try:
         await asyncio.wait_for(recorder.connected.wait(), 30)
-        await _request(http, "POST", "/debug/reset-stats")
+        if rendezvous:
+            await asyncio.wait_for(rendezvous.connected.wait(), 30)
+        await run.counters.reset(http)
         start = time.monotonic()
         await asyncio.gather(*(_request(http, "POST", path, json=manifest) for manifest in manifests))
         await _wait_for(recorder.all_complete, watch, deadline)
         ended = time.monotonic()
-        stats = await _request(http, "GET", "/debug/stats")
+        stats = await run.counters.snapshot(http, run.namespaces)
     finally:
-        watch_ended = await stop(watch)
+        watch_ended = await stop(watch) or (await stop(rendezvous.task) if rendezvous else "")
     if watch_ended:
         raise BenchError(f"{scenario.name}/{run.contender.key}: {watch_ended}")
     jobs = (await _request(http, "GET", f"/apis/batch/v1/namespaces/{run.namespace}/jobs"))["items"]
@@ -516,6 +584,21 @@ async def _measure_gang(http: httpx.AsyncClient, run: Run) -> dict[str, Any]:
     if problems:
         result["problems"] = problems
     return result
+
+
+@dataclass(frozen=True)
+class _RendezvousTask:
+    task: asyncio.Task[None]
+    connected: asyncio.Event
+
+
+def _rendezvous(http: httpx.AsyncClient, run: Run) -> _RendezvousTask | None:
+    """On the real control plane, the benchmark playing the gangs' rendezvous (bench.rendezvous)."""
+    if run.rendezvous_seconds is None:
+        return None
+    connected = asyncio.Event()
+    task = asyncio.create_task(play_rendezvous(http, run.namespace, run.rendezvous_seconds, connected))
+    return _RendezvousTask(task, connected)
 
 
 def high_priority_outcome(
@@ -589,23 +672,31 @@ def _run_on_stack(scenario: Scenario, group: Sequence[Contender], settings: RunS
         for namespace in jobset_namespaces(scenario, run_namespace(scenario, c))
     )
     results: dict[str, Any] = {}
-    options = StackOptions(cluster=cluster, startup_timeout=120, exempt_namespaces=exempt)
+    kube = settings.control_plane == "kube"
+    options = StackOptions(
+        cluster=cluster, control_plane=settings.control_plane, startup_timeout=120, exempt_namespaces=exempt
+    )
     with Stack(options) as stack:
         domains = node_domains(stack.client.list("Node"), TOPOLOGY_KEY)
+        counters: Counters = kube_counters(stack) if kube else KubesimCounters()
         for index, contender in enumerate(group):
             run = Run(
                 scenario,
                 contender,
                 run_namespace(scenario, contender),
                 domains,
-                cluster.time_scale,
-                jobset_webhooks,
-                settings.run_timeout,
+                time_scale=KUBE_TIME_SCALE if kube else cluster.time_scale,
+                jobset_webhooks=jobset_webhooks,
+                run_timeout=settings.run_timeout,
+                connection=connection(stack),
+                counters=counters,
+                pod_annotations=pod_annotations(scenario) if kube else {},
+                rendezvous_seconds=scenario.pod_run_seconds if kube and scenario.gang else None,
             )
             log.info("scenario %s, strategy %s: %s pods", scenario.name, contender.key, scenario.total_pods)
             clean_up = index < len(group) - 1
             try:
-                results[contender.key] = asyncio.run(run_strategy(stack.server, run, clean_up=clean_up))
+                results[contender.key] = asyncio.run(run_strategy(run, clean_up=clean_up))
             except (BenchError, httpx.HTTPError) as err:
                 log.error("%s/%s failed: %s", scenario.name, contender.key, err)
                 results[contender.key] = {"error": f"{type(err).__name__}: {err}"}
@@ -617,7 +708,10 @@ def _run_on_stack(scenario: Scenario, group: Sequence[Contender], settings: RunS
 def run_scenario(scenario: Scenario, chosen: Sequence[Contender], settings: RunSettings) -> dict[str, Any]:
     contenders = for_scenario(chosen, gang=scenario.gang)
     results = _run_contenders(scenario, contenders, settings) if contenders else {}
-    record = scenario.fields(scenario.time_scale or settings.time_scale)
+    if settings.control_plane == "kube":
+        record = kube_scenario_fields(scenario)
+    else:
+        record = scenario.fields(scenario.time_scale or settings.time_scale)
     record["jobset_webhooks"] = scenario.jobset_webhooks
     record["results"] = {c.key: results[c.key] for c in contenders}
     if scenario.long_wait:
@@ -631,10 +725,12 @@ def run_scenario(scenario: Scenario, chosen: Sequence[Contender], settings: RunS
 def run_benchmark(
     scenarios: tuple[Scenario, ...], contenders: Sequence[Contender], settings: RunSettings
 ) -> dict[str, Any]:
-    return {
-        "scenarios": [run_scenario(s, contenders, settings) for s in scenarios],
-        "time_scale": settings.time_scale,
-    }
+    report: dict[str, Any] = {"control_plane": settings.control_plane}
+    if settings.control_plane == "kube":
+        report["versions"] = pinned_versions().as_dict()
+    report["scenarios"] = [run_scenario(s, contenders, settings) for s in scenarios]
+    report["time_scale"] = KUBE_TIME_SCALE if settings.control_plane == "kube" else settings.time_scale
+    return report
 
 
 def failures(report: dict[str, Any]) -> list[str]:
@@ -659,18 +755,27 @@ def build_parser() -> argparse.ArgumentParser:
         "preemption 4x2, 3 gang JobSets racing for 4 pools): ~3.5 min",
     )
     parser.add_argument(
+        "--control-plane",
+        choices=CONTROL_PLANES,
+        default="kubesim",
+        help="kubesim (default) or kube: the real control plane built by `make kube` (bench/kube.py: real "
+        "seconds, counters from the audit log; --quick: 4x8 alone, ~1.5 min; full: ~1 hour)",
+    )
+    parser.add_argument(
         "--out",
         type=Path,
-        default=DEFAULT_OUT,
-        help="output directory for strategies.json, strategies.md and the plots (default: %(default)s)",
+        default=None,
+        help="output directory for strategies.json, strategies.md and the plots (default: "
+        f"{DEFAULT_OUT}, {DEFAULT_OUT / KUBE_RESULTS_DIR} with --control-plane kube)",
     )
     parser.add_argument(
         "--time-scale",
         type=float,
-        default=0.1,
-        help="kubesim real seconds per simulated second (default: %(default)s) of scenarios without their "
-        "own: throttled-scheduler scenarios run at 1.0 so their throttle, not the Python control plane, is "
-        f"the bottleneck; long-wait ones at {LONG_WAIT_TIME_SCALE} so their hours of waves fit in a minute",
+        default=None,
+        help=f"kubesim real seconds per simulated second (default: {DEFAULT_TIME_SCALE}) of scenarios "
+        "without their own: throttled-scheduler scenarios run at 1.0 so their throttle, not the Python "
+        f"control plane, is the bottleneck; long-wait ones at {LONG_WAIT_TIME_SCALE} so their hours of "
+        "waves fit in a minute; not with --control-plane kube (real time)",
     )
     parser.add_argument(
         "--strategies",
@@ -697,21 +802,34 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def chosen_scenarios(args: argparse.Namespace) -> tuple[Scenario, ...]:
+    """The scenarios the command line asks for on its control plane; ValueError for a bad choice,
+    MissingBinaries when the real control plane is asked for and not built."""
+    if args.time_scale is not None and args.time_scale <= 0:
+        raise ValueError("--time-scale must be > 0")
+    if args.control_plane != "kube":
+        if args.scenarios:
+            return scenarios_named(args.scenarios)
+        return QUICK_SCENARIOS if args.quick else FULL_SCENARIOS
+    if args.time_scale is not None:
+        raise ValueError("--time-scale applies to kubesim only: the real control plane runs in real time")
+    require_built()
+    names = args.scenarios or (KUBE_QUICK_SCENARIOS if args.quick else KUBE_FULL_SCENARIOS)
+    scenarios = scenarios_named(names)
+    for scenario in scenarios:
+        check_supported(scenario)
+    return scenarios
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)
     try:
         chosen = contenders([s.strip() for s in args.strategies.split(",") if s.strip()])
-        if args.scenarios:
-            scenarios = scenarios_named(args.scenarios)
-        else:
-            scenarios = QUICK_SCENARIOS if args.quick else FULL_SCENARIOS
-    except ValueError as err:
+        scenarios = chosen_scenarios(args)
+    except (ValueError, MissingBinaries) as err:
         print(f"error: {err}", file=sys.stderr)
-        return 2
-    if args.time_scale <= 0:
-        print("error: --time-scale must be > 0", file=sys.stderr)
         return 2
     from bench.report import write_outputs
 
@@ -720,12 +838,15 @@ def main(argv: list[str] | None = None) -> int:
         scenarios,
         chosen,
         RunSettings(
-            args.time_scale, args.run_timeout or (QUICK_RUN_TIMEOUT if args.quick else FULL_RUN_TIMEOUT)
+            args.time_scale or DEFAULT_TIME_SCALE,
+            args.run_timeout or (QUICK_RUN_TIMEOUT if args.quick else FULL_RUN_TIMEOUT),
+            args.control_plane,
         ),
     )
     report["wall_seconds"] = round(time.monotonic() - started)
-    paths = write_outputs(report, args.out, plots=not args.no_plots)
-    print((args.out / "strategies.md").read_text())
+    out = args.out or (DEFAULT_OUT / KUBE_RESULTS_DIR if args.control_plane == "kube" else DEFAULT_OUT)
+    paths = write_outputs(report, out, plots=not args.no_plots)
+    print((out / "strategies.md").read_text())
     print(f"wrote {', '.join(str(p) for p in paths)} in {report['wall_seconds']}s")
     problems = failures(report)
     if problems:

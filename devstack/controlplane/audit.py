@@ -11,6 +11,7 @@ import json
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -29,10 +30,15 @@ class Request:
     namespace: str
     name: str
     code: int
+    received: datetime | None = None
+    """When the API server received it (`requestReceivedTimestamp`, UTC)."""
+    audit_id: str = ""
+    """The `auditID`, which the API server also sends back as the response's `Audit-Id` header."""
 
     @classmethod
     def from_event(cls, event: Obj) -> Request:
         ref = event.get("objectRef") or {}
+        received = event.get("requestReceivedTimestamp")
         return cls(
             user=str((event.get("user") or {}).get("username", "")),
             user_agent=str(event.get("userAgent", "")),
@@ -43,6 +49,8 @@ class Request:
             namespace=str(ref.get("namespace", "")),
             name=str(ref.get("name", "")),
             code=int((event.get("responseStatus") or {}).get("code", 0)),
+            received=datetime.fromisoformat(received) if isinstance(received, str) else None,
+            audit_id=str(event.get("auditID", "")),
         )
 
 

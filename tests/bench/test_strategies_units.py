@@ -11,7 +11,14 @@ import pytest
 
 from bench.__main__ import main as bench_main
 from bench.contenders import BY_KEY, CONTENDER_KEYS, JOBSET, contenders, placement_problems
-from bench.measures import HEADLINE_METRICS, JobTimeline, headline_ratios, nearest_rank
+from bench.measures import (
+    HEADLINE_METRICS,
+    MAX_FAILED_CREATE_MESSAGES,
+    JobTimeline,
+    failed_create_messages,
+    headline_ratios,
+    nearest_rank,
+)
 from bench.recorder import BacklogTracker, PodRecorder
 from bench.report import markdown_table, scenario_label, write_outputs
 from bench.scenarios import (
@@ -356,6 +363,16 @@ def test_result_has_the_issue_fields_and_the_waste_by_cause() -> None:
         "scheduler_attempts": 45,
         "api_requests_by_verb_resource": {"create pods": 39, "patch jobs": 4},
         "api_requests_by_client": {"external:exclusive-placement-webhook": 16, "job-controller": 43},
+        "api_requests_by_client_verb_resource": {
+            "external:exclusive-placement-resizer": {
+                "watch jobs": 1,
+                "watch pods": 2,
+                "get leases": 9,
+                "update leases": 9,
+            },
+            "external:exclusive-placement-webhook": {"get nodes": 1, "list pods": 15, "watch pods": 2},
+            "job-controller": {"create pods": 39, "patch jobs": 4},
+        },
     }
 
 
@@ -668,6 +685,22 @@ def test_headline_ratios_compare_elastic_with_a_baseline() -> None:
     assert set(headline_ratios(results, baseline="gate").values()) == {None}  # no ratio to a zero
     assert headline_ratios(results, baseline="broken") == {}
     assert headline_ratios(results, baseline="affinity") == {}
+
+
+def test_failed_creates_are_told_by_their_message_most_frequent_first() -> None:
+    def event(reason: str, message: str, count: int | None) -> dict[str, Any]:
+        return {"reason": reason, "message": message, **({"count": count} if count else {})}
+
+    denied = 'admission webhook "vpod.kb.io" denied the request: follower pod node selector not set'
+    events = [
+        event("FailedCreate", f"Error creating: {denied}", 5),
+        event("FailedCreate", f"Error creating: {denied}", 2),
+        event("FailedCreate", "Error creating: pods is forbidden: exceeded quota", None),
+        event("SuccessfulCreate", "Created pod: bench-w-0-0", 1),
+    ]
+    assert failed_create_messages(events) == {denied: 7, "pods is forbidden: exceeded quota": 1}
+    many = [event("FailedCreate", f"m{i}", i + 1) for i in range(MAX_FAILED_CREATE_MESSAGES + 3)]
+    assert len(failed_create_messages(many)) == MAX_FAILED_CREATE_MESSAGES
 
 
 def test_the_resizers_workload_requests_are_its_patches_and_events_not_its_watches_or_lease() -> None:
