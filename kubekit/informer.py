@@ -153,15 +153,32 @@ class Store:
 
     def upsert(self, obj: Obj) -> Obj | None:
         """Store `obj`; returns the object it replaced, if any."""
-        key = object_key(obj)
         with self._lock:
-            old = self._objects.get(key)
-            if old is not None:
-                self._unindex(key, old)
-            self._objects[key] = obj
-            if self._index_of is not None and (value := self._index_of(obj)) is not None:
-                self._index.setdefault(value, set()).add(key)
-            return old
+            return self._put(obj)
+
+    def upsert_answer(self, obj: Obj) -> bool:
+        """Store `obj`, the API server's answer to this client's own write, unless the store already holds a
+        newer version of the same object (its watch event overtook the answer: a pod bound by the scheduler
+        a moment after this client ungated it). Integer resourceVersions are compared, as client-go's
+        `NewIntegerResourceVersionMutationCache` does; an answer whose version is not comparable is stored.
+        True when stored."""
+        with self._lock:
+            cached = self._objects.get(object_key(obj))
+            if cached is not None and _is_newer(cached, obj):
+                return False
+            self._put(obj)
+            return True
+
+    def _put(self, obj: Obj) -> Obj | None:
+        """Store `obj` (call with the lock held); the object it replaced, if any."""
+        key = object_key(obj)
+        old = self._objects.get(key)
+        if old is not None:
+            self._unindex(key, old)
+        self._objects[key] = obj
+        if self._index_of is not None and (value := self._index_of(obj)) is not None:
+            self._index.setdefault(value, set()).add(key)
+        return old
 
     def delete(self, key: str) -> Obj | None:
         with self._lock:
@@ -178,6 +195,17 @@ class Store:
             keys.discard(key)
             if not keys:
                 del self._index[value]
+
+
+def _is_newer(cached: Obj, answer: Obj) -> bool:
+    """`cached` is a later version of the same object than `answer` (same uid, larger resourceVersion)."""
+    cached_meta, answer_meta = cached.get("metadata") or {}, answer.get("metadata") or {}
+    if cached_meta.get("uid") != answer_meta.get("uid"):
+        return False
+    try:
+        return int(str(cached_meta.get("resourceVersion"))) > int(str(answer_meta.get("resourceVersion")))
+    except ValueError:
+        return False
 
 
 def without_managed_fields(obj: Obj) -> Obj:

@@ -145,7 +145,8 @@ class FollowerReconciler(WithContext):
         if patched is None:
             self._drop(pod_key)
             return None
-        self.caches.followers.upsert(patched)  # now pinned: kept until bound, to check against the leader
+        # now pinned: kept until bound, to check against the leader (unless its bind was seen already)
+        self.caches.followers.upsert_answer(patched)
         self.metrics.gate_releases.inc()
         log.info(
             "released gate into %s",

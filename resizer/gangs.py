@@ -179,7 +179,7 @@ class GangReconciler(WithContext):
         if patched is None:
             return 0
         self.gangs.released(gang, patched, now)
-        self.caches.leaders.upsert(patched)
+        self.caches.leaders.upsert_answer(patched)
         self.metrics.leader_releases.inc()
         return 1
 

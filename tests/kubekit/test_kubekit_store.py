@@ -56,6 +56,35 @@ def test_a_store_without_index_keeps_objects_by_key() -> None:
     assert store.index_values() == []
 
 
+def version(name: str, uid: str, resource_version: str, node: str | None = None) -> dict[str, Any]:
+    built = make_pod(name, "ns").uid(uid).obj()
+    built["metadata"]["resourceVersion"] = resource_version
+    if node is not None:
+        built["spec"]["nodeName"] = node
+    return built
+
+
+@pytest.mark.parametrize(
+    ("cached", "answer", "stored"),
+    [
+        (version("p", "u", "12", node="n1"), version("p", "u", "11"), False),  # its watch event overtook it
+        (version("p", "u", "11"), version("p", "u", "12"), True),
+        (version("p", "u", "12"), version("p", "u", "12"), True),
+        (version("p", "old", "12"), version("p", "new", "5"), True),  # another pod of the same name
+        (version("p", "u", "12"), version("p", "u", "opaque"), True),  # not comparable: the answer
+        (None, version("p", "u", "3"), True),
+    ],
+)
+def test_an_answer_to_a_write_never_replaces_a_newer_version(
+    cached: dict[str, Any] | None, answer: dict[str, Any], stored: bool
+) -> None:
+    store = Store(index=owner_job_key)
+    if cached is not None:
+        store.upsert(cached)
+    assert store.upsert_answer(answer) is stored
+    assert store.get("ns/p") == (answer if stored else cached)
+
+
 def test_default_projection_drops_managed_fields_only() -> None:
     projected = without_managed_fields(pod("a", "j"))
     assert "managedFields" not in projected["metadata"]

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 from placement.constants import ALL_OR_NOTHING_TIMEOUT_REASON, LEADER_SCHEDULED_GATE, RELEASED_AT_ANNOTATION
 from placement.gang import has_gang_gate, parse_time
+from placement.objects import Obj
 from placement.resize import has_gate
 from resizer.gangs import GANG_KEY
 from resizer.recorder import EventType, Reason
+from tests.resizer.resizer_fakes import FakeKube
 from tests.resizer.resizer_world import GANG_TIMEOUT, NS, POOL, T0, MakeWorld, World, gang_job, gang_pod
 from tests.support.builders import make_node
 
@@ -148,6 +150,35 @@ def test_an_elastic_job_grows_only_once_every_job_of_its_jobset_has_a_bound_lead
         4,
         4,
     ]
+
+
+class BindsBeforeAnswering(FakeKube):
+    """The scheduler binds each leader the moment its gate is removed, and the bind's watch event reaches the
+    resizer before the answer to its own patch does (seen on kube-apiserver under load)."""
+
+    world: World
+
+    def patch_pod(self, namespace: str, name: str, json_patch: list[Obj]) -> Obj:
+        answer = super().patch_pod(namespace, name, json_patch)
+        node = f"node-{name.split('-')[2]}"
+        bound = self.put("pods", {**answer, "spec": {**answer["spec"], "nodeName": node}})
+        self.world.caches.leaders.upsert(bound)  # what the leaders informer does with the bind's event
+        return answer
+
+
+def test_a_bind_seen_before_the_answer_to_the_gate_removal_is_not_forgotten(make_world: MakeWorld) -> None:
+    kube = BindsBeforeAnswering()
+    world = make_world(nodes={f"node-{i}": f"pool-{i}" for i in range(4)}, kube=kube)
+    kube.world = world
+    for job in range(3):
+        world.add_job(gang_job("a", job))
+        world.upsert("leaders", gang_pod("a", job))
+    world.resizer.all_or_nothing.process(GANG_KEY)
+    cached = [world.caches.leaders.get(f"{NS}/a-w-{job}-0") or {} for job in range(3)]
+    assert [pod.get("spec", {}).get("nodeName") for pod in cached] == ["node-0", "node-1", "node-2"]
+    for job in range(3):
+        world.resizer.resize.process(f"{NS}/a-w-{job}")
+    assert [world.kube.stored("jobs", NS, f"a-w-{job}")["spec"]["completions"] for job in range(3)] == [4] * 3
 
 
 def test_scheduling_gate_followers_are_released_only_once_the_jobset_is_whole(make_world: MakeWorld) -> None:
