@@ -12,6 +12,8 @@ Every stack is stopped at teardown (process groups killed, ports freed), its log
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Protocol
@@ -38,35 +40,27 @@ class StackFactory(Protocol):
 
 @pytest.fixture
 def stack_factory(tmp_path: Path) -> Iterator[StackFactory]:
-    stacks: list[Stack] = []
+    with contextlib.ExitStack() as stacks:  # each started stack stopped at teardown, the last first
+        made = itertools.count()
 
-    def make(
-        *,
-        cluster: KubesimFlags = SMALL_CLUSTER,
-        default_strategy: str = "elastic",
-        resizer_replicas: int = 1,
-        jobset_takeover: bool = True,
-    ) -> Stack:
-        options = StackOptions(
-            cluster=cluster,
-            default_strategy=default_strategy,
-            resizer_replicas=resizer_replicas,
-            jobset_takeover=jobset_takeover,
-            workdir=tmp_path / f"stack-{len(stacks)}",
-            startup_timeout=90,
-        )
-        stack = Stack(options)
-        stacks.append(stack)
-        try:
-            stack.start()
-        except BaseException:
-            stack.stop()
-            raise
-        return stack
+        def make(
+            *,
+            cluster: KubesimFlags = SMALL_CLUSTER,
+            default_strategy: str = "elastic",
+            resizer_replicas: int = 1,
+            jobset_takeover: bool = True,
+        ) -> Stack:
+            options = StackOptions(
+                cluster=cluster,
+                default_strategy=default_strategy,
+                resizer_replicas=resizer_replicas,
+                jobset_takeover=jobset_takeover,
+                workdir=tmp_path / f"stack-{next(made)}",
+                startup_timeout=90,
+            )
+            return stacks.enter_context(Stack(options))  # a stack that fails to start is stopped at once
 
-    yield make
-    for stack in reversed(stacks):
-        stack.stop()
+        yield make
 
 
 @pytest.fixture

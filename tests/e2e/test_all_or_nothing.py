@@ -12,8 +12,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from typing import Any
 
@@ -33,15 +34,15 @@ from placement.constants import (
     JOB_COMPLETION_INDEX_ANNOTATION,
     RELEASED_AT_ANNOTATION,
 )
-from placement.gang import format_time, parse_time
+from placement.gang import format_time
 from tests.e2e.all_or_nothing_support import (
     JOBS,
-    QUICK_TAKEOVER,
-    all_or_nothing_jobset,
+    a_resizer_sigkilled_between_two_gate_removals_loses_and_doubles_nothing,
+    all_or_nothing_jobsets_never_hold_part_of_the_domains_they_need,
+    assert_released_whole,
     completed,
     create_gated,
     gated_leaders,
-    released_leaders_of,
     run_to_completion,
 )
 from tests.e2e.jobset_e2e_support import Watch, set_taint
@@ -61,15 +62,7 @@ def test_all_or_nothing_jobsets_never_hold_part_of_the_domains_they_need(
     stack = stack_factory(cluster=CLUSTER)
     namespace, names = "gangs", ["a", "b", "c"]
     ensure_namespace(stack.client, namespace)
-    with Watch(stack, "Pod", namespace) as watch:
-        for name in names:
-            stack.client.create(all_or_nothing_jobset(name, namespace))
-        placement = run_to_completion(stack, namespace, names, watch)
-    assert placement.ungated_leaders_created == []
-    assert {name: len(jobs) for name, jobs in placement.leaders_bound.items()} == dict.fromkeys(names, JOBS)
-    assert placement.most_partial == 1
-    assert placement.early_followers == []
-    assert placement.deleted_leaders == []
+    all_or_nothing_jobsets_never_hold_part_of_the_domains_they_need(stack, namespace, names)
     assert resizer_metric(stack, "gang_admissions_total") == len(names)
     assert resizer_metric(stack, "leader_releases_total") == len(names) * JOBS
     assert resizer_metric(stack, "gang_timeouts_total") == 0
@@ -115,9 +108,7 @@ def test_a_release_cut_short_by_a_killed_resizer_is_finished_once_by_the_next(
         and RELEASED_AT_ANNOTATION in pod["metadata"]["annotations"]
     }
     assert leaders_before | {first["metadata"]["uid"]} == released_leaders  # the same pods, none re-created
-    assert placement.deleted_leaders == []
-    assert placement.most_partial == 1
-    assert placement.early_followers == []
+    assert_released_whole(placement)
     assert resizer_metric(stack, "gang_admissions_total") == 1  # b; a was finished, not admitted again
     assert resizer_metric(stack, "leader_releases_total") == 2 * JOBS - 1
     assert resizer_metric(stack, "gang_timeouts_total") == 0
@@ -127,48 +118,28 @@ def set_faults(stack: Stack, spec: str) -> None:
     httpx.post(f"{stack.server}/debug/faults", json={"faults": spec}, timeout=10).raise_for_status()
 
 
+@contextlib.contextmanager
+def api_requests_slowed(stack: Stack, namespace: str) -> Iterator[None]:
+    """kubesim answers every API request after 0.35 to 0.45 s for the block (its fault injection)."""
+    set_faults(stack, "latency-ms=350-450")
+    try:
+        yield
+    finally:
+        set_faults(stack, "")
+
+
 def test_a_resizer_sigkilled_between_two_gate_removals_loses_and_doubles_nothing(
     stack_factory: Callable[..., Stack],
 ) -> None:
     """The real process, killed mid-release: every API request is slowed to ~0.4 s so the resizer's three
-    sequential gate removals take over a second, and it is SIGKILLed as soon as the first one shows on the
-    watch. The restarted resizer finishes that release (each leader ungated exactly once, none deleted or
-    re-created) once the Lease of the killed one expires (pods run 10 s, so the first leader still runs),
-    then admits the second JobSet only once the first is done with its pools."""
+    sequential gate removals take over a second (pods run 10 s, so the first leader still runs when the
+    restarted resizer takes over)."""
     stack = stack_factory(cluster=replace(CLUSTER, pod_run_seconds=200), resizer_replicas=0)
-    namespace, names = "sigkill", ["a", "b"]
+    namespace = "sigkill"
     ensure_namespace(stack.client, namespace)
-    with Watch(stack, "Pod", namespace) as watch:
-        create_gated(stack, namespace, names)
-        leaders_before = {
-            pod["metadata"]["uid"] for name in names for pod in gated_leaders(stack, namespace, name)
-        }
-        set_faults(stack, "latency-ms=350-450")
-        stack.add_resizer(QUICK_TAKEOVER)
-        eventually(
-            lambda: released_leaders_of(list(watch.events), "a"),
-            "the resizer's first gate removal of JobSet a",
-            30,
-            interval=0.01,
-        )
-        killed_at = time.time()
-        stack.resizers[0].kill()
-        set_faults(stack, "")
-        stack.restart_resizer(0, kill=True)
-        placement = run_to_completion(stack, namespace, names, watch)
-    events = list(watch.events)
-    stamps = released_leaders_of(events, "a") | released_leaders_of(events, "b")
-    assert set(stamps) == leaders_before  # the same pods released, none re-created
-    assert all(len(times) == 1 for times in stamps.values()), stamps  # each gate removed once
-    # Stamped before the kill: the first removal, and possibly a second one in flight when it came.
-    by_killed = sum(1 for times in stamps.values() if (parse_time(next(iter(times))) or 0) < killed_at)
-    assert 0 < by_killed < JOBS, "the kill did not land mid-release"
-    assert placement.deleted_leaders == []
-    assert placement.most_partial == 1
-    assert placement.early_followers == []
-    assert resizer_metric(stack, "gang_timeouts_total") == 0
-    assert resizer_metric(stack, "leader_releases_total") == 2 * JOBS - by_killed
-    assert resizer_metric(stack, "gang_admissions_total") == 1  # b; a was finished, not admitted again
+    a_resizer_sigkilled_between_two_gate_removals_loses_and_doubles_nothing(
+        stack, namespace, slowing=api_requests_slowed
+    )
 
 
 NO_SCHEDULE = {"key": "maintenance", "value": "true", "effect": "NoSchedule"}

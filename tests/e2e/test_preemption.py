@@ -15,50 +15,30 @@ from typing import Any
 import httpx
 import pytest
 
-from devstack.manifests import exclusive_jobset, priority_class
+from devstack.manifests import priority_class
 from devstack.scenario import ensure_namespace
 from devstack.stack import Stack
 from placement.constants import Strategy
-from tests.e2e.jobset_e2e_support import (
-    assert_each_job_whole_in_its_own_pool,
-    exclusive_violations,
-    pods_of,
-    running_pods,
+from tests.e2e.jobset_e2e_support import pods_of
+from tests.e2e.preemption_support import (
+    JOBS,
+    PODS,
+    high_jobset_preempts_its_way_in,
+    low_jobset_running,
+    namespaces,
 )
 from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.timeout(600)
 
-JOBS, PODS, GPUS = 4, 2, 8
-"""4 Jobs of 2 full-node pods: one Job fills one of the 4 pools of 2 eight-GPU nodes."""
-
 
 def run_preemption(stack: Stack, strategy: str) -> dict[str, Any]:
-    low_ns, high_ns = f"low-{strategy}", f"high-{strategy}"
+    low_ns, high_ns = namespaces(strategy)
     for namespace in (low_ns, high_ns):
         ensure_namespace(stack.client, namespace)
-    shape: dict[str, Any] = {"jobs": JOBS, "pods_per_job": PODS, "gpus_per_pod": GPUS, "strategy": strategy}
-    stack.client.create(
-        exclusive_jobset("low", namespace=low_ns, priority_class_name="low", max_restarts=100, **shape)
-    )
-    eventually(
-        lambda: running_pods(stack, low_ns) == JOBS * PODS,
-        f"low {strategy} pods running",
-        120,
-        ignoring=(httpx.HTTPError,),
-    )
+    low_jobset_running(stack, strategy, ignoring=(httpx.HTTPError,))
     stack.client.reset_stats()
-    stack.client.create(exclusive_jobset("high", namespace=high_ns, priority_class_name="high", **shape))
-    violations = 0
-
-    def high_running() -> bool:
-        nonlocal violations
-        violations = max(violations, exclusive_violations(stack, [low_ns, high_ns]))
-        return bool(running_pods(stack, high_ns) == JOBS * PODS)
-
-    eventually(high_running, f"high {strategy} pods running", 180, ignoring=(httpx.HTTPError,))
-    stack.check_alive()
-    assert_each_job_whole_in_its_own_pool(stack, high_ns, JOBS)
+    violations = high_jobset_preempts_its_way_in(stack, strategy, ignoring=(httpx.HTTPError,))
     low = stack.client.get("JobSet", "low", namespace=low_ns)
     stats = stack.client.stats()
     for namespace, name in ((high_ns, "high"), (low_ns, "low")):

@@ -13,7 +13,9 @@ they fail with the message that names the make target.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import itertools
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,10 +24,8 @@ from typing import Protocol
 import pytest
 
 from devstack.commands import KubesimFlags
-from devstack.kube import KubeError
 from devstack.stack import Stack, StackOptions
-from tests.kube.kube_support import empty_namespace
-from tests.support.waiting import eventually
+from tests.kube.kube_support import create_namespace, empty_namespace
 
 KUBE_CLUSTER = KubesimFlags(nodes=8, pools=4, gpus_per_node=8)
 """4 pools of 2 eight-GPU nodes: room for 4 exclusive Jobs of up to 16 one-GPU pods (kubesim's e2e shape)."""
@@ -43,21 +43,10 @@ def kube_options(workdir: Path, **overrides: object) -> StackOptions:
     return StackOptions(**fields)  # type: ignore[arg-type]
 
 
-def started(options: StackOptions) -> Stack:
-    stack = Stack(options)
-    try:
-        stack.start()
-    except BaseException:
-        stack.stop()
-        raise
-    return stack
-
-
 @pytest.fixture(scope="module")
 def kube_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    stack = started(kube_options(tmp_path_factory.mktemp("kube-stack")))
-    yield stack
-    stack.stop()
+    with Stack(kube_options(tmp_path_factory.mktemp("kube-stack"))) as stack:
+        yield stack
 
 
 class KubeStackFactory(Protocol):
@@ -66,16 +55,13 @@ class KubeStackFactory(Protocol):
 
 @pytest.fixture
 def kube_stack_factory(tmp_path: Path) -> Iterator[KubeStackFactory]:
-    stacks: list[Stack] = []
+    with contextlib.ExitStack() as stacks:  # each started stack stopped at teardown, the last first
+        made = itertools.count()
 
-    def make(**overrides: object) -> Stack:
-        stack = started(kube_options(tmp_path / f"stack-{len(stacks)}", **overrides))
-        stacks.append(stack)
-        return stack
+        def make(**overrides: object) -> Stack:
+            return stacks.enter_context(Stack(kube_options(tmp_path / f"stack-{next(made)}", **overrides)))
 
-    yield make
-    for stack in reversed(stacks):
-        stack.stop()
+        yield make
 
 
 @pytest.fixture
@@ -84,12 +70,6 @@ def namespace(request: pytest.FixtureRequest) -> Iterator[str]:
     stack: Stack = request.getfixturevalue("kube_stack")
     readable = re.sub(r"[^a-z0-9-]+", "-", request.node.name.lower()).strip("-")[:40].rstrip("-")
     name = f"{readable}-{hashlib.sha1(request.node.nodeid.encode()).hexdigest()[:8]}"
-    stack.client.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
-    eventually(
-        lambda: stack.client.get("ServiceAccount", "default", namespace=name),
-        f"the default ServiceAccount of {name}",
-        30,
-        ignoring=(KubeError,),
-    )
+    create_namespace(stack, name)
     yield name
     empty_namespace(stack, name)

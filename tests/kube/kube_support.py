@@ -88,6 +88,18 @@ def wait_running(stack: Stack, namespace: str, pods: int, what: str = "pods", ti
     stack.check_alive()
 
 
+def create_namespace(stack: Stack, name: str) -> None:
+    """Create namespace `name` and wait for its default ServiceAccount (kube-controller-manager adds it; until
+    then the ServiceAccount admission plugin refuses the namespace's pods)."""
+    stack.client.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+    eventually(
+        lambda: stack.client.get("ServiceAccount", "default", namespace=name),
+        f"the default ServiceAccount of {name}",
+        30,
+        ignoring=(KubeError,),
+    )
+
+
 def empty_namespace(stack: Stack, namespace: str, timeout: float = 90) -> None:
     """Delete every JobSet, Job and pod of `namespace`, wait until no pod is left (its domains are free
     again), then delete the namespace itself."""

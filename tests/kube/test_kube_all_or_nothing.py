@@ -13,29 +13,21 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 
-from devstack.kube import KubeError
 from devstack.stack import Stack
-from placement.gang import parse_time
 from tests.e2e.all_or_nothing_support import (
     JOBS,
-    QUICK_TAKEOVER,
+    a_resizer_sigkilled_between_two_gate_removals_loses_and_doubles_nothing,
     all_or_nothing_jobset,
-    create_gated,
-    gated_leaders,
-    released_leaders_of,
-    run_to_completion,
+    all_or_nothing_jobsets_never_hold_part_of_the_domains_they_need,
 )
-from tests.e2e.jobset_e2e_support import Watch
 from tests.kube.conftest import KubeStackFactory
-from tests.kube.kube_support import SlowAdmission, with_run_time
+from tests.kube.kube_support import SlowAdmission, create_namespace, with_run_time
 from tests.support.metrics import resizer_metric
-from tests.support.waiting import eventually
 
 pytestmark = [pytest.mark.kube, pytest.mark.xdist_group("kube-all-or-nothing")]
 
@@ -58,15 +50,9 @@ def test_all_or_nothing_jobsets_never_hold_part_of_the_domains_they_need(
     before = {
         name: resizer_metric(kube_stack, name) for name in ("gang_admissions_total", "leader_releases_total")
     }
-    with Watch(kube_stack, "Pod", namespace) as watch:
-        for name in names:
-            kube_stack.client.create(timed_jobset(3)(name, namespace))
-        placement = run_to_completion(kube_stack, namespace, names, watch, timeout=120)
-    assert placement.ungated_leaders_created == []
-    assert {name: len(jobs) for name, jobs in placement.leaders_bound.items()} == dict.fromkeys(names, JOBS)
-    assert placement.most_partial == 1
-    assert placement.early_followers == []
-    assert placement.deleted_leaders == []
+    all_or_nothing_jobsets_never_hold_part_of_the_domains_they_need(
+        kube_stack, namespace, names, make=timed_jobset(3), timeout=120
+    )
     assert resizer_metric(kube_stack, "gang_admissions_total") - before["gang_admissions_total"] == len(names)
     assert (
         resizer_metric(kube_stack, "leader_releases_total") - before["leader_releases_total"]
@@ -75,46 +61,19 @@ def test_all_or_nothing_jobsets_never_hold_part_of_the_domains_they_need(
     assert resizer_metric(kube_stack, "gang_timeouts_total") == 0
 
 
+def slow_admission(stack: Stack, namespace: str) -> SlowAdmission:
+    """A validating webhook that answers each pod update in `namespace` after 0.4 s."""
+    return SlowAdmission(stack, namespace, delay=0.4)
+
+
 def test_a_resizer_sigkilled_between_two_gate_removals_loses_and_doubles_nothing(
     kube_stack_factory: KubeStackFactory,
 ) -> None:
     stack = kube_stack_factory(resizer_replicas=0)
-    namespace, names = "sigkill", ["a", "b"]
-    stack.client.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
-    eventually(
-        lambda: stack.client.get("ServiceAccount", "default", namespace=namespace),
-        "the namespace's default ServiceAccount",
-        30,
-        ignoring=(KubeError,),
+    namespace = "sigkill"
+    create_namespace(stack, namespace)
+    # Pods run 15 s: the leader released before the kill still runs when the new resizer has taken the Lease
+    # of the killed one over (QUICK_TAKEOVER: 3 s).
+    a_resizer_sigkilled_between_two_gate_removals_loses_and_doubles_nothing(
+        stack, namespace, slowing=slow_admission, make=timed_jobset(15), timeout=120
     )
-    with Watch(stack, "Pod", namespace) as watch:
-        # Pods run 15 s: the leader released before the kill still runs when the new resizer has taken the
-        # Lease of the killed one over (QUICK_TAKEOVER: 3 s).
-        create_gated(stack, namespace, names, make=timed_jobset(15))
-        leaders_before = {
-            pod["metadata"]["uid"] for name in names for pod in gated_leaders(stack, namespace, name)
-        }
-        with SlowAdmission(stack, namespace, delay=0.4):
-            stack.add_resizer(QUICK_TAKEOVER)
-            eventually(
-                lambda: released_leaders_of(list(watch.events), "a"),
-                "the resizer's first gate removal of JobSet a",
-                30,
-                interval=0.01,
-            )
-            killed_at = time.time()
-            stack.resizers[0].kill()
-        stack.restart_resizer(0, kill=True)
-        placement = run_to_completion(stack, namespace, names, watch, timeout=120)
-    events = list(watch.events)
-    stamps = released_leaders_of(events, "a") | released_leaders_of(events, "b")
-    assert set(stamps) == leaders_before  # the same pods released, none re-created
-    assert all(len(times) == 1 for times in stamps.values()), stamps  # each gate removed once
-    by_killed = sum(1 for times in stamps.values() if (parse_time(next(iter(times))) or 0) < killed_at)
-    assert 0 < by_killed < JOBS, "the kill did not land mid-release"
-    assert placement.deleted_leaders == []
-    assert placement.most_partial == 1
-    assert placement.early_followers == []
-    assert resizer_metric(stack, "gang_timeouts_total") == 0
-    assert resizer_metric(stack, "leader_releases_total") == 2 * JOBS - by_killed
-    assert resizer_metric(stack, "gang_admissions_total") == 1  # b; a was finished, not admitted again

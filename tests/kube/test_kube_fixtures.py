@@ -26,7 +26,7 @@ import pytest
 from devstack.kube import KubeError
 from devstack.stack import Stack
 from tests.e2e.jobset_e2e_support import set_taint
-from tests.support.waiting import eventually
+from tests.kube.kube_support import create_namespace
 
 pytestmark = [pytest.mark.kube, pytest.mark.xdist_group("kube-fixtures")]
 
@@ -111,13 +111,7 @@ def api_server_decision(stack: Stack, obj: Obj) -> tuple[bool, str, Obj]:
 def held(kube_stack: Stack) -> Iterator[str]:
     """The fixtures' namespace, with every node tainted: no pod is scheduled while the fixtures run."""
     namespace = review(OBJECT_FIXTURES[0])["request"]["namespace"]
-    kube_stack.client.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
-    eventually(
-        lambda: kube_stack.client.get("ServiceAccount", "default", namespace=namespace),
-        f"the default ServiceAccount of {namespace}",
-        30,
-        ignoring=(KubeError,),
-    )
+    create_namespace(kube_stack, namespace)
     nodes = [node["metadata"]["name"] for node in kube_stack.client.list("Node")]
     set_taint(kube_stack, nodes, HOLD)
     yield namespace

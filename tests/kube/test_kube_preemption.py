@@ -16,59 +16,29 @@ from typing import Any
 import pytest
 
 from devstack.kube import KubeError
-from devstack.manifests import exclusive_jobset, priority_class
+from devstack.manifests import priority_class
 from devstack.stack import Stack
 from placement.constants import Strategy
-from tests.e2e.jobset_e2e_support import (
-    assert_each_job_whole_in_its_own_pool,
-    exclusive_violations,
-    running_pods,
+from tests.e2e.preemption_support import (
+    JOBS,
+    PODS,
+    high_jobset_preempts_its_way_in,
+    low_jobset_running,
+    namespaces,
 )
-from tests.kube.kube_support import audit_log, empty_namespace, preemptions
+from tests.kube.kube_support import audit_log, create_namespace, empty_namespace, preemptions
 from tests.support.waiting import eventually
 
 pytestmark = [pytest.mark.kube, pytest.mark.xdist_group("kube-preemption"), pytest.mark.timeout(600)]
 
-JOBS, PODS, GPUS = 4, 2, 8
-"""4 Jobs of 2 full-node pods: one Job fills one of the 4 pools of 2 eight-GPU nodes."""
-
-
-def create_namespace(stack: Stack, name: str) -> None:
-    stack.client.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
-    eventually(
-        lambda: stack.client.get("ServiceAccount", "default", namespace=name),
-        f"the default ServiceAccount of {name}",
-        30,
-        ignoring=(KubeError,),
-    )
-
 
 def run_preemption(stack: Stack, strategy: str) -> dict[str, Any]:
-    low_ns, high_ns = f"low-{strategy}", f"high-{strategy}"
+    low_ns, high_ns = namespaces(strategy)
     for namespace in (low_ns, high_ns):
         create_namespace(stack, namespace)
-    shape: dict[str, Any] = {"jobs": JOBS, "pods_per_job": PODS, "gpus_per_pod": GPUS, "strategy": strategy}
-    stack.client.create(
-        exclusive_jobset("low", namespace=low_ns, priority_class_name="low", max_restarts=100, **shape)
-    )
-    eventually(
-        lambda: running_pods(stack, low_ns) == JOBS * PODS,
-        f"low {strategy} pods running",
-        120,
-        ignoring=(KubeError,),
-    )
+    low_jobset_running(stack, strategy, ignoring=(KubeError,))
     since = audit_log(stack).mark()
-    stack.client.create(exclusive_jobset("high", namespace=high_ns, priority_class_name="high", **shape))
-    violations = 0
-
-    def high_running() -> bool:
-        nonlocal violations
-        violations = max(violations, exclusive_violations(stack, [low_ns, high_ns]))
-        return bool(running_pods(stack, high_ns) == JOBS * PODS)
-
-    eventually(high_running, f"high {strategy} pods running", 180, ignoring=(KubeError,))
-    stack.check_alive()
-    assert_each_job_whole_in_its_own_pool(stack, high_ns, JOBS)
+    violations = high_jobset_preempts_its_way_in(stack, strategy, ignoring=(KubeError,))
     low = eventually(  # each preempted low Job failed (backoffLimit 0): JobSet restarts the JobSet
         lambda: (
             (jobset := stack.client.get("JobSet", "low", namespace=low_ns))["status"].get("restarts")

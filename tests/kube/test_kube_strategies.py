@@ -15,63 +15,42 @@ from typing import Any
 import pytest
 
 from devstack.kube import KubeError
-from devstack.manifests import exclusive_jobset
 from devstack.stack import Stack
-from placement.constants import (
-    JOB_COMPLETION_INDEX_ANNOTATION,
-    JOB_KEY_LABEL,
-    JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION,
-    JOBSET_JOB_KEY_LABEL,
-    STRATEGIES,
-    TOPOLOGY_ANNOTATION,
-    Strategy,
+from placement.constants import STRATEGIES, Strategy
+from tests.e2e.coexistence_support import (
+    JOBS,
+    PODS,
+    assert_both_projects_acted,
+    assert_jobset_injected_nothing,
+    assert_no_gate_left,
+    jobset_deleted,
+    placed_jobset,
 )
-from tests.e2e.jobset_e2e_support import (
-    affinity_keys,
-    assert_each_job_whole_in_its_own_pool,
-    pods_of,
-    set_taint,
-)
+from tests.e2e.jobset_e2e_support import pods_of
 from tests.kube.conftest import KubeStackFactory
 from tests.kube.kube_support import (
     audit_log,
+    create_namespace,
     jobset_webhook_calls,
     pod_creates,
-    wait_running,
     webhook_admissions,
 )
-from tests.support.waiting import eventually
 
 pytestmark = [pytest.mark.kube, pytest.mark.xdist_group("kube-strategies")]
-
-JOBS, PODS = 4, 4
-HOLD = {"key": "example.com/maintenance", "value": "true", "effect": "NoSchedule"}
-Obj = dict[str, Any]
 
 
 def run_jobset(
     stack: Stack, namespace: str, strategy: str, *, hold_leaders_until: Callable[[], bool] | None = None
 ) -> dict[str, Any]:
-    """Create a JobSet of JOBS x PODS, wait until every pod runs; return the pods, the pod creations by
-    response code and JobSet's webhook calls and denials of exactly this run. `hold_leaders_until`: every
-    node is tainted until it is true, so no leader is scheduled before then."""
-    nodes = [node["metadata"]["name"] for node in stack.client.list("Node")]
+    """Place a JobSet of JOBS x PODS (`placed_jobset`); return the pods, the pod creations by response code
+    and JobSet's webhook calls and denials of exactly this run."""
     since, admissions = audit_log(stack).mark(), webhook_admissions(stack)
-    if hold_leaders_until is not None:
-        set_taint(stack, nodes, HOLD)
-    stack.client.create(
-        exclusive_jobset(strategy, jobs=JOBS, pods_per_job=PODS, strategy=strategy, namespace=namespace)
+    pods = placed_jobset(
+        stack, namespace, strategy, hold_leaders_until=hold_leaders_until, ignoring=(KubeError,), timeout=120
     )
-    if hold_leaders_until is not None:
-        eventually(hold_leaders_until, "the leaders' hold to be over", 90, ignoring=(KubeError,))
-        set_taint(stack, nodes, None)
-    wait_running(stack, namespace, JOBS * PODS, f"{strategy} pods")
-    assert_each_job_whole_in_its_own_pool(stack, namespace, JOBS)
     calls, denied = jobset_webhook_calls(admissions, webhook_admissions(stack))
-    pods = pods_of(stack, namespace)
     creates = pod_creates(stack, namespace, since=since)
-    stack.client.delete("JobSet", strategy, namespace=namespace)
-    eventually(lambda: not pods_of(stack, namespace), f"{strategy} pods gone", 90, ignoring=(KubeError,))
+    jobset_deleted(stack, namespace, strategy, ignoring=(KubeError,))
     return {"pods": pods, "creates": creates, "jobset_calls": calls, "jobset_denied": denied}
 
 
@@ -87,29 +66,19 @@ def test_every_strategy_places_a_jobset_next_to_jobsets_own_webhooks(
     # JobSet's webhooks were called for every JobSet pod (mutating and validating), and denied none
     assert run["jobset_calls"] >= 2 * JOBS * PODS
     assert run["jobset_denied"] == 0
-    for pod in run["pods"]:
-        annotations = pod["metadata"]["annotations"]
-        assert JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION not in annotations
-        assert TOPOLOGY_ANNOTATION in annotations
-        assert JOBSET_JOB_KEY_LABEL not in affinity_keys(pod)  # no JobSet affinity injected
+    assert_jobset_injected_nothing(run["pods"], strategy)
     if strategy in (Strategy.ELASTIC, Strategy.SCHEDULING_GATE, Strategy.AFFINITY):
         assert run["creates"][403] == 0
     if strategy in (Strategy.ELASTIC, Strategy.SCHEDULING_GATE):
         assert run["creates"] == {201: JOBS * PODS}  # every pod created exactly once
     if strategy == Strategy.SCHEDULING_GATE:
-        assert all(not pod["spec"].get("schedulingGates") for pod in run["pods"])
+        assert_no_gate_left(run["pods"])
 
 
 def test_without_the_takeover_both_projects_act_on_every_pod(kube_stack_factory: KubeStackFactory) -> None:
     stack = kube_stack_factory(jobset_takeover=False)
     namespace = "no-takeover"
-    stack.client.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
-    eventually(
-        lambda: stack.client.get("ServiceAccount", "default", namespace=namespace),
-        "the namespace's default ServiceAccount",
-        30,
-        ignoring=(KubeError,),
-    )
+    create_namespace(stack, namespace)
     before = webhook_admissions(stack)
 
     def jobset_denied_followers() -> bool:
@@ -121,14 +90,7 @@ def test_without_the_takeover_both_projects_act_on_every_pod(kube_stack_factory:
     assert gated["jobset_denied"] > 0
     assert gated["creates"][403] >= gated["jobset_denied"]
     assert gated["creates"][201] == JOBS * PODS
-    leaders = [
-        p for p in gated["pods"] if p["metadata"]["annotations"][JOB_COMPLETION_INDEX_ANNOTATION] == "0"
-    ]
-    assert len(leaders) == JOBS
-    for pod in gated["pods"]:
-        assert pod["metadata"]["annotations"][JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION]
-    for leader in leaders:
-        assert {JOBSET_JOB_KEY_LABEL, JOB_KEY_LABEL} <= affinity_keys(leader)  # JobSet's terms next to ours
+    assert_both_projects_acted(gated["pods"])
 
     elastic = run_jobset(stack, namespace, Strategy.ELASTIC)
     # elastic creates each follower after its leader is bound: JobSet's webhook pins it where ours does
