@@ -54,8 +54,9 @@ bench: $(STAMP) ## JobSet vs the four strategies (+ all-or-nothing in the gang r
 bench-quick: $(STAMP) ## Quick strategy comparison, ~3 min (as run by make test; writes .bench-quick/)
 	$(PY) -m bench strategies --quick --out .bench-quick
 
-bench-kube: $(STAMP) kube ## The same comparison on the real control plane, ~45 min (writes bench/results/kube/)
+bench-kube: $(STAMP) kube ## The same comparison on the real control plane, ~35-40 min (writes bench/results/kube/)
 	$(PY) -m bench strategies --control-plane kube --out bench/results/kube
+	$(PY) -m bench compare bench/results/strategies.json bench/results/kube/strategies.json > bench/results/kube/compare.md
 
 bench-webhook: $(STAMP) ## Webhook admission load vs a no-op endpoint (needs hey: apt-get install hey)
 	@command -v hey >/dev/null 2>&1 || { \

@@ -759,7 +759,7 @@ def build_parser() -> argparse.ArgumentParser:
         choices=CONTROL_PLANES,
         default="kubesim",
         help="kubesim (default) or kube: the real control plane built by `make kube` (bench/kube.py: real "
-        "seconds, counters from the audit log; --quick: 4x8 alone, ~1.5 min; full: ~1 hour)",
+        "seconds, counters from the audit log; --quick: 4x8 alone, ~1.5 min; full: ~35-40 min)",
     )
     parser.add_argument(
         "--out",
