@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -35,6 +36,17 @@ class Seen(Exception):
     """Raised by the observer once it saw what the test waits for."""
 
 
+def watch(server: EndingWatches, observe: Callable[[str, dict[str, Any]], None]) -> None:
+    """`watch_pods` against `server` until it returns or raises."""
+
+    async def run() -> None:
+        transport = httpx.MockTransport(server.handle)
+        async with httpx.AsyncClient(base_url="https://kube.test", transport=transport) as http:
+            await watch_pods(http, "ns", asyncio.Event(), observe)
+
+    asyncio.run(run())
+
+
 def follow(server: EndingWatches, until: int) -> list[tuple[str, str]]:
     seen: list[tuple[str, str]] = []
 
@@ -43,13 +55,8 @@ def follow(server: EndingWatches, until: int) -> list[tuple[str, str]]:
         if len(seen) == until:
             raise Seen
 
-    async def run() -> None:
-        transport = httpx.MockTransport(server.handle)
-        async with httpx.AsyncClient(base_url="https://kube.test", transport=transport) as http:
-            await watch_pods(http, "ns", asyncio.Event(), observe)
-
     with pytest.raises(Seen):
-        asyncio.run(run())
+        watch(server, observe)
     return seen
 
 
@@ -70,23 +77,13 @@ def test_an_error_event_ends_the_watch_with_it() -> None:
     expired = {"type": "ERROR", "object": {"code": 410, "reason": "Expired"}}
     server = EndingWatches([[event("ADDED", "a", "10")], [expired]])
 
-    async def run() -> None:
-        transport = httpx.MockTransport(server.handle)
-        async with httpx.AsyncClient(base_url="https://kube.test", transport=transport) as http:
-            await watch_pods(http, "ns", asyncio.Event(), lambda kind, pod: None)
-
     with pytest.raises(RuntimeError, match="Expired"):
-        asyncio.run(run())
+        watch(server, lambda kind, pod: None)
 
 
 def test_a_server_that_keeps_ending_the_watch_is_given_up_on() -> None:
     server = EndingWatches([])
 
-    async def run() -> None:
-        transport = httpx.MockTransport(server.handle)
-        async with httpx.AsyncClient(base_url="https://kube.test", transport=transport) as http:
-            await watch_pods(http, "ns", asyncio.Event(), lambda kind, pod: None)
-
     with pytest.raises(RuntimeError, match="ended the pod watch"):
-        asyncio.run(run())
+        watch(server, lambda kind, pod: None)
     assert len(server.started_from) == WATCH_RESUMES + 1
