@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from prometheus_client.parser import text_string_to_metric_families
+from bench.promtext import Samples
 
 WEBHOOK_CLIENT = "external:exclusive-placement-webhook"
 """kubesim's client name for this project's webhook (its User-Agent, webhook/server.py)."""
@@ -44,26 +44,17 @@ def nearest_rank(values: Sequence[float], quantile: float) -> float | None:
     return ordered[max(0, math.ceil(quantile * len(ordered)) - 1)]
 
 
-def _samples(metrics_text: str, name: str) -> Iterable[tuple[Mapping[str, str], float]]:
-    for family in text_string_to_metric_families(metrics_text):
-        for sample in family.samples:
-            if sample.name == name:
-                yield sample.labels, sample.value
-
-
 def metric_value(metrics_text: str, name: str, labels: Mapping[str, str] | None = None) -> float:
     """The sum of the samples of `name` on a `/metrics` page whose labels include `labels` (0 if none)."""
-    wanted = (labels or {}).items()
-    return sum(value for have, value in _samples(metrics_text, name) if wanted <= have.items())
+    return Samples.parse(metrics_text).total(name, **(labels or {}))
 
 
 def histogram_buckets(metrics_text: str, name: str) -> list[tuple[float, float]]:
     """The cumulative (upper bound, count) buckets of histogram `name`, summed over its label sets (every
     endpoint of the webhook's admission histogram, say), by bound."""
     totals: dict[float, float] = {}
-    for labels, value in _samples(metrics_text, f"{name}_bucket"):
-        bound = float(labels["le"])
-        totals[bound] = totals.get(bound, 0.0) + value
+    for bound, value in Samples.parse(metrics_text).by_label(f"{name}_bucket", "le").items():
+        totals[float(bound)] = totals.get(float(bound), 0.0) + value
     return sorted(totals.items())
 
 
