@@ -19,6 +19,6 @@ def require_built(layout: BuildLayout | None = None) -> BuildLayout:
         what = ", ".join(missing) if missing else "the build did not finish"
         raise MissingBinaries(
             f"the real control plane is not built for cluster/go.mod's pins ({what}; expected in "
-            f"{layout.bin_dir}): run `{BUILD_TARGET}` first (about 12 minutes cold on 2 cores)"
+            f"{layout.bin_dir}): run `{BUILD_TARGET}` first (about 6-12 minutes cold on 2 cores)"
         )
     return layout

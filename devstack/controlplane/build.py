@@ -212,7 +212,7 @@ def build(layout: BuildLayout | None = None, *, force: bool = False) -> BuildLay
         return layout
     go_version = check_go()
     started = time.monotonic()
-    _say(f"building the control plane with {go_version} into {layout.root} (cold: ~12 min on 2 cores)")
+    _say(f"building the control plane with {go_version} into {layout.root} (cold: ~6-12 min on 2 cores)")
     modules = download_modules()
     staging = layout.root.with_name(layout.root.name + ".partial")
     shutil.rmtree(staging, ignore_errors=True)
