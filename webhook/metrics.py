@@ -73,7 +73,7 @@ class Metrics:
             "exclusive_placement_connections_closed_total",
             "Client connections closed by the server for a limit, by reason (max-connections, "
             "max-connections-per-client, tls-handshake-timeout, tls-handshake-failed, header-timeout, "
-            "header-too-large)",
+            "header-too-large, idle: no byte of a request within the header timeout, closed unanswered)",
             ["reason"],
             registry=r,
         )

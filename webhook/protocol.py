@@ -7,6 +7,9 @@ growing buffer (and, fed a byte at a time, httptools' concatenation costs quadra
 This subclass:
 
 - closes a connection that does not complete its request headers within `HeaderLimits.timeout` (408);
+  one that has sent no byte of a request by then is closed without an answer, as Go's net/http closes an
+  idle connection: the API server's HTTP client keeps connections it dialled but did not use in its idle
+  pool, and an unsolicited 408 racing its next request on one was read as that request's answer;
 - answers 431 and closes once the request line and headers exceed `HeaderLimits.max_bytes`;
 - hands httptools the header bytes in few pieces (buffered until the blank line or 1 KiB), so trickled
   bytes cost no more than sent ones;
@@ -89,6 +92,7 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         self._timer: asyncio.TimerHandle | None = None
         self._awaiting_headers = True
         self._pending = bytearray()
+        self._request_started = False
         self._client_certificate: str | None = None
 
     # --- the connection
@@ -125,6 +129,11 @@ class GuardedHttpProtocol(HttpToolsProtocol):
 
     def _headers_too_slow(self) -> None:
         self._timer = None
+        if not self._request_started:
+            self._metrics.connections_closed.labels("idle").inc()
+            self.transport.close()
+            self.loop.call_later(CLOSE_GRACE_SECONDS, self.transport.abort)
+            return
         self._close(b"408 Request Timeout", "request headers not received in time", "header-timeout")
 
     def data_received(self, data: bytes) -> None:
@@ -133,6 +142,7 @@ class GuardedHttpProtocol(HttpToolsProtocol):
             return
         if not self._pending:
             self._arm()
+        self._request_started = True
         self._pending += data
         ends = [end for end in (self._pending.find(mark) for mark in _END_OF_HEADERS) if end >= 0]
         if (min(ends) if ends else len(self._pending)) > self._limits.max_bytes:
@@ -157,4 +167,5 @@ class GuardedHttpProtocol(HttpToolsProtocol):
     def on_response_complete(self) -> None:
         # Between requests uvicorn's keep-alive timer bounds the idle connection.
         self._awaiting_headers = True
+        self._request_started = False
         super().on_response_complete()

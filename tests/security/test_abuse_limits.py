@@ -94,11 +94,13 @@ def test_trickled_headers_are_cut_with_408(limited_webhook: WebhookProcess) -> N
     assert b"request headers not received in time" in answer
 
 
-def test_idle_connection_without_a_request_is_closed(limited_webhook: WebhookProcess) -> None:
+def test_an_idle_connection_is_closed_without_an_answer(limited_webhook: WebhookProcess) -> None:
+    """As Go's net/http does: an answer nobody asked for could be read as the answer to the request a
+    client's connection pool sends on it next."""
     with limited_webhook.tls_socket() as tls:
-        tls.settimeout(HEADER_TIMEOUT * 10)
+        tls.settimeout(HEADER_TIMEOUT * 10)  # a hang would raise TimeoutError here: closed by the server
         answer = _read_response(tls)
-    assert answer.startswith(b"HTTP/1.1 408")
+    assert answer == b""
 
 
 async def _flood(webhook: WebhookProcess, concurrency: int, seconds: float, tally: Counter[str]) -> None:
