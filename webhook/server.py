@@ -63,8 +63,12 @@ class Webhook:
         )
 
 
-KEEP_ALIVE_SECONDS = 5
-"""uvicorn's default: an idle keep-alive connection is closed after this (the API server opens another)."""
+KEEP_ALIVE_SECONDS = 120
+"""An idle keep-alive connection is closed after this: longer than kube-apiserver's own idle-connection
+timeout (90 s, client-go's transport default), so the API server closes idle connections first. With
+uvicorn's default of 5 s the webhook closed connections the API server was reusing, and a pod admission sent
+on one just then failed with EOF (seen under load in the kube tier). Idle connections stay bounded by the
+listener's per-client and total limits."""
 
 
 def server_limits(settings: WebhookSettings) -> ServerLimits:
