@@ -5,8 +5,8 @@
 #   docker build --target resizer -t ghcr.io/exclusive-placement/resizer:0.1.0 .
 #
 # The product images (webhook, resizer, certs) carry the product only: its packages and requirements.txt.
-# `kubesim` and `devtools` add the simulator and the dev tools (requirements-sim.txt) and serve
-# docker-compose.yml only. No Docker engine runs on the project's development machines: this file is
+# `devtools` adds devstack, the chart and requirements-tools.txt to register the chart's webhooks for
+# docker-compose.yml, and serves it only. No Docker engine runs on the project's development machines: this file is
 # reviewed and checked by tests/compose, not built there.
 
 # Pin by digest for reproducible releases: --build-arg PYTHON_IMAGE=python:3.11-slim-bookworm@sha256:...
@@ -19,17 +19,17 @@ COPY requirements.txt /tmp/requirements.txt
 RUN python -m venv --without-pip /opt/venv \
  && pip --python /opt/venv/bin/python install --only-binary=:all: -r /tmp/requirements.txt
 
-# --- build-sim: the same plus the `sim` extra (kubesim's CEL, devstack's Helm) for the compose setup ------
-FROM build AS build-sim
-COPY requirements-sim.txt /tmp/requirements-sim.txt
-RUN pip --python /opt/venv/bin/python install --only-binary=:all: -r /tmp/requirements-sim.txt
+# --- build-tools: the same plus devstack's requirements (Helm) for the compose registration ---------------
+FROM build AS build-tools
+COPY requirements-tools.txt /tmp/requirements-tools.txt
+RUN pip --python /opt/venv/bin/python install --only-binary=:all: -r /tmp/requirements-tools.txt
 
 # --- base: interpreter, non-root user, state directories, no package tools --------------------------------
 FROM ${PYTHON_IMAGE} AS base
 RUN python -m pip uninstall --yes --quiet pip setuptools wheel \
  && groupadd --gid 65532 nonroot \
  && useradd --uid 65532 --gid 65532 --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin nonroot \
- && mkdir -p /var/lib/exclusive-placement/certs /var/lib/exclusive-placement/kubesim \
+ && mkdir -p /var/lib/exclusive-placement/certs \
  && chown -R 65532:65532 /var/lib/exclusive-placement
 WORKDIR /app
 ENV PATH=/opt/venv/bin:$PATH \
@@ -47,20 +47,15 @@ COPY certs/ certs/
 COPY webhook/ webhook/
 COPY resizer/ resizer/
 
-# --- sim: the product plus kubesim and devstack, with the sim venv (compose only) --------------------------
-FROM runtime AS sim
-COPY --from=build-sim /opt/venv /opt/venv
-COPY kubesim/ kubesim/
+# --- tools: the product plus devstack, with the tools' venv (compose only) ----------------------------------
+FROM runtime AS tools
+COPY --from=build-tools /opt/venv /opt/venv
 COPY devstack/ devstack/
 
 FROM runtime AS certs
 ENTRYPOINT ["python", "-m", "certs"]
 
-FROM sim AS kubesim
-EXPOSE 6443
-ENTRYPOINT ["python", "-m", "kubesim"]
-
-FROM sim AS devtools
+FROM tools AS devtools
 COPY charts/ charts/
 COPY images/register_webhooks.py images/register_webhooks.py
 ENTRYPOINT ["python", "images/register_webhooks.py"]

@@ -5,23 +5,28 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
+BENCH_SCALE_ARGS ?=
 TEST_WORKERS ?= 2
 
 .DEFAULT_GOAL := help
 
+# Colour only on a terminal (and not with NO_COLOR set); the name column as wide as the longest name.
 help: ## List the targets
-	@grep -E '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  \033[36m%-16s\033[0m %s\n", $$1, $$2}'
+	@if [ -t 1 ] && [ -z "$${NO_COLOR:-}" ]; then on=$$'\033[36m'; off=$$'\033[0m'; else on=; off=; fi; \
+	grep -E '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk -v on="$$on" -v off="$$off" 'BEGIN {FS = ":.*?## "} \
+	  {name[NR] = $$1; text[NR] = $$2; if (length($$1) > width) width = length($$1)} \
+	  END {for (i = 1; i <= NR; i++) printf "  %s%s%s  %s\n", on, sprintf("%-" width "s", name[i]), off, text[i]}'
 
 # The project itself goes in editable and without dependencies (every one is pinned in the requirements;
 # the build backend too, hence no build isolation): its console scripts, kubectl-exclusive_placement among
 # them, land in .venv/bin and run this checkout's code.
-$(STAMP): requirements.txt requirements-sim.txt requirements-dev.txt pyproject.toml
+$(STAMP): requirements.txt requirements-tools.txt requirements-dev.txt pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
 	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation --editable .
 	@touch $(STAMP)
 
-venv: $(STAMP) ## Create .venv from the pinned requirements (product, sim extra and dev tools) and install the project
+venv: $(STAMP) ## Create .venv from the pinned requirements (product, tools and dev tools) and install the project
 
 test: $(STAMP) kube ## Run the whole test suite (the kube tier and quick benchmark variants included) on TEST_WORKERS processes
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
@@ -42,21 +47,20 @@ fmt: $(STAMP) ## Format and auto-fix
 certs: $(STAMP) ## Generate dev certificates into .dev/certs
 	$(PY) -m certs generate --out-dir .dev/certs --service exclusive-placement-webhook --namespace exclusive-placement --dns localhost --ip 127.0.0.1
 
-run: $(STAMP) ## Bring up kubesim + webhook + resizer, run examples/jobset-exclusive.yaml, keep serving
+run: $(STAMP) kube ## Bring up the real control plane + webhook + resizer, run examples/jobset-exclusive.yaml, keep serving
 	$(PY) -m devstack run
 
-demo: $(STAMP) ## Scripted end to end, non-interactive; exits 0 when every Job is placed
+demo: $(STAMP) kube ## Scripted end to end on the real control plane, non-interactive; exits 0 when every Job is placed
 	$(PY) -m devstack demo
 
-bench: $(STAMP) ## JobSet vs the four strategies (+ all-or-nothing in the gang race) on kubesim, ~13 min (writes bench/results/)
-	$(PY) -m bench strategies --out bench/results
+bench: $(STAMP) kube ## JobSet vs the four strategies (+ all-or-nothing in the gang race) on the real control plane, each contender 3 times: ~1 h 45 min (writes bench/results/)
+	$(PY) -m bench strategies --repeat 3 --out bench/results
 
-bench-quick: $(STAMP) ## Quick strategy comparison, ~3 min (as run by make test; writes .bench-quick/)
-	$(PY) -m bench strategies --quick --out .bench-quick
+bench-quick: $(STAMP) kube ## The quick comparison (4x8, every contender 3 times, as run by make test): ~6-9 min here (writes .bench-quick/)
+	$(PY) -m bench strategies --quick --repeat 3 --out .bench-quick
 
-bench-kube: $(STAMP) kube ## The same comparison on the real control plane, ~35-40 min (writes bench/results/kube/)
-	$(PY) -m bench strategies --control-plane kube --out bench/results/kube
-	$(PY) -m bench compare bench/results/strategies.json bench/results/kube/strategies.json > bench/results/kube/compare.md
+bench-kube: $(STAMP) kube ## make bench plus the long wait in real minutes (4 Jobs x 4 pods on 2 pools, pods run 4 min, ~5 min per contender and run): ~3 h (writes bench/results/)
+	$(PY) -m bench strategies --repeat 3 --long-wait --out bench/results
 
 bench-webhook: $(STAMP) ## Webhook admission load vs a no-op endpoint (needs hey: apt-get install hey)
 	@command -v hey >/dev/null 2>&1 || { \
@@ -70,8 +74,8 @@ bench-webhook: $(STAMP) ## Webhook admission load vs a no-op endpoint (needs hey
 bench-resizer: $(STAMP) ## Bind-to-resize latency and resizer RSS over 1,000 Jobs (writes bench/results/resizer.json)
 	$(PY) -m bench resizer --out bench/results
 
-bench-scale: $(STAMP) ## 15,000 nodes, 2,000 Jobs at 50/s: RSS, admission, bind-to-resize (writes bench/results/scale.json)
-	$(PY) -m bench scale --out bench/results
+bench-scale: $(STAMP) kube ## kwok nodes on the real control plane, Jobs at 50/s: RSS, admission, bind-to-resize (BENCH_SCALE_ARGS; writes bench/results/scale.json)
+	$(PY) -m bench scale --out bench/results $(BENCH_SCALE_ARGS)
 
 bench-abuse: $(STAMP) ## One abusive client per attack vs the webhook: peak RSS, a legitimate admission meanwhile (writes bench/results/abuse.json)
 	$(PY) -m bench abuse
@@ -79,7 +83,7 @@ bench-abuse: $(STAMP) ## One abusive client per attack vs the webhook: peak RSS,
 bench-controlplane: $(STAMP) kube ## The real control plane: warm start and idle RSS, 16 nodes (writes bench/results/controlplane.json)
 	$(PY) -m bench controlplane --out bench/results
 
-soak: $(STAMP) ## Fault-injection soak (elastic + scheduling-gate) (writes bench/results/soak.json)
+soak: $(STAMP) kube ## Faults on the real control plane (toxiproxy, API Priority and Fairness, kwok, restarts), ~5 min (writes bench/results/soak.json)
 	$(PY) -m bench soak --out bench/results
 
 helm-lint: $(STAMP) ## helm lint --strict of the chart, no helm binary needed (Helm's library via helm-python-sdk)
@@ -88,13 +92,10 @@ helm-lint: $(STAMP) ## helm lint --strict of the chart, no helm binary needed (H
 helm-template: $(STAMP) ## The manifests the chart renders (helm template, no helm binary; cert-manager mode: no key printed)
 	$(PY) -m devstack chart template --set certs.mode=cert-manager
 
-kube: $(STAMP) ## Build the real control plane (kube-apiserver, KCM, scheduler, etcd, kwok, JobSet) from cluster/go.mod into .cache/kube
+kube: $(STAMP) ## Build the real control plane (kube-apiserver, KCM, scheduler, etcd, kwok, JobSet; Kueue from cluster/kueue/go.mod) from cluster/go.mod into .cache/kube
 	@$(PY) -m devstack.controlplane build
 
-kubesim: $(STAMP) ## Run kubesim alone on :6443 (kubeconfig in .kubesim/kubeconfig)
-	$(PY) -m kubesim serve --port 6443
-
 clean: ## Remove the venv, caches and dev state
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis .kubesim .dev .bench-quick .bench
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis .dev .bench-quick .bench
 
-.PHONY: help venv kube test test-slow lint fmt certs run demo bench bench-quick bench-kube bench-webhook bench-resizer bench-scale bench-abuse bench-controlplane soak helm-lint helm-template kubesim clean
+.PHONY: help venv kube test test-slow lint fmt certs run demo bench bench-quick bench-kube bench-webhook bench-resizer bench-scale bench-abuse bench-controlplane soak helm-lint helm-template clean

@@ -1,7 +1,7 @@
 """Benchmarks: `python -m bench strategies|webhook|resizer|soak` (see `python -m bench --help`).
 
-Needs the `sim` extra and a checkout (the strategies run on kubesim through devstack)."""
+Runs from a checkout with requirements-tools.txt installed (the strategies run through devstack)."""
 
-from kubesim.extra import require_sim_extra
+from devstack.extra import require_tools
 
-require_sim_extra("bench", "matplotlib")
+require_tools("bench", "matplotlib")

@@ -1,15 +1,13 @@
 """`python -m bench <benchmark> [args]`: dispatches to the benchmark's own `main(argv)`.
 
-strategies  the four placement strategies side by side on kubesim, or on the real control plane with
-            --control-plane kube (bench/strategies.py)
+strategies  JobSet and the four placement strategies side by side on the real control plane, each
+            figure decided by repeated runs with --repeat N (bench/strategies.py)
 webhook     admission throughput/latency vs a no-op endpoint (bench/webhook_load.py)
 resizer     bind-to-resize latency and resizer RSS over 1,000 Jobs (bench/resizer_latency.py)
 soak        fault-injection soak of elastic and scheduling-gate (bench/soak.py)
 scale       15,000 nodes, 2,000 Jobs: webhook/resizer RSS, admission and bind-to-resize (bench/scale.py)
 abuse       one abusive client per attack: webhook peak RSS, a legitimate admission meanwhile (bench/abuse.py)
 controlplane  the real control plane's warm start and idle memory (bench/controlplane.py)
-compare     a kubesim strategies.json against the real control plane's: the figures that differ
-            (bench/compare.py)
 """
 
 from __future__ import annotations
@@ -26,7 +24,6 @@ BENCHMARKS: dict[str, str] = {
     "scale": "bench.scale",
     "abuse": "bench.abuse",
     "controlplane": "bench.controlplane",
-    "compare": "bench.compare",
 }
 
 

@@ -1,42 +1,39 @@
-"""The API server's audit log as the benchmark's request counters on the real control plane.
+"""The API server's audit log as the benchmark's request counters, in the log's own terms.
 
 kube-apiserver writes one JSON line per answered request (devstack's audit policy, read by
-`devstack.controlplane.audit`). This module keeps a run's time window, names the client of each request the
-way kubesim's `/debug/stats` names it, sets aside the background traffic kubesim has no counterpart for, and
-adds up the rest with kubesim's own counters (`kubesim.stats.Stats`) into a `/debug/stats` snapshot, so
-`bench.strategies.result_from_stats` reads either control plane alike (pure functions).
+`devstack.controlplane.audit`). This module keeps a run's time window and adds its requests up by what the
+log says of each: the client that sent it, its verb, its resource (with its subresource: `pods/binding`),
+the namespace it was about and the response code (`RequestKey`). Background traffic is set aside (pure
+functions).
 
-What counts (docs/results.md, "Counting on the real control plane", says how it differs from kubesim):
+What counts (docs/results.md, "Counting on the real control plane"):
 
 - a request counts once, as answered, if it was *received* inside the window;
 - its client is the component behind the user and the user agent (`client_of`): kube-controller-manager's
   controllers by their ServiceAccount (`job-controller`, `endpoint-controller`, ...), JobSet's controller
-  (`jobset-controller`), the scheduler, kwok (the fake kubelets), and any other client as
-  `external:<user agent>`, the name kubesim gives clients not its own (`external:exclusive-placement-webhook`,
-  `external:bench`);
+  (`jobset-controller`), the scheduler, kwok (the fake kubelets), and any other client by the product of
+  its user agent (`exclusive-placement-webhook`, `exclusive-placement-resizer`, `bench`);
 - background requests (`background_reason`) count in no figure and are reported apart: watches (the log has
-  a watch only when it ends; kubesim counted none in any window), non-resource requests (discovery,
-  `/metrics`), the API server's loopback requests, Leases (leader election, node heartbeats), kwok's
-  writes to Node objects, the node lifecycle and TTL controllers' requests (taints, node registration
-  Events), kube-controller-manager's minting of its controllers' tokens, and the benchmark's own
-  instrumentation (user agents `bench-*`);
+  a watch only when it ends), non-resource requests (discovery, `/metrics`), the API server's loopback
+  requests, Leases (leader election, node heartbeats), kwok's writes to Node objects, the node lifecycle
+  and TTL controllers' requests (taints, node registration Events), kube-controller-manager's minting of
+  its controllers' tokens, and the benchmark's own instrumentation (user agents `bench-*`);
 - a pod create answered with an error other than 409 (AlreadyExists) or 422 (Invalid) is a rejected
   creation: 403 from a webhook's denial, 404 from JobSet's webhook when a node is missing, 500 when a webhook
-  call failed — the set kubesim counts.
+  call failed.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
 
 from devstack.controlplane.audit import Request
 from devstack.controlplane.jobset import IDENTITY as JOBSET_IDENTITY
-from kubesim.stats import WRITE_VERBS, Stats
 
+WRITE_VERBS = frozenset({"create", "update", "patch", "delete", "deletecollection"})
 NOT_REJECTIONS = frozenset({409, 422})
 """Pod create errors that are no rejection: the name exists, or the object is invalid."""
 
@@ -58,7 +55,7 @@ BENCH_INSTRUMENTATION_PREFIX = "bench-"
 
 
 def resource_path(request: Request) -> str:
-    """`pods` or `pods/binding`, as kubesim's counters name it."""
+    """`pods`, or `pods/binding` for a subresource."""
     return f"{request.resource}/{request.subresource}" if request.subresource else request.resource
 
 
@@ -76,7 +73,7 @@ def agent(request: Request) -> str:
 
 
 def client_of(request: Request) -> str:
-    """The component that sent `request`, named as kubesim names its clients (module docstring)."""
+    """The component that sent `request` (module docstring)."""
     if request.user.startswith(CONTROLLER_MANAGER_SERVICE_ACCOUNTS):
         return request.user.removeprefix(CONTROLLER_MANAGER_SERVICE_ACCOUNTS)
     if request.user == JOBSET_IDENTITY.username:
@@ -84,7 +81,7 @@ def client_of(request: Request) -> str:
     if request.user == API_SERVER_USER:
         return "kube-apiserver"
     product = agent(request)
-    return CLIENT_BY_USER_AGENT.get(product) or f"external:{product or request.user}"
+    return CLIENT_BY_USER_AGENT.get(product) or product or request.user
 
 
 def background_reason(request: Request) -> str | None:
@@ -126,16 +123,63 @@ class Window:
         return request.received is not None and self.start <= request.received <= self.end
 
 
+@dataclass(frozen=True, order=True)
+class RequestKey:
+    """One kind of request, as the audit log names it."""
+
+    client: str
+    verb: str
+    resource: str
+    """With its subresource: `pods/binding`."""
+    namespace: str
+    """"" for a cluster-scoped request or one across namespaces."""
+    code: int
+
+    @classmethod
+    def of(cls, request: Request) -> RequestKey:
+        return cls(client_of(request), request.verb, resource_path(request), request.namespace, request.code)
+
+    @property
+    def write(self) -> bool:
+        return self.verb in WRITE_VERBS
+
+    @property
+    def succeeded(self) -> bool:
+        return 200 <= self.code < 300
+
+    @property
+    def verb_resource(self) -> str:
+        return f"{self.verb} {self.resource}"
+
+    @property
+    def pod_create(self) -> bool:
+        return self.verb == "create" and self.resource == "pods"
+
+    @property
+    def rejected_pod_create(self) -> bool:
+        return self.pod_create and not self.succeeded and self.code not in NOT_REJECTIONS
+
+    def __str__(self) -> str:
+        return f"{self.client} {self.verb} {self.resource} {self.code}"
+
+
+@dataclass(frozen=True)
+class EventWrite:
+    """A successful create, update or patch of an Event: which one, by whom, when it arrived."""
+
+    namespace: str
+    name: str
+    client: str
+    received: datetime
+
+
 @dataclass
 class RequestCounts:
-    """A window's requests added up by kubesim's own counters (`kubesim.stats.Stats`, as its API server
-    counts them), plus what only the audit log has: the background set aside, the status codes of the
-    rejected pod creations, and the Events written, by name (their reasons are only in the Events)."""
+    """A window's requests by `RequestKey`, the Event writes among them (their reasons are only in the
+    Events themselves), and the background set aside, by reason."""
 
-    stats: Stats = field(default_factory=Stats)
-    rejected_by_code: Counter[int] = field(default_factory=Counter)
-    event_writes_by_name: Counter[tuple[str, str]] = field(default_factory=Counter)
-    """(namespace, Event name) → its successful creates, updates and patches."""
+    requests: Counter[RequestKey] = field(default_factory=Counter)
+    event_writes: list[EventWrite] = field(default_factory=list)
     background: Counter[str] = field(default_factory=Counter)
 
     def add(self, request: Request) -> None:
@@ -143,43 +187,66 @@ class RequestCounts:
         if reason is not None:
             self.background[reason] += 1
             return
-        path = resource_path(request)
-        self.stats.count_request(request.verb, path, client_of(request), request.namespace or None)
-        whole_object = not request.subresource
-        if request.resource == "pods" and whole_object and request.verb == "create":
-            self._count_pod_create(request)
-        if request.verb == "patch" and whole_object and succeeded(request):
-            self.stats.pods_patched += request.resource == "pods"
-            self.stats.jobs_patched += request.resource == "jobs"
-        if request.resource == "events" and request.verb in WRITE_VERBS - {"delete"} and succeeded(request):
-            self.event_writes_by_name[request.namespace, request.name] += 1
+        key = RequestKey.of(request)
+        self.requests[key] += 1
+        if request.resource == "events" and key.write and key.verb != "delete" and key.succeeded:
+            assert request.received is not None  # Window.holds let only timed requests in
+            self.event_writes.append(
+                EventWrite(request.namespace, request.name, key.client, request.received)
+            )
 
-    def _count_pod_create(self, request: Request) -> None:
-        if succeeded(request):
-            self.stats.pods_create_accepted += 1
-        elif request.code not in NOT_REJECTIONS:
-            self.stats.pods_create_rejected += 1
-            self.rejected_by_code[request.code] += 1
+    def count(self, wanted: Callable[[RequestKey], bool] = lambda _: True) -> int:
+        """The requests whose key satisfies `wanted` (all of them by default)."""
+        return sum(n for key, n in self.requests.items() if wanted(key))
+
+    def by(self, label: Callable[[RequestKey], str]) -> dict[str, int]:
+        """The requests summed per `label` of their key, sorted by label."""
+        sums: Counter[str] = Counter()
+        for key, n in self.requests.items():
+            sums[label(key)] += n
+        return dict(sorted(sums.items()))
+
+    @property
+    def total(self) -> int:
+        return self.count()
+
+    @property
+    def writes(self) -> int:
+        return self.count(lambda key: key.write)
+
+    def in_namespace(self, namespace: str, *, writes: bool = False) -> int:
+        return self.count(lambda key: key.namespace == namespace and (key.write or not writes))
+
+    @property
+    def pod_creates_accepted(self) -> int:
+        return self.count(lambda key: key.pod_create and key.succeeded)
+
+    @property
+    def pod_creates_rejected(self) -> int:
+        return self.count(lambda key: key.rejected_pod_create)
+
+    def rejected_by_code(self) -> dict[str, int]:
+        """Rejected pod creations by response code."""
+        codes: Counter[int] = Counter()
+        for key, n in self.requests.items():
+            if key.rejected_pod_create:
+                codes[key.code] += n
+        return {str(code): n for code, n in sorted(codes.items())}
+
+    def patched(self, resource: str) -> int:
+        """Successful patches of whole `resource` objects (not their subresources)."""
+        return self.count(lambda key: key.verb == "patch" and key.resource == resource and key.succeeded)
+
+    def client_requests(self, client: str, verbs: Iterable[str] | None = None) -> int:
+        """Requests `client` made in the window (only those with one of `verbs`, if given)."""
+        wanted = None if verbs is None else frozenset(verbs)
+        return self.count(lambda key: key.client == client and (wanted is None or key.verb in wanted))
 
     def event_writes_by_reason(self, reasons: Mapping[tuple[str, str], str]) -> dict[str, int]:
         """Event writes by the Event's reason, given (namespace, name) → reason of the Events as stored
         (an Event no longer there counts under "")."""
-        by_reason: Counter[str] = Counter()
-        for key, writes in self.event_writes_by_name.items():
-            by_reason[reasons.get(key, "")] += writes
-        return dict(by_reason)
-
-    def as_stats(self, event_reasons: Mapping[tuple[str, str], str]) -> dict[str, Any]:
-        """A `/debug/stats` snapshot of the window (its `requests`, `pods`, `jobs` and `events` sections
-        counted; kubesim's component sections left at zero for the caller to fill), the status codes of
-        the rejected creations under `pods`, and the background set aside."""
-        snapshot = self.stats.snapshot()
-        snapshot["pods"]["create_rejected_by_code"] = {
-            str(code): n for code, n in sorted(self.rejected_by_code.items())
-        }
-        snapshot["events"] = {"writes_by_reason": self.event_writes_by_reason(event_reasons)}
-        snapshot["background_requests"] = dict(sorted(self.background.items()))
-        return snapshot
+        by_reason: Counter[str] = Counter(reasons.get((w.namespace, w.name), "") for w in self.event_writes)
+        return dict(sorted(by_reason.items()))
 
 
 def count_requests(requests: Iterable[Request], window: Window) -> RequestCounts:

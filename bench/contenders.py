@@ -1,7 +1,7 @@
 """The strategies the benchmark measures — the keys of strategies.json — and how to check that a run
 measured the strategy it claims (pure data and checks, no I/O).
 
-`jobset` is JobSet today, exactly: JobSet's own pod webhooks (kubesim's `mpod.kb.io` / `vpod.kb.io`) and pod
+`jobset` is JobSet today, exactly: JobSet's own pod webhooks (`mpod.kb.io` / `vpod.kb.io`) and pod
 reconciler place the pods, and this project stays out of it the way a user would keep it out — the namespace
 is listed in the chart's `webhook.admission.exemptNamespaces`, and the resizer only acts on Jobs labelled
 `exclusive-placement.io/resize`, which nothing sets there. The project's own strategies are selected per Job

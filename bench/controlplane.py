@@ -28,9 +28,9 @@ from typing import Any
 from bench.paths import SCRATCH
 from bench.probes import RssSampler
 from devstack.clusters import KubeCluster
-from devstack.commands import KubesimFlags
 from devstack.controlplane.versions import pinned_versions
 from devstack.interrupts import pause
+from devstack.shape import ClusterShape
 from devstack.stack import Stack, StackOptions
 
 DEFAULT_OUT = SCRATCH
@@ -58,8 +58,7 @@ def idle_rss(stack: Stack) -> dict[str, float]:
 
 def one_run(workdir: Path, nodes: int, pools: int, settle: float) -> dict[str, Any]:
     options = StackOptions(
-        control_plane="kube",
-        cluster=KubesimFlags(nodes=nodes, pools=pools),
+        cluster=ClusterShape(nodes=nodes, pools=pools),
         workdir=workdir,
         startup_timeout=180,
     )

@@ -1,34 +1,36 @@
-"""A strategy run's counters, from either control plane, as one `/debug/stats`-shaped snapshot.
+"""A strategy run's counters on the real control plane, as one `WindowCounts`.
 
 `reset` opens the run's window (just before the measured JobSet is created), `snapshot` closes it (once
-every pod ran) and returns the counters of the window in the shape of kubesim's `/debug/stats`, which
-`bench.strategies.result_from_stats` and `bench.measures` read.
+every pod ran) and returns what happened in it, in the components' own terms:
 
-- `KubesimCounters`: kubesim's own counters (`POST /debug/reset-stats`, `GET /debug/stats`).
-- `KubeCounters`: the real control plane's. Requests, rejected pod creations, Job and pod patches and
-  Event writes from the API server's audit log (`bench.audit`); webhook calls per webhook from
-  kube-apiserver's `apiserver_admission_webhook_admission_duration_seconds_count` and scheduling attempts
-  and preemptions from kube-scheduler's `/metrics`, each scraped when the window opens and when it closes
-  (`bench.promtext`). What the real components do not count (kubesim's filter and affinity evaluations)
-  is None.
+- requests from the API server's audit log, by client, verb, resource, namespace and code, with the Event
+  writes among them and the reasons of those Events (`bench.audit`);
+- admission webhook calls per webhook from kube-apiserver's
+  `apiserver_admission_webhook_admission_duration_seconds_count`, and kube-apiserver's own CPU seconds
+  (`process_cpu_seconds_total`);
+- scheduling attempts, queue moves and preemptions from kube-scheduler's `/metrics`;
+
+each metric scraped when the window opens and when it closes (`bench.promtext`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Any
 
 import httpx
 
-from bench.audit import Window, count_requests
+from bench.audit import RequestCounts, Window, count_requests
 from bench.promtext import Samples
 from devstack.controlplane.audit import AuditLog
 
 ADMISSION_CALLS = "apiserver_admission_webhook_admission_duration_seconds_count"
+PROCESS_CPU_SECONDS = "process_cpu_seconds_total"
+"""User and system CPU seconds of the process serving the page (Prometheus' process collector)."""
 SCHEDULE_ATTEMPTS = "scheduler_schedule_attempts_total"
 QUEUE_INCOMING = "scheduler_queue_incoming_pods_total"
 """Pods moved into one of the scheduling queues, by the event that moved them (why pods were retried)."""
@@ -38,35 +40,18 @@ AUDIT_MARKER_AGENT = "bench-audit-marker"
 AUDIT_FLUSH_TIMEOUT = 30.0
 """Seconds for the API server to log the marker request (it logs each request as it answers it)."""
 
+EventKey = tuple[str, str]
+"""(namespace, name) of an Event."""
+
 
 class CounterError(RuntimeError):
     """The run's counters could not be read."""
-
-
-class Counters(Protocol):
-    async def reset(self, http: httpx.AsyncClient) -> None:
-        """Open the window: what happens from now on counts."""
-        ...
-
-    async def snapshot(self, http: httpx.AsyncClient, namespaces: Sequence[str]) -> dict[str, Any]:
-        """Close the window: the counters of what happened in it (`namespaces`: the run's own)."""
-        ...
 
 
 async def _get(http: httpx.AsyncClient, path: str, **kwargs: Any) -> httpx.Response:
     response = await http.get(path, **kwargs)
     response.raise_for_status()
     return response
-
-
-class KubesimCounters:
-    async def reset(self, http: httpx.AsyncClient) -> None:
-        (await http.post("/debug/reset-stats")).raise_for_status()
-
-    async def snapshot(self, http: httpx.AsyncClient, namespaces: Sequence[str]) -> dict[str, Any]:
-        del namespaces  # kubesim's counters already say which namespace each request was about
-        stats: dict[str, Any] = (await _get(http, "/debug/stats")).json()
-        return stats
 
 
 @dataclass(frozen=True)
@@ -99,55 +84,94 @@ def webhook_names(configurations: Sequence[dict[str, Any]], *, jobset_prefix: st
     return WebhookNames(frozenset(project), frozenset(jobset_pods), frozenset(jobset_other))
 
 
-def admission_sections(grown: Samples, names: WebhookNames) -> dict[str, Any]:
-    """The `admission` (this project's webhooks) and `jobset_webhooks` (JobSet's pod webhooks, as kubesim
-    counts them) sections from the window's growth of kube-apiserver's admission counters."""
-    calls = grown.by_label(ADMISSION_CALLS, "name")
-    denied = grown.by_label(ADMISSION_CALLS, "name", rejected="true")
+@dataclass(frozen=True)
+class AdmissionCalls:
+    """The window's admission webhook calls, as kube-apiserver counted them."""
 
-    def total(counts: dict[str, float], wanted: frozenset[str]) -> int:
-        return round(sum(n for name, n in counts.items() if name in wanted))
+    project: int
+    """Calls to this project's webhooks."""
+    project_denied: int
+    jobset_pods: int
+    """Calls to JobSet's pod webhooks (`mpod.kb.io`, `vpod.kb.io`)."""
+    jobset_pods_denied: int
+    jobset_objects: int
+    """Calls to JobSet's other webhooks (its JobSet defaulting and validation)."""
+    by_webhook: Mapping[str, int]
 
-    return {
-        "admission": {"calls": total(calls, names.project), "denied": total(denied, names.project)},
-        "jobset_webhooks": {
-            "calls": total(calls, names.jobset_pods),
-            "denied": total(denied, names.jobset_pods),
-            "jobset_object_calls": total(calls, names.jobset_other),
-        },
-        "admission_calls_by_webhook": {name: round(n) for name, n in sorted(calls.items()) if n},
-    }
+    @classmethod
+    def of(cls, grown: Samples, names: WebhookNames) -> AdmissionCalls:
+        """From the window's growth of kube-apiserver's admission counters."""
+        calls = grown.by_label(ADMISSION_CALLS, "name")
+        denied = grown.by_label(ADMISSION_CALLS, "name", rejected="true")
 
+        def total(counts: dict[str, float], wanted: frozenset[str]) -> int:
+            return round(sum(n for name, n in counts.items() if name in wanted))
 
-def scheduler_section(grown: Samples) -> dict[str, Any]:
-    """The `scheduler` section from the window's growth of kube-scheduler's counters."""
-    return {
-        "attempts": round(grown.total(SCHEDULE_ATTEMPTS)),
-        "unschedulable": round(grown.total(SCHEDULE_ATTEMPTS, result="unschedulable")),
-        "preemptions": round(grown.total(f"{PREEMPTION_VICTIMS}_count")),
-        "preemption_victims": round(grown.total(f"{PREEMPTION_VICTIMS}_sum")),
-        "filter_evaluations": None,
-        "affinity_evaluations": None,
-        "queue_moves_by_event": {
-            event: round(n) for event, n in sorted(grown.by_label(QUEUE_INCOMING, "event").items()) if n
-        },
-    }
+        return cls(
+            project=total(calls, names.project),
+            project_denied=total(denied, names.project),
+            jobset_pods=total(calls, names.jobset_pods),
+            jobset_pods_denied=total(denied, names.jobset_pods),
+            jobset_objects=total(calls, names.jobset_other),
+            by_webhook={name: round(n) for name, n in sorted(calls.items()) if n},
+        )
 
 
-def real_control_plane_fields(stats: dict[str, Any]) -> dict[str, Any]:
-    """What only a `KubeCounters` snapshot has, as result fields: the background requests set aside, the
-    rejected creations by status code, JobSet's JobSet-webhook calls, every webhook's calls, the window's
-    length. Nothing for a kubesim snapshot."""
-    if "background_requests" not in stats:
-        return {}
-    return {
-        "background_requests": stats["background_requests"],
-        "pod_creates_rejected_by_code": stats["pods"]["create_rejected_by_code"],
-        "jobset_object_webhook_calls": stats["jobset_webhooks"]["jobset_object_calls"],
-        "admission_calls_by_webhook": stats["admission_calls_by_webhook"],
-        "scheduler_queue_moves_by_event": stats["scheduler"]["queue_moves_by_event"],
-        "window_seconds": stats["window_seconds"],
-    }
+@dataclass(frozen=True)
+class SchedulerCounts:
+    """The window's growth of kube-scheduler's counters."""
+
+    attempts: int
+    unschedulable: int
+    preemptions: int
+    """Preemptions that nominated a node."""
+    preemption_victims: int
+    queue_moves_by_event: Mapping[str, int]
+    """Pods moved into a scheduling queue, by the cluster event that moved them."""
+
+    @classmethod
+    def of(cls, grown: Samples) -> SchedulerCounts:
+        return cls(
+            attempts=round(grown.total(SCHEDULE_ATTEMPTS)),
+            unschedulable=round(grown.total(SCHEDULE_ATTEMPTS, result="unschedulable")),
+            preemptions=round(grown.total(f"{PREEMPTION_VICTIMS}_count")),
+            preemption_victims=round(grown.total(f"{PREEMPTION_VICTIMS}_sum")),
+            queue_moves_by_event={
+                event: round(n) for event, n in sorted(grown.by_label(QUEUE_INCOMING, "event").items()) if n
+            },
+        )
+
+
+@dataclass(frozen=True)
+class StoredEvent:
+    """What the audit log does not say of an Event it saw written: its reason and the object it is about."""
+
+    reason: str
+    involved_kind: str
+    involved_name: str
+
+
+@dataclass(frozen=True)
+class WindowCounts:
+    """Everything a run's window counted (module docstring)."""
+
+    window: Window
+    requests: RequestCounts
+    events: Mapping[EventKey, StoredEvent]
+    """The Events stored in the run's namespaces when the window closed."""
+    admission: AdmissionCalls
+    scheduler: SchedulerCounts
+    apiserver_cpu_seconds: float
+
+    @property
+    def seconds(self) -> float:
+        return (self.window.end - self.window.start).total_seconds()
+
+    def event_reasons(self) -> dict[EventKey, str]:
+        return {key: event.reason for key, event in self.events.items()}
+
+    def event_writes_by_reason(self) -> dict[str, int]:
+        return self.requests.event_writes_by_reason(self.event_reasons())
 
 
 @dataclass
@@ -180,11 +204,13 @@ class KubeCounters:
         return Samples.parse(await self.scheduler_metrics())
 
     async def reset(self, http: httpx.AsyncClient) -> None:
+        """Open the window: what happens from now on counts."""
         apiserver = Samples.parse((await _get(http, "/metrics")).text)
         scheduler = await self._scheduler_samples()
         self._opened = _Opened(self.audit_log.mark(), datetime.now(UTC), apiserver, scheduler)
 
-    async def snapshot(self, http: httpx.AsyncClient, namespaces: Sequence[str]) -> dict[str, Any]:
+    async def snapshot(self, http: httpx.AsyncClient, namespaces: Sequence[str]) -> WindowCounts:
+        """Close the window: the counters of what happened in it (`namespaces`: the run's own)."""
         opened = self._opened
         if opened is None:
             raise CounterError("snapshot() before reset(): the window was never opened")
@@ -192,12 +218,14 @@ class KubeCounters:
         apiserver = Samples.parse((await _get(http, "/metrics")).text).minus(opened.apiserver)
         scheduler = (await self._scheduler_samples()).minus(opened.scheduler)
         await self._wait_logged(http, opened.offset)
-        counts = count_requests(self.audit_log.requests(since=opened.offset), window)
-        stats = counts.as_stats(await _event_reasons(http, namespaces))
-        stats.update(admission_sections(apiserver, self.webhooks))
-        stats["scheduler"] = scheduler_section(scheduler)
-        stats["window_seconds"] = round((window.end - window.start).total_seconds(), 3)
-        return stats
+        return WindowCounts(
+            window=window,
+            requests=count_requests(self.audit_log.requests(since=opened.offset), window),
+            events=await stored_events(http, namespaces),
+            admission=AdmissionCalls.of(apiserver, self.webhooks),
+            scheduler=SchedulerCounts.of(scheduler),
+            apiserver_cpu_seconds=round(apiserver.total(PROCESS_CPU_SECONDS), 2),
+        )
 
     async def _wait_logged(self, http: httpx.AsyncClient, offset: int) -> None:
         """Send a marker request and wait until the audit log has it: every request answered before it
@@ -215,12 +243,16 @@ class KubeCounters:
             await asyncio.sleep(0.2)
 
 
-async def _event_reasons(http: httpx.AsyncClient, namespaces: Sequence[str]) -> dict[tuple[str, str], str]:
-    """(namespace, name) → reason of every Event stored in `namespaces` (the audit log names the Events a
-    request wrote, not their reasons)."""
-    reasons: dict[tuple[str, str], str] = {}
+async def stored_events(http: httpx.AsyncClient, namespaces: Sequence[str]) -> dict[EventKey, StoredEvent]:
+    """Every Event stored in `namespaces` (the audit log names the Events a request wrote, not their
+    reasons nor what they are about)."""
+    events: dict[EventKey, StoredEvent] = {}
     for namespace in namespaces:
-        events = (await _get(http, f"/api/v1/namespaces/{namespace}/events")).json()["items"]
-        for event in events:
-            reasons[namespace, event["metadata"]["name"]] = str(event.get("reason") or "")
-    return reasons
+        for event in (await _get(http, f"/api/v1/namespaces/{namespace}/events")).json()["items"]:
+            involved = event.get("involvedObject") or {}
+            events[namespace, event["metadata"]["name"]] = StoredEvent(
+                str(event.get("reason") or ""),
+                str(involved.get("kind") or ""),
+                str(involved.get("name") or ""),
+            )
+    return events

@@ -7,7 +7,7 @@ figures are sums over those intervals:
 - a JobSet *holds* a domain while one of its pods is bound there and neither finished nor gone;
 - it is *partially placed* while it holds at least one domain but fewer than all of its pods (its gang
   size: every pod of every Job, whatever size `elastic` shrank the Jobs to) are Running or Succeeded. Under
-  kubesim's gang model such a JobSet makes no progress: the domains it holds are wasted;
+  a gang's program (bench.rendezvous) such a JobSet makes no progress: the domains it holds are wasted;
 - it is *complete* once all of its pods have Succeeded.
 """
 

@@ -1,67 +1,51 @@
-"""The strategy comparison on the real control plane (`python -m bench strategies --control-plane kube`):
-what differs from a kubesim run, in one place.
+"""The strategy comparison's cluster: devstack's real control plane, and how the benchmark reaches it.
 
-The stack is devstack's real cluster (kube-apiserver, kube-controller-manager at upstream's 20 qps,
-kube-scheduler, etcd, kwok's nodes, JobSet's controller and webhooks over TLS) with the same webhook and
-resizer processes; the runs, the pod watch and every check are the kubesim path's. What changes:
-
-- the counters come from the audit log and the components' metrics (`bench.counters.KubeCounters`);
-- time is real: a scenario's `pod_run_seconds` are real seconds, given to kwok per pod
-  (`devstack.controlplane.kwok.run_time_annotations` on the JobSets' pod templates), and every figure is
-  in wall seconds at time scale 1;
-- kubesim's scheduler throttle does not exist: the real scheduler runs as fast as this machine lets it, so
-  a scenario's `scheduler_pods_per_second` is not applied (recorded as null, and in `kubesim_only`);
-- kubesim's gang model does not exist on kwok: the benchmark plays the gang's rendezvous
-  (`bench.rendezvous`);
-- JobSet's webhooks are always on (they are registered with the API server; a scenario that turns them off
-  runs on kubesim only).
-
-Which scenarios: `KUBE_FULL_SCENARIOS` (docs/results.md says why the long-wait one is left out).
+The stack is kube-apiserver, kube-controller-manager (at upstream's 20 qps), kube-scheduler, etcd, kwok's
+nodes and JobSet's controller and webhooks over TLS, with this project's webhook and resizer processes as
+`make run` starts them. Time is real: a scenario's `pod_run_seconds` are given to kwok per pod
+(`devstack.controlplane.kwok.run_time_annotations` on the JobSets' pod templates). kwok has no model of a
+gang's program: the benchmark plays the rendezvous (`bench.rendezvous`). The counters come from the audit
+log and the components' metrics (`bench.counters.KubeCounters`).
 """
 
 from __future__ import annotations
 
 import functools
 import ssl
+import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
 
 from bench.counters import KubeCounters, scrape_unverified, webhook_names
-from bench.scenarios import Scenario
+from bench.scenarios import GPUS_PER_NODE, Scenario
 from devstack.clusters import KubeCluster
 from devstack.controlplane import jobset
 from devstack.controlplane.audit import AuditLog
 from devstack.controlplane.kwok import run_time_annotations
 from devstack.kube import KubeClient, kubeconfig_credentials
-from devstack.stack import Stack
+from devstack.shape import ClusterShape
+from devstack.stack import Stack, StackOptions
 
-KUBE_TIME_SCALE = 1.0
-"""The real control plane runs in real time: one simulated second of a scenario is one wall second."""
-KUBE_FULL_SCENARIOS: tuple[str, ...] = (
-    "4x8",
-    "contended-16x8-on-4",
-    "throttled-32x32",
-    "backlog-16x16",
-    "preemption-8x4",
-    "gang-4x3",
-)
-"""Every scenario of the kubesim run but `long-wait-6x8-on-2`: its three 20-minute waves are an hour of
-real time per strategy, five hours for the five."""
-KUBE_QUICK_SCENARIOS: tuple[str, ...] = ("4x8",)
-"""One small scenario, every contender on one stack: about a minute and a half here."""
 KWOK_SCHEDULER = "kube-scheduler"
+NODE_LIFECYCLE_TAINTS = frozenset({"node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"})
+"""The node lifecycle controller's taints on a node that is not (yet) Ready."""
+NODES_SETTLED_TIMEOUT = 300.0
+"""Seconds for every node to be Ready and untainted after the stack started (128 nodes on a loaded
+2-core machine: kwok posts each one's status, then kube-controller-manager lifts each one's taint)."""
+NODES_SETTLED_POLL = 1.0
 
 
-class KubeScenarioError(ValueError):
-    """A scenario that cannot run on the real control plane."""
+class ClusterConfigError(ValueError):
+    """kwokctl's cluster configuration lacks what the benchmark needs."""
 
 
 @dataclass(frozen=True)
 class Connection:
-    """How the benchmark's own client reaches the API server: kubesim's plain URL, or the real one over
-    TLS with the admin kubeconfig's credentials."""
+    """How the benchmark's own client reaches the API server: over TLS with the admin kubeconfig's
+    credentials."""
 
     server: str
     verify: ssl.SSLContext | bool = True
@@ -69,34 +53,46 @@ class Connection:
 
 
 def connection(stack: Stack) -> Connection:
-    if not isinstance(stack.cluster, KubeCluster):
-        return Connection(stack.server)
     server, credentials = kubeconfig_credentials(stack.kubeconfig)
     headers = {"Authorization": f"Bearer {credentials.token}"} if credentials.token else {}
     return Connection(server, credentials.ssl_context(), headers)
 
 
-def check_supported(scenario: Scenario) -> None:
-    if not scenario.jobset_webhooks:
-        raise KubeScenarioError(
-            f"scenario {scenario.name} turns JobSet's webhooks off: the real control plane always has them "
-            "(run it on kubesim)"
-        )
+def stack_options(scenario: Scenario, exempt_namespaces: Sequence[str]) -> StackOptions:
+    """The real control plane shaped for `scenario` (its pools of eight-GPU nodes), with the namespaces
+    JobSet alone places exempt from this project's webhooks (as a user would exempt them)."""
+    return StackOptions(
+        cluster=ClusterShape(nodes=scenario.nodes, pools=scenario.pools, gpus_per_node=GPUS_PER_NODE),
+        startup_timeout=120,
+        exempt_namespaces=tuple(exempt_namespaces),
+    )
 
 
-def scenario_fields(scenario: Scenario) -> dict[str, Any]:
-    """The scenario's fields in strategies.json as it ran on the real control plane (module docstring)."""
-    fields = scenario.fields(KUBE_TIME_SCALE)
-    not_applied = []
-    if scenario.scheduler_pods_per_second is not None:
-        not_applied.append(f"scheduler_pods_per_second={scenario.scheduler_pods_per_second:g}")
-        fields["scheduler_pods_per_second"] = None
-    if scenario.time_scale is not None and scenario.time_scale != KUBE_TIME_SCALE:
-        not_applied.append(f"time_scale={scenario.time_scale:g}")
-    if scenario.gang:
-        not_applied.append("gang model (played by the benchmark as a rendezvous)")
-    fields["kubesim_only"] = not_applied
-    return fields
+def unsettled_nodes(nodes: Sequence[dict[str, Any]]) -> list[str]:
+    """The nodes a pod cannot be placed on yet: not Ready, or still tainted by the node lifecycle
+    controller (it lifts `node.kubernetes.io/not-ready` a moment after kwok reports the node Ready)."""
+    unsettled = []
+    for node in nodes:
+        conditions = (node.get("status") or {}).get("conditions") or []
+        ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+        taints = {t.get("key") for t in (node.get("spec") or {}).get("taints") or []}
+        if not ready or taints & NODE_LIFECYCLE_TAINTS:
+            unsettled.append(str(node["metadata"]["name"]))
+    return sorted(unsettled)
+
+
+def wait_nodes_settled(client: KubeClient, timeout: float = NODES_SETTLED_TIMEOUT) -> None:
+    """Return once every node is Ready and untainted: a run whose window opened while the node lifecycle
+    controller was still lifting the start's taints measured the taints (docs/results.md, "The 32x32
+    anomaly, traced")."""
+    deadline = time.monotonic() + timeout
+    while unsettled := unsettled_nodes(client.list("Node")):
+        if time.monotonic() > deadline:
+            raise ClusterConfigError(
+                f"{len(unsettled)} nodes not Ready and untainted {timeout:g}s after the stack started: "
+                f"{', '.join(unsettled[:5])}"
+            )
+        time.sleep(NODES_SETTLED_POLL)
 
 
 def pod_annotations(scenario: Scenario) -> dict[str, str]:
@@ -114,7 +110,7 @@ def component_metrics_url(kwok_config: list[dict[str, Any]], component: str) -> 
             if entry.get("name") == component and entry.get("metric"):
                 metric = entry["metric"]
                 return f"{metric['scheme']}://{metric['host']}{metric['path']}"
-    raise KubeScenarioError(f"kwokctl's cluster configuration names no metrics endpoint for {component}")
+    raise ClusterConfigError(f"kwokctl's cluster configuration names no metrics endpoint for {component}")
 
 
 def kube_counters(stack: Stack) -> KubeCounters:

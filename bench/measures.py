@@ -2,9 +2,10 @@
 
 - Statistics every benchmark uses: nearest-rank percentiles, quantiles of a Prometheus histogram read from
   a `/metrics` page, a metric's value, least-squares fits (memory per 1,000 objects).
-- What one strategy run measures. Two sources: kubesim's `/debug/stats` snapshot of the run's window
-  (counters) and the per-Job timeline the pod watch recorded (`JobTimeline`: wall-clock instants on the
-  watch). The definitions here are the ones docs/results.md states.
+- What one strategy run measures. Two sources: the counters of the run's window
+  (`bench.counters.WindowCounts`: the audit log's requests, the components' metrics) and the per-Job
+  timeline the pod watch recorded (`JobTimeline`: instants on the watch). The definitions here are the ones
+  docs/results.md states.
 """
 
 from __future__ import annotations
@@ -12,15 +13,19 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
+from bench.counters import SchedulerCounts, WindowCounts
 from bench.promtext import Samples
+from placement.constants import LEADER_COMPLETION_INDEX
 
-WEBHOOK_CLIENT = "external:exclusive-placement-webhook"
-"""kubesim's client name for this project's webhook (its User-Agent, webhook/server.py)."""
-RESIZER_CLIENT = "external:exclusive-placement-resizer"
-"""kubesim's client name for the resizer (its User-Agent, resizer/app.py)."""
+WEBHOOK_CLIENT = "exclusive-placement-webhook"
+"""This project's webhook as a client of the API server (its User-Agent, webhook/server.py)."""
+RESIZER_CLIENT = "exclusive-placement-resizer"
+"""The resizer as a client of the API server (its User-Agent, resizer/app.py)."""
+JOB_CONTROLLER_CLIENT = "job-controller"
 LOOKUP_VERBS = frozenset({"get", "list"})
 """A client's live reads; its watches (opened before the run, renewed every few minutes) are not lookups."""
 FAILED_CREATE_REASON = "FailedCreate"
@@ -99,12 +104,14 @@ def per_thousand(points: Sequence[tuple[float, float]]) -> float | None:
 
 @dataclass
 class JobTimeline:
-    """One Job's instants on the pod watch (wall seconds of the recorder's clock)."""
+    """One Job's instants on the pod watch (seconds of the recorder's clock)."""
 
     leader_created: float | None = None
     """When its leader pod (completion index 0) was first seen: within milliseconds of the Job's creation."""
     leader_bound: float | None = None
     """When its leader was first seen with a node."""
+    created: dict[str, float] = field(default_factory=dict)
+    """Completion index → when a pod of that index was first seen (its creation, on the watch)."""
     running: dict[str, float] = field(default_factory=dict)
     """Completion index → when that pod was first seen Running (or already Succeeded)."""
 
@@ -121,45 +128,103 @@ class JobTimeline:
             return None
         return max(self.running.values()) - self.leader_bound
 
+    def followers_created(self) -> list[float]:
+        return [at for index, at in self.created.items() if index != LEADER_COMPLETION_INDEX]
+
+    def bind_to_last_follower_created(self, pods_per_job: int) -> float | None:
+        """From the leader's bind to the creation of the Job's last follower (negative when every follower
+        was created before the leader bound, as a gated follower is); None until all exist."""
+        followers = self.followers_created()
+        if self.leader_bound is None or len(followers) < pods_per_job - 1:
+            return None
+        return max(followers) - self.leader_bound if followers else 0.0
+
 
 def _rounded(value: float | None, digits: int = 3) -> float | None:
     return None if value is None else round(value, digits)
 
 
-def timeline_fields(
-    timelines: Mapping[str, JobTimeline], pods_per_job: int, time_scale: float
-) -> dict[str, Any]:
-    """Per-Job figures of the run: leader waits (creation → bind, wall seconds), leader bind → all of the
-    Job's pods Running (p50/p99 over Jobs, wall seconds), and the waiting it adds up to in simulated
-    minutes (sum over Jobs of creation → leader bind, divided by the time scale)."""
+def timeline_fields(timelines: Mapping[str, JobTimeline], pods_per_job: int) -> dict[str, Any]:
+    """Per-Job figures of the run: leader waits (creation → bind, seconds), leader bind → all of the
+    Job's pods Running (p50/p99 over Jobs), leader bind → its last follower's creation (p50, max), and the
+    waiting it adds up to (sum over Jobs of creation → leader bind, in minutes)."""
     waits = [w for t in timelines.values() if (w := t.leader_wait) is not None]
     spans = [s for t in timelines.values() if (s := t.bind_to_all_running(pods_per_job)) is not None]
+    followers = [
+        f for t in timelines.values() if (f := t.bind_to_last_follower_created(pods_per_job)) is not None
+    ]
     return {
         "leader_wait_mean_seconds": _rounded(sum(waits) / len(waits)) if waits else None,
         "leader_wait_max_seconds": _rounded(max(waits)) if waits else None,
         "leader_bind_to_all_running_seconds_p50": _rounded(nearest_rank(spans, 0.5)),
         "leader_bind_to_all_running_seconds_p99": _rounded(nearest_rank(spans, 0.99)),
+        "leader_bind_to_last_follower_created_seconds_p50": _rounded(nearest_rank(followers, 0.5)),
+        "leader_bind_to_last_follower_created_seconds_max": _rounded(max(followers)) if followers else None,
         "jobs_timed": len(spans),
-        "waiting_job_minutes": round(sum(waits) / time_scale / 60, 2),
+        "waiting_job_minutes": round(sum(waits) / 60, 2),
     }
 
 
-def client_requests(stats: Mapping[str, Any], client: str, verbs: Iterable[str] | None = None) -> int:
-    """Requests `client` made in the window (only those with one of `verbs`, if given)."""
-    by_verb_resource: dict[str, int] = stats["requests"].get("by_client_verb_resource", {}).get(client, {})
-    wanted = None if verbs is None else frozenset(verbs)
-    return sum(n for key, n in by_verb_resource.items() if wanted is None or key.split(" ", 1)[0] in wanted)
+CACHE_RACE_SECONDS = 2.0
+"""A follower created more than this after its leader bound waited past the Job controller's first retry
+(an owned pod's update re-queues its Job after about 1 s, `enqueueSyncJobBatched`; the rest is slack for
+a loaded machine)."""
 
 
-def workload_requests(stats: Mapping[str, Any], client: str) -> int:
+def _follower_rejections(counts: WindowCounts) -> dict[str, list[datetime]]:
+    """Job key → when the Job controller recorded each of its rejected pod creations: its writes of the
+    Job's `FailedCreate` Event (a create, then one patch per repeat), which follow each rejected create
+    within milliseconds (the audit log names no pod in a rejected create of a generated name)."""
+    rejections: dict[str, list[datetime]] = {}
+    for write in counts.requests.event_writes:
+        event = counts.events.get((write.namespace, write.name))
+        if (
+            write.client == JOB_CONTROLLER_CLIENT
+            and event is not None
+            and event.reason == FAILED_CREATE_REASON
+            and event.involved_kind == "Job"
+        ):
+            rejections.setdefault(f"{write.namespace}/{event.involved_name}", []).append(write.received)
+    return rejections
+
+
+def per_job_fields(
+    timelines: Mapping[str, JobTimeline], pods_per_job: int, counts: WindowCounts, start: float
+) -> dict[str, Any]:
+    """The long wait's per-Job figures (`start`: the recorder's clock when `counts`' window opened):
+
+    - `jobs`: Job → its leader's wait, leader bind → last follower created, the follower creations
+      rejected after its leader bound;
+    - `jobs_delayed_by_cache_race`: the Jobs whose follower was rejected after their leader had bound and
+      whose followers came later than `CACHE_RACE_SECONDS` after the bind: the rejecting webhook's cache
+      had not seen the bind, so the next try waited for the Job's backoff, not for the bind's 1 s re-queue.
+    """
+
+    def wall(at: float) -> datetime:
+        return counts.window.start + timedelta(seconds=at - start)
+
+    rejections = _follower_rejections(counts)
+    jobs: dict[str, Any] = {}
+    delayed = 0
+    for job, timeline in sorted(timelines.items()):
+        to_followers = timeline.bind_to_last_follower_created(pods_per_job)
+        bound = timeline.leader_bound
+        after_bind = 0 if bound is None else sum(1 for at in rejections.get(job, []) if at > wall(bound))
+        first = min(timeline.followers_created(), default=None)
+        late = bound is not None and first is not None and first - bound > CACHE_RACE_SECONDS
+        delayed += bool(after_bind and late)
+        jobs[job] = {
+            "leader_wait_seconds": _rounded(timeline.leader_wait),
+            "leader_bind_to_last_follower_created_seconds": _rounded(to_followers),
+            "follower_creates_rejected_after_leader_bound": after_bind,
+        }
+    return {"jobs": jobs, "jobs_delayed_by_cache_race": delayed}
+
+
+def workload_requests(counts: WindowCounts, client: str) -> int:
     """`client`'s requests about the workload: neither its watches (opened before the run, renewed every
-    few minutes) nor its Lease (leader election: a renewal every 2 s, whatever runs)."""
-    by_verb_resource: dict[str, int] = stats["requests"].get("by_client_verb_resource", {}).get(client, {})
-    return sum(
-        n
-        for key, n in by_verb_resource.items()
-        if key.split(" ", 1)[0] != "watch" and key.split(" ", 1)[1] != "leases"
-    )
+    few minutes) nor its Lease (background, `bench.audit`)."""
+    return counts.requests.client_requests(client)
 
 
 @dataclass(frozen=True)
@@ -167,12 +232,12 @@ class Waste:
     """API requests caused by rejected pod creations (docs/results.md, "Wasted requests")."""
 
     rejected_creates: int
-    """Pod creates the API server refused (`pods.create_rejected`)."""
+    """Pod creates the API server refused."""
     event_writes: int
-    """Event creates and count patches recording them (`events.writes_by_reason.FailedCreate`)."""
+    """Event creates and count patches recording them (writes of `FailedCreate` Events)."""
     webhook_lookups: int
     """Live leader lookups this project's webhook made while admitting them: LOOKUPS_PER_REJECTION per
-    rejection, never more than the lookups it made in the window (kubesim's count of its GET/LIST)."""
+    rejection, never more than the lookups it made in the window (its GET and LIST requests)."""
 
     @property
     def total(self) -> int:
@@ -180,25 +245,37 @@ class Waste:
 
 
 MAX_FAILED_CREATE_MESSAGES = 5
+FAILED_SCHEDULING_REASON = "FailedScheduling"
+"""kube-scheduler's Event for a pod it could not place, saying why per node."""
 
 
-def failed_create_messages(events: Iterable[Mapping[str, Any]]) -> dict[str, int]:
-    """Why pod creations were refused, from the Job controller's `FailedCreate` Events: message (without
-    its "Error creating: " prefix) → how many times it was recorded (the Events' counts), the
-    MAX_FAILED_CREATE_MESSAGES most frequent."""
+def event_messages(events: Iterable[Mapping[str, Any]], reason: str, *, prefix: str = "") -> dict[str, int]:
+    """The messages of the Events of `reason` (without `prefix`) → how many times they were recorded (the
+    Events' counts, or their series' for events.k8s.io ones), the MAX_FAILED_CREATE_MESSAGES most frequent."""
     counts: dict[str, int] = {}
     for event in events:
-        if event.get("reason") == FAILED_CREATE_REASON:
-            message = str(event.get("message") or "").removeprefix("Error creating: ")
-            counts[message] = counts.get(message, 0) + int(event.get("count") or 1)
+        if event.get("reason") == reason:
+            message = str(event.get("message") or event.get("note") or "").removeprefix(prefix)
+            repeats = event.get("count") or (event.get("series") or {}).get("count") or 1
+            counts[message] = counts.get(message, 0) + int(repeats)
     ranked = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
     return dict(ranked[:MAX_FAILED_CREATE_MESSAGES])
 
 
-def waste_from_stats(stats: Mapping[str, Any]) -> Waste:
-    rejected = int(stats["pods"]["create_rejected"])
-    events = int(stats.get("events", {}).get("writes_by_reason", {}).get(FAILED_CREATE_REASON, 0))
-    lookups = client_requests(stats, WEBHOOK_CLIENT, LOOKUP_VERBS)
+def failed_create_messages(events: Iterable[Mapping[str, Any]]) -> dict[str, int]:
+    """Why pod creations were refused, from the Job controller's `FailedCreate` Events."""
+    return event_messages(events, FAILED_CREATE_REASON, prefix="Error creating: ")
+
+
+def failed_scheduling_messages(events: Iterable[Mapping[str, Any]]) -> dict[str, int]:
+    """Why kube-scheduler could not place pods, from its `FailedScheduling` Events."""
+    return event_messages(events, FAILED_SCHEDULING_REASON)
+
+
+def waste_of(counts: WindowCounts) -> Waste:
+    rejected = counts.requests.pod_creates_rejected
+    events = counts.event_writes_by_reason().get(FAILED_CREATE_REASON, 0)
+    lookups = counts.requests.client_requests(WEBHOOK_CLIENT, LOOKUP_VERBS)
     return Waste(rejected, events, min(LOOKUPS_PER_REJECTION * rejected, lookups))
 
 
@@ -212,25 +289,15 @@ def ratio(value: float | None, reference: float | None) -> float | None:
 HEADLINE_METRICS: tuple[tuple[str, str], ...] = (
     ("api_requests_in_namespace", "API requests (JobSet's namespace)"),
     ("api_writes_in_namespace", "API writes (JobSet's namespace)"),
-    ("all_webhook_calls", "admission calls (both webhooks)"),
+    ("all_webhook_calls", "admission calls (both projects' webhooks)"),
+    ("apiserver_cpu_seconds", "kube-apiserver CPU seconds"),
     ("wasted_requests", "wasted requests"),
     ("seconds_to_all_running", "time to all running"),
     ("leader_bind_to_all_running_seconds_p50", "leader bind → all running (p50)"),
 )
-"""The figures `headline_ratios` compares: elastic's value over a baseline's. Requests and writes are those
-about the measured JobSet's namespace, so a backlog's traffic in the window does not dilute them."""
-
-
-def headline_ratios(
-    results: Mapping[str, Mapping[str, Any]], *, baseline: str, strategy: str = "elastic"
-) -> dict[str, float | None]:
-    """`strategy`'s value / `baseline`'s for each HEADLINE_METRICS key; {} when either run is missing or
-    failed. Admission calls count both webhooks' calls (this project's and JobSet's), as the baseline has
-    only JobSet's."""
-    mine, theirs = results.get(strategy), results.get(baseline)
-    if not mine or not theirs or "error" in mine or "error" in theirs:
-        return {}
-    return {key: ratio(mine.get(key), theirs.get(key)) for key, _ in HEADLINE_METRICS}
+"""The figures `bench.repeats.paired_ratios` compares: elastic's value over a baseline's. Requests and
+writes are those about the measured JobSet's namespace, so a backlog's traffic in the window does not
+dilute them."""
 
 
 class LowPriorityState(StrEnum):
@@ -262,15 +329,14 @@ def low_priority_state(jobset: Mapping[str, Any], running_pods: int, expected_po
 
 
 def preemption_fields(
-    stats: Mapping[str, Any], low_jobset: Mapping[str, Any], low_running_pods: int, expected_pods: int
+    scheduler: SchedulerCounts, low_jobset: Mapping[str, Any], low_running_pods: int, expected_pods: int
 ) -> dict[str, Any]:
-    """The preemption scenario's own figures: victims and preemptions from kubesim's scheduler counters
-    (`/debug/stats`, reset when the high-priority JobSet went in), and what became of the low-priority
-    JobSet (its status.restarts, its state, its pods still Running)."""
-    scheduler = stats["scheduler"]
+    """The preemption scenario's own figures: victims and preemptions from kube-scheduler's counters over
+    the window (opened when the high-priority JobSet went in), and what became of the low-priority JobSet
+    (its status.restarts, its state, its pods still Running)."""
     return {
-        "pods_preempted": int(scheduler.get("preemption_victims", 0)),
-        "preemptions": int(scheduler.get("preemptions", 0)),
+        "pods_preempted": scheduler.preemption_victims,
+        "preemptions": scheduler.preemptions,
         "low_priority_restarts": int((low_jobset.get("status") or {}).get("restarts") or 0),
         "low_priority_state": str(low_priority_state(low_jobset, low_running_pods, expected_pods)),
         "low_priority_pods_running": low_running_pods,

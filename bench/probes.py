@@ -13,10 +13,10 @@ import json
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from types import TracebackType
-from typing import Self
+from typing import Any, Self
 
 import httpx
 
@@ -70,9 +70,18 @@ class FirstSeen:
     """First-seen times (monotonic) by key, of the objects on `path` for which `key_of` gives a key."""
 
     def __init__(
-        self, url: str, path: str, label_selector: str, key_of: Callable[[Obj], str | None], name: str
+        self,
+        url: str,
+        path: str,
+        label_selector: str,
+        key_of: Callable[[Obj], str | None],
+        name: str,
+        *,
+        client_options: Mapping[str, Any] | None = None,
     ) -> None:
         self.url, self.path, self.selector, self.key_of = url, path, label_selector, key_of
+        self.client_options = dict(client_options or {})
+        """More `httpx.Client` arguments: the credentials of a real API server (`verify`, `headers`)."""
         self.seen: dict[str, float] = {}
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._run, name=f"watch-{name}", daemon=True)
@@ -86,7 +95,8 @@ class FirstSeen:
             self.seen.setdefault(key, now)
 
     def _run(self) -> None:
-        with httpx.Client(base_url=self.url, timeout=httpx.Timeout(10, read=None)) as client:
+        timeout = httpx.Timeout(10, read=None)
+        with httpx.Client(base_url=self.url, timeout=timeout, **self.client_options) as client:
             version = ""
             while not self.stop.is_set():
                 try:
@@ -143,13 +153,14 @@ def resized_job(job: Obj) -> str | None:
 class ResizeWatch:
     """Bind -> resize of the Jobs in `namespace`, as a client watching the API server sees it."""
 
-    def __init__(self, url: str, namespace: str) -> None:
+    def __init__(self, url: str, namespace: str, client_options: Mapping[str, Any] | None = None) -> None:
         self.bound = FirstSeen(
             url,
             f"/api/v1/namespaces/{namespace}/pods",
             f"{ROLE_LABEL}={ROLE_LEADER}",
             bound_leader_job,
             "pods",
+            client_options=client_options,
         )
         # Only the Jobs entering `resize: done` (one event each): a watch on every Job change made this
         # client, not the resizer, fall a second behind at 50 Jobs/s.
@@ -159,6 +170,7 @@ class ResizeWatch:
             f"{RESIZE_LABEL}={RESIZE_DONE}",
             resized_job,
             "jobs",
+            client_options=client_options,
         )
 
     def __enter__(self) -> Self:

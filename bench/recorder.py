@@ -1,5 +1,5 @@
 """Follows a namespace's pods over ONE watch stream: exclusivity replay, time to all running, and each
-Job's timeline (leader created, leader bound, each index first Running).
+Job's timeline (leader created, leader bound, each index first seen and first Running).
 
 One long request instead of polling keeps the measurement itself out of the API counters (the watch is
 opened before the counters are reset, so it is not counted at all).
@@ -41,7 +41,8 @@ class PodRecorder:
         self.connected = asyncio.Event()
         self.events = 0
         self.timelines: dict[str, JobTimeline] = {}
-        """Job key → its leader's creation and bind and each index's first Running, as seen on the watch."""
+        """Job key → its leader's creation and bind, each index's first sighting and first Running, as seen
+        on the watch."""
 
     def observe(self, event_type: str, pod: dict[str, Any]) -> None:
         self.events += 1
@@ -52,6 +53,7 @@ class PodRecorder:
         now = self._clock()
         timeline = self.timelines.setdefault(state.job, JobTimeline())
         index = (pod["metadata"].get("annotations") or {}).get(JOB_COMPLETION_INDEX_ANNOTATION, "")
+        timeline.created.setdefault(index, now)
         if index == LEADER_COMPLETION_INDEX:
             if timeline.leader_created is None:
                 timeline.leader_created = now

@@ -1,17 +1,17 @@
-"""The gang scenario's workload on the real control plane: a rendezvous the benchmark plays.
+"""The gang scenario's workload: a rendezvous the benchmark plays.
 
-kubesim models a distributed training program (`kubesim/controllers/gang.py`): the pods of a gang compute
-only while all of them run, so a partially placed JobSet holds its domains and never finishes. kwok has no
-such model: its pods finish `pod-complete` seconds after they started, each on its own. The benchmark
-therefore plays the program's rendezvous itself. It watches the gang's pods (the same
-`sim.exclusive-placement.io/gang` and `gang-size` annotations kubesim reads) and, the moment all members
-of a gang are Running, gives each of them kwok's run-time annotations
-(`devstack.controlplane.kwok.run_time_annotations`): kwok completes them that many seconds later. A gang
-that is never whole is never started, holds its domains and never completes, as on kubesim.
+A distributed training program computes only while all of its pods run, so a partially placed JobSet holds
+its domains and never finishes. kwok has no such model: its pods finish `pod-complete` seconds after they
+started, each on its own. The benchmark therefore plays the program's rendezvous itself. It watches the
+gang's pods (the `bench.exclusive-placement.io/gang` and `gang-size` annotations of
+`bench.scenarios.gang_jobset_manifest`) and, the moment all members of a gang are Running, gives each of
+them kwok's run-time annotations (`devstack.controlplane.kwok.run_time_annotations`): kwok completes them
+that many seconds later. A gang that is never whole is never started, holds its domains and never
+completes.
 
-Unlike kubesim's model the clock does not pause when a member stops after the start (no gang scenario
-stops one). The patches carry the user agent `bench-rendezvous`, which `bench.audit` sets aside as the
-benchmark's own instrumentation: on kubesim the program's progress costs no API request either.
+The clock does not pause when a member stops after the start (no gang scenario stops one). The patches
+carry the user agent `bench-rendezvous`, which `bench.audit` sets aside as the benchmark's own
+instrumentation: a training program's progress costs the API server no request either.
 """
 
 from __future__ import annotations
@@ -23,11 +23,34 @@ from typing import Any
 import httpx
 
 from bench.recorder import watch_pods
+from bench.scenarios import GANG_ANNOTATION, GANG_SIZE_ANNOTATION
 from devstack.controlplane.kwok import run_time_annotations
-from kubesim.controllers.gang import membership
 
 RENDEZVOUS_AGENT = "bench-rendezvous"
 MERGE_PATCH = "application/merge-patch+json"
+
+
+@dataclass(frozen=True)
+class Membership:
+    gang: str
+    """namespace/name of the gang."""
+    size: int
+
+
+def membership(pod: dict[str, Any]) -> Membership | None:
+    """The pod's gang from its annotations; None when it names none or its size is not a positive integer."""
+    meta = pod.get("metadata") or {}
+    annotations = meta.get("annotations") or {}
+    name = annotations.get(GANG_ANNOTATION)
+    if not name:
+        return None
+    try:
+        size = int(str(annotations.get(GANG_SIZE_ANNOTATION, "")))
+    except ValueError:
+        return None
+    if size < 1:
+        return None
+    return Membership(f"{meta.get('namespace') or ''}/{name}", size)
 
 
 @dataclass

@@ -1,4 +1,8 @@
-"""strategies.json → strategies.md (the Results table) and PNG plots (matplotlib, Agg backend)."""
+"""strategies.json → strategies.md (the Results table) and PNG plots (matplotlib, Agg backend).
+
+A figure is shown as its median over the runs with its min-max beside it when they differ; a ratio as its
+median with the min-max over the paired runs and its verdict (bench.repeats): a range that crosses 1.0 is
+a tie, and one pair decides nothing."""
 
 from __future__ import annotations
 
@@ -7,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.measures import HEADLINE_METRICS
+from bench.repeats import is_figure, median_of
 
 COLUMNS: tuple[tuple[str, str], ...] = (
     ("pod_creates_rejected", "rejected pod creates"),
@@ -19,8 +24,8 @@ COLUMNS: tuple[tuple[str, str], ...] = (
     ("jobset_webhook_denied", "JobSet webhook denials"),
     ("job_patches", "Job patches"),
     ("pod_patches", "pod patches"),
-    ("scheduler_filter_evaluations", "filter evals"),
-    ("scheduler_affinity_evaluations", "affinity evals"),
+    ("scheduler_attempts", "scheduling attempts"),
+    ("apiserver_cpu_seconds", "kube-apiserver CPU s"),
     ("leader_wait_max_seconds", "max s leader waited"),
     ("leader_bind_to_all_running_seconds_p50", "s leader bind → all running p50"),
     ("leader_bind_to_all_running_seconds_p99", "p99"),
@@ -32,8 +37,16 @@ WASTE_COLUMNS: tuple[tuple[str, str], ...] = (
     ("wasted_event_writes", "FailedCreate event writes"),
     ("wasted_webhook_lookups", "webhook lookups"),
     ("wasted_requests", "wasted requests"),
-    ("waiting_job_minutes", "waiting Job-minutes (simulated)"),
+    ("waiting_job_minutes", "waiting Job-minutes"),
     ("wasted_requests_per_waiting_job_minute", "wasted per waiting Job-minute"),
+)
+
+LONG_WAIT_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("waiting_job_minutes", "waiting Job-minutes"),
+    ("wasted_requests_per_waiting_job_minute", "wasted per waiting Job-minute"),
+    ("leader_bind_to_last_follower_created_seconds_p50", "s leader bind → last follower created p50"),
+    ("leader_bind_to_last_follower_created_seconds_max", "max"),
+    ("jobs_delayed_by_cache_race", "Jobs delayed by the cache race"),
 )
 
 PREEMPTION_COLUMNS: tuple[tuple[str, str], ...] = (
@@ -63,7 +76,7 @@ GANG_COLUMNS: tuple[tuple[str, str], ...] = (
 )
 
 
-def scenario_label(scenario: dict[str, Any], default_time_scale: float | None = None) -> str:
+def scenario_label(scenario: dict[str, Any]) -> str:
     label = f"{scenario['jobs']}x{scenario['pods_per_job']} on {scenario['pools']} pools"
     if scenario.get("gang"):
         label = f"{scenario['jobsets']} gang JobSets of {label}"
@@ -71,38 +84,44 @@ def scenario_label(scenario: dict[str, Any], default_time_scale: float | None = 
         label += f", long wait (pods run {scenario['pod_run_seconds'] / 60:g} min)"
     elif scenario["contended"]:
         label += ", contended"
-    if scenario.get("scheduler_pods_per_second"):
-        label += f", scheduler {scenario['scheduler_pods_per_second']:g} pods/s"
     if scenario.get("backlog_pods"):
         label += f", behind a backlog of {scenario['backlog_pods']:,} pods"
     if scenario.get("preemption"):
         label += ", high priority preempting low"
-    scale = scenario.get("time_scale")
-    if scale is not None and scale != default_time_scale:
-        label += f", time scale {scale:g}"
     return label
+
+
+def _failed(result: dict[str, Any]) -> bool:
+    return not result.get("succeeded_runs", 1)
 
 
 def _rows(
     report: dict[str, Any],
     columns: tuple[tuple[str, str], ...],
     *,
-    preemption_only: bool = False,
-    gang_only: bool = False,
+    only: str | None = None,
 ) -> list[str]:
     header = ["scenario", "strategy", *(title for _, title in columns)]
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join(["---", "---"] + ["---:"] * len(columns)) + "|"]
     for scenario in report["scenarios"]:
-        if (preemption_only and not scenario.get("preemption")) or (gang_only and not scenario.get("gang")):
+        if only is not None and not scenario.get(only):
             continue
-        label = scenario_label(scenario, report["time_scale"])
+        label = scenario_label(scenario)
         for strategy, result in scenario["results"].items():
-            if "error" in result:
-                cells = [f"FAILED: {result['error']}"] + [""] * (len(columns) - 1)
+            if _failed(result):
+                cells = [f"FAILED: {'; '.join(result.get('errors', []))}"] + [""] * (len(columns) - 1)
             else:
                 cells = [_cell(result.get(key)) for key, _ in columns]
-            lines.append("| " + " | ".join([label, f"`{strategy}`", *cells]) + " |")
+            runs = f" ({result['succeeded_runs']}/{result['repeats']} runs)" if result.get("errors") else ""
+            lines.append("| " + " | ".join([label, f"`{strategy}`{runs}", *cells]) + " |")
     return lines
+
+
+def _ratio_cell(ratio: dict[str, Any] | None) -> str:
+    if not ratio:
+        return "n/a"
+    spread = "" if ratio["min"] == ratio["max"] else f" ({ratio['min']:.2f}-{ratio['max']:.2f})"
+    return f"{ratio['median']:.2f}{spread} {ratio['verdict']}"
 
 
 def ratios_table(report: dict[str, Any], key: str) -> list[str]:
@@ -115,40 +134,65 @@ def ratios_table(report: dict[str, Any], key: str) -> list[str]:
         return []
     for scenario in measured:
         ratios = scenario.get(key) or {}
-        cells = [_cell(ratios.get(metric)) for metric, _ in HEADLINE_METRICS]
-        lines.append("| " + " | ".join([scenario_label(scenario, report["time_scale"]), *cells]) + " |")
+        cells = [_ratio_cell(ratios.get(metric)) for metric, _ in HEADLINE_METRICS]
+        lines.append("| " + " | ".join([scenario_label(scenario), *cells]) + " |")
     return lines
 
 
-def on_real_control_plane(report: dict[str, Any]) -> bool:
-    return report.get("control_plane") == "kube"
+def per_job_table(report: dict[str, Any]) -> list[str]:
+    """Every Job of every long-wait run: its leader's wait, leader bind → last follower created, and its
+    follower creations rejected after the leader bound."""
+    lines = [
+        "| scenario | strategy | run | Job | s leader waited | s leader bind → last follower created "
+        "| follower creates rejected after the bind |",
+        "|---|---|---:|---|---:|---:|---:|",
+    ]
+    for scenario in report["scenarios"]:
+        if not scenario.get("long_wait"):
+            continue
+        for strategy, result in scenario["results"].items():
+            for number, run in enumerate(result.get("runs", []), start=1):
+                for job, figures in (run.get("jobs") or {}).items():
+                    cells = [
+                        scenario_label(scenario),
+                        f"`{strategy}`",
+                        str(number),
+                        job.rsplit("/", 1)[-1],
+                        _cell(figures["leader_wait_seconds"]),
+                        _cell(figures["leader_bind_to_last_follower_created_seconds"]),
+                        _cell(figures["follower_creates_rejected_after_leader_bound"]),
+                    ]
+                    lines.append("| " + " | ".join(cells) + " |")
+    return lines
 
 
 def _counters_note(report: dict[str, Any]) -> str:
-    if not on_real_control_plane(report):
-        return (
-            f"Time scale {report['time_scale']} (real seconds per simulated second) unless the scenario says "
-            "otherwise: times are wall seconds on this machine at that scale. Counters are kubesim's "
-            "`/debug/stats` from JobSet creation to the moment every pod had run."
-        )
     versions = report.get("versions") or {}
-    return (
+    repeat = report.get("repeat", 1)
+    runs = (
+        f"Each figure is the median of {repeat} runs per contender, its min-max in brackets where they "
+        "differ. "
+        if repeat > 1
+        else "Each figure is one run. "
+    )
+    return runs + (
         f"On the real control plane: kube-apiserver, kube-controller-manager and kube-scheduler "
         f"{versions.get('kube-apiserver', '?')}, etcd {versions.get('etcd', '?')}, JobSet "
-        f"{versions.get('jobset', '?')}, kwok {versions.get('kwok', '?')}'s nodes; times are wall seconds "
-        "(no time scale). Counters from JobSet creation to the moment every pod had run: requests, "
-        "rejected pod creates, patches and Event writes from the API server's audit log (background "
-        "traffic set aside: `background_requests` in the JSON), webhook calls from kube-apiserver's "
-        "`apiserver_admission_webhook_admission_duration_seconds_count`, scheduling attempts and "
-        "preemptions from kube-scheduler's metrics; filter and affinity evaluations are kubesim's own "
-        "counters (n/a here)."
+        f"{versions.get('jobset', '?')}, kwok {versions.get('kwok', '?')}'s nodes; times are wall seconds. "
+        "Counters from JobSet creation to the moment every pod had run: requests, rejected pod creates, "
+        "patches and Event writes from the API server's audit log by client, verb, resource and code "
+        "(background traffic set aside: `background_requests` in the JSON), webhook calls from "
+        "kube-apiserver's `apiserver_admission_webhook_admission_duration_seconds_count`, its CPU seconds "
+        "from its `process_cpu_seconds_total`, scheduling attempts and preemptions from kube-scheduler's "
+        "metrics."
     )
 
 
 def _plot_context(report: dict[str, Any]) -> str:
-    if on_real_control_plane(report):
-        return "real control plane, wall seconds"
-    return f"time scale {report['time_scale']} unless noted"
+    repeat = report.get("repeat", 1)
+    return "real control plane" + (
+        f", medians of {repeat} runs (bars: min-max)" if repeat > 1 else ", one run"
+    )
 
 
 def markdown_table(report: dict[str, Any]) -> str:
@@ -167,46 +211,44 @@ def markdown_table(report: dict[str, Any]) -> str:
             "count the backlog pods bound and started in that window (the same for every strategy; "
             "`backlog_pods_bound_in_window` in the JSON)."
         )
-    off = [s for s in report["scenarios"] if not s.get("jobset_webhooks", True)]
-    if off:
-        lines.append(
-            f"\nIn {len(off)} of {len(report['scenarios'])} scenarios JobSet's webhooks were on for the "
-            "`jobset` baseline only: this project's strategies ran on a kubesim without them "
-            "(`jobset_webhooks` per strategy in the JSON)."
-        )
     lines += ["", "Wasted requests, by cause:", "", *_rows(report, WASTE_COLUMNS), ""]
     lines.append(
         "Rejected creates: pod creates the API server refused; FailedCreate event writes: the Job "
         "controller's Event creates and count patches recording them; webhook lookups: this project's "
         "webhook's live leader lookups for them (two per rejection, at most the lookups it made). Waiting "
-        "Job-minutes (long-wait scenarios): the sum over Jobs of the simulated minutes from the leader's "
-        "creation to its bind."
+        "Job-minutes: the sum over Jobs of the minutes from the leader's creation to its bind."
     )
+    if any(scenario.get("long_wait") for scenario in report["scenarios"]):
+        lines += ["", "The long wait:", "", *_rows(report, LONG_WAIT_COLUMNS, only="long_wait"), ""]
+        lines.append(
+            "Leader bind → last follower created: per Job, on the pod watch (negative: the followers existed "
+            "before the leader bound, as gated or affinity-placed followers do). Jobs delayed by the cache "
+            "race: a follower creation of the Job was rejected after its leader had bound, and its first "
+            "follower came more than 2 s after the bind: the rejecting webhook's cache had not seen the "
+            "bind, so the Job controller's next try waited for the Job's backoff instead of the 1 s re-queue "
+            "an owned pod's update triggers. Every Job of every run:"
+        )
+        lines += ["", *per_job_table(report), ""]
     if any(scenario.get("preemption") for scenario in report["scenarios"]):
-        lines += ["", "Preemption:", "", *_rows(report, PREEMPTION_COLUMNS, preemption_only=True), ""]
+        lines += ["", "Preemption:", "", *_rows(report, PREEMPTION_COLUMNS, only="preemption"), ""]
         lines.append(
             "A low-priority JobSet of the same shape filled every pool (each pod a whole node) before the "
-            "counters were reset and the high-priority JobSet was created; the figures run until every "
+            "window opened and the high-priority JobSet was created; the figures run until every "
             "high-priority pod was Running. Pods preempted: the scheduler's victims; low-priority JobSet: "
             "`restarted-waiting` (JobSet restarted it, its pods wait for free pools), `failed` (its "
             "failurePolicy's restarts ran out), `running`; violations: two Jobs of one priority level in "
             "one pool at once (across levels the higher one preempts)."
         )
     if any(scenario.get("gang") for scenario in report["scenarios"]):
-        lines += ["", "Gang JobSets racing for pools:", "", *_rows(report, GANG_COLUMNS, gang_only=True), ""]
-        gang = (
-            "Every JobSet is one gang whose rendezvous the benchmark plays: its pods start their run only "
-            "once all of them run (bench/rendezvous.py)."
-            if on_real_control_plane(report)
-            else "Every JobSet is one kubesim gang: its pods progress only while all of them run."
-        )
+        lines += ["", "Gang JobSets racing for pools:", "", *_rows(report, GANG_COLUMNS, only="gang"), ""]
         lines.append(
-            gang + " JobSets "
-            "completed: within the deadline (a deadlock never completes; the run ends at the deadline); "
-            "s to all complete: from the JobSets' creation to the last one's completion, n/a when one did "
-            "not complete; partially placed: holding a pool (a pod bound) while some of its pods have not "
-            "run, max at once and the pool-seconds so held (wall seconds at the scenario's time scale). "
-            "Which JobSet held which pool when: gang_domains_<scenario>.png, `domain_timeline` in the JSON."
+            "Every JobSet is one gang whose rendezvous the benchmark plays: its pods start their run only "
+            "once all of them run (bench/rendezvous.py). JobSets completed: within the deadline (a deadlock "
+            "never completes; the run ends at the deadline); s to all complete: from the JobSets' creation "
+            "to the last one's completion, n/a when one did not complete; partially placed: holding a pool "
+            "(a pod bound) while some of its pods have not run, max at once and the pool-seconds so held. "
+            "Which JobSet held which pool when (first run): gang_domains_<scenario>.png, `domain_timeline` "
+            "in each run of the JSON."
         )
     for key, title in (
         ("elastic_vs_jobset", "elastic / jobset (below 1: elastic needs less):"),
@@ -216,21 +258,21 @@ def markdown_table(report: dict[str, Any]) -> str:
         if table:
             lines += ["", title, "", *table]
     lines.append("")
-    transport = (
-        "JobSet's webhooks and this project's are both TLS servers kube-apiserver calls: times against "
-        "`jobset` compare like with like."
-        if on_real_control_plane(report)
-        else "JobSet's webhooks run inside kubesim (no HTTPS round trip), this project's are a separate TLS "
-        "server: times against `jobset` favour JobSet; `gate` pays the same transport as `elastic`."
-    )
     lines.append(
-        "Requests and writes in the ratios are those about the JobSet's namespace (a backlog's traffic "
-        "excluded). " + transport
+        "Each ratio: the median over the paired runs (run i of elastic over run i of the other, on the same "
+        "stack), the min-max over those pairs in brackets, and the verdict: `lower` or `higher` only when "
+        "every pair is on that side of 1.0, `tie` when the range crosses 1.0, `one run` when a single pair "
+        "decides nothing. Requests and writes in the ratios are those about the JobSet's namespace (a "
+        "backlog's traffic excluded). JobSet's webhooks and this project's are both TLS servers "
+        "kube-apiserver calls: times against `jobset` compare like with like."
     )
     return "\n".join(lines) + "\n"
 
 
 def _cell(value: Any) -> str:
+    if is_figure(value):
+        median, low, high = _cell(value["median"]), _cell(value["min"]), _cell(value["max"])
+        return median if low == high else f"{median} ({low}-{high})"
     if value is None:
         return "n/a"
     if isinstance(value, bool):
@@ -239,6 +281,8 @@ def _cell(value: Any) -> str:
         return f"{value:.2f}"
     if isinstance(value, int):
         return f"{value:,}"
+    if isinstance(value, list):
+        return ", ".join(_cell(v) for v in value)
     return str(value)
 
 
@@ -263,38 +307,43 @@ def plot(
     scenarios = report["scenarios"]
     strategies = list(dict.fromkeys(s for sc in scenarios for s in sc["results"]))
     width = 0.8 / max(1, len(strategies))
-    # Room for each scenario's multi-line label: the throttled and backlog ones are four lines.
+    # Room for each scenario's multi-line label: the backlog one is three lines.
     fig, ax = plt.subplots(figsize=(max(9.0, 1.9 * len(scenarios)), 5), dpi=100)
     highest = 0.0
     for i, strategy in enumerate(strategies):
-        xs, ys, upper_xs, uppers = [], [], [], []
+        xs, ys, errors, upper_xs, uppers = [], [], [], [], []
         for x, scenario in enumerate(scenarios):
             result = scenario["results"].get(strategy, {})
-            value = result.get(key)
+            raw = result.get(key)
+            value, low, high = median_of(raw), raw, raw
+            if is_figure(raw):
+                low, high = raw["min"], raw["max"]
             if relative_to is not None and value is not None:
-                reference = scenario["results"].get(relative_to, {}).get(key)
-                value = value / reference if reference else None
+                reference = median_of(scenario["results"].get(relative_to, {}).get(key))
+                value = low = high = value / reference if reference else None
             position = x + (i - (len(strategies) - 1) / 2) * width
             if value is not None:
                 xs.append(position)
                 ys.append(value)
-                highest = max(highest, float(value))
-            upper = result.get(upper_key) if upper_key else None
+                errors.append((value - low, high - value))
+                highest = max(highest, float(high))
+            upper = median_of(result.get(upper_key)) if upper_key else None
             if upper is not None:
                 upper_xs.append(position)
                 uppers.append(upper)
                 highest = max(highest, float(upper))
         color = f"C{i}"  # matplotlib's default cycle: the bars' own colour
-        ax.bar(xs, ys, width=width, label=strategy, color=color)
+        yerr = [[e[0] for e in errors], [e[1] for e in errors]] if any(any(e) for e in errors) else None
+        ax.bar(xs, ys, width=width, label=strategy, color=color, yerr=yerr, capsize=2)
         if uppers:
             ax.scatter(upper_xs, uppers, marker="_", s=120, color=color, zorder=3)
-    labels = [scenario_label(s, report["time_scale"]).replace(", ", "\n") for s in scenarios]
+    labels = [scenario_label(s).replace(", ", "\n") for s in scenarios]
     ax.set_xticks(range(len(scenarios)), labels, fontsize="small")
     if relative_to is not None:
         ax.axhline(1.0, color="black", linewidth=0.8)
         ax.set_ylim(0, max(1.1, highest * 1.15))
         ax.set_ylabel(f"{title} / {relative_to}'s")
-        ax.set_title(f"{title} relative to {relative_to}, same run ({_plot_context(report)})")
+        ax.set_title(f"{title}: median relative to {relative_to}'s median ({_plot_context(report)})")
     else:
         ax.set_yscale("symlog", linthresh=1)  # log scale that still shows the zeros
         ax.set_ylim(0, max(10.0, highest * 3))
@@ -323,7 +372,8 @@ def plot_domain_timeline(scenario: dict[str, Any], path: Path) -> None:
         len(results), 1, figsize=(10, 1.0 + 0.45 * len(domains) * len(results)), dpi=100, squeeze=False
     )
     for ax, (strategy, result) in zip(axes[:, 0], results.items(), strict=True):
-        for holding in result.get("domain_timeline", []):
+        first: dict[str, Any] = next((run for run in result.get("runs", []) if "error" not in run), {})
+        for holding in first.get("domain_timeline", []):
             row = domains.index(holding["domain"]) if holding["domain"] in domains else len(domains)
             colour = f"C{jobsets.index(holding['jobset']) if holding['jobset'] in jobsets else 9}"
             ax.broken_barh(
@@ -334,10 +384,10 @@ def plot_domain_timeline(scenario: dict[str, Any], path: Path) -> None:
                 hatch="//" if holding["partial"] else None,
                 edgecolor=colour,
             )
-        if result.get("deadline_seconds"):
-            ax.axvline(result["deadline_seconds"], color="black", linestyle="--", linewidth=0.8)
-        done = result.get("jobsets_completed", "?")
-        outcome = "error" if "error" in result else f"{done}/{scenario['jobsets']} JobSets completed"
+        if first.get("deadline_seconds"):
+            ax.axvline(first["deadline_seconds"], color="black", linestyle="--", linewidth=0.8)
+        done = first.get("jobsets_completed", "?")
+        outcome = f"{done}/{scenario['jobsets']} JobSets completed (first run)" if first else "error"
         ax.set_title(f"{strategy}: {outcome}", fontsize="small", loc="left")
         ax.set_yticks(range(len(domains)), domains, fontsize="small")
         ax.set_ylim(-0.6, len(domains) - 0.4)

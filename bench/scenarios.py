@@ -8,15 +8,18 @@ from dataclasses import dataclass
 from typing import Any
 
 from devstack.manifests import exclusive_jobset
-from kubesim.controllers.gang import GANG_ANNOTATION, GANG_SIZE_ANNOTATION
 from placement.constants import ALL_OR_NOTHING_ANNOTATION, GKE_NODEPOOL_LABEL, Strategy
 
 GPUS_PER_NODE = 8
 TOPOLOGY_KEY = GKE_NODEPOOL_LABEL
 PODS_PER_NODE = 110
-"""kubesim's (and the kubelet's default) pod limit per node."""
+"""The kubelet's default pod limit per node (kwok's nodes declare it)."""
 BACKLOG_POD_CPU = "100m"
 BACKLOG_GROUP_LABEL = "bench.exclusive-placement.io/backlog-group"
+GANG_ANNOTATION = "bench.exclusive-placement.io/gang"
+"""On a gang scenario's pods: the gang (its JobSet) whose rendezvous the benchmark plays."""
+GANG_SIZE_ANNOTATION = "bench.exclusive-placement.io/gang-size"
+"""How many pods the gang has: all of its JobSet's, whatever size `elastic` shrinks its Jobs to."""
 
 
 @dataclass(frozen=True)
@@ -47,20 +50,20 @@ class Scenario:
     """J Jobs x P pods (one GPU each) over D node pools of ceil(P / 8) eight-GPU nodes.
 
     Uncontended: D == J, every leader finds a free pool at once. Contended: D < J; pods run for
-    `pod_run_seconds` (simulated) and then succeed, so later leaders wait until an earlier Job completes
+    `pod_run_seconds` (kwok completes them then), so later leaders wait until an earlier Job completes
     and frees its pool — the case where rejecting strategies pile up rejected follower creations. Long
-    wait: contended with many more Jobs than pools and pods that run for tens of simulated minutes, so
-    most Jobs wait far longer than the Job controller's 60 s backoff cap and the cost of waiting reaches
-    its steady state (one retry per waiting Job per minute under a rejecting strategy).
+    wait: contended, with pods that run for minutes, so the waiting Jobs wait longer than the Job
+    controller's 60 s backoff cap and the cost of waiting reaches its steady state (one retry per waiting
+    Job per minute under a rejecting strategy).
 
     Preemption: every pod requests a whole node's GPUs and a pool has one node per pod, so a Job fills
     its pool exactly; a low-priority JobSet of the scenario's shape fills every pool, then a high-priority
     one of the same shape arrives and has to preempt its way in (`bench.strategies`).
 
     Gang: `jobsets` JobSets of J Jobs each, submitted together, race for the D pools; each JobSet is one
-    kubesim gang (docs/kubesim-controllers.md, "Gang progress"), so its pods progress only while all of
-    them run. A JobSet holding some pools while waiting for the rest computes nothing, and JobSets holding
-    each other's missing pools never finish: the run ends at `gang_deadline_seconds`.
+    gang whose pods start their run only once all of them run (the benchmark plays the rendezvous,
+    bench.rendezvous). A JobSet holding some pools while waiting for the rest computes nothing, and
+    JobSets holding each other's missing pools never finish: the run ends at `gang_deadline_seconds`.
 
     A new kind of scenario adds its own fields here with a validation in
     `__post_init__`, describes itself in `fields()` and `bench.report.scenario_label`, and, if it needs
@@ -71,39 +74,25 @@ class Scenario:
     pods_per_job: int
     pools: int
     pod_run_seconds: float | None = None
-    scheduler_pods_per_second: float | None = None
-    """Scheduling cycles per simulated second; None: kubesim's default (300, upstream's basic figure)."""
-    time_scale: float | None = None
-    """Real seconds per simulated second for this scenario; None: the bench's `--time-scale`.
-
-    A throttled scenario needs 1.0: kubesim throttles in simulated time, but the API server, the webhook
-    and the controllers process requests in real time (a few hundred pods per real second here). At 0.1,
-    60 simulated pods/s is 600 real pods/s, faster than pods can be created, so the scheduler never has
-    a backlog; at 1.0 it binds 60 pods per real second and pods queue behind each other. A long-wait
-    scenario needs a small one instead (LONG_WAIT_TIME_SCALE), so that hours of waves fit in a minute."""
+    """Seconds after which kwok completes a Running pod; None: pods run until deleted."""
     backlog: Backlog | None = None
     """Non-exclusive pods submitted first, so the measured leaders arrive behind a scheduler backlog."""
     long_wait: bool = False
-    """Reports the waiting it causes: `waiting_job_minutes` and wasted requests per waiting-Job minute."""
-    jobset_webhooks: bool = True
-    """JobSet's own pod webhooks and pod reconciler run in kubesim, as in a real JobSet install."""
+    """Reports the waiting it causes: `waiting_job_minutes`, wasted requests per waiting-Job minute and
+    each Job's leader bind → last follower created (`bench.measures.per_job_fields`)."""
     preemption: bool = False
     """A low-priority JobSet fills every pool first; the measured high-priority JobSet preempts it."""
     gang: bool = False
-    """`jobsets` gang JobSets race for the pools (the class docstring); the pod template carries kubesim's
-    gang annotations: the gang is the JobSet, its size all of the JobSet's pods."""
+    """`jobsets` gang JobSets race for the pools (the class docstring); the pod template carries the gang
+    annotations: the gang is the JobSet, its size all of the JobSet's pods."""
     jobsets: int = 1
     gang_deadline_seconds: float | None = None
-    """Simulated seconds after the JobSets' creation at which a gang run ends, whether or not every JobSet
+    """Seconds after the JobSets' creation at which a gang run ends, whether or not every JobSet
     completed (a deadlock never does)."""
 
     def __post_init__(self) -> None:
         if min(self.jobs, self.pods_per_job, self.pools, self.jobsets) < 1:
             raise ValueError(f"scenario {self.name}: jobs, pods_per_job and pools must be >= 1")
-        if self.scheduler_pods_per_second is not None and self.scheduler_pods_per_second <= 0:
-            raise ValueError(f"scenario {self.name}: scheduler_pods_per_second must be > 0")
-        if self.time_scale is not None and self.time_scale <= 0:
-            raise ValueError(f"scenario {self.name}: time_scale must be > 0")
         if self.pools < self.jobs and self.pod_run_seconds is None:
             raise ValueError(
                 f"scenario {self.name}: fewer pools than Jobs needs pod_run_seconds to free pools"
@@ -117,8 +106,6 @@ class Scenario:
         elif self.jobsets != 1 or self.gang_deadline_seconds is not None:
             raise ValueError(f"scenario {self.name}: several JobSets and a deadline need a gang scenario")
         if self.backlog is not None:
-            if not self.throttled:
-                raise ValueError(f"scenario {self.name}: a backlog needs a throttled scheduler to queue in")
             free_slots = self.nodes * (PODS_PER_NODE - GPUS_PER_NODE)
             if self.backlog.pods > free_slots:
                 raise ValueError(
@@ -129,10 +116,10 @@ class Scenario:
     def _check_long_wait(self) -> None:
         if not self.contended:
             raise ValueError(f"scenario {self.name}: a long wait needs more Jobs than pools")
-        if self.time_scale is None or (self.pod_run_seconds or 0) * self.time_scale < MIN_REAL_POD_SECONDS:
+        if (self.pod_run_seconds or 0) < MIN_LONG_WAIT_SECONDS:
             raise ValueError(
-                f"scenario {self.name}: a long wait needs its own time scale at which its pods run at least "
-                f"{MIN_REAL_POD_SECONDS:g} real seconds (pod_run_seconds x time_scale)"
+                f"scenario {self.name}: a long wait needs pods that run at least {MIN_LONG_WAIT_SECONDS:g} s "
+                "(longer than the Job controller's 60 s backoff cap)"
             )
 
     def _check_preemption(self) -> None:
@@ -156,10 +143,6 @@ class Scenario:
             raise ValueError(
                 f"scenario {self.name}: a gang combines with neither a backlog, a long wait nor preemption"
             )
-
-    @property
-    def throttled(self) -> bool:
-        return self.scheduler_pods_per_second is not None
 
     @property
     def contended(self) -> bool:
@@ -187,8 +170,8 @@ class Scenario:
     def total_pods(self) -> int:
         return self.jobsets * self.jobset_pods
 
-    def fields(self, time_scale: float) -> dict[str, Any]:
-        """The scenario's own fields in strategies.json (`time_scale`: the one it ran at)."""
+    def fields(self) -> dict[str, Any]:
+        """The scenario's own fields in strategies.json."""
         return {
             "name": self.name,
             "jobs": self.jobs,
@@ -198,8 +181,6 @@ class Scenario:
             "contended": self.contended,
             "long_wait": self.long_wait,
             "pod_run_seconds": self.pod_run_seconds,
-            "scheduler_pods_per_second": self.scheduler_pods_per_second,
-            "time_scale": time_scale,
             "backlog_pods": self.backlog.pods if self.backlog else None,
             "preemption": self.preemption,
             "gpus_per_pod": self.gpus_per_pod,
@@ -209,24 +190,8 @@ class Scenario:
         }
 
 
-ANTI_AFFINITY_PODS_PER_SECOND = 60.0
-"""Upstream's scheduler CI threshold at 5,000 nodes for pods with required anti-affinity (basic: 270)."""
-
-LONG_WAIT_TIME_SCALE = 0.01
-"""Real seconds per simulated second of the long-wait scenarios: 20-minute pods last 12 real seconds. The
-control plane's own processing is real time, so at this scale a real second of it is 100 simulated
-seconds. That bounds how many Jobs may wait at once: each waiting Job's retry (a rejected create through
-an HTTPS webhook, ~50 ms real here) must fit well inside the Job controller's 60 s backoff cap, or real
-processing, not the backoff, sets the retry rate. Measured at 0.005 with 40 Jobs waiting at once: `gate`
-retried 0.15 times per waiting-Job minute against JobSet's 1.1 (its in-process webhook costs ~1 ms)."""
-MIN_REAL_POD_SECONDS = 5.0
-"""A long-wait scenario's pods must run at least this many real seconds. Its time scale compresses the
-pods' run but not the (real-time) control plane: a leader that finished before its followers were admitted
-would leave a rejecting strategy's Job waiting forever for a leader that no longer runs (measured on this
-2-core machine under load with 1.5 real seconds)."""
-
-GANG_QUICK_TIME_SCALE = 0.05
-"""The quick gang scenario's time scale: its deadline (60 simulated seconds) is 3 real seconds."""
+MIN_LONG_WAIT_SECONDS = 120.0
+"""A long wait's pods run at least this long: twice the Job controller's 60 s backoff cap."""
 
 GANG_4X3 = Scenario(
     "gang-4x3",
@@ -254,89 +219,37 @@ one, and it deadlocked in about half of the baseline's runs (docs/results.md); g
 FULL_SCENARIOS: tuple[Scenario, ...] = (
     Scenario("4x8", jobs=4, pods_per_job=8, pools=4),
     Scenario("contended-16x8-on-4", jobs=16, pods_per_job=8, pools=4, pod_run_seconds=30.0),
-    Scenario(
-        "throttled-32x32",
-        jobs=32,
-        pods_per_job=32,
-        pools=32,
-        scheduler_pods_per_second=ANTI_AFFINITY_PODS_PER_SECOND,
-        time_scale=1.0,
-    ),
-    # Leaders arriving behind an existing backlog (upstream's case): 800 queued pods at 60 pods/s are
-    # ~13 s of scheduler work ahead of the first leader, minus what drains while they are being created.
-    Scenario(
-        "backlog-16x16",
-        jobs=16,
-        pods_per_job=16,
-        pools=16,
-        scheduler_pods_per_second=ANTI_AFFINITY_PODS_PER_SECOND,
-        time_scale=1.0,
-        backlog=Backlog(jobs=8, pods_per_job=100),
-    ),
-    # Three waves of 20 simulated minutes: two Jobs wait 20 minutes for a pool, two wait 40.
-    Scenario(
-        "long-wait-6x8-on-2",
-        jobs=6,
-        pods_per_job=8,
-        pools=2,
-        pod_run_seconds=1200.0,
-        time_scale=LONG_WAIT_TIME_SCALE,
-        long_wait=True,
-    ),
+    # 1,024 pods at once: the real scheduler runs as fast as the machine lets it (the previous wave named
+    # it throttled-32x32 after the simulated scheduler's 60 pods/s, which the real one never had).
+    Scenario("32x32", jobs=32, pods_per_job=32, pools=32),
+    # Leaders arriving behind 800 plain pods the scheduler has not all bound yet (upstream's case).
+    Scenario("backlog-16x16", jobs=16, pods_per_job=16, pools=16, backlog=Backlog(jobs=8, pods_per_job=100)),
     # 8 pools of 4 full nodes held by a low-priority JobSet; a high-priority one of the same shape preempts.
     Scenario("preemption-8x4", jobs=8, pods_per_job=4, pools=8, preemption=True),
     # 4 gang JobSets of 3 Jobs racing for 4 pools: one at a time fits; whenever a JobSet completes, the
     # waiting leaders of the others race for its pools, and two partial JobSets hold each other off.
     GANG_4X3,
 )
-QUICK_SCENARIOS: tuple[Scenario, ...] = (
-    # Exercises the throttle end to end (kubesim flag, time scale 1); too small for leaders to queue.
-    Scenario(
-        "throttled-4x8",
-        jobs=4,
-        pods_per_job=8,
-        pools=4,
-        scheduler_pods_per_second=ANTI_AFFINITY_PODS_PER_SECOND,
-        time_scale=1.0,
-    ),
-    # Two waves of 10 simulated minutes (6 real seconds): the second wave waits long enough for the Job
-    # controller's backoff to reach its 60 s cap.
-    Scenario(
-        "long-wait-4x4-on-2",
-        jobs=4,
-        pods_per_job=4,
-        pools=2,
-        pod_run_seconds=600.0,
-        time_scale=LONG_WAIT_TIME_SCALE,
-        long_wait=True,
-    ),
-    Scenario("preemption-4x2", jobs=4, pods_per_job=2, pools=4, preemption=True),
-    # gang-3x3's race with 2-pod Jobs and short runs; a deadlocked run ends at 3 real seconds.
-    Scenario(
-        "gang-3x3-quick",
-        jobs=3,
-        pods_per_job=2,
-        pools=4,
-        pod_run_seconds=6.0,
-        time_scale=GANG_QUICK_TIME_SCALE,
-        gang=True,
-        jobsets=3,
-        gang_deadline_seconds=60.0,
-    ),
+"""`make bench`: every contender of every scenario, about 30 minutes per repetition here."""
+LONG_WAIT_SCENARIOS: tuple[Scenario, ...] = (
+    # Two waves of 4 real minutes: the second wave's two Jobs wait ~4 minutes for a pool.
+    Scenario("long-wait-4x4-on-2", jobs=4, pods_per_job=4, pools=2, pod_run_seconds=240.0, long_wait=True),
 )
+"""`--long-wait` (`make bench-kube`): about 5 minutes per contender and repetition (the run ends when the
+second wave runs)."""
+QUICK_SCENARIOS: tuple[Scenario, ...] = FULL_SCENARIOS[:1]
+"""`--quick`: one small scenario, every contender on one stack."""
 
 
 LARGE_SCENARIOS: tuple[Scenario, ...] = (Scenario("64x64", jobs=64, pods_per_job=64, pools=64),)
-"""Beyond `make bench`'s 15-minute budget on 2 cores: run by name (`--scenario 64x64`). kubesim alone spent
-~140 CPU-seconds per strategy run of 64x64 once the kubelet's status writes and events were modelled
-(~10 requests per pod), so five strategies take over 11 minutes on their own."""
+"""Beyond `make bench`'s budget on 2 cores: run by name (`--scenario 64x64`)."""
 
 
 def scenarios_named(names: Sequence[str]) -> tuple[Scenario, ...]:
-    """The scenarios called `names` (full, quick and large ones, and gang-3x3), in that order; ValueError
-    naming any unknown name."""
+    """The scenarios called `names` (full, long-wait, quick and large ones, and gang-3x3), in that order;
+    ValueError naming any unknown name."""
     known: dict[str, Scenario] = {}
-    for scenario in FULL_SCENARIOS + QUICK_SCENARIOS + LARGE_SCENARIOS + (GANG_3X3,):
+    for scenario in FULL_SCENARIOS + LONG_WAIT_SCENARIOS + QUICK_SCENARIOS + LARGE_SCENARIOS + (GANG_3X3,):
         known.setdefault(scenario.name, scenario)
     unknown = [name for name in names if name not in known]
     if unknown or not names:
@@ -388,7 +301,7 @@ def gang_jobset_manifest(
     scenario: Scenario, strategy: Strategy | None, *, name: str, namespace: str, all_or_nothing: bool
 ) -> dict[str, Any]:
     """One JobSet of a gang scenario: the scenario's JobSet whose pod template makes every pod a member of
-    kubesim's gang `name` of all the JobSet's pods (the size on the pod: `elastic` shrinks the Jobs), and,
+    the gang `name` of all the JobSet's pods (the size on the pod: `elastic` shrinks the Jobs), and,
     with `all_or_nothing`, `exclusive-placement.io/all-or-nothing: "true"` on the JobSet."""
     gang = {GANG_ANNOTATION: name, GANG_SIZE_ANNOTATION: str(scenario.jobset_pods)}
     manifest = jobset_manifest(scenario, strategy, name=name, namespace=namespace, pod_annotations=gang)
@@ -400,8 +313,8 @@ def gang_jobset_manifest(
 def backlog_pods(backlog: Backlog, *, namespace: str) -> list[dict[str, Any]]:
     """The backlog's bare pods, `backlog.jobs` groups of `backlog.pods_per_job`: CPU only, no strategy
     annotation, no owner. Bare pods because the bench creates them at its own pace: created through Jobs,
-    they would arrive at the Job controller's 20 qps, slower than a 60-pods/s scheduler binds them, and no
-    queue would form (a busy cluster's queue comes from many clients at once)."""
+    they would arrive at the Job controller's 20 qps, slower than the scheduler binds them, and no queue
+    would form (a busy cluster's queue comes from many clients at once)."""
     return [
         {
             "apiVersion": "v1",

@@ -1,19 +1,25 @@
-"""`python -m bench soak [--quick] [--out DIR]`: elastic and scheduling-gate Jobs through faults.
+"""`python -m bench soak [--quick] [--out DIR]`: elastic and scheduling-gate Jobs through faults, on the real
+control plane (kube-apiserver, etcd, kube-controller-manager, kube-scheduler, kwok; devstack.controlplane).
 
-One stack (kubesim + the real webhook + the real resizer as processes, as `make run` starts them) is set
-up cleanly; then kubesim's faults are switched on (a fraction of API requests answered 429/500, added
-latency, watch streams dropped) and Jobs of both strategies are submitted while a schedule of process and
-node faults runs: the resizer SIGKILLed and restarted several times, the webhook restarted once, a node pool
-failed under a running Job. The run converges when every Job has completed.
+One stack (the real webhook and the real resizer as processes, reaching kube-apiserver through toxiproxy) is
+started cleanly; then Jobs of both strategies are submitted while a schedule of faults runs, one every
+`fault_interval` seconds, each through the upstream tool that causes it (devstack.faults): answers slowed,
+stalled and reset by toxiproxy, every connection dropped, 429s from API Priority and Fairness, the resizer
+and the webhook SIGKILLed, a node pool NotReady then deleted, etcd and kube-apiserver restarted, and every
+watch expired (etcd compacted, kube-apiserver restarted: 410 Gone). The run converges when every Job has
+finished.
 
 What is checked (and written to DIR/soak.json):
 - every Job reached its target size: it completed with `succeeded == target` and `spec.completions ==
   target`; nothing left pending (Jobs not complete, pods not terminal);
 - nothing resized twice: an elastic Job's spec changed exactly once (metadata.generation == 2), a
-  scheduling-gate Job's never, and kubesim counted exactly one successful Job patch per elastic Job;
+  scheduling-gate Job's never;
 - zero exclusivity violations, from a replay of every pod event (one Job in two domains at the same time,
-  or two Jobs in one domain at the same time).
-Exit status 1 when any of these fails.
+  or two Jobs in one domain at the same time);
+- every scheduled fault was injected, and the faults are gone at the end.
+What the faults did is counted from kube-apiserver's audit log (the 429s and 5xx the webhook and the
+resizer were answered, the resizer's Job patches, the pod creations refused) and from the processes' own
+`watch_restarts` metrics (watches dropped, ended, expired). Exit status 1 when a check fails.
 """
 
 from __future__ import annotations
@@ -23,10 +29,11 @@ import asyncio
 import contextlib
 import json
 import logging
+import ssl
 import sys
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,10 +41,16 @@ from typing import Any
 import httpx
 
 from bench.paths import SCRATCH
-from devstack.commands import KubesimFlags
+from devstack import faults
+from devstack.clusters import KubeCluster
+from devstack.commands import LOCAL_HOST
+from devstack.controlplane.audit import AuditLog, Request
+from devstack.controlplane.kwok import run_time_annotations
 from devstack.exclusivity import PodState, node_domains, pod_state
+from devstack.interrupts import pause
+from devstack.kube import kubeconfig_credentials
+from devstack.shape import ClusterShape
 from devstack.stack import Stack, StackOptions
-from kubesim.controllers.gang import GANG_ANNOTATION, GANG_SIZE_ANNOTATION
 from placement.constants import (
     GKE_NODEPOOL_LABEL,
     GPU_RESOURCE,
@@ -55,12 +68,21 @@ DEFAULT_OUT = SCRATCH
 NAMESPACE = "soak"
 TOPOLOGY_KEY = GKE_NODEPOOL_LABEL
 SOAK_STRATEGIES = (Strategy.ELASTIC, Strategy.SCHEDULING_GATE)
-API_FAULTS = "error-rate=0.1,error-codes=429+500,retry-after=1,latency-ms=1-20,drop-watch-after=3-10"
 RETRYABLE = frozenset({429, 500, 502, 503, 504})
 JOBS_PATH = f"/apis/batch/v1/namespaces/{NAMESPACE}/jobs"
 PODS_PATH = f"/api/v1/namespaces/{NAMESPACE}/pods"
-CATCH_UP_SECONDS = 30.0
+CALL_DEADLINE_SECONDS = 180.0
+"""How long one API call of the soak's own client is retried (kube-apiserver may be restarting)."""
+CATCH_UP_SECONDS = 60.0
 """How long the pod watch may take to show the final list's pod states (it may be mid-relist)."""
+TAINT_SECONDS = 120.0
+"""How long kube-controller-manager may take to taint a NotReady pool (its node monitor runs every 5 s)."""
+FAULT_WINDOW_SECONDS = 6.0
+"""How long a fault that lasts (slowed, stalled, reset, rejected answers) stays in place."""
+PROCESS_WATCH_RESTARTS = (
+    "exclusive_placement_resizer_watch_restarts_total",
+    "exclusive_placement_watch_restarts_total",
+)
 
 
 @dataclass(frozen=True)
@@ -68,16 +90,16 @@ class SoakPlan:
     jobs_per_strategy: int
     pods_per_job: int
     pools: int
+    """Node pools of one 8-GPU node each; one pool is lost to the `fail-pool` fault."""
     pod_run_seconds: float
-    """Simulated; long enough that a leader outlives a resizer restart (else the Job completes at size 1)."""
-    time_scale: float
+    """Each pod's run time once Running (kwok's pod-complete Stage): longer than a resizer kill, election and
+    resize take, else a leader finishes alone and its Job completes at size 1."""
     faults: tuple[str, ...]
-    """Schedule of process/node faults, one every `fault_interval` wall seconds while Jobs are running."""
+    """Schedule of faults, one every `fault_interval` seconds while Jobs are running."""
     fault_interval: float
     timeout: float
-    """Wall seconds for everything to converge."""
-    submit_batch: int = 10
-    seed: int = 7
+    """Seconds for everything to converge."""
+    submit_batch: int = 6
 
     @property
     def jobs(self) -> int:
@@ -85,41 +107,37 @@ class SoakPlan:
 
 
 FULL = SoakPlan(
-    jobs_per_strategy=110,
+    jobs_per_strategy=16,
     pods_per_job=4,
-    pools=60,
-    pod_run_seconds=300,
-    time_scale=0.05,
+    pools=12,
+    pod_run_seconds=90,
     faults=(
+        "slow-api",
         "kill-resizer",
+        "reject-api",
+        "drop-connections",
         "fail-pool",
+        "kill-webhook",
+        "stalled-api",
+        "restart-kube-apiserver",
+        "reset-api",
         "kill-resizer",
-        "restart-webhook",
-        "kill-resizer",
-        "kill-resizer",
-        "kill-resizer",
+        "restart-etcd",
+        "expire-watches",
     ),
-    fault_interval=6.0,
+    fault_interval=7.0,
     timeout=900.0,
 )
 QUICK = SoakPlan(
-    jobs_per_strategy=6,
+    jobs_per_strategy=4,
     pods_per_job=3,
     pools=6,
-    pod_run_seconds=200,
-    time_scale=0.05,
-    faults=("kill-resizer", "fail-pool", "restart-webhook", "kill-resizer"),
-    fault_interval=4.0,
-    timeout=150.0,  # under pytest's 180 s, so a stuck run reports what is stuck
+    pod_run_seconds=40,
+    faults=("reject-api", "kill-resizer", "drop-connections", "kill-webhook", "expire-watches"),
+    fault_interval=5.0,
+    timeout=420.0,
     submit_batch=4,
 )
-
-
-FAULT_COUNTERS = {
-    "kill-resizer": "resizer_sigkill",
-    "restart-webhook": "webhook_restart",
-    "fail-pool": "node_pool_failed",
-}
 
 
 class SoakError(RuntimeError):
@@ -129,15 +147,15 @@ class SoakError(RuntimeError):
 # --- what is submitted --------------------------------------------------------------------------------------
 
 
-def soak_job(name: str, strategy: str, pods: int) -> dict[str, Any]:
-    """An Indexed Job placed exclusively by `TOPOLOGY_KEY`; backoffLimit covers a whole pool failing.
+def soak_job(name: str, strategy: str, pods: int, run_seconds: float | None = None) -> dict[str, Any]:
+    """An Indexed Job placed exclusively by `TOPOLOGY_KEY`, each pod running `run_seconds` once Running
+    (kwok's pod-complete Stage; None: until deleted).
 
-    Its pods are one kubesim gang: they progress only while all of them run, as a training program's
-    workers do. Pods that each ran a fixed time alone let a leader finish before the Job controller, at its
-    20 qps, had created its followers, stranding them (docs/design.md, "A finished leader")."""
+    `podReplacementPolicy: Failed`: a pod lost with its node is replaced only once it is terminal, so a Job
+    never runs in its old pool and its new one at once. backoffLimit covers a whole pool failing."""
     notes = {TOPOLOGY_ANNOTATION: TOPOLOGY_KEY, STRATEGY_ANNOTATION: strategy}
-    gang = {GANG_ANNOTATION: name, GANG_SIZE_ANNOTATION: str(pods)}
     gpu = {GPU_RESOURCE: "1"}
+    run_time = run_time_annotations(run_seconds) if run_seconds is not None else {}
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
@@ -147,8 +165,9 @@ def soak_job(name: str, strategy: str, pods: int) -> dict[str, Any]:
             "completions": pods,
             "parallelism": pods,
             "backoffLimit": pods * 4,
+            "podReplacementPolicy": "Failed",
             "template": {
-                "metadata": {"annotations": {**notes, **gang}},
+                "metadata": {"annotations": {**notes, **run_time}},
                 "spec": {
                     "restartPolicy": "Never",
                     "containers": [
@@ -285,9 +304,11 @@ def pending_pods(pods: list[dict[str, Any]]) -> list[str]:
 
 
 async def call(http: httpx.AsyncClient, method: str, path: str, **kwargs: Any) -> Any:
-    """One API call, retried through injected 429/5xx and dropped connections (as any client must)."""
+    """One API call, retried through 429/5xx and broken connections (kube-apiserver or etcd restarting)
+    for up to `CALL_DEADLINE_SECONDS`, as any client must."""
+    deadline = time.monotonic() + CALL_DEADLINE_SECONDS
     last = ""
-    for _ in range(60):
+    while time.monotonic() < deadline:
         try:
             response = await http.request(method, path, **kwargs)
         except httpx.TransportError as err:
@@ -298,8 +319,8 @@ async def call(http: httpx.AsyncClient, method: str, path: str, **kwargs: Any) -
                     raise SoakError(f"{method} {path}: HTTP {response.status_code} {response.text[:300]}")
                 return response.json()
             last = f"HTTP {response.status_code}"
-        await asyncio.sleep(0.2)
-    raise SoakError(f"{method} {path} kept failing: {last}")
+        await asyncio.sleep(0.5)
+    raise SoakError(f"{method} {path} kept failing for {CALL_DEADLINE_SECONDS:.0f}s: {last}")
 
 
 async def create_job(http: httpx.AsyncClient, job: dict[str, Any]) -> None:
@@ -377,6 +398,7 @@ class PodFollower:
             try:
                 async with http.stream("GET", PODS_PATH, params=params) as response:
                     if response.status_code == 410:
+                        self.counts["watch_expired"] += 1
                         version = None
                         continue
                     if response.status_code != 200:
@@ -388,54 +410,147 @@ class PodFollower:
                         event = json.loads(line)
                         obj = event.get("object") or {}
                         if event.get("type") == "ERROR":
-                            version = None if obj.get("code") == 410 else version
+                            if obj.get("code") == 410:
+                                self.counts["watch_expired"] += 1
+                                version = None
                             break
                         version = str(obj["metadata"]["resourceVersion"])
                         if event["type"] != "BOOKMARK":
                             self._observe(event["type"], obj)
                 self.counts["watch_restarts"] += 1
-            except httpx.HTTPError:
+            except (httpx.HTTPError, SoakError):
                 self.counts["watch_errors"] += 1
-                await asyncio.sleep(0.1)
+                await asyncio.sleep(0.5)
 
 
 # --- faults -------------------------------------------------------------------------------------------------
 
 
-async def fail_busy_pool(
-    http: httpx.AsyncClient, follower: PodFollower, domains: dict[str, str]
-) -> dict[str, Any]:
-    """Fail the node pool of an elastic Job whose leader is running (so the failure hits a resized Job,
-    not an idle pool). Not one whose leader has finished: its completion index 0 never runs again, so its
-    failed followers can only return to that same, failed pool (docs/design.md, "A finished leader")."""
+class ProcessWatchRestarts:
+    """The webhook's and the resizers' `watch_restarts` counters by reason, summed over every run of each
+    process (sampled before a kill and at the end)."""
+
+    def __init__(self) -> None:
+        self._last: dict[tuple[str, int], Counter[str]] = {}
+
+    def sample(self, stack: Stack) -> None:
+        pages: list[tuple[str, int | None, str]] = []
+        with httpx.Client(timeout=5.0, verify=ssl.create_default_context(cafile=str(stack.ca_file))) as http:
+            for index, resizer in enumerate(stack.resizers):
+                if resizer.running:
+                    url = f"http://{LOCAL_HOST}:{stack.resizer_metrics_ports[index]}/metrics"
+                    pages.append((resizer.name, resizer.pid, _page(http, url)))
+            webhook = stack.webhook
+            if webhook is not None and webhook.running:
+                pages.append((webhook.name, webhook.pid, _page(http, f"{stack.webhook_url}/metrics")))
+        for name, pid, page in pages:
+            if pid is not None and page:
+                self._last[(name, pid)] = watch_restart_reasons(page)
+
+    def totals(self) -> dict[str, int]:
+        total: Counter[str] = Counter()
+        for counts in self._last.values():
+            total.update(counts)
+        return dict(sorted(total.items()))
+
+
+def _page(http: httpx.Client, url: str) -> str:
+    try:
+        return http.get(url).text
+    except httpx.HTTPError as err:
+        log.warning("%s unreachable: %s", url, err)
+        return ""
+
+
+def watch_restart_reasons(page: str) -> Counter[str]:
+    """reason -> watches restarted, from one /metrics page (every informer summed)."""
+    counts: Counter[str] = Counter()
+    for line in page.splitlines():
+        if line.startswith(PROCESS_WATCH_RESTARTS) and 'reason="' in line:
+            reason = line.split('reason="', 1)[1].split('"', 1)[0]
+            counts[reason] += int(float(line.rsplit(" ", 1)[1]))
+    return counts
+
+
+@dataclass
+class FaultContext:
+    """What a fault needs besides the stack: the pod replay (to pick a busy pool) and the counters."""
+
+    stack: Stack
+    follower: PodFollower
+    domains: dict[str, str]
+    injected: Counter[str] = field(default_factory=Counter)
+    watch_restarts: ProcessWatchRestarts = field(default_factory=ProcessWatchRestarts)
+
+
+def busy_pool(follower: PodFollower, domains: dict[str, str]) -> str:
+    """The pool of an elastic Job whose leader is running (so the failure hits a resized Job, not an idle
+    pool); not one whose leader has finished: its completion index 0 never runs again."""
     running = sorted(
         (p["metadata"]["name"], p["spec"]["nodeName"])
-        for p in follower.known.values()
+        for p in list(follower.known.values())
         if (p.get("status") or {}).get("phase") == "Running"
         and p["metadata"]["name"].startswith("el-")
         and (p["metadata"].get("annotations") or {}).get(JOB_COMPLETION_INDEX_ANNOTATION) == "0"
     )
     busy = [domains[node] for _, node in running if node in domains]
-    if not busy:
-        busy = sorted(set(domains.values()))
-    pool = busy[0]
-    result: dict[str, Any] = await call(
-        http, "POST", "/debug/fail-nodes", params={"labelSelector": f"{TOPOLOGY_KEY}={pool}"}
-    )
-    log.info("failed node pool %s: %s", pool, result)
-    return {"pool": pool, **result}
+    return busy[0] if busy else sorted(set(domains.values()))[0]
 
 
-async def run_fault_schedule(
-    stack: Stack,
-    *,
-    http: httpx.AsyncClient,
-    follower: PodFollower,
-    domains: dict[str, str],
-    plan: SoakPlan,
-    injected: Counter[str],
-    done: asyncio.Event,
-) -> None:
+def fail_pool(context: FaultContext) -> None:
+    """A running Job's pool NotReady (kube-controller-manager taints it), then its Nodes deleted."""
+    stack = context.stack
+    pool = busy_pool(context.follower, context.domains)
+    nodes = faults.node_pool_not_ready(stack, pool)
+    deadline = time.monotonic() + TAINT_SECONDS
+    while not all(faults.is_tainted_not_ready(stack.client.get("Node", name)) for name in nodes):
+        if time.monotonic() > deadline:
+            raise SoakError(f"kube-controller-manager did not taint pool {pool} within {TAINT_SECONDS:.0f}s")
+        pause(0.5)
+    lost = [
+        p
+        for p in list(context.follower.known.values())
+        if (p.get("spec") or {}).get("nodeName") in nodes and pod_state(p).active
+    ]
+    faults.delete_node_pool(stack, pool)
+    context.injected["nodes_failed"] += len(nodes)
+    context.injected["running_pods_on_failed_nodes"] += len(lost)
+
+
+def _lasting(
+    fault: Callable[[Stack], contextlib.AbstractContextManager[None]],
+) -> Callable[[FaultContext], None]:
+    def inject(context: FaultContext) -> None:
+        with fault(context.stack):
+            pause(FAULT_WINDOW_SECONDS)
+
+    return inject
+
+
+def _before_kill(kill: Callable[[Stack], None]) -> Callable[[FaultContext], None]:
+    def inject(context: FaultContext) -> None:
+        context.watch_restarts.sample(context.stack)  # a killed process's counters die with it
+        kill(context.stack)
+
+    return inject
+
+
+FAULTS: dict[str, Callable[[FaultContext], object]] = {
+    "slow-api": _lasting(faults.slow_api),
+    "stalled-api": _lasting(faults.stalled_api),
+    "reset-api": _lasting(faults.reset_api),
+    "reject-api": _lasting(faults.rejected_api),
+    "drop-connections": lambda context: faults.drop_connections(context.stack),
+    "kill-resizer": _before_kill(faults.kill_resizer),
+    "kill-webhook": _before_kill(faults.kill_webhook),
+    "fail-pool": fail_pool,
+    "restart-etcd": lambda context: faults.restart_component(context.stack, "etcd"),
+    "restart-kube-apiserver": lambda context: faults.restart_component(context.stack, "kube-apiserver"),
+    "expire-watches": lambda context: faults.expire_watches(context.stack),
+}
+
+
+async def run_fault_schedule(context: FaultContext, plan: SoakPlan, done: asyncio.Event) -> None:
     for fault in plan.faults:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(done.wait(), plan.fault_interval)
@@ -443,17 +558,51 @@ async def run_fault_schedule(
             log.warning("converged before fault %s could be injected", fault)
             return
         log.info("injecting %s", fault)
-        if fault == "kill-resizer":
-            await asyncio.to_thread(stack.restart_resizer, 0, kill=True)
-        elif fault == "restart-webhook":
-            await asyncio.to_thread(stack.restart_webhook)
-        elif fault == "fail-pool":
-            result = await fail_busy_pool(http, follower, domains)
-            injected["nodes_failed"] += int(result.get("nodes", 0))
-            injected["pods_failed_by_node_loss"] += int(result.get("pods", 0))
-        else:
-            raise SoakError(f"unknown fault {fault!r}")
-        injected[FAULT_COUNTERS[fault]] += 1
+        await asyncio.to_thread(FAULTS[fault], context)
+        context.injected[fault] += 1
+
+
+def leftover_faults(stack: Stack) -> list[str]:
+    """Faults still in place after the run: toxics on the proxy, the rejecting priority level."""
+    left = [f"toxic {name}" for name in faults.fault_proxy(stack).toxics()]
+    names = {o["metadata"]["name"] for o in stack.client.list("FlowSchema")}
+    return left + [
+        f"FlowSchema {name}" for name in sorted(names & {faults.REJECT_LEVEL, faults.LEADER_ELECTION_SCHEMA})
+    ]
+
+
+# --- what the audit log says --------------------------------------------------------------------------------
+
+
+def project_answers(requests: Iterable[Request], users: set[str]) -> dict[str, Any]:
+    """The answers kube-apiserver gave the webhook and the resizer (by code class), the resizer's successful
+    Job patches by Job, and the pod creations in the soak's namespace refused."""
+    codes: Counter[str] = Counter()
+    patches: Counter[str] = Counter()
+    refused = 0
+    for request in requests:
+        if request.user in users:
+            if request.code == 429:
+                codes["api_429"] += 1
+            elif request.code >= 500:
+                codes["api_5xx"] += 1
+            if (
+                request.resource == "jobs"
+                and not request.subresource
+                and request.verb == "patch"
+                and request.namespace == NAMESPACE
+                and 200 <= request.code < 300
+            ):
+                patches[request.name] += 1
+        if (
+            request.verb == "create"
+            and request.resource == "pods"
+            and not request.subresource
+            and request.namespace == NAMESPACE
+            and request.code >= 400
+        ):
+            refused += 1
+    return {"codes": dict(codes), "job_patches": dict(patches), "pod_creates_refused": refused}
 
 
 # --- the run ------------------------------------------------------------------------------------------------
@@ -466,8 +615,19 @@ async def wait_converged(http: httpx.AsyncClient, names: dict[str, str], timeout
         finished = [j for j in jobs if _condition(j, "Complete") or _condition(j, "Failed")]
         if len(jobs) == len(names) and len(finished) == len(names):
             return time.monotonic() - started
-        await asyncio.sleep(1.0)
+        await asyncio.sleep(2.0)
     raise SoakError(f"not converged within {timeout:.0f}s")
+
+
+def admin_http(stack: Stack) -> httpx.AsyncClient:
+    """The soak's own client: the cluster admin, straight to kube-apiserver (not through the proxy)."""
+    server, credentials = kubeconfig_credentials(stack.kubeconfig)
+    return httpx.AsyncClient(
+        base_url=server,
+        verify=credentials.ssl_context(),
+        timeout=httpx.Timeout(30.0, read=60.0),
+        headers={"User-Agent": "soak"},
+    )
 
 
 async def soak(stack: Stack, plan: SoakPlan) -> dict[str, Any]:
@@ -475,21 +635,18 @@ async def soak(stack: Stack, plan: SoakPlan) -> dict[str, Any]:
     domains = node_domains(stack.client.list("Node"), TOPOLOGY_KEY)
     replay = SimultaneousExclusivity(domains)
     follower = PodFollower(replay.observe)
-    injected: Counter[str] = Counter()
-    timeout = httpx.Timeout(30.0, read=60.0)
-    async with httpx.AsyncClient(
-        base_url=stack.server, timeout=timeout, headers={"User-Agent": "soak"}
-    ) as http:
+    context = FaultContext(stack, follower, domains)
+    cluster = stack.cluster
+    assert isinstance(cluster, KubeCluster)
+    audit = AuditLog(cluster.control_plane.audit_log)
+    users = {identity.username for identity in cluster.identities.values()}
+    async with admin_http(stack) as http:
         await call(http, "POST", "/api/v1/namespaces", json={"metadata": {"name": NAMESPACE}})
-        await call(http, "POST", "/debug/reset-stats")
+        await _wait_default_service_account(http)
+        since = audit.mark()
         watch = asyncio.create_task(follower.follow(http))
-        await call(http, "POST", "/debug/faults", json={"faults": API_FAULTS})
         done = asyncio.Event()
-        faults = asyncio.create_task(
-            run_fault_schedule(
-                stack, http=http, follower=follower, domains=domains, plan=plan, injected=injected, done=done
-            )
-        )
+        schedule = asyncio.create_task(run_fault_schedule(context, plan, done))
         started = time.monotonic()
         converged_after: float | None = None
         error = ""
@@ -497,7 +654,12 @@ async def soak(stack: Stack, plan: SoakPlan) -> dict[str, Any]:
             items = list(names.items())
             for offset in range(0, len(items), plan.submit_batch):
                 batch = items[offset : offset + plan.submit_batch]
-                await asyncio.gather(*(create_job(http, soak_job(n, s, plan.pods_per_job)) for n, s in batch))
+                await asyncio.gather(
+                    *(
+                        create_job(http, soak_job(n, s, plan.pods_per_job, plan.pod_run_seconds))
+                        for n, s in batch
+                    )
+                )
             await wait_converged(http, names, plan.timeout - (time.monotonic() - started))
             converged_after = time.monotonic() - started
         except SoakError as err:
@@ -505,9 +667,11 @@ async def soak(stack: Stack, plan: SoakPlan) -> dict[str, Any]:
             log.error("soak did not converge: %s", err)
         finally:
             done.set()
-            await faults
-        await call(http, "POST", "/debug/faults", json={"faults": ""})
-        stats = await call(http, "GET", "/debug/stats")
+            try:
+                await schedule
+            except Exception as err:  # a fault that could not be injected is a failed run, not a crash
+                error = "; ".join(filter(None, (error, f"fault schedule: {err!r}")))
+        context.watch_restarts.sample(stack)
         jobs = (await call(http, "GET", JOBS_PATH))["items"]
         pods = (await call(http, "GET", PODS_PATH))["items"]
         try:
@@ -518,18 +682,30 @@ async def soak(stack: Stack, plan: SoakPlan) -> dict[str, Any]:
         with contextlib.suppress(asyncio.CancelledError):
             await watch
     stack.check_alive()
+    answers = project_answers(audit.requests(since=since), users)
     return report(
         plan,
         names=names,
         jobs=jobs,
         pods=pods,
-        stats=stats,
-        injected=injected,
+        answers=answers,
+        context=context,
         replay=replay,
         follower=follower,
         converged_after=converged_after,
         error=error,
+        leftovers=leftover_faults(stack),
     )
+
+
+async def _wait_default_service_account(http: httpx.AsyncClient) -> None:
+    """kube-controller-manager adds a namespace's default ServiceAccount; until then pods are refused."""
+    path = f"/api/v1/namespaces/{NAMESPACE}/serviceaccounts/default"
+    deadline = time.monotonic() + 60.0
+    while (await http.get(path)).status_code != 200:
+        if time.monotonic() > deadline:
+            raise SoakError(f"no default ServiceAccount in {NAMESPACE} after 60s")
+        await asyncio.sleep(0.2)
 
 
 def report(
@@ -538,52 +714,55 @@ def report(
     names: dict[str, str],
     jobs: list[dict[str, Any]],
     pods: list[dict[str, Any]],
-    stats: dict[str, Any],
-    injected: Counter[str],
+    answers: dict[str, Any],
+    context: FaultContext,
     replay: SimultaneousExclusivity,
     follower: PodFollower,
     converged_after: float | None,
     error: str,
+    leftovers: list[str],
 ) -> dict[str, Any]:
     outcomes = job_outcomes(jobs, names, plan.pods_per_job)
-    elastic = sum(1 for s in names.values() if s == Strategy.ELASTIC)
-    faults = stats.get("faults") or {}
-    api_faults = {f"api_{code}": n for code, n in (faults.get("injected") or {}).items()}
+    elastic = sorted(n for n, s in names.items() if s == Strategy.ELASTIC)
+    patches: dict[str, int] = answers["job_patches"]
+    injected = context.injected
     result: dict[str, Any] = {
+        "control_plane": "kube",
         "jobs": len(names),
         "jobs_by_strategy": dict(Counter(names.values())),
         "pods_per_job": plan.pods_per_job,
         "node_pools": plan.pools,
-        "faults_injected": {
-            **api_faults,
-            "watch_streams_dropped": faults.get("watch_streams_dropped", 0),
-            **dict(injected),
+        "faults_injected": {fault: injected[fault] for fault in sorted(set(plan.faults))},
+        "fault_effects": {
+            **{k: v for k, v in injected.items() if k not in FAULTS},
+            **answers["codes"],
+            "process_watch_restarts": context.watch_restarts.totals(),
         },
         "jobs_at_target": len(outcomes["at_target"]),
         "jobs_resized_twice": len(outcomes["resized_twice"]),
         "jobs_pending": len(outcomes["pending"]) + len(outcomes["missing"]),
         "jobs_failed": len(outcomes["failed"]),
         "pods_pending": len(pending_pods(pods)),
-        "job_patches": stats["jobs"]["patched"],
-        "expected_job_patches": elastic,
-        "pod_creates_rejected": stats["pods"]["create_rejected"],
+        "job_patches": sum(patches.values()),
+        "elastic_jobs_patched_once": sum(1 for n in elastic if patches.get(n) == 1),
+        "elastic_jobs": len(elastic),
+        "pod_creates_refused": answers["pod_creates_refused"],
         "exclusive_violations": replay.violations,
         "seconds_to_converge": round(converged_after, 1) if converged_after is not None else None,
         "pod_watch": dict(follower.counts),
         "plan": {k: v for k, v in asdict(plan).items() if k != "faults"}
         | {"fault_schedule": list(plan.faults)},
-        "api_faults": API_FAULTS,
     }
     problems = [error] if error else []
     problems += [f"Job {n} not at target" for n in sorted(set(names) - set(outcomes["at_target"]))][:20]
     problems += [f"Job {n} resized twice" for n in outcomes["resized_twice"]]
     problems += [f"pod {n} still pending" for n in pending_pods(pods)][:20]
     problems += sorted(replay.problems)[:20]
-    if result["job_patches"] != elastic:
-        problems.append(f"{result['job_patches']} Job patches for {elastic} elastic Jobs (expected one each)")
-    for fault, counter in FAULT_COUNTERS.items():
-        if injected[counter] != plan.faults.count(fault):
-            problems.append(f"{fault}: {injected[counter]} injected, {plan.faults.count(fault)} scheduled")
+    problems += [f"elastic Job {n} never patched by the resizer" for n in elastic if not patches.get(n)][:20]
+    problems += [f"fault still in place at the end: {left}" for left in leftovers]
+    for fault in sorted(set(plan.faults)):
+        if injected[fault] != plan.faults.count(fault):
+            problems.append(f"{fault}: {injected[fault]} injected, {plan.faults.count(fault)} scheduled")
     if problems:
         result["problems"] = problems
         by_name = {j["metadata"]["name"]: j for j in jobs}
@@ -592,16 +771,18 @@ def report(
     return result
 
 
-def run(plan: SoakPlan) -> dict[str, Any]:
-    cluster = KubesimFlags(
-        nodes=plan.pools,
-        pools=plan.pools,
-        gpus_per_node=8,
-        time_scale=plan.time_scale,
-        pod_run_seconds=plan.pod_run_seconds,
-        seed=plan.seed,
+def stack_options(plan: SoakPlan) -> StackOptions:
+    return StackOptions(
+        cluster=ClusterShape(nodes=plan.pools, pools=plan.pools, gpus_per_node=8),
+        fault_proxy=True,
+        control_plane_args=faults.SURVIVES_RESTARTS,
+        jobset=False,
+        startup_timeout=120,
     )
-    with Stack(StackOptions(cluster=cluster, startup_timeout=120)) as stack:
+
+
+def run(plan: SoakPlan) -> dict[str, Any]:
+    with Stack(stack_options(plan)) as stack:
         return asyncio.run(soak(stack, plan))
 
 
@@ -610,12 +791,14 @@ def build_parser() -> argparse.ArgumentParser:
         prog="python -m bench soak", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument(
-        "--quick", action="store_true", help=f"{QUICK.jobs} Jobs instead of {FULL.jobs} (~1 min)"
+        "--quick",
+        action="store_true",
+        help=f"{QUICK.jobs} Jobs, {len(QUICK.faults)} faults (instead of {FULL.jobs}, {len(FULL.faults)})",
     )
     parser.add_argument(
         "--out", type=Path, default=DEFAULT_OUT, help="directory for soak.json (default: %(default)s)"
     )
-    parser.add_argument("--timeout", type=float, help="wall seconds to converge (default: the plan's)")
+    parser.add_argument("--timeout", type=float, help="seconds to converge (default: the plan's)")
     return parser
 
 

@@ -1,24 +1,28 @@
-"""`python -m bench strategies [--quick] [--out DIR]`: JobSet and this project's four strategies side by
-side on kubesim (and, in the gang scenarios, two of them with all-or-nothing placement per JobSet).
+"""`python -m bench strategies [--quick] [--long-wait] [--repeat N] [--out DIR]`: JobSet and this
+project's four strategies side by side on the real control plane (bench.kube), and, in the gang
+scenarios, two of them with all-or-nothing placement per JobSet.
 
-For each scenario a stack (kubesim + the real webhook + the real resizer, as `make run` starts them) is
-brought up, and for each strategy of a large scenario a fresh one (`FRESH_STACK_PODS`); each strategy runs
-in a namespace of its own on an idle cluster. This project's strategies are selected per Job by the
-`exclusive-placement.io/strategy` annotation on the JobSet's pod template (the same webhook binary serves
-all four, so nothing but the strategy differs between runs); the `jobset` baseline's namespace is exempt
-from this project's webhooks (the chart's `webhook.admission.exemptNamespaces`), so JobSet's own pod
-webhooks alone place its pods. Between runs on a shared stack the previous JobSet is deleted and its pods
-are gone before kubesim's counters are reset. JobSet's own webhooks are on for every strategy unless the
-scenario turns them off: this project's strategies take JobSet's annotation over on the child Jobs' pod
-templates, so JobSet's webhooks pass their pods.
+For each scenario a stack is brought up, and for each strategy run of a large scenario a fresh one
+(`FRESH_STACK_PODS`); each run has a namespace of its own on an idle cluster. This project's strategies
+are selected per Job by the `exclusive-placement.io/strategy` annotation on the JobSet's pod template (the
+same webhook binary serves all four, so nothing but the strategy differs between runs); the `jobset`
+baseline's namespace is exempt from this project's webhooks (the chart's
+`webhook.admission.exemptNamespaces`), so JobSet's own pod webhooks alone place its pods. JobSet's webhooks
+are registered for every strategy: this project's strategies take JobSet's annotation over on the child
+Jobs' pod templates, so JobSet's webhooks pass their pods. Between runs on a shared stack the previous
+JobSet is deleted and its pods are gone before the next run's window opens.
 
-A gang scenario creates several JobSets at once, each one kubesim gang (its pods progress only while all
-of them run), and follows them until all completed or its deadline passed (a deadlock is a result, not a
-failure): `bench.gang` turns the pod watch into the partial-placement figures and the domain timeline.
+With `--repeat N` every contender runs N times, the contenders taking turns (run 1 of each, then run 2 of
+each, ...): every figure is reported as its median, min and max, and every ratio over the paired runs
+(bench.repeats).
 
-A scenario with a backlog first submits plain, non-exclusive batch Jobs in a second namespace and creates
-the measured JobSet once all of their pods exist, so its leaders queue behind what the (throttled)
-scheduler has not bound yet; the counters are reset just before the JobSet is created.
+A gang scenario creates several JobSets at once, each one gang (bench.rendezvous), and follows them until
+all completed or its deadline passed (a deadlock is a result, not a failure): `bench.gang` turns the pod
+watch into the partial-placement figures and the domain timeline.
+
+A scenario with a backlog first submits plain, non-exclusive pods in a second namespace and creates the
+measured JobSet once all of them exist, so its leaders queue behind what the scheduler has not bound yet;
+the window opens just before the JobSet is created.
 """
 
 from __future__ import annotations
@@ -46,38 +50,36 @@ from bench.contenders import (
     for_scenario,
     placement_problems,
 )
-from bench.counters import Counters, KubesimCounters, real_control_plane_fields
+from bench.counters import KubeCounters, WindowCounts
 from bench.gang import gang_outcome
 from bench.kube import (
-    KUBE_FULL_SCENARIOS,
-    KUBE_QUICK_SCENARIOS,
-    KUBE_TIME_SCALE,
     Connection,
-    check_supported,
     connection,
     kube_counters,
     pod_annotations,
+    stack_options,
+    wait_nodes_settled,
 )
-from bench.kube import scenario_fields as kube_scenario_fields
 from bench.measures import (
+    HEADLINE_METRICS,
     LOOKUP_VERBS,
     RESIZER_CLIENT,
     WEBHOOK_CLIENT,
-    client_requests,
     failed_create_messages,
-    headline_ratios,
+    failed_scheduling_messages,
+    per_job_fields,
     preemption_fields,
     timeline_fields,
-    waste_from_stats,
+    waste_of,
     workload_requests,
 )
 from bench.paths import SCRATCH
 from bench.recorder import BacklogTracker, GangRecorder, PodRecorder, stop
 from bench.rendezvous import play_rendezvous
+from bench.repeats import aggregate, paired_ratios
 from bench.scenarios import (
     FULL_SCENARIOS,
-    GPUS_PER_NODE,
-    LONG_WAIT_TIME_SCALE,
+    LONG_WAIT_SCENARIOS,
     QUICK_SCENARIOS,
     TOPOLOGY_KEY,
     Backlog,
@@ -88,39 +90,32 @@ from bench.scenarios import (
     jobset_manifest,
     scenarios_named,
 )
-from devstack.clusters import CONTROL_PLANES
-from devstack.commands import KubesimFlags
 from devstack.controlplane.binaries import MissingBinaries, require_built
 from devstack.controlplane.versions import pinned_versions
 from devstack.exclusivity import node_domains
 from devstack.manifests import priority_class
-from devstack.stack import Stack, StackOptions
+from devstack.stack import Stack
 from placement.constants import JOBSET_GROUP, JOBSET_VERSION, Strategy
 
 log = logging.getLogger("bench.strategies")
 
+CONTROL_PLANE = "kube"
 DEFAULT_OUT = SCRATCH
-KUBE_RESULTS_DIR = "kube"
-"""The real control plane's results go to a `kube/` directory under `--out`, with the same file names."""
-DEFAULT_TIME_SCALE = 0.1
 JOBSET_NAME = "bench"
 JOBSETS_PATH = f"/apis/{JOBSET_GROUP}/{JOBSET_VERSION}/namespaces/{{namespace}}/jobsets"
 PRIORITY_CLASSES_PATH = "/apis/scheduling.k8s.io/v1/priorityclasses"
 FULL_RUN_TIMEOUT = 600.0
 QUICK_RUN_TIMEOUT = 180.0
-"""Wall seconds a quick run may take: every quick run takes under 30 s here; a stuck one fails in time."""
+"""Wall seconds a quick run may take: a quick run takes seconds, even loaded; a stuck one fails in time."""
 BACKLOG_CREATION_TIMEOUT = 120.0
-"""Wall seconds for the Job controller to create every backlog pod before the run counts as failed."""
+"""Wall seconds for every backlog pod to be created before the run counts as failed."""
 LOW_PRIORITY, HIGH_PRIORITY = 10, 1000
 """The preemption scenario's PriorityClass values."""
 LOW_PRIORITY_MAX_RESTARTS = 5
-"""The low-priority JobSet's failurePolicy.maxRestarts: preempted, it restarts and waits for domains. Bounded
-because kubesim does not reserve a preemptor's nominated node against lower-priority pods (upstream's
-`RunFilterPluginsWithNominatedPods`, docs/kubesim-fidelity.md): where a preemptor waits for its victims
-to go, a restarted low-priority pod can take the node back, so the preemption repeats (measured: 92
-restarts in 90 s under `jobset` and `affinity` on preemption-4x2) until the low JobSet fails."""
+"""The low-priority JobSet's failurePolicy.maxRestarts: preempted, it restarts and waits for domains;
+bounded so that a preemption that keeps repeating ends with the JobSet failed, not with a stuck run."""
 LOW_JOBSET_NAME = "low"
-"""Wall seconds for the Job controller to create every backlog pod before the run counts as failed."""
+MAX_REPEAT = 20
 
 
 class BenchError(RuntimeError):
@@ -129,61 +124,68 @@ class BenchError(RuntimeError):
 
 @dataclass(frozen=True)
 class RunSettings:
-    time_scale: float
     run_timeout: float
     """Wall seconds one strategy run may take before it is recorded as failed."""
-    control_plane: str = "kubesim"
-    """`kubesim`, or `kube`: the real control plane (bench.kube)."""
+    repeat: int = 1
+    """Runs per contender and scenario."""
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.repeat <= MAX_REPEAT:
+            raise ValueError(f"--repeat must be 1 to {MAX_REPEAT}, got {self.repeat}")
+        if self.run_timeout <= 0:
+            raise ValueError("--run-timeout must be > 0")
 
 
-def result_from_stats(
-    stats: dict[str, Any], seconds: float, violations: int, *, namespace: str
+def result_from_counts(
+    counts: WindowCounts, seconds: float, violations: int, *, namespace: str
 ) -> dict[str, Any]:
-    """The counters of one strategy run, from its `/debug/stats` snapshot: the issue's fields, the
-    requests about the measured JobSet's `namespace` (without a backlog's or the nodes'), wasted requests
-    (bench.measures.Waste) and their parts, JobSet's webhook calls, what this project's webhook and resizer
-    asked of the API server, scheduling cycles, and the request breakdown by verb and resource and by
-    client (where the differences come from)."""
-    waste = waste_from_stats(stats)
-    in_namespace = stats["requests"].get("by_namespace", {}).get(namespace, {"total": 0, "writes": 0})
-    admission_calls = stats["admission"]["calls"]
-    jobset_webhooks = stats.get("jobset_webhooks", {"calls": 0, "denied": 0})
+    """The counters of one strategy run: the issue's fields, the requests about the measured JobSet's
+    `namespace` (without a backlog's or the nodes'), wasted requests (bench.measures.Waste) and their
+    parts, both projects' webhook calls, what this project's webhook and resizer asked of the API server,
+    kube-apiserver's CPU seconds, scheduling attempts, and the requests by verb and resource, by client,
+    and by client, verb, resource and code (where the differences come from)."""
+    requests = counts.requests
+    waste = waste_of(counts)
+    admission = counts.admission
     return {
-        "pod_creates_rejected": stats["pods"]["create_rejected"],
-        "pod_creates_accepted": stats["pods"]["create_accepted"],
-        "api_requests": stats["requests"]["total"],
-        "api_writes": stats["requests"]["writes"],
-        "api_requests_in_namespace": in_namespace["total"],
-        "api_writes_in_namespace": in_namespace["writes"],
-        "admission_calls": admission_calls,
-        "jobset_webhook_calls": jobset_webhooks["calls"],
-        "jobset_webhook_denied": jobset_webhooks["denied"],
-        "all_webhook_calls": admission_calls + jobset_webhooks["calls"],
+        "pod_creates_rejected": requests.pod_creates_rejected,
+        "pod_creates_accepted": requests.pod_creates_accepted,
+        "pod_creates_rejected_by_code": requests.rejected_by_code(),
+        "api_requests": requests.total,
+        "api_writes": requests.writes,
+        "api_requests_in_namespace": requests.in_namespace(namespace),
+        "api_writes_in_namespace": requests.in_namespace(namespace, writes=True),
+        "admission_calls": admission.project,
+        "jobset_webhook_calls": admission.jobset_pods,
+        "jobset_webhook_denied": admission.jobset_pods_denied,
+        "jobset_object_webhook_calls": admission.jobset_objects,
+        "all_webhook_calls": admission.project + admission.jobset_pods,
+        "admission_calls_by_webhook": dict(admission.by_webhook),
+        "apiserver_cpu_seconds": counts.apiserver_cpu_seconds,
         "wasted_requests": waste.total,
         "wasted_rejected_creates": waste.rejected_creates,
         "wasted_event_writes": waste.event_writes,
         "wasted_webhook_lookups": waste.webhook_lookups,
-        "webhook_lookups": client_requests(stats, WEBHOOK_CLIENT, LOOKUP_VERBS),
-        "resizer_requests": workload_requests(stats, RESIZER_CLIENT),
-        "job_patches": stats["jobs"]["patched"],
-        "pod_patches": stats["pods"]["patched"],
-        "scheduler_filter_evaluations": stats["scheduler"]["filter_evaluations"],
-        "scheduler_affinity_evaluations": stats["scheduler"]["affinity_evaluations"],
+        "webhook_lookups": requests.client_requests(WEBHOOK_CLIENT, LOOKUP_VERBS),
+        "resizer_requests": workload_requests(counts, RESIZER_CLIENT),
+        "job_patches": requests.patched("jobs"),
+        "pod_patches": requests.patched("pods"),
         "seconds_to_all_running": round(seconds, 3),
         "exclusive_violations": violations,
-        "scheduler_attempts": stats["scheduler"].get("attempts", 0),
-        "api_requests_by_verb_resource": dict(sorted(stats["requests"].get("by_verb_resource", {}).items())),
-        "api_requests_by_client": dict(sorted(stats["requests"].get("by_client", {}).items())),
-        "api_requests_by_client_verb_resource": {
-            client: dict(sorted(counts.items()))
-            for client, counts in sorted(stats["requests"].get("by_client_verb_resource", {}).items())
-        },
-        **real_control_plane_fields(stats),
+        "scheduler_attempts": counts.scheduler.attempts,
+        "scheduler_unschedulable": counts.scheduler.unschedulable,
+        "scheduler_queue_moves_by_event": dict(counts.scheduler.queue_moves_by_event),
+        "event_writes_by_reason": counts.event_writes_by_reason(),
+        "api_requests_by_verb_resource": requests.by(lambda key: key.verb_resource),
+        "api_requests_by_client": requests.by(lambda key: key.client),
+        "api_requests_by_client_verb_resource_code": requests.by(str),
+        "background_requests": dict(sorted(requests.background.items())),
+        "window_seconds": round(counts.seconds, 3),
     }
 
 
 def long_wait_fields(result: dict[str, Any]) -> dict[str, Any]:
-    """Wasted requests per simulated minute a Job spent waiting for its leader to bind."""
+    """Wasted requests per minute a Job spent waiting for its leader to bind."""
     minutes = result["waiting_job_minutes"]
     per_minute = round(result["wasted_requests"] / minutes, 3) if minutes > 0 else None
     return {"wasted_requests_per_waiting_job_minute": per_minute}
@@ -205,11 +207,11 @@ def baseline_problems(contender: Contender, result: dict[str, Any]) -> list[str]
 
 
 def backlog_namespace(namespace: str) -> str:
-    return f"{namespace[:55]}-backlog"
+    return f"{namespace}-backlog"
 
 
 def low_priority_namespace(namespace: str) -> str:
-    return f"{namespace[:59]}-low"
+    return f"{namespace}-low"
 
 
 def priority_class_names(namespace: str) -> tuple[str, str]:
@@ -263,16 +265,13 @@ class Run:
     namespace: str
     nodes: dict[str, str]
     """node name → its topology domain."""
-    time_scale: float
-    """The time scale kubesim runs at (the scenario's own, else the bench's)."""
-    jobset_webhooks: bool
     run_timeout: float
     connection: Connection
-    counters: Counters
+    counters: KubeCounters
     pod_annotations: Mapping[str, str] = field(default_factory=dict)
-    """On every measured pod template: kwok's run time on the real control plane."""
+    """On every measured pod template: kwok's run time."""
     rendezvous_seconds: float | None = None
-    """Real control plane, gang scenario: the benchmark plays the gangs' rendezvous (bench.rendezvous)."""
+    """Gang scenario: the benchmark plays the gangs' rendezvous (bench.rendezvous)."""
 
     @property
     def namespaces(self) -> list[str]:
@@ -295,7 +294,9 @@ async def run_strategy(run: Run, *, clean_up: bool) -> dict[str, Any]:
             (await http.post("/api/v1/namespaces", json=ns)).raise_for_status()
         try:
             result = await _measure_scenario(http, run)
-            result["failed_create_messages"] = await _failed_create_messages(http, namespaces)
+            events = await _events(http, namespaces)
+            result["failed_create_messages"] = failed_create_messages(events)
+            result["failed_scheduling_messages"] = failed_scheduling_messages(events)
             return result
         finally:
             # Also after a failed run: the next strategy needs every pool free and an empty queue again.
@@ -318,12 +319,13 @@ async def _measure_scenario(http: httpx.AsyncClient, run: Run) -> dict[str, Any]
     return await _measure(http, run)
 
 
-async def _failed_create_messages(http: httpx.AsyncClient, namespaces: Sequence[str]) -> dict[str, int]:
-    """Why the run's pod creations were refused (after its window: not counted)."""
+async def _events(http: httpx.AsyncClient, namespaces: Sequence[str]) -> list[dict[str, Any]]:
+    """The run's Events, read after its window (not counted): why creations were refused, why the
+    scheduler could not place pods."""
     events: list[dict[str, Any]] = []
     for namespace in namespaces:
         events += (await _request(http, "GET", f"/api/v1/namespaces/{namespace}/events"))["items"]
-    return failed_create_messages(events)
+    return events
 
 
 def measured_jobsets(scenario: Scenario) -> list[str]:
@@ -412,7 +414,7 @@ async def _measure(http: httpx.AsyncClient, run: Run) -> dict[str, Any]:
         finished, _ = await asyncio.wait(
             {done, watch}, timeout=run.run_timeout, return_when=asyncio.FIRST_COMPLETED
         )
-        stats = await run.counters.snapshot(http, run.namespaces)
+        counts = await run.counters.snapshot(http, run.namespaces)
         backlog_bound_at_end = len(backlog.bound) if backlog else 0
         if done not in finished:
             done.cancel()
@@ -426,13 +428,13 @@ async def _measure(http: httpx.AsyncClient, run: Run) -> dict[str, Any]:
         raise BenchError(f"{scenario.name}/{run.contender.key}: {ran} ({reason})")
     jobs = (await _request(http, "GET", f"/apis/batch/v1/namespaces/{run.namespace}/jobs"))["items"]
     pods = (await _request(http, "GET", f"/api/v1/namespaces/{run.namespace}/pods"))["items"]
-    result = result_from_stats(
-        stats, recorder.all_running_at - start, recorder.replay.violations, namespace=run.namespace
+    result = result_from_counts(
+        counts, recorder.all_running_at - start, recorder.replay.violations, namespace=run.namespace
     )
-    result["jobset_webhooks"] = run.jobset_webhooks
-    result.update(timeline_fields(recorder.timelines, scenario.pods_per_job, run.time_scale))
+    result.update(timeline_fields(recorder.timelines, scenario.pods_per_job))
     if scenario.long_wait:
         result.update(long_wait_fields(result))
+        result.update(per_job_fields(recorder.timelines, scenario.pods_per_job, counts, start))
     if backlog:
         # The window's counters include these backlog pods' binds and kubelet updates (alike per strategy).
         result["backlog_pods_pending_at_submit"] = backlog_pending
@@ -493,7 +495,7 @@ async def _measure_preemption(http: httpx.AsyncClient, run: Run) -> dict[str, An
         )
         await _request(http, "POST", JOBSETS_PATH.format(namespace=run.namespace), json=manifest)
         await _wait_for(high.all_running, high_watch, run.run_timeout)
-        stats = await run.counters.snapshot(http, run.namespaces)
+        counts = await run.counters.snapshot(http, run.namespaces)
     finally:
         high_ended = await stop(high_watch)
         await stop(low_watch)
@@ -505,13 +507,12 @@ async def _measure_preemption(http: httpx.AsyncClient, run: Run) -> dict[str, An
     low_running = sum(1 for pod in low_pods if (pod.get("status") or {}).get("phase") == "Running")
     seconds = None if high.all_running_at is None else high.all_running_at - start
     violations = high.replay.violations + low.replay.violations
-    result = result_from_stats(stats, seconds or 0.0, violations, namespace=run.namespace)
-    result.update(preemption_fields(stats, low_jobset, low_running, scenario.total_pods))
+    result = result_from_counts(counts, seconds or 0.0, violations, namespace=run.namespace)
+    result.update(preemption_fields(counts.scheduler, low_jobset, low_running, scenario.total_pods))
     result.update(
         high_priority_outcome(seconds, len(high.started), scenario.total_pods, high_ended or run.run_timeout)
     )
-    result["jobset_webhooks"] = run.jobset_webhooks
-    result.update(timeline_fields(high.timelines, scenario.pods_per_job, run.time_scale))
+    result.update(timeline_fields(high.timelines, scenario.pods_per_job))
     jobs = (await _request(http, "GET", f"/apis/batch/v1/namespaces/{run.namespace}/jobs"))["items"]
     pods = (await _request(http, "GET", f"/api/v1/namespaces/{run.namespace}/pods"))["items"]
     problems = (
@@ -533,7 +534,7 @@ async def _measure_gang(http: httpx.AsyncClient, run: Run) -> dict[str, Any]:
     sizes = dict.fromkeys(names, scenario.jobset_pods)
     recorder = GangRecorder(run.nodes, sizes)
     watch = asyncio.create_task(recorder.follow(http, run.namespace))
-    deadline = min(float(scenario.gang_deadline_seconds or 0.0) * run.time_scale, run.run_timeout)
+    deadline = min(float(scenario.gang_deadline_seconds or 0.0), run.run_timeout)
     path = JOBSETS_PATH.format(namespace=run.namespace)
     manifests = [
         gang_jobset_manifest(
@@ -555,7 +556,7 @@ async def _measure_gang(http: httpx.AsyncClient, run: Run) -> dict[str, Any]:
         await asyncio.gather(*(_request(http, "POST", path, json=manifest) for manifest in manifests))
         await _wait_for(recorder.all_complete, watch, deadline)
         ended = time.monotonic()
-        stats = await run.counters.snapshot(http, run.namespaces)
+        counts = await run.counters.snapshot(http, run.namespaces)
     finally:
         watch_ended = await stop(watch) or (await stop(rendezvous.task) if rendezvous else "")
     if watch_ended:
@@ -563,10 +564,11 @@ async def _measure_gang(http: httpx.AsyncClient, run: Run) -> dict[str, Any]:
     jobs = (await _request(http, "GET", f"/apis/batch/v1/namespaces/{run.namespace}/jobs"))["items"]
     pods = (await _request(http, "GET", f"/api/v1/namespaces/{run.namespace}/pods"))["items"]
     all_running = None if recorder.all_running_at is None else recorder.all_running_at - start
-    result = result_from_stats(stats, all_running or 0.0, recorder.replay.violations, namespace=run.namespace)
+    result = result_from_counts(
+        counts, all_running or 0.0, recorder.replay.violations, namespace=run.namespace
+    )
     result["seconds_to_all_running"] = None if all_running is None else round(all_running, 3)
-    result["jobset_webhooks"] = run.jobset_webhooks
-    result.update(timeline_fields(recorder.timelines, scenario.pods_per_job, run.time_scale))
+    result.update(timeline_fields(recorder.timelines, scenario.pods_per_job))
     result.update(gang_outcome(recorder.relative_to(start), sizes, ended - start).fields())
     result["deadline_seconds"] = round(deadline, 3)
     problems = (
@@ -622,29 +624,21 @@ def high_priority_outcome(
     }
 
 
-def cluster_flags(scenario: Scenario, settings: RunSettings, *, jobset_webhooks: bool) -> KubesimFlags:
-    """The scenario's kubesim: its pools, pod run time, scheduler throughput, JobSet's webhooks and (if it
-    has its own) time scale; the bench's time scale otherwise."""
-    return KubesimFlags(
-        nodes=scenario.nodes,
-        pools=scenario.pools,
-        gpus_per_node=GPUS_PER_NODE,
-        time_scale=scenario.time_scale or settings.time_scale,
-        pod_run_seconds=scenario.pod_run_seconds,
-        scheduler_pods_per_second=scenario.scheduler_pods_per_second,
-        jobset_webhooks=jobset_webhooks,
-    )
+RUN_NAMESPACE_PREFIX_LENGTH = 45
+"""A run's namespace is `bench-<scenario>-<contender>` cut to this length, then `-r<run>`: short enough
+for its backlog's and low-priority JobSet's namespaces (`-backlog`, `-low`) to stay valid names."""
 
 
-def run_namespace(scenario: Scenario, contender: Contender) -> str:
-    return f"bench-{scenario.name}-{contender.key}".lower().replace("+", "-")[:63]
+def run_namespace(scenario: Scenario, contender: Contender, repetition: int = 1) -> str:
+    base = f"bench-{scenario.name}-{contender.key}".lower().replace("+", "-")[:RUN_NAMESPACE_PREFIX_LENGTH]
+    return f"{base.rstrip('-')}-r{repetition}"
 
 
 FRESH_STACK_PODS = 200
 """Above this many pods (backlog included) each strategy run gets a fresh stack: deleting a JobSet of
 1,024 pods takes the Job controller over a minute at its 20 qps (a finalizer patch per pod), longer than
-starting a stack (~6 s). Smaller scenarios share one stack and wait until the previous run's pods are
-gone. Either way a run starts on an idle cluster with its counters reset."""
+starting a stack. Smaller scenarios share one stack and wait until the previous run's pods are gone.
+Either way a run starts on an idle cluster."""
 
 
 def fresh_stack_per_strategy(scenario: Scenario) -> bool:
@@ -652,92 +646,120 @@ def fresh_stack_per_strategy(scenario: Scenario) -> bool:
     return scenario.total_pods + backlog_pods > FRESH_STACK_PODS
 
 
-def _run_contenders(scenario: Scenario, group: Sequence[Contender], settings: RunSettings) -> dict[str, Any]:
-    """Every contender of `scenario`, one after the other (`FRESH_STACK_PODS`), JobSet's webhooks on or
-    off as the scenario says (this project's strategies take JobSet's annotation over on their child Jobs'
-    pod templates, so they coexist with JobSet's webhooks; `jobset_webhook_denied` shows it)."""
-    if fresh_stack_per_strategy(scenario):
-        return {c.key: _run_on_stack(scenario, [c], settings)[c.key] for c in group}
-    return _run_on_stack(scenario, group, settings)
+@dataclass(frozen=True)
+class Turn:
+    """One run of one contender: the `repetition`-th."""
+
+    contender: Contender
+    repetition: int
 
 
-def _run_on_stack(scenario: Scenario, group: Sequence[Contender], settings: RunSettings) -> dict[str, Any]:
-    jobset_webhooks = scenario.jobset_webhooks
-    cluster = cluster_flags(scenario, settings, jobset_webhooks=jobset_webhooks)
+def turns(group: Sequence[Contender], repeat: int) -> list[Turn]:
+    """Every contender's runs, the contenders taking turns: run 1 of each, then run 2 of each, ..."""
+    return [Turn(c, r) for r in range(1, repeat + 1) for c in group]
+
+
+def _run_contenders(
+    scenario: Scenario, group: Sequence[Contender], settings: RunSettings
+) -> dict[str, list[dict[str, Any]]]:
+    """Every run of every contender of `scenario` (`turns`), on one stack or on a fresh stack each
+    (`FRESH_STACK_PODS`): contender key → its runs in order."""
+    runs: dict[str, list[dict[str, Any]]] = {c.key: [] for c in group}
+    order = turns(group, settings.repeat)
+    batches = [[turn] for turn in order] if fresh_stack_per_strategy(scenario) else [order]
+    for batch in batches:
+        for turn, result in zip(batch, _run_on_stack(scenario, batch, settings), strict=True):
+            runs[turn.contender.key].append(result)
+    return runs
+
+
+def _run_on_stack(scenario: Scenario, batch: Sequence[Turn], settings: RunSettings) -> list[dict[str, Any]]:
     # The namespaces JobSet alone places: exempt from this project's webhooks, as a user would exempt them.
-    exempt = tuple(
+    exempt = [
         namespace
-        for c in group
-        if not c.uses_project_webhooks
-        for namespace in jobset_namespaces(scenario, run_namespace(scenario, c))
-    )
-    results: dict[str, Any] = {}
-    kube = settings.control_plane == "kube"
-    options = StackOptions(
-        cluster=cluster, control_plane=settings.control_plane, startup_timeout=120, exempt_namespaces=exempt
-    )
-    with Stack(options) as stack:
+        for turn in batch
+        if not turn.contender.uses_project_webhooks
+        for namespace in jobset_namespaces(scenario, run_namespace(scenario, turn.contender, turn.repetition))
+    ]
+    results: list[dict[str, Any]] = []
+    with Stack(stack_options(scenario, exempt)) as stack:
+        wait_nodes_settled(stack.client)
         domains = node_domains(stack.client.list("Node"), TOPOLOGY_KEY)
-        counters: Counters = kube_counters(stack) if kube else KubesimCounters()
-        for index, contender in enumerate(group):
+        counters = kube_counters(stack)
+        for index, turn in enumerate(batch):
+            contender = turn.contender
             run = Run(
                 scenario,
                 contender,
-                run_namespace(scenario, contender),
+                run_namespace(scenario, contender, turn.repetition),
                 domains,
-                time_scale=KUBE_TIME_SCALE if kube else cluster.time_scale,
-                jobset_webhooks=jobset_webhooks,
                 run_timeout=settings.run_timeout,
                 connection=connection(stack),
                 counters=counters,
-                pod_annotations=pod_annotations(scenario) if kube else {},
-                rendezvous_seconds=scenario.pod_run_seconds if kube and scenario.gang else None,
+                pod_annotations=pod_annotations(scenario),
+                rendezvous_seconds=scenario.pod_run_seconds if scenario.gang else None,
             )
-            log.info("scenario %s, strategy %s: %s pods", scenario.name, contender.key, scenario.total_pods)
-            clean_up = index < len(group) - 1
+            log.info(
+                "scenario %s, strategy %s, run %d/%d: %s pods",
+                scenario.name,
+                contender.key,
+                turn.repetition,
+                settings.repeat,
+                scenario.total_pods,
+            )
             try:
-                results[contender.key] = asyncio.run(run_strategy(run, clean_up=clean_up))
+                result = asyncio.run(run_strategy(run, clean_up=index < len(batch) - 1))
             except (BenchError, httpx.HTTPError) as err:
-                log.error("%s/%s failed: %s", scenario.name, contender.key, err)
-                results[contender.key] = {"error": f"{type(err).__name__}: {err}"}
+                log.error("%s/%s run %d failed: %s", scenario.name, contender.key, turn.repetition, err)
+                result = {"error": f"{type(err).__name__}: {err}"}
+            results.append(result)
             stack.check_alive()
-            log.info("  %s", json.dumps(results[contender.key]))
+            log.info("  %s", json.dumps(result))
     return results
 
 
+RATIO_BASELINES: tuple[tuple[str, str], ...] = (
+    ("elastic_vs_jobset", JOBSET_BASELINE),
+    ("elastic_vs_gate", Strategy.GATE),
+)
+
+
 def run_scenario(scenario: Scenario, chosen: Sequence[Contender], settings: RunSettings) -> dict[str, Any]:
-    contenders = for_scenario(chosen, gang=scenario.gang)
-    results = _run_contenders(scenario, contenders, settings) if contenders else {}
-    if settings.control_plane == "kube":
-        record = kube_scenario_fields(scenario)
-    else:
-        record = scenario.fields(scenario.time_scale or settings.time_scale)
-    record["jobset_webhooks"] = scenario.jobset_webhooks
-    record["results"] = {c.key: results[c.key] for c in contenders}
+    group = for_scenario(chosen, gang=scenario.gang)
+    runs = _run_contenders(scenario, group, settings) if group else {}
+    record = scenario.fields()
+    record["results"] = {key: aggregate(key_runs) for key, key_runs in runs.items()}
     if scenario.long_wait:
-        minutes = [r["waiting_job_minutes"] for r in results.values() if "waiting_job_minutes" in r]
-        record["waiting_job_minutes"] = round(statistics.fmean(minutes), 1) if minutes else None
-    record["elastic_vs_jobset"] = headline_ratios(record["results"], baseline=JOBSET_BASELINE)
-    record["elastic_vs_gate"] = headline_ratios(record["results"], baseline=Strategy.GATE)
+        minutes = [
+            r["waiting_job_minutes"]
+            for key_runs in runs.values()
+            for r in key_runs
+            if "waiting_job_minutes" in r
+        ]
+        record["waiting_job_minutes"] = round(statistics.median(minutes), 1) if minutes else None
+    keys = [key for key, _ in HEADLINE_METRICS]
+    for name, baseline in RATIO_BASELINES:
+        record[name] = paired_ratios(record["results"], keys, baseline=baseline)
     return record
 
 
 def run_benchmark(
-    scenarios: tuple[Scenario, ...], contenders: Sequence[Contender], settings: RunSettings
+    scenarios: Sequence[Scenario], contenders: Sequence[Contender], settings: RunSettings
 ) -> dict[str, Any]:
-    report: dict[str, Any] = {"control_plane": settings.control_plane}
-    if settings.control_plane == "kube":
-        report["versions"] = pinned_versions().as_dict()
-    report["scenarios"] = [run_scenario(s, contenders, settings) for s in scenarios]
-    report["time_scale"] = KUBE_TIME_SCALE if settings.control_plane == "kube" else settings.time_scale
-    return report
+    return {
+        "control_plane": CONTROL_PLANE,
+        "versions": pinned_versions().as_dict(),
+        "repeat": settings.repeat,
+        "ratio_range": "min-max over paired runs (run i of each contender, on the same stack)",
+        "scenarios": [run_scenario(s, contenders, settings) for s in scenarios],
+    }
 
 
 def failures(report: dict[str, Any]) -> list[str]:
     out: list[str] = []
     for scenario in report["scenarios"]:
         for strategy, result in scenario["results"].items():
-            for problem in ([result["error"]] if "error" in result else []) + result.get("problems", []):
+            for problem in result.get("errors", []) + result.get("problems", []):
                 out.append(f"{scenario['name']}/{strategy}: {problem}")
     return out
 
@@ -751,31 +773,32 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--quick",
         action="store_true",
-        help="small scenarios (4x8 with a 60 pods/s scheduler, a long wait of 4x4 on 2 pools, "
-        "preemption 4x2, 3 gang JobSets racing for 4 pools): ~3.5 min",
+        help="4x8 alone, every contender on one stack: ~1.5-3 min per repetition",
+    )
+    parser.add_argument(
+        "--long-wait",
+        action="store_true",
+        help="also run the long wait (4 Jobs x 4 pods on 2 pools, pods running 4 minutes): ~5 min per "
+        "contender and repetition",
     )
     parser.add_argument(
         "--control-plane",
-        choices=CONTROL_PLANES,
-        default="kubesim",
-        help="kubesim (default) or kube: the real control plane built by `make kube` (bench/kube.py: real "
-        "seconds, counters from the audit log; --quick: 4x8 alone, ~1.5 min; full: ~35-40 min)",
+        choices=(CONTROL_PLANE,),
+        default=CONTROL_PLANE,
+        help="the real control plane built by `make kube` (the only one)",
+    )
+    parser.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="runs per contender (default 1); figures are reported as median, min and max, ratios over the "
+        "paired runs",
     )
     parser.add_argument(
         "--out",
         type=Path,
-        default=None,
-        help="output directory for strategies.json, strategies.md and the plots (default: "
-        f"{DEFAULT_OUT}, {DEFAULT_OUT / KUBE_RESULTS_DIR} with --control-plane kube)",
-    )
-    parser.add_argument(
-        "--time-scale",
-        type=float,
-        default=None,
-        help=f"kubesim real seconds per simulated second (default: {DEFAULT_TIME_SCALE}) of scenarios "
-        "without their own: throttled-scheduler scenarios run at 1.0 so their throttle, not the Python "
-        f"control plane, is the bottleneck; long-wait ones at {LONG_WAIT_TIME_SCALE} so their hours of "
-        "waves fit in a minute; not with --control-plane kube (real time)",
+        default=DEFAULT_OUT,
+        help="output directory for strategies.json, strategies.md and the plots (default: %(default)s)",
     )
     parser.add_argument(
         "--strategies",
@@ -796,29 +819,21 @@ def build_parser() -> argparse.ArgumentParser:
         action="append",
         dest="scenarios",
         metavar="NAME",
-        help="run only this scenario (repeatable; any of the full, quick and large ones, e.g. 64x64)",
+        help="run only this scenario (repeatable; any of the full, long-wait, quick and large ones, e.g. "
+        "32x32 or 64x64)",
     )
     parser.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
     return parser
 
 
 def chosen_scenarios(args: argparse.Namespace) -> tuple[Scenario, ...]:
-    """The scenarios the command line asks for on its control plane; ValueError for a bad choice,
-    MissingBinaries when the real control plane is asked for and not built."""
-    if args.time_scale is not None and args.time_scale <= 0:
-        raise ValueError("--time-scale must be > 0")
-    if args.control_plane != "kube":
-        if args.scenarios:
-            return scenarios_named(args.scenarios)
-        return QUICK_SCENARIOS if args.quick else FULL_SCENARIOS
-    if args.time_scale is not None:
-        raise ValueError("--time-scale applies to kubesim only: the real control plane runs in real time")
-    require_built()
-    names = args.scenarios or (KUBE_QUICK_SCENARIOS if args.quick else KUBE_FULL_SCENARIOS)
-    scenarios = scenarios_named(names)
-    for scenario in scenarios:
-        check_supported(scenario)
-    return scenarios
+    """The scenarios the command line asks for; ValueError for a bad choice."""
+    if args.scenarios:
+        if args.quick or args.long_wait:
+            raise ValueError("--scenario names the scenarios: not with --quick or --long-wait")
+        return scenarios_named(args.scenarios)
+    chosen = QUICK_SCENARIOS if args.quick else FULL_SCENARIOS
+    return chosen + (LONG_WAIT_SCENARIOS if args.long_wait else ())
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -828,25 +843,20 @@ def main(argv: list[str] | None = None) -> int:
     try:
         chosen = contenders([s.strip() for s in args.strategies.split(",") if s.strip()])
         scenarios = chosen_scenarios(args)
+        settings = RunSettings(
+            args.run_timeout or (QUICK_RUN_TIMEOUT if args.quick else FULL_RUN_TIMEOUT), args.repeat
+        )
+        require_built()
     except (ValueError, MissingBinaries) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     from bench.report import write_outputs
 
     started = time.monotonic()
-    report = run_benchmark(
-        scenarios,
-        chosen,
-        RunSettings(
-            args.time_scale or DEFAULT_TIME_SCALE,
-            args.run_timeout or (QUICK_RUN_TIMEOUT if args.quick else FULL_RUN_TIMEOUT),
-            args.control_plane,
-        ),
-    )
+    report = run_benchmark(scenarios, chosen, settings)
     report["wall_seconds"] = round(time.monotonic() - started)
-    out = args.out or (DEFAULT_OUT / KUBE_RESULTS_DIR if args.control_plane == "kube" else DEFAULT_OUT)
-    paths = write_outputs(report, out, plots=not args.no_plots)
-    print((out / "strategies.md").read_text())
+    paths = write_outputs(report, args.out, plots=not args.no_plots)
+    print((args.out / "strategies.md").read_text())
     print(f"wrote {', '.join(str(p) for p in paths)} in {report['wall_seconds']}s")
     problems = failures(report)
     if problems:

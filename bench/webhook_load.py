@@ -54,7 +54,6 @@ from fastapi.responses import JSONResponse
 from bench.measures import metric_value
 from bench.paths import SCRATCH
 from certs.files import write_dev_certs
-from kubekit.testing import FakeKubeApi
 from placement.constants import (
     CONTROLLER_UID_LABEL,
     GKE_NODEPOOL_LABEL,
@@ -69,6 +68,7 @@ from placement.constants import (
     ROLE_LEADER,
 )
 from placement.objects import job_key
+from tests.support.fake_api import FakeKubeApi
 from webhook.review import ADMISSION_API_VERSION, ADMISSION_KIND
 from webhook.server import build
 from webhook.settings import WebhookSettings

@@ -1,14 +1,15 @@
-"""Run the whole system locally: kubesim + webhook + resizer as separate processes (`python -m devstack`).
+"""Run the whole system locally: the real control plane + webhook + resizer as separate processes
+(`python -m devstack`).
 
-Library: `Stack` / `StackOptions` (devstack.stack) for end-to-end tests and benchmarks; the command lines
-of every component live in `devstack.commands` (docker-compose mirrors them). Needs the `sim` extra and a
-checkout (it renders charts/ and applies examples/).
+Library: `Stack` / `StackOptions` (devstack.stack), shaped by `ClusterShape` (devstack.shape), for
+end-to-end tests and benchmarks; the command lines of every component live in `devstack.commands`. Runs
+from a checkout (it renders charts/ and applies examples/) with requirements-tools.txt installed.
 """
 
-from devstack.commands import KubesimFlags
+from devstack.extra import require_tools
+from devstack.shape import ClusterShape
 from devstack.stack import Stack, StackOptions
-from kubesim.extra import require_sim_extra
 
-require_sim_extra("devstack", "helm_python", "yaml")
+require_tools("devstack", "helm_python", "yaml")
 
-__all__ = ["KubesimFlags", "Stack", "StackOptions"]
+__all__ = ["ClusterShape", "Stack", "StackOptions"]

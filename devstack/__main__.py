@@ -1,8 +1,7 @@
-"""`python -m devstack run|demo`: the whole system locally (a control plane + webhook + resizer).
+"""`python -m devstack run|demo`: the whole system locally (the real control plane + webhook + resizer).
 
-The control plane is kubesim (the default: embedded, starts in a second) or, with `--control-plane kube`,
-the real one built by `make kube`: etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok's
-fake nodes and JobSet's controller and webhooks.
+The control plane is the one `make kube` builds: etcd, kube-apiserver, kube-controller-manager,
+kube-scheduler, kwok's fake nodes and JobSet's controller and webhooks (about 15 s to start once built).
 
 run   brings the stack up, applies a manifest (default examples/jobset-exclusive.yaml), shows progress and
       the placement table, then keeps serving until Ctrl-C (kubectl works against the printed kubeconfig),
@@ -21,15 +20,15 @@ from pathlib import Path
 from typing import Any
 
 from devstack import chart
-from devstack.clusters import CONTROL_PLANES
-from devstack.commands import KubesimFlags
 from devstack.controlplane.binaries import MissingBinaries, require_built
+from devstack.controlplane.kueue import WaitForPodsReady
 from devstack.controlplane.versions import pinned_versions
 from devstack.demo import apply, apply_and_follow, follow_forever
 from devstack.interrupts import handle_stop_signals
 from devstack.processes import ProcessError
 from devstack.report import resizer_summary, state_summary
 from devstack.scenario import PlacementError, expected_jobs, load_manifests
+from devstack.shape import ClusterShape
 from devstack.stack import Stack, StackOptions
 from devstack.workdir import WorkdirInUse
 from placement.constants import DEFAULT_STRATEGY, STRATEGIES
@@ -54,16 +53,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True)
     modes = (
-        (
-            "run",
-            "bring the stack up, place the example, keep serving until Ctrl-C",
-            ".dev/devstack",
-            0.2,
-            300.0,
-        ),
-        ("demo", "the same, non-interactive: exit 0 when every Job is placed", ".dev/demo", 0.05, 90.0),
+        ("run", "bring the stack up, place the example, keep serving until Ctrl-C", ".dev/devstack", 300.0),
+        ("demo", "the same, non-interactive: exit 0 when every Job is placed", ".dev/demo", 180.0),
     )
-    for name, help_text, workdir, time_scale, timeout in modes:
+    for name, help_text, workdir, timeout in modes:
         cmd = sub.add_parser(name, help=help_text, description=help_text)
         cmd.add_argument(
             "-f", "--manifest", type=Path, default=EXAMPLE, help="YAML to apply (default: %(default)s)"
@@ -78,43 +71,20 @@ def build_parser() -> argparse.ArgumentParser:
             help="webhook default strategy (default: %(default)s)",
         )
         cmd.add_argument(
-            "--control-plane",
-            choices=CONTROL_PLANES,
-            default="kubesim",
-            help="kubesim (embedded) or kube (the real control plane built by `make kube`) "
-            "(default: %(default)s)",
-        )
-        cmd.add_argument(
             "--controller-manager-qps",
             type=float,
             default=None,
-            help="--control-plane kube: raise kube-controller-manager's client limit above upstream's 20 qps",
+            help="raise kube-controller-manager's client limit above upstream's 20 qps",
         )
         cmd.add_argument(
             "--controller-manager-burst",
             type=int,
             default=None,
-            help="--control-plane kube: raise kube-controller-manager's burst above upstream's 30",
+            help="raise kube-controller-manager's burst above upstream's 30",
         )
         cmd.add_argument("--nodes", type=int, default=32, help="nodes (default: %(default)s)")
         cmd.add_argument("--pools", type=int, default=8, help="node pools (default: %(default)s)")
         cmd.add_argument("--gpus-per-node", type=int, default=8, help="default: %(default)s")
-        cmd.add_argument(
-            "--time-scale",
-            type=float,
-            default=time_scale,
-            help="real seconds per simulated second (default: %(default)s)",
-        )
-        cmd.add_argument(
-            "--faults", default=None, help="kubesim fault spec (see python -m kubesim serve --help)"
-        )
-        cmd.add_argument("--seed", type=int, default=None, help="seed for kubesim's fault injection")
-        cmd.add_argument(
-            "--no-jobset-webhooks",
-            dest="jobset_webhooks",
-            action="store_false",
-            help="turn off JobSet's own pod webhooks and pod reconciler in kubesim's JobSet",
-        )
         cmd.add_argument(
             "--no-jobset-takeover",
             dest="jobset_takeover",
@@ -148,41 +118,63 @@ def build_parser() -> argparse.ArgumentParser:
             help="seconds without progress before saying why the Jobs wait: pending reasons with counts "
             "and a hint; said again only when that changes (default: %(default)s)",
         )
+        cmd.add_argument(
+            "--kueue",
+            action="store_true",
+            help="also run Kueue (its manager and webhooks, the batch/job and JobSet integrations) with a "
+            "ResourceFlavor, a ClusterQueue and a LocalQueue `user-queue` in --namespace: label a JobSet or "
+            "Job `kueue.x-k8s.io/queue-name: user-queue` to queue it (docs/kueue.md)",
+        )
+        cmd.add_argument(
+            "--kueue-gpu-quota",
+            type=int,
+            default=64,
+            help="with --kueue: the ClusterQueue's nvidia.com/gpu quota (default: %(default)s)",
+        )
+        cmd.add_argument(
+            "--kueue-pods-ready-timeout",
+            type=positive_seconds,
+            default=None,
+            metavar="SECONDS",
+            help="with --kueue: Kueue's waitForPodsReady timeout, after which an admitted workload whose "
+            "pods are not all ready is evicted and requeued (default: Kueue's, 30 min)",
+        )
+        cmd.add_argument(
+            "--kueue-tas",
+            action="store_true",
+            help="with --kueue: Topology Aware Scheduling, a Topology of the pools (block = node pool, then "
+            "hostname) and a TAS ResourceFlavor for the ClusterQueue (docs/kueue.md)",
+        )
         cmd.add_argument("-v", "--verbose", action="store_true", help="log devstack's own steps")
     chart.add_command(sub)
     return parser
 
 
 def options_from(args: argparse.Namespace) -> StackOptions:
-    cluster = KubesimFlags(
-        nodes=args.nodes,
-        pools=args.pools,
-        gpus_per_node=args.gpus_per_node,
-        time_scale=args.time_scale,
-        faults=args.faults,
-        seed=args.seed,
-        jobset_webhooks=args.jobset_webhooks,
-    )
     return StackOptions(
-        cluster=cluster,
+        cluster=ClusterShape(nodes=args.nodes, pools=args.pools, gpus_per_node=args.gpus_per_node),
         default_strategy=args.strategy,
         jobset_takeover=args.jobset_takeover,
         resizer_replicas=args.resizer_replicas,
         workdir=args.workdir.resolve(),
-        control_plane=args.control_plane,
         controller_manager_qps=args.controller_manager_qps,
         controller_manager_burst=args.controller_manager_burst,
+        kueue=args.kueue,
+        kueue_gpu_quota=args.kueue_gpu_quota,
+        kueue_namespaces=tuple(dict.fromkeys(("default", args.namespace))),
+        kueue_wait_for_pods_ready=(
+            None if args.kueue_pods_ready_timeout is None else WaitForPodsReady(args.kueue_pods_ready_timeout)
+        ),
+        kueue_tas=args.kueue_tas,
     )
 
 
-def describe_control_plane(args: argparse.Namespace) -> str:
-    if args.control_plane == "kube":
-        versions = pinned_versions()
-        return (
-            f"Kubernetes {versions.kubernetes} with kwok and JobSet {versions.jobset} "
-            f"({args.nodes} nodes, {args.pools} pools)"
-        )
-    return f"kubesim ({args.nodes} nodes, {args.pools} pools, time scale {args.time_scale})"
+def describe_control_plane(options: StackOptions) -> str:
+    versions = pinned_versions()
+    shape = options.cluster.describe()
+    tas = ", TAS" if options.kueue_tas else ""
+    kueue = f", Kueue {versions.kueue} (GPU quota {options.kueue_gpu_quota}{tas})" if options.kueue else ""
+    return f"Kubernetes {versions.kubernetes} with kwok and JobSet {versions.jobset}{kueue} ({shape})"
 
 
 def echo(line: str) -> None:
@@ -233,20 +225,19 @@ def main(argv: list[str] | None = None) -> int:
     try:
         options = options_from(args)
         objects = load_manifests(args.manifest)
-        if options.control_plane == "kube":
-            require_built()
+        require_built()
     except (ValueError, PlacementError, MissingBinaries) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     with handle_stop_signals():  # Ctrl-C or SIGTERM: the clean stop, from any safe point
         try:
             echo(
-                f"starting {describe_control_plane(args)}, webhook (default strategy {args.strategy}) and "
+                f"starting {describe_control_plane(options)}, webhook (default strategy {args.strategy}) and "
                 f"resizer; logs in {options.workdir}/logs"
             )
             with Stack(options) as stack:
                 echo(
-                    f"{args.control_plane} {stack.server}  webhook {stack.webhook_url}  "
+                    f"kube-apiserver {stack.server}  webhook {stack.webhook_url}  "
                     f"kubeconfig {stack.kubeconfig}"
                 )
                 start = time.monotonic()

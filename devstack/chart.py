@@ -79,19 +79,34 @@ def read_values(files: list[Path], sets: list[str]) -> dict[str, Any]:
     return values
 
 
+def _problems(text: str) -> list[str]:
+    """The problems one Helm message names: each schema violation (`- at '/path': why`, which Helm repeats
+    under a header in its templates/ message and again in its error list) on its own, else the text."""
+    lines = [line.strip() for line in text.strip().splitlines()]
+    schema = [line.removeprefix("- ") for line in lines if line.startswith("- at '")]
+    return schema or [" ".join(lines)]
+
+
 def lint(values: dict[str, Any], namespace: str) -> list[str]:
-    """Helm's findings at warning level or above, one line each (empty: the chart is clean)."""
+    """Helm's findings at warning level or above, one line each and each once (empty: the chart is
+    clean)."""
     import helm_python
 
     report = helm_python.lint(
         str(CHART_PATH), values, strict=True, namespace=namespace, kube_version=KUBERNETES_VERSION
     )
-    findings = [
-        f"[{SEVERITIES.get(m['severity'], m['severity'])}] {m.get('path', '')}: {m.get('error', '')}"
-        for m in report["messages"]
-        if m["severity"] >= WARNING
-    ]
-    return findings + [f"[ERROR] {error}" for error in report["errors"]]
+    found: dict[str, str] = {}  # problem -> its line, in Helm's order
+    for message in report["messages"]:
+        if message["severity"] < WARNING:
+            continue
+        severity = SEVERITIES.get(message["severity"], message["severity"])
+        for problem in _problems(str(message.get("error", ""))):
+            path = "values.yaml" if problem.startswith("at '") else message.get("path", "")
+            found.setdefault(problem, f"[{severity}] {path}: {problem}")
+    for error in report["errors"]:
+        for problem in _problems(str(error)):
+            found.setdefault(problem, f"[ERROR] {problem}")
+    return list(found.values())
 
 
 def template(values: dict[str, Any], namespace: str) -> str:
@@ -127,5 +142,6 @@ def run(args: argparse.Namespace) -> int:
         return 1
     for finding in findings:
         print(finding)
-    print(f"{CHART_PATH.name}: {len(findings)} findings" if findings else f"{CHART_PATH.name}: lint clean")
+    counted = f"{len(findings)} finding{'' if len(findings) == 1 else 's'}"
+    print(f"{CHART_PATH.name}: {counted}" if findings else f"{CHART_PATH.name}: lint clean")
     return 1 if findings else 0

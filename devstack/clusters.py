@@ -1,22 +1,18 @@
-"""The two control planes a `Stack` runs on, behind one interface.
+"""`KubeCluster`: the real control plane built by `make kube` (devstack.controlplane), set up for a Stack.
 
-- `KubesimCluster` (`--control-plane kubesim`, the default): kubesim, one Python process; the webhook and
-  the resizer reach it by plain URL with no credentials.
-- `KubeCluster` (`--control-plane kube`): the real control plane built by `make kube` (devstack.controlplane);
-  the webhook and the resizer reach it as the chart's ServiceAccounts, with tokens, under the chart's RBAC
-  as rendered, so the real authorizer checks what the chart grants.
-
-Each offers the admin client, its processes (stopped by the Stack), the flags that connect a component,
-and a kubeconfig a user can point kubectl at.
+On top of the control plane it creates the release namespace, the chart's RBAC and ValidatingAdmissionPolicies
+as rendered, and a kubeconfig per component with the token of the chart's ServiceAccount for it: the webhook
+and the resizer reach kube-apiserver as the chart's identities, so the real authorizer checks what the chart
+grants. It offers the admin client, its processes (stopped by the Stack), the kubeconfig that connects each
+component, and the admin kubeconfig a user can point kubectl at.
 """
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
-from devstack.commands import RELEASE_NAMESPACE, KubesimFlags, kubesim_command
+from devstack.commands import RELEASE_NAMESPACE
 from devstack.controlplane.cluster import KubeClusterOptions, KubeControlPlane
 from devstack.controlplane.identities import (
     Identity,
@@ -28,75 +24,9 @@ from devstack.controlplane.identities import (
 )
 from devstack.kube import KubeClient
 from devstack.processes import ManagedProcess, ProcessError
-from devstack.readiness import wait_for_log_line, wait_http_ok
 from devstack.webhooks import admission_policies
 
-KUBESIM_LISTENING = re.compile(r"kubesim listening on (?P<url>http://\S+) kubeconfig=(?P<kubeconfig>\S+)")
-CONTROL_PLANES = ("kubesim", "kube")
 COMPONENTS = ("webhook", "resizer")
-
-
-class Cluster(Protocol):
-    server: str
-    kubeconfig: Path
-
-    def start(self) -> KubeClient: ...
-
-    def processes(self) -> list[ManagedProcess]: ...
-
-    def connection(self, component: str) -> tuple[str | None, Path | None]:
-        """How `component` (`webhook`, `resizer`) reaches the API server: a plain URL or a kubeconfig."""
-        ...
-
-    def describe(self) -> str: ...
-
-    def close(self) -> None: ...
-
-
-class KubesimCluster:
-    def __init__(
-        self,
-        flags: KubesimFlags,
-        *,
-        workdir: Path,
-        log_dir: Path,
-        startup_timeout: float,
-        extra_args: tuple[str, ...],
-    ) -> None:
-        self.flags = flags
-        self.workdir = workdir
-        self.log_dir = log_dir
-        self.startup_timeout = startup_timeout
-        self.extra_args = extra_args
-        self.server = ""
-        self.kubeconfig = Path()
-        self.process: ManagedProcess | None = None
-
-    def start(self) -> KubeClient:
-        argv = kubesim_command(
-            self.flags, port=0, kubeconfig=self.workdir / "kubeconfig", extra_args=self.extra_args
-        )
-        self.process = ManagedProcess("kubesim", argv, self.log_dir / "kubesim.log")
-        self.process.start()
-        match = wait_for_log_line(self.process, KUBESIM_LISTENING, self.startup_timeout)
-        self.server = match["url"]
-        self.kubeconfig = Path(match["kubeconfig"])
-        wait_http_ok(self.process, f"{self.server}/version", self.startup_timeout)
-        return KubeClient(self.server)
-
-    def processes(self) -> list[ManagedProcess]:
-        return [self.process] if self.process is not None else []
-
-    def connection(self, component: str) -> tuple[str | None, Path | None]:
-        del component
-        return self.server, None
-
-    def describe(self) -> str:
-        flags = self.flags
-        return f"kubesim ({flags.nodes} nodes, {flags.pools} pools, time scale {flags.time_scale:g})"
-
-    def close(self) -> None:
-        return None
 
 
 class KubeCluster:
@@ -135,6 +65,7 @@ class KubeCluster:
                 self.identities[component],
                 self.control_plane.ca_file,
                 self.component_kubeconfig(component),
+                server=self.control_plane.component_server,
             )
         return client
 
@@ -144,8 +75,9 @@ class KubeCluster:
     def processes(self) -> list[ManagedProcess]:
         return self.control_plane.processes()
 
-    def connection(self, component: str) -> tuple[str | None, Path | None]:
-        return None, self.component_kubeconfig(component)
+    def connection(self, component: str) -> Path:
+        """The kubeconfig `component` (`webhook`, `resizer`) reaches kube-apiserver with."""
+        return self.component_kubeconfig(component)
 
     def describe(self) -> str:
         options = self.control_plane.options

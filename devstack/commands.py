@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 RELEASE_NAMESPACE = "exclusive-placement"
@@ -55,77 +54,6 @@ def _connection(server: str | None, kubeconfig: Path | None) -> list[str]:
     return []
 
 
-@dataclass(frozen=True)
-class KubesimFlags:
-    """Simulated cluster shape; see `python -m kubesim serve --help` for every flag."""
-
-    nodes: int = 32
-    pools: int = 8
-    gpus_per_node: int = 8
-    time_scale: float = 0.1
-    pod_run_seconds: float | None = None
-    """Simulated run time after which pods Succeed; None: pods run until deleted."""
-    faults: str | None = None
-    seed: int | None = None
-    scheduler_pods_per_second: float | None = None
-    """Scheduling cycles per simulated second (kubesim's default 300 when None; 0 = unlimited)."""
-    jobset_webhooks: bool = True
-    """JobSet's own pod webhooks and pod reconciler in kubesim's JobSet (on, as in a JobSet install)."""
-
-    def __post_init__(self) -> None:
-        if self.nodes < 1 or self.pools < 1:
-            raise ValueError(f"nodes and pools must be >= 1, got nodes={self.nodes} pools={self.pools}")
-        if self.pools > self.nodes:
-            raise ValueError(f"pools ({self.pools}) cannot exceed nodes ({self.nodes})")
-        if self.time_scale <= 0:
-            raise ValueError(f"time scale must be > 0, got {self.time_scale}")
-        if self.pod_run_seconds is not None and self.pod_run_seconds <= 0:
-            raise ValueError(f"pod run time must be > 0 seconds, got {self.pod_run_seconds}")
-        if self.scheduler_pods_per_second is not None and self.scheduler_pods_per_second < 0:
-            raise ValueError(f"scheduler pods per second must be >= 0, got {self.scheduler_pods_per_second}")
-
-
-def kubesim_command(
-    flags: KubesimFlags,
-    *,
-    port: int,
-    kubeconfig: Path,
-    python: str | None = None,
-    extra_args: Sequence[str] = (),
-) -> list[str]:
-    """Port 0 picks a free port; kubesim then prints
-    `kubesim listening on http://127.0.0.1:PORT kubeconfig=PATH`."""
-    argv = [
-        *_python(python),
-        "-m",
-        "kubesim",
-        "serve",
-        "--port",
-        str(port),
-        "--nodes",
-        str(flags.nodes),
-        "--pools",
-        str(flags.pools),
-        "--gpus-per-node",
-        str(flags.gpus_per_node),
-        "--time-scale",
-        str(flags.time_scale),
-        "--kubeconfig",
-        str(kubeconfig),
-    ]
-    if flags.pod_run_seconds is not None:
-        argv += ["--pod-run-seconds", str(flags.pod_run_seconds)]
-    if flags.faults:
-        argv += ["--faults", flags.faults]
-    if flags.seed is not None:
-        argv += ["--seed", str(flags.seed)]
-    if flags.scheduler_pods_per_second is not None:
-        argv += ["--scheduler-pods-per-second", str(flags.scheduler_pods_per_second)]
-    if not flags.jobset_webhooks:
-        argv += ["--jobset-webhooks", "false"]
-    return [*argv, *extra_args]
-
-
 def webhook_command(
     *,
     port: int,
@@ -138,7 +66,8 @@ def webhook_command(
     extra_args: Sequence[str] = (),
 ) -> list[str]:
     """The admission webhook over TLS; ready when `GET https://127.0.0.1:PORT/readyz` answers 200.
-    It reaches the API server at `server` (a plain URL: kubesim) or through `kubeconfig` (a real cluster).
+    It reaches the API server through `kubeconfig`, or at `server`: a plain-HTTP URL with no credentials
+    (the in-memory fake API server of the unit tests).
     `default_strategy=None` leaves the webhook's own default; `jobset_takeover=False` adds
     `--no-jobset-takeover` (JobSet's webhooks then act on the pods too)."""
     argv = [
@@ -174,7 +103,7 @@ def resizer_command(
     """The resizer; ready when `GET http://127.0.0.1:METRICS_PORT/readyz` answers 200. It never acts in
     `exempt_namespaces` (those the chart's webhooks are exempt from, as the chart tells its resizer).
 
-    It reaches the API server at `server` (kubesim) or through `kubeconfig`; with neither, the resizer
+    It reaches the API server through `kubeconfig` or at a plain `server` URL; with neither, the resizer
     uses its own default (`$KUBECONFIG`, in-cluster, `~/.kube/config`). With `leader_elect` the replicas
     elect a leader through a Lease in `lease_namespace` (which must exist), as the chart's do: devstack's
     stacks always elect, so another resizer pointed at them waits as a standby; without, the process acts

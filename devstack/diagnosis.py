@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,8 +18,24 @@ from devstack.hints import JobFacts, hints_for
 from devstack.kube import KubeClient
 from devstack.report import DONE_STATES, job_status, node_label_map
 from kubekit.keys import object_key
-from placement.constants import GPU_RESOURCE, JOBSET_NAME_LABEL, RESIZE_LABEL, RESIZE_PENDING
-from placement.objects import is_leader, owner_job_key, target_size, topology_key_of_job
+from placement.capacity import (
+    CapacityProblem,
+    NodeRoom,
+    job_capacity_problem,
+    node_room,
+    pod_requests,
+    schedulable_domains,
+    too_few_domains,
+)
+from placement.constants import JOBSET_NAME_LABEL, RESIZE_LABEL, RESIZE_PENDING
+from placement.objects import (
+    is_leader,
+    owner_job_key,
+    pod_template,
+    section,
+    target_size,
+    topology_key_of_job,
+)
 from placement.resize import has_gate
 
 Obj = dict[str, Any]
@@ -142,21 +158,15 @@ def latest_warnings(events: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str]
     return {key: event for key, event in latest.items() if event.get("type") == "Warning"}
 
 
-def gpus_per_pod(job: Mapping[str, Any]) -> int:
-    """nvidia.com/gpu one pod of the Job requests (limits stand in for requests, as for every extended
-    resource); 0 if none or unreadable."""
-    containers = (((job.get("spec") or {}).get("template") or {}).get("spec") or {}).get("containers") or []
-    total = 0
-    for container in containers:
-        resources = container.get("resources") or {}
-        value = (resources.get("requests") or {}).get(
-            GPU_RESOURCE, (resources.get("limits") or {}).get(GPU_RESOURCE)
-        )
-        try:
-            total += int(str(value)) if value is not None else 0
-        except ValueError:
-            return 0
-    return total
+def capacity_problem(job: Obj, rooms: Sequence[NodeRoom]) -> CapacityProblem | None:
+    """`placement.capacity`'s diagnosis of an exclusive Job: no domain holds its pods, or (for a key no
+    schedulable node carries) there is no domain at all."""
+    key = topology_key_of_job(job)
+    if key is None:
+        return None
+    if not schedulable_domains(rooms, key):
+        return too_few_domains(1, key, 0)
+    return job_capacity_problem(job, rooms)
 
 
 # --- the whole picture ---------------------------------------------------------------------------------
@@ -164,6 +174,7 @@ def stalled_jobs(snapshot: Snapshot, warnings: Mapping[tuple[str, str], Mapping[
     """Every Job not yet running whole (nor complete), with what the hints need to know about it;
     `warnings` is `latest_warnings` of the snapshot's events."""
     labels = node_label_map(snapshot.nodes)
+    rooms = [node_room(node) for node in snapshot.nodes]
     pods_by_job: dict[str | None, list[Obj]] = {}
     for pod in snapshot.pods:
         pods_by_job.setdefault(owner_job_key(pod), []).append(pod)
@@ -181,7 +192,8 @@ def stalled_jobs(snapshot: Snapshot, warnings: Mapping[tuple[str, str], Mapping[
                 name=status.job,
                 topology_key=topology_key_of_job(job),
                 pods=target_size(job),
-                gpus_per_pod=gpus_per_pod(job),
+                requests=pod_requests(section(pod_template(job), "spec")),
+                capacity=capacity_problem(job, rooms),
                 leader_bound=status.leader_bound,
                 leader_reason=next((r for r in map(pod_wait_reason, leaders) if r), None),
                 resize_pending=(meta.get("labels") or {}).get(RESIZE_LABEL) == RESIZE_PENDING,

@@ -1,9 +1,10 @@
 """What to change when placement stalls, for the causes devstack recognises; an honest "don't know" else.
 
 Each rule reads facts about the stalled Jobs (`JobFacts`) and the nodes, and names the devstack flag or the
-manifest value to change. Capacity is counted in nvidia.com/gpu, the resource devstack's `--gpus-per-node`
-sizes: a topology domain holds as many of a Job's pods as the sum over its nodes of
-floor(allocatable GPUs / GPUs per pod). Jobs that request no GPUs get no capacity hint.
+manifest value to change. Capacity is `placement.capacity`'s diagnosis, the one the webhook warns with at
+admission and `kubectl exclusive-placement status` reports (`too-few-domains`, `domain-too-small`): a
+domain holds the sum over its schedulable nodes of how many of a Job's pods each holds by their requests.
+The hint adds the flags that make room (`--nodes`, `--pools`, `--gpus-per-node` when GPUs are short).
 """
 
 from __future__ import annotations
@@ -13,6 +14,16 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from placement.capacity import (
+    MILLI,
+    CapacityProblem,
+    CapacityReason,
+    NodeRoom,
+    domain_too_small,
+    node_room,
+    schedulable_domains,
+    too_few_domains,
+)
 from placement.constants import (
     GKE_NODEPOOL_LABEL,
     GPU_RESOURCE,
@@ -24,6 +35,7 @@ from placement.constants import (
     ZONE_LABEL,
 )
 
+WELL_KNOWN_KEYS = (GKE_NODEPOOL_LABEL, ZONE_LABEL, RACK_LABEL, HOSTNAME_LABEL)
 _UNREACHABLE = re.compile(r'failed calling webhook "(?P<name>[^"]+)"')
 _DENIED = re.compile(r'admission webhook "(?P<name>[^"]+)" denied the request')
 _ANTI_AFFINITY = "anti-affinity"
@@ -43,7 +55,10 @@ class JobFacts:
     """The node label it is exclusive on; None for Jobs that are not exclusive."""
     pods: int
     """Its full size (the target while it is admitted at size 1)."""
-    gpus_per_pod: int
+    requests: Mapping[str, int]
+    """What the scheduler counts for one of its pods (`placement.capacity.pod_requests`)."""
+    capacity: CapacityProblem | None
+    """Why no domain can ever hold it (`placement.capacity`: the webhook's and the plugin's diagnosis)."""
     leader_bound: bool
     leader_reason: str | None
     """Why its leader pod waits (`diagnosis.pod_wait_reason`); None when the leader is not waiting."""
@@ -76,28 +91,6 @@ def hints_for(
 
 
 # --- capacity ------------------------------------------------------------------------------------------
-def node_gpus(node: Mapping[str, Any]) -> int:
-    value = ((node.get("status") or {}).get("allocatable") or {}).get(GPU_RESOURCE, 0)
-    try:
-        return int(str(value))
-    except ValueError:
-        return 0
-
-
-def domains(nodes: Iterable[Mapping[str, Any]], key: str) -> dict[str, list[int]]:
-    """Topology domain (the nodes' value of `key`) -> the allocatable GPUs of each of its nodes."""
-    found: dict[str, list[int]] = {}
-    for node in nodes:
-        value = ((node.get("metadata") or {}).get("labels") or {}).get(key)
-        if value is not None:
-            found.setdefault(str(value), []).append(node_gpus(node))
-    return found
-
-
-def pods_that_fit(node_gpus_list: Iterable[int], gpus_per_pod: int) -> int:
-    return sum(gpus // gpus_per_pod for gpus in node_gpus_list)
-
-
 def _noun(key: str) -> str:
     return "node pool" if key == GKE_NODEPOOL_LABEL else f"{key} domain"
 
@@ -113,62 +106,55 @@ def _ceil_div(a: int, b: int) -> int:
     return -(-a // b)
 
 
-def _does_not_fit(job: JobFacts, nodes: Sequence[Mapping[str, Any]]) -> bool:
-    if job.topology_key is None or job.gpus_per_pod <= 0:
-        return False
-    doms = domains(nodes, job.topology_key)
-    return not doms or max(pods_that_fit(g, job.gpus_per_pod) for g in doms.values()) < job.pods
+def _does_not_fit(job: JobFacts) -> bool:
+    return job.capacity is not None
 
 
 def _capacity_hints(jobs: list[JobFacts], nodes: Sequence[Mapping[str, Any]]) -> Iterator[str]:
-    shapes: dict[tuple[str, int, int], list[JobFacts]] = {}
+    """The capacity diagnosis of `placement.capacity` (the one the webhook warns with and the plugin
+    reports), with the devstack flags that would make room."""
+    shapes: dict[tuple[str, str], list[JobFacts]] = {}
     for job in jobs:
-        if job.topology_key is not None and _does_not_fit(job, nodes):
-            shapes.setdefault((job.topology_key, job.pods, job.gpus_per_pod), []).append(job)
-    for (key, pods, gpus), members in sorted(shapes.items()):
-        yield _capacity_hint(members, key, pods, gpus, nodes)
+        if job.topology_key is not None and job.capacity is not None:
+            shapes.setdefault((job.topology_key, job.capacity.message), []).append(job)
+    rooms = [node_room(dict(node)) for node in nodes]
+    for (key, _message), members in sorted(shapes.items()):
+        problem = members[0].capacity
+        assert problem is not None
+        yield _capacity_hint(members, key, problem, rooms)
 
 
-def _capacity_hint(
-    jobs: list[JobFacts], key: str, pods: int, gpus: int, nodes: Sequence[Mapping[str, Any]]
-) -> str:
-    doms = domains(nodes, key)
-    if not doms:
-        labels = ", ".join((GKE_NODEPOOL_LABEL, ZONE_LABEL, RACK_LABEL, HOSTNAME_LABEL))
+def _capacity_hint(jobs: list[JobFacts], key: str, problem: CapacityProblem, rooms: list[NodeRoom]) -> str:
+    said = f"{_subject(jobs, 'is', 'are')} too large: {problem.message}"
+    if problem.reason is CapacityReason.TOO_FEW_DOMAINS:
+        carried = sorted({label for room in rooms for label in room.labels} & set(WELL_KNOWN_KEYS))
         return (
-            f"{_subject(jobs, 'is', 'are')} exclusive on the node label {key}, which no node carries: "
-            f"fix the topology annotation (kubesim's nodes carry {labels})"
+            f"{_subject(jobs, 'is', 'are')} exclusive on the node label {key}: {problem.message}: fix the "
+            f"topology annotation (the nodes here carry {', '.join(carried) or 'none of the usual keys'})"
         )
-    most_gpus = max(g for dom in doms.values() for g in dom)
-    if gpus > most_gpus:
-        return (
-            f"{_subject(jobs, 'asks', 'ask')} for {gpus} {GPU_RESOURCE} per pod and no node has more than "
-            f"{most_gpus}: --gpus-per-node {gpus}, or fewer GPUs per pod in the manifest"
-        )
-    best = max(pods_that_fit(g, gpus) for g in doms.values())
-    largest = max(len(g) for g in doms.values())
-    need_nodes = _ceil_div(pods, most_gpus // gpus)
-    more_gpus = f"--gpus-per-node {_ceil_div(pods, largest) * gpus}"
-    shape = f"{_subject(jobs, 'needs', 'need')} {pods} pods x {gpus} {GPU_RESOURCE} in one {_noun(key)}"
-    if key != GKE_NODEPOOL_LABEL:
-        return (
-            f"{shape}; the largest holds {best} such pods: give the domains more nodes (--nodes) or "
-            f"{more_gpus}, or ask for fewer pods or GPUs per pod in the manifest"
-        )
-    pools = len(doms)
-    total_nodes = sum(len(g) for g in doms.values())
-    options = [f"--nodes {need_nodes * pools} (with --pools {pools}: {need_nodes} nodes per pool)"]
-    fewer_pools = total_nodes // need_nodes
-    if fewer_pools >= 1:
-        turns = (
-            f"; {len(jobs) - fewer_pools} of the Jobs then wait their turn" if fewer_pools < len(jobs) else ""
-        )
-        options.append(f"--pools {fewer_pools} (with --nodes {total_nodes}{turns})")
-    options += [more_gpus, "fewer pods per Job or GPUs per pod in the manifest"]
-    return (
-        f"{shape}; the largest pool holds {best} ({largest} nodes x {most_gpus} GPUs). "
-        f"Any one of: {'; '.join(options)}"
-    )
+    gpus = problem.resource == GPU_RESOURCE
+    per_pod = problem.request // MILLI
+    if problem.per_node == 0:
+        more = f"--gpus-per-node {per_pod}, or " if gpus else ""
+        return f"{said}: no node holds one such pod: {more}smaller requests per pod in the manifest"
+    domains = schedulable_domains(rooms, key)
+    pools = len(domains)
+    total_nodes = sum(len(members) for members in domains.values())
+    need_nodes = _ceil_div(problem.needed, problem.per_node)
+    options = []
+    if key == GKE_NODEPOOL_LABEL:
+        options.append(f"--nodes {need_nodes * pools} (with --pools {pools}: {need_nodes} nodes per pool)")
+        fewer_pools = total_nodes // need_nodes
+        if fewer_pools >= 1:
+            waits = len(jobs) - fewer_pools
+            turns = f"; {waits} of the Jobs then wait their turn" if waits > 0 else ""
+            options.append(f"--pools {fewer_pools} (with --nodes {total_nodes}{turns})")
+    else:
+        options.append("give the domains more nodes (--nodes)")
+    if gpus:
+        options.append(f"--gpus-per-node {_ceil_div(problem.needed, problem.domain_nodes) * per_pod}")
+    options.append("fewer pods per Job or smaller requests per pod in the manifest")
+    return f"{said}. Any one of: {'; '.join(options)}"
 
 
 # --- contention ----------------------------------------------------------------------------------------
@@ -185,18 +171,19 @@ def _contention_hints(jobs: list[JobFacts], nodes: Sequence[Mapping[str, Any]]) 
             job.topology_key is not None
             and not job.leader_bound
             and _waits_for_a_domain(job.leader_reason or "")
-            and not _does_not_fit(job, nodes)
+            and not _does_not_fit(job)
         ):
             waiting.setdefault(job.topology_key, []).append(job)
+    rooms = [node_room(dict(node)) for node in nodes]
     for key, members in sorted(waiting.items()):
-        doms = domains(nodes, key)
         sample = members[0]
         usable = [
-            g
-            for g in doms.values()
-            if sample.gpus_per_pod <= 0 or pods_that_fit(g, sample.gpus_per_pod) >= sample.pods
+            domain_nodes
+            for domain, domain_nodes in schedulable_domains(rooms, key).items()
+            if domain_too_small(sample.pods, sample.requests, key, {domain: domain_nodes}) is None
         ]
         everyone = len(usable) + len(members)
+        few = too_few_domains(everyone, key, len(usable))
         noun = _noun(key)
         if key == GKE_NODEPOOL_LABEL:
             per_pool = max(len(g) for g in usable) if usable else 1
@@ -204,9 +191,10 @@ def _contention_hints(jobs: list[JobFacts], nodes: Sequence[Mapping[str, Any]]) 
         else:
             to_place_all = f"more {noun}s"
         yield (
+            f"{few.message + ': ' if few else ''}"
             f"{_subject(members, 'waits', 'wait')} for a free {noun}: each Job gets a {noun} to itself, "
             f"and all {len(usable)} that can hold one are taken. Expected under contention: a waiting Job "
-            "is placed when a placed Job completes or is deleted (pods run until deleted unless kubesim "
+            "is placed when a placed Job completes or is deleted (pods run until deleted unless devstack "
             f"runs them for a set time). To place all {everyone} at once: {to_place_all}"
         )
 

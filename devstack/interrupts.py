@@ -43,13 +43,22 @@ def check() -> None:
         raise KeyboardInterrupt
 
 
+PAUSE_SLICE_SECONDS = 0.25
+"""A pause sleeps in slices this long and checks for a stop request after each: a signal the kernel hands
+to another thread (any thread that has it unblocked may take a process-directed signal) runs the handler
+in the main thread only at its next bytecode, and does not cut the main thread's sleep short."""
+
+
 def pause(seconds: float) -> None:
     """Sleep; a stop requested before or during the sleep raises KeyboardInterrupt here and only here."""
     global _pausing
     check()
+    deadline = time.monotonic() + seconds
     _pausing = True
     try:
-        time.sleep(seconds)
+        while (remaining := deadline - time.monotonic()) > 0:
+            time.sleep(min(remaining, PAUSE_SLICE_SECONDS))
+            check()
     finally:
         _pausing = False
 

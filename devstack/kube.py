@@ -1,9 +1,9 @@
 """A small synchronous REST client for the handful of kinds devstack and the benchmarks touch.
 
-Plain dicts in, plain dicts out, over httpx: the stack talks to kubesim (plain HTTP, no credentials) and to
-the real API server (TLS, a client certificate or a bearer token from a kubeconfig) exactly as any client
-would. `create` takes any kind the API server serves: a kind outside the table below is looked up in
-discovery (its apiVersion's resource list), as kubectl does.
+Plain dicts in, plain dicts out, over httpx: the stack talks to kube-apiserver (TLS, a client certificate
+or a bearer token from a kubeconfig) exactly as any client would, and to a plain-HTTP URL with no
+credentials (a test's in-memory fake). `create` takes any kind the API server serves: a kind outside the
+table below is looked up in discovery (its apiVersion's resource list), as kubectl does.
 """
 
 from __future__ import annotations
@@ -36,11 +36,23 @@ RESOURCE_TYPES: dict[str, ResourceType] = {
     "Job": ResourceType("apis/batch/v1", "jobs", True),
     "JobSet": ResourceType("apis/jobset.x-k8s.io/v1alpha2", "jobsets", True),
     "Lease": ResourceType("apis/coordination.k8s.io/v1", "leases", True),
+    "ConfigMap": ResourceType("api/v1", "configmaps", True),
+    "FlowSchema": ResourceType("apis/flowcontrol.apiserver.k8s.io/v1", "flowschemas", False),
+    "PriorityLevelConfiguration": ResourceType(
+        "apis/flowcontrol.apiserver.k8s.io/v1", "prioritylevelconfigurations", False
+    ),
     "CustomResourceDefinition": ResourceType(
         "apis/apiextensions.k8s.io/v1", "customresourcedefinitions", False
     ),
     "PriorityClass": ResourceType("apis/scheduling.k8s.io/v1", "priorityclasses", False),
+    "Workload": ResourceType("apis/kueue.x-k8s.io/v1beta2", "workloads", True),
+    "LocalQueue": ResourceType("apis/kueue.x-k8s.io/v1beta2", "localqueues", True),
+    "ClusterQueue": ResourceType("apis/kueue.x-k8s.io/v1beta2", "clusterqueues", False),
+    "ResourceFlavor": ResourceType("apis/kueue.x-k8s.io/v1beta2", "resourceflavors", False),
+    "Topology": ResourceType("apis/kueue.x-k8s.io/v1beta2", "topologies", False),
+    "WorkloadPriorityClass": ResourceType("apis/kueue.x-k8s.io/v1beta2", "workloadpriorityclasses", False),
     "ServiceAccount": ResourceType("api/v1", "serviceaccounts", True),
+    "SubjectAccessReview": ResourceType("apis/authorization.k8s.io/v1", "subjectaccessreviews", False),
     "ClusterRole": ResourceType("apis/rbac.authorization.k8s.io/v1", "clusterroles", False),
     "ClusterRoleBinding": ResourceType("apis/rbac.authorization.k8s.io/v1", "clusterrolebindings", False),
     "Role": ResourceType("apis/rbac.authorization.k8s.io/v1", "roles", True),
@@ -56,6 +68,12 @@ RESOURCE_TYPES: dict[str, ResourceType] = {
     ),
     "ValidatingAdmissionPolicyBinding": ResourceType(
         "apis/admissionregistration.k8s.io/v1", "validatingadmissionpolicybindings", False
+    ),
+    "MutatingAdmissionPolicy": ResourceType(
+        "apis/admissionregistration.k8s.io/v1", "mutatingadmissionpolicies", False
+    ),
+    "MutatingAdmissionPolicyBinding": ResourceType(
+        "apis/admissionregistration.k8s.io/v1", "mutatingadmissionpolicybindings", False
     ),
 }
 
@@ -175,12 +193,17 @@ class KubeClient:
                 return ResourceType(prefix, str(resource["name"]), bool(resource.get("namespaced")))
         raise UnservedKind(f"the API server serves no kind {kind} in {api_version}")
 
-    def create(self, obj: dict[str, Any], *, namespace: str | None = None) -> dict[str, Any]:
+    def create(
+        self, obj: dict[str, Any], *, namespace: str | None = None, as_user: str | None = None
+    ) -> dict[str, Any]:
+        """POST `obj`; `as_user`: impersonating that user (the admin may: `Impersonate-User`), as the
+        component that creates such objects would (the Job controller, for a Job's pods)."""
         rtype = self.served_type(str(obj.get("apiVersion") or ""), obj["kind"])
         ns = obj.get("metadata", {}).get("namespace") or namespace
         if rtype.namespaced and not ns:
             ns = "default"
-        return self._request("POST", collection_path(obj["kind"], ns, rtype), json=obj)
+        headers = {"Impersonate-User": as_user} if as_user else None
+        return self._request("POST", collection_path(obj["kind"], ns, rtype), json=obj, headers=headers)
 
     def create_or_replace(self, obj: dict[str, Any], *, namespace: str | None = None) -> dict[str, Any]:
         """Create, or on 409 AlreadyExists replace the existing object (cluster-scoped configs)."""
@@ -272,16 +295,37 @@ class KubeClient:
         path = f"/api/v1/namespaces/{namespace}/serviceaccounts/{service_account}/token"
         return str(self._request("POST", path, json=body)["status"]["token"])
 
+    def service_account_may(
+        self, namespace: str, service_account: str, verb: str, resource: str, group: str = ""
+    ) -> bool:
+        """kube-apiserver's authorizer's answer (a SubjectAccessReview) to `service_account` of `namespace`
+        doing `verb` on `resource` there. RBAC reads bindings from an informer: a binding just written may
+        not authorize the next request yet, so a caller waits for this before acting as the account."""
+        review = self.create(
+            {
+                "apiVersion": "authorization.k8s.io/v1",
+                "kind": "SubjectAccessReview",
+                "spec": {
+                    "user": f"system:serviceaccount:{namespace}:{service_account}",
+                    "groups": [
+                        "system:serviceaccounts",
+                        f"system:serviceaccounts:{namespace}",
+                        "system:authenticated",
+                    ],
+                    "resourceAttributes": {
+                        "namespace": namespace,
+                        "verb": verb,
+                        "group": group,
+                        "resource": resource,
+                    },
+                },
+            }
+        )
+        return bool(review.get("status", {}).get("allowed"))
+
     def text(self, path: str) -> str:
         """A non-JSON endpoint (`/metrics`, `/readyz`), as text; `KubeError` on an error status."""
         response = self._http.get(path)
         if response.status_code >= 400:
             raise KubeError(response.status_code, "", response.text[:500])
         return response.text
-
-    def stats(self) -> dict[str, Any]:
-        """kubesim's counters (`GET /debug/stats`)."""
-        return self._request("GET", "/debug/stats")
-
-    def reset_stats(self) -> None:
-        self._request("POST", "/debug/reset-stats")

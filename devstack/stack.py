@@ -1,17 +1,16 @@
-"""`Stack`: a control plane + webhook + resizer as separate local processes, wired like a real install.
+"""`Stack`: the real control plane + webhook + resizer as separate local processes, wired like a real install.
 
-    with Stack(StackOptions(cluster=KubesimFlags(nodes=16, pools=4))) as stack:
-        stack.client.create(jobset)        # talks to the API server at stack.server
+    with Stack(StackOptions(cluster=ClusterShape(nodes=16, pools=4))) as stack:
+        stack.client.create(jobset)        # talks to kube-apiserver at stack.server
         ...                                # every process is stopped on exit, even on Ctrl-C
 
-The control plane is kubesim (`control_plane="kubesim"`, the default) or the real one built by `make kube`
-(`control_plane="kube"`: etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok and JobSet;
-devstack.clusters). Start order: the workdir's lock (one stack per workdir: `devstack.workdir`),
-certificates, the control plane, the release namespace (and on the real cluster the chart's ServiceAccounts
-and RBAC, with a token for each process), the webhook (TLS, ready when its caches are synced), the chart's
-webhook configurations pointed at the local webhook, then the resizer replicas. On stop every process group
-gets SIGTERM at once (then SIGKILL after a grace period). Each process also dies with devstack if devstack
-is killed, so nothing is left behind.
+The control plane is the one built by `make kube` (etcd, kube-apiserver, kube-controller-manager,
+kube-scheduler, kwok's nodes and JobSet; devstack.clusters). Start order: the workdir's lock (one stack per
+workdir: `devstack.workdir`), certificates, the control plane, the release namespace, the chart's
+ServiceAccounts and RBAC (with a token for each process), the webhook (TLS, ready when its caches are
+synced), the chart's webhook configurations pointed at the local webhook, then the resizer replicas. On stop
+every process group gets SIGTERM at once (then SIGKILL after a grace period). Each process also dies with
+devstack if devstack is killed, so nothing is left behind.
 """
 
 from __future__ import annotations
@@ -33,21 +32,28 @@ from typing import Any
 import httpx
 
 from certs.files import ca_bundle_b64
-from devstack.clusters import CONTROL_PLANES, Cluster, KubeCluster, KubesimCluster
+from devstack.clusters import KubeCluster
 from devstack.commands import (
     LOCAL_HOST,
     RELEASE_NAMESPACE,
-    KubesimFlags,
     certs_command,
     resizer_command,
     webhook_command,
 )
-from devstack.controlplane.cluster import KubeClusterOptions
+from devstack.controlplane.cluster import KubeClusterOptions, NodeHeartbeat
+from devstack.controlplane.kueue import WaitForPodsReady
 from devstack.kube import KubeClient, KubeError
 from devstack.ports import free_port
 from devstack.processes import ManagedProcess, ProcessError, stop_all
 from devstack.readiness import wait_http_ok
-from devstack.webhooks import chart_values, render_chart, resizer_exempt_namespaces, webhook_configurations
+from devstack.shape import ClusterShape
+from devstack.webhooks import (
+    POD_ADMISSION_PATHS,
+    chart_values,
+    render_chart,
+    resizer_exempt_namespaces,
+    webhook_configurations,
+)
 from devstack.workdir import WorkdirClaim
 from placement.constants import DEFAULT_STRATEGY, STRATEGIES
 
@@ -56,14 +62,33 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class StackOptions:
-    cluster: KubesimFlags = field(default_factory=KubesimFlags)
-    """The cluster's shape (nodes, pools, GPUs: both control planes) and kubesim's own settings."""
-    control_plane: str = "kubesim"
-    """`kubesim` (embedded, starts in a second) or `kube` (the real control plane built by `make kube`)."""
+    cluster: ClusterShape = field(default_factory=ClusterShape)
+    """The nodes kwok runs: how many, in how many pools, with how many GPUs each."""
     controller_manager_qps: float | None = None
-    """`kube` only: raise kube-controller-manager's client limit above upstream's 20 qps (said on start)."""
+    """Raise kube-controller-manager's client limit above upstream's 20 qps (said on start)."""
     controller_manager_burst: int | None = None
-    """`kube` only: raise its burst above upstream's 30."""
+    """raise its burst above upstream's 30."""
+    fault_proxy: bool = False
+    """the webhook and the resizer reach kube-apiserver through toxiproxy (devstack.faults)."""
+    node_heartbeat: NodeHeartbeat = field(default_factory=NodeHeartbeat)
+    """kwok's node Lease duration and kube-controller-manager's node monitor."""
+    control_plane_args: tuple[str, ...] = ()
+    """more component flags, `component=flag=value` (kwokctl's `--extra-args`)."""
+    jobset: bool = True
+    """JobSet's CRD, controller and webhooks (a benchmark of plain Jobs goes without)."""
+    kueue: bool = False
+    """Kueue's CRDs, manager (a local process) and webhooks, with a ResourceFlavor, a ClusterQueue and a
+    LocalQueue `user-queue` in each of `kueue_namespaces` (devstack.controlplane.kueue)."""
+    kueue_gpu_quota: int = 64
+    """The ClusterQueue's `nvidia.com/gpu` nominal quota."""
+    kueue_namespaces: tuple[str, ...] = ("default",)
+    """Namespaces that get a LocalQueue when Kueue is on (created when missing)."""
+    kueue_wait_for_pods_ready: WaitForPodsReady | None = None
+    """Kueue's `waitForPodsReady` (timeout, blockAdmission, requeue backoff); None: Kueue's default (on,
+    30 min timeout)."""
+    kueue_tas: bool = False
+    """Kueue's Topology Aware Scheduling: a Topology of the pools (block = pool, hostname) and a TAS
+    ResourceFlavor for the ClusterQueue."""
     default_strategy: str = DEFAULT_STRATEGY
     """Strategy for Jobs without an `exclusive-placement.io/strategy` annotation."""
     jobset_takeover: bool = True
@@ -74,21 +99,27 @@ class StackOptions:
     """Certificates, kubeconfig and logs; None: a temporary directory removed on exit."""
     startup_timeout: float = 60.0
     """Seconds each component may take to become ready (2 busy cores can be slow)."""
-    kubesim_args: tuple[str, ...] = ()
-    """Extra `python -m kubesim serve` flags (controller QPS, watch history): what a benchmark tunes."""
     exempt_namespaces: tuple[str, ...] = ()
     """Namespaces the webhooks never see (the chart's `webhook.admission.exemptNamespaces`): e.g. one where
     JobSet alone places its pods, as the benchmark's `jobset` baseline needs."""
+    pod_admission: str | None = None
+    """How exclusive pods are admitted (the chart's `webhook.admission.pods.path`): `policy` (the chart's
+    admission policies inside kube-apiserver, the webhook for the rest) or `webhook`; None: `policy` (what
+    `auto` picks on Kubernetes 1.36)."""
 
     def __post_init__(self) -> None:
         if self.default_strategy not in STRATEGIES:
             raise ValueError(f"unknown strategy {self.default_strategy!r}; valid: {', '.join(STRATEGIES)}")
         if self.resizer_replicas < 0:
             raise ValueError(f"resizer replicas must be >= 0, got {self.resizer_replicas}")
-        if self.control_plane not in CONTROL_PLANES:
+        if self.pod_admission not in (None, *POD_ADMISSION_PATHS):
             raise ValueError(
-                f"unknown control plane {self.control_plane!r}; valid: {', '.join(CONTROL_PLANES)}"
+                f"unknown pod admission path {self.pod_admission!r}; valid: {', '.join(POD_ADMISSION_PATHS)}"
             )
+
+    @property
+    def pod_admission_path(self) -> str:
+        return self.pod_admission if self.pod_admission is not None else "policy"
 
     def kube_cluster(self) -> KubeClusterOptions:
         return KubeClusterOptions(
@@ -97,6 +128,15 @@ class StackOptions:
             gpus_per_node=self.cluster.gpus_per_node,
             controller_manager_qps=self.controller_manager_qps,
             controller_manager_burst=self.controller_manager_burst,
+            fault_proxy=self.fault_proxy,
+            node_heartbeat=self.node_heartbeat,
+            extra_args=self.control_plane_args,
+            jobset=self.jobset,
+            kueue=self.kueue,
+            kueue_gpu_quota=self.kueue_gpu_quota,
+            kueue_namespaces=self.kueue_namespaces,
+            kueue_wait_for_pods_ready=self.kueue_wait_for_pods_ready,
+            kueue_tas=self.kueue_tas,
         )
 
 
@@ -121,7 +161,7 @@ class Stack:
         self._tempdir: str | None = None
         self.workdir = self.options.workdir or Path(".")
         self.webhook_url = ""
-        self.cluster: Cluster | None = None
+        self.cluster: KubeCluster | None = None
         self.webhook: ManagedProcess | None = None
         self.resizers: list[ManagedProcess] = []
         self.resizer_metrics_ports: list[int] = []
@@ -149,12 +189,8 @@ class Stack:
 
     @property
     def kubeconfig(self) -> Path:
-        """A kubeconfig for kubectl: kubesim's, or the real cluster's admin credentials."""
+        """A kubeconfig for kubectl: the cluster's admin credentials."""
         return self.cluster.kubeconfig if self.cluster is not None else Path()
-
-    @property
-    def kubesim(self) -> ManagedProcess | None:
-        return self.cluster.process if isinstance(self.cluster, KubesimCluster) else None
 
     @property
     def client(self) -> KubeClient:
@@ -189,13 +225,15 @@ class Stack:
         self._generate_certs()
         self.chart_objects = render_chart(
             chart_values(
-                ca_bundle_b64(self.ca_file), self.options.default_strategy, self.options.exempt_namespaces
+                ca_bundle_b64(self.ca_file),
+                self.options.default_strategy,
+                self.options.exempt_namespaces,
+                self.options.pod_admission_path,
             )
         )
         self._client = self._start_cluster()
         self._claim.describe(
-            f"the devstack of pid {os.getpid()} ({self.options.control_plane} {self.server}, "
-            f"kubeconfig {self.kubeconfig})"
+            f"the devstack of pid {os.getpid()} (kube-apiserver {self.server}, kubeconfig {self.kubeconfig})"
         )
         self._ensure_release_namespace()
         self._start_webhook()
@@ -241,28 +279,19 @@ class Stack:
 
     def _start_cluster(self) -> KubeClient:
         options = self.options
-        if options.control_plane == "kube":
-            self.cluster = KubeCluster(
-                options.kube_cluster(),
-                workdir=self.workdir,
-                cert_dir=self.cert_dir,
-                log_dir=self.log_dir,
-                startup_timeout=options.startup_timeout,
-                chart_objects=self.chart_objects,
-            )
-        else:
-            self.cluster = KubesimCluster(
-                options.cluster,
-                workdir=self.workdir,
-                log_dir=self.log_dir,
-                startup_timeout=options.startup_timeout,
-                extra_args=options.kubesim_args,
-            )
+        self.cluster = KubeCluster(
+            options.kube_cluster(),
+            workdir=self.workdir,
+            cert_dir=self.cert_dir,
+            log_dir=self.log_dir,
+            startup_timeout=options.startup_timeout,
+            chart_objects=self.chart_objects,
+        )
         return self.cluster.start()
 
-    def connection(self, component: str) -> tuple[str | None, Path | None]:
-        """How `component` (`webhook`, `resizer`) reaches the API server: kubesim's URL, or a kubeconfig
-        with the token of its ServiceAccount on the real cluster."""
+    def connection(self, component: str) -> Path:
+        """The kubeconfig `component` (`webhook`, `resizer`) reaches kube-apiserver with: the token of its
+        ServiceAccount, as the chart creates it."""
         if self.cluster is None:
             raise ProcessError("the stack is not started")
         return self.cluster.connection(component)
@@ -279,12 +308,11 @@ class Stack:
 
     def _start_webhook(self) -> None:
         port = free_port()
-        server, kubeconfig = self.connection("webhook")
         argv = webhook_command(
             port=port,
             cert_dir=self.cert_dir,
-            server=server,
-            kubeconfig=kubeconfig,
+            server=None,
+            kubeconfig=self.connection("webhook"),
             default_strategy=self.options.default_strategy,
             jobset_takeover=self.options.jobset_takeover,
         )
@@ -318,10 +346,9 @@ class Stack:
         `extra_args` are more resizer flags (e.g. `--all-or-nothing-timeout-seconds 2`)."""
         port = free_port()
         index = len(self.resizers)
-        server, kubeconfig = self.connection("resizer")
         argv = resizer_command(
-            server=server,
-            kubeconfig=kubeconfig,
+            server=None,
+            kubeconfig=self.connection("resizer"),
             metrics_port=port,
             leader_elect=True,
             exempt_namespaces=resizer_exempt_namespaces(self.chart_objects),

@@ -1,9 +1,10 @@
 """The webhook configurations devstack registers: the Helm chart's own, pointed at a local URL.
 
-The chart renders `clientConfig.service` (a Service in the release namespace); kubesim cannot resolve
-Services, so each webhook's clientConfig becomes `url: https://127.0.0.1:PORT/<path>` with the dev CA as
-caBundle. Everything else (rules, selectors, exemptions, matchConditions, failure policies) is the chart's,
-so the local stack routes admissions exactly as an installed release does.
+The chart renders `clientConfig.service` (a Service in the release namespace); the local webhook runs
+outside the cluster, behind no Service, so each webhook's clientConfig becomes
+`url: https://127.0.0.1:PORT/<path>` with the dev CA as caBundle. Everything else (rules, selectors,
+exemptions, matchConditions, failure policies) is the chart's, so the local stack routes admissions exactly
+as an installed release does.
 """
 
 from __future__ import annotations
@@ -20,8 +21,16 @@ from devstack.commands import RELEASE_NAMESPACE
 CHART_PATH = Path(__file__).resolve().parent.parent / "charts" / "exclusive-placement"
 RELEASE_NAME = "exclusive-placement"
 WEBHOOK_CONFIGURATION_KINDS = frozenset({"MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"})
-ADMISSION_POLICY_KINDS = ("ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding")
+ADMISSION_POLICY_KINDS = (
+    "ValidatingAdmissionPolicy",
+    "ValidatingAdmissionPolicyBinding",
+    "MutatingAdmissionPolicy",
+    "MutatingAdmissionPolicyBinding",
+)
 """In the order they are created: a binding names its policy."""
+POD_ADMISSION_PATHS = ("policy", "webhook")
+"""The chart's `webhook.admission.pods.path` values devstack sets (it renders offline, where `auto` cannot
+ask the API server what it serves)."""
 
 
 class ChartError(RuntimeError):
@@ -29,17 +38,26 @@ class ChartError(RuntimeError):
 
 
 def chart_values(
-    ca_bundle_b64: str, default_strategy: str, exempt_namespaces: Sequence[str] = ()
+    ca_bundle_b64: str,
+    default_strategy: str,
+    exempt_namespaces: Sequence[str] = (),
+    pod_admission: str = "webhook",
 ) -> dict[str, Any]:
-    """Values for a local render: a provided certificate (ours), the stack's default strategy, and the
-    namespaces the webhooks must never see (`webhook.admission.exemptNamespaces`, as a user sets it)."""
-    values: dict[str, Any] = {
+    """Values for a local render: a provided certificate (ours), the stack's default strategy, the
+    namespaces the webhooks must never see (`webhook.admission.exemptNamespaces`, as a user sets it), and
+    how pods are admitted (`webhook.admission.pods.path`: `policy` or `webhook`)."""
+    if pod_admission not in POD_ADMISSION_PATHS:
+        raise ValueError(
+            f"unknown pod admission path {pod_admission!r}; valid: {', '.join(POD_ADMISSION_PATHS)}"
+        )
+    admission: dict[str, Any] = {"pods": {"path": pod_admission}}
+    if exempt_namespaces:
+        admission["exemptNamespaces"] = list(exempt_namespaces)
+    return {
         "certs": {"mode": "provided", "provided": {"caBundle": ca_bundle_b64}},
         "placement": {"defaultStrategy": default_strategy},
+        "webhook": {"admission": admission},
     }
-    if exempt_namespaces:
-        values["webhook"] = {"admission": {"exemptNamespaces": list(exempt_namespaces)}}
-    return values
 
 
 def render_chart(values: dict[str, Any], chart_path: Path = CHART_PATH) -> list[dict[str, Any]]:
@@ -113,8 +131,7 @@ def webhook_configurations(
 
 
 def admission_policies(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The chart's ValidatingAdmissionPolicies, then their bindings (kubesim does not run them; the real
-    control plane does)."""
+    """The chart's Validating- and MutatingAdmissionPolicies, each kind before its bindings."""
     order = {kind: index for index, kind in enumerate(ADMISSION_POLICY_KINDS)}
     return sorted((obj for obj in objects if obj.get("kind") in order), key=lambda obj: order[obj["kind"]])
 

@@ -1,6 +1,12 @@
 """The command line of `kubectl exclusive-placement`, installed as `kubectl-exclusive_placement` (which
 kubectl finds on PATH). Exit status: 0 done, 1 the cluster could not be read (one line says why), 2 a usage
-error.
+error, 130 interrupted (Ctrl-C, as kubectl).
+
+Ctrl-C ends it at any moment, with no traceback: the first thing `main` does is to make SIGINT end the
+process at once (`os._exit(130)`). The plugin only reads, so there is nothing to undo, and an exception
+raised wherever the signal lands (inside a lock of a watch thread, in the middle of an import) is never
+raised at all. This module imports only the standard library, so the handler is in place before the
+Kubernetes client is imported (`kubectl_plugin.commands`, which takes most of the start-up).
 """
 
 from __future__ import annotations
@@ -8,21 +14,15 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import signal
 import sys
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
-
-from kubectl_plugin.cluster import Cluster, Connection, ReadError, current_namespace
-from kubectl_plugin.explain import explain_job, explain_jobset, explain_pod
-from kubectl_plugin.render import render_json, render_table
-from kubekit.client import ClusterConfigError
-from placement.objects import owner_job_key
-from placement.status import Snapshot, placement_status
+from types import FrameType
 
 PROG = "kubectl exclusive-placement"
-READ_ERROR = 1
-USAGE_ERROR = 2
 KINDS = {
     "job": "job",
     "jobs": "job",
@@ -95,96 +95,39 @@ def parse_target(target: str, name: str | None) -> tuple[str, str]:
     return KINDS[kind.lower()], rest or str(name)
 
 
-def status(
-    cluster: Cluster, args: argparse.Namespace, namespace: str | None, echo: Callable[[str], None]
-) -> int:
-    scope = "in any namespace" if namespace is None else f"in namespace {namespace}"
-
-    def render(snapshot: Snapshot, *, compact: bool = False) -> str:
-        domains, waiting = placement_status(snapshot, namespace)
-        if args.output == "json":
-            return render_json(domains, waiting, compact=compact)
-        return render_table(
-            domains, waiting, scope=scope, all_namespaces=namespace is None, wide=args.output == "wide"
-        )
-
-    snapshot = cluster.snapshot(namespace)
-    shown = render(snapshot, compact=args.watch)
-    echo(shown)
-    if not args.watch:
-        return 0
-
-    def on_change(fresh: Snapshot) -> None:
-        nonlocal shown
-        text = render(fresh, compact=True)
-        if text != shown:
-            shown = text
-            echo(text if args.output == "json" else f"\n{text}")
-
-    cluster.follow(namespace, on_change, threading.Event())
-    return 0
+INTERRUPTED = 128 + signal.SIGINT
 
 
-def explain(cluster: Cluster, kind: str, name: str, namespace: str, echo: Callable[[str], None]) -> int:
-    obj = cluster.get(kind, namespace, name)
-    if obj is None:
-        print(f'error: {kind} "{name}" not found in namespace {namespace}', file=sys.stderr)
-        return READ_ERROR
-    events = cluster.events(namespace)
-    if kind == "jobset":
-        echo(
-            explain_jobset(cluster.snapshot(namespace, cluster.jobs_of_jobset(namespace, name)), obj, events)
-        )
-    elif kind == "job":
-        echo(
-            explain_job(cluster.snapshot(namespace, [obj]), obj, events, cluster.pods_of_job(namespace, name))
-        )
-    else:
-        owner = owner_job_key(obj)
-        job = cluster.get("job", namespace, owner.split("/", 1)[1]) if owner else None
-        echo(explain_pod(cluster.snapshot(namespace, [job] if job else []), obj, job, events))
-    return 0
+def _leave(_signum: int, _frame: FrameType | None) -> None:
+    os._exit(INTERRUPTED)
 
 
-def echo(text: str) -> None:
-    print(text, flush=True)
+@contextmanager
+def leaving_on_interrupt() -> Iterator[None]:
+    """SIGINT ends the process with 130 while inside (main thread only; the previous handler after)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, _leave)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
-    logging.basicConfig(level=logging.WARNING, format=f"{PROG}: %(message)s")
-    if args.command == "status" and args.all_namespaces and getattr(args, "namespace", None):
-        parser.error("give a namespace (-n) or --all-namespaces (-A), not both")
-    target: tuple[str, str] | None = None
-    if args.command == "explain":
-        try:
-            target = parse_target(args.target, args.name)
-        except ValueError as error:
-            parser.error(str(error))
-    connection = Connection(
-        getattr(args, "kubeconfig", None),
-        getattr(args, "context", None),
-        getattr(args, "request_timeout", 10.0),
-    )
-    try:
-        cluster = Cluster.connect(connection)
-    except ClusterConfigError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return READ_ERROR
-    namespace = getattr(args, "namespace", None) or current_namespace(connection)
-    try:
-        if target is not None:
-            return explain(cluster, *target, namespace, echo)
-        return status(cluster, args, None if args.all_namespaces else namespace, echo)
-    except ReadError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return READ_ERROR
-    except KeyboardInterrupt:
-        return 0
-    except BrokenPipeError:
-        # The reader went away (`| head`): say nothing more, as the docs of `signal` advise.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return READ_ERROR
-    finally:
-        cluster.close()
+    with leaving_on_interrupt():
+        parser = build_parser()
+        args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+        logging.basicConfig(level=logging.WARNING, format=f"{PROG}: %(message)s")
+        if args.command == "status" and args.all_namespaces and getattr(args, "namespace", None):
+            parser.error("give a namespace (-n) or --all-namespaces (-A), not both")
+        target: tuple[str, str] | None = None
+        if args.command == "explain":
+            try:
+                target = parse_target(args.target, args.name)
+            except ValueError as error:
+                parser.error(str(error))
+        from kubectl_plugin.commands import run  # the Kubernetes client: after the handler is in place
+
+        return run(args, target)

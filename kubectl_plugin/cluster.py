@@ -2,8 +2,10 @@
 
 `status` needs three lists: the nodes, the exclusive pods of every namespace (the webhook labels each with
 `exclusive-placement.io/job-key`: one label selector finds them all, and the leaders among them are the
-all-or-nothing queue), and the Jobs in scope. `explain` adds one object and the Events of its namespace.
-`--watch` keeps the same three lists with informers and hands a fresh `Snapshot` on every change.
+all-or-nothing queue), and the Jobs in scope; and Kueue's Workloads in scope where Kueue is installed (a
+cluster without its CRDs answers 404: no Workloads, no error). `explain` adds one object and the Events of
+its namespace. `--watch` keeps the same three lists with informers and hands a fresh `Snapshot` on every
+change, with the Workloads listed again.
 """
 
 from __future__ import annotations
@@ -18,7 +20,14 @@ from kubernetes import config
 
 from kubekit.client import Kube, KubeError, Resource, Timeouts, build_api_client
 from kubekit.informer import Informer, OnAnyChange
-from placement.constants import JOB_KEY_LABEL, JOB_NAME_LABEL, JOBSET_NAME_LABEL
+from placement.constants import (
+    ALL_OR_NOTHING_LABEL,
+    ALL_OR_NOTHING_STEPPED_OVER_REASON,
+    JOB_KEY_LABEL,
+    JOB_NAME_LABEL,
+    JOBSET_NAME_LABEL,
+)
+from placement.kueue import KUEUE_GROUP, WORKLOADS
 from placement.objects import Obj
 from placement.status import Snapshot
 
@@ -97,12 +106,47 @@ class Cluster:
 
     def snapshot(self, namespace: str | None, jobs: list[Obj] | None = None) -> Snapshot:
         """Nodes, exclusive pods of every namespace, and `jobs`, else the Jobs of `namespace` (None: every
-        namespace)."""
+        namespace); for the all-or-nothing queue, the admitted gang Jobs of every namespace and the JobSets
+        the resizer reported stepped over."""
         return Snapshot(
             nodes=self._list("nodes", None),
             pods=self._list("pods", None, JOB_KEY_LABEL),
             jobs=jobs if jobs is not None else self._list("jobs", namespace),
+            gang_jobs=self._list("jobs", None, f"{ALL_OR_NOTHING_LABEL}=true"),
+            stepped_over=self._stepped_over(),
+            workloads=self.workloads(namespace),
         )
+
+    def workloads(self, namespace: str | None) -> list[Obj]:
+        """Kueue's Workloads of `namespace` (None: every namespace); none where Kueue's CRDs are not
+        installed (404) or the plugin may not list them (403: Kueue's reason is then not given)."""
+        try:
+            return self.kube.list_workloads(namespace=namespace)
+        except KubeError as error:
+            if error.status in (HTTP_NOT_FOUND, HTTP_FORBIDDEN):
+                return []
+            where = f" in namespace {namespace}" if namespace else " in all namespaces"
+            raise ReadError(_describe(error, f"list {WORKLOADS}.{KUEUE_GROUP}{where}")) from error
+
+    def _stepped_over(self) -> frozenset[tuple[str, str]]:
+        try:
+            events, _ = self.kube.list_objects(
+                "events",
+                namespace=None,
+                label_selector=None,
+                field_selector=f"reason={ALL_OR_NOTHING_STEPPED_OVER_REASON}",
+            )
+        except KubeError as error:
+            raise ReadError(_describe(error, "list events in all namespaces")) from error
+        found = set()
+        for event in events:
+            regarding = event.get("regarding") or {}
+            reported = (
+                event.get("reason") == ALL_OR_NOTHING_STEPPED_OVER_REASON
+            )  # a server may ignore the selector
+            if reported and regarding.get("kind") == "JobSet" and regarding.get("name"):
+                found.add((str(regarding.get("namespace") or ""), str(regarding["name"])))
+        return frozenset(found)
 
     def get(self, kind: str, namespace: str, name: str) -> Obj | None:
         """One Job, pod or JobSet; None when it does not exist."""
@@ -153,7 +197,7 @@ class Cluster:
                 stop.wait(DEBOUNCE_SECONDS)  # a burst of events (a Job growing) makes one snapshot
                 changed.clear()
                 nodes, pods, jobs = (informer.store.items() for informer in informers)
-                on_change(Snapshot(nodes=nodes, pods=pods, jobs=jobs))
+                on_change(Snapshot(nodes=nodes, pods=pods, jobs=jobs, workloads=self.workloads(namespace)))
         finally:
             for informer in informers:
                 informer.stop()

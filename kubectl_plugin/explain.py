@@ -17,7 +17,7 @@ from placement.constants import (
     TOPOLOGY_ANNOTATION,
 )
 from placement.gang import gang_of
-from placement.jobset import exclusive_jobs, parse_bool
+from placement.jobset import exclusive_jobs, jobset_startup, parse_bool
 from placement.objects import (
     Obj,
     annotations_of,
@@ -41,6 +41,7 @@ from placement.status import (
     domain_statuses,
     is_exclusive_job,
     job_progress,
+    resolved_strategy,
     scheduler_verdict,
 )
 
@@ -99,9 +100,8 @@ def explain_job(snapshot: Snapshot, job: Obj, events: Iterable[Obj], job_pods: S
     if is_finished_job(job):
         lines.append(_field("Finished", "the Job has a terminal condition; nothing waits"))
     elif progress.waiting is None:
-        lines.append(
-            _field("Placed", f"every pod is bound in {progress.topology_key}={progress.domain or '?'}")
-        )
+        where = f"{progress.topology_key}={progress.domain}" if progress.domain else progress.topology_key
+        lines.append(_field("Placed", f"every pod is bound in {where}"))
     else:
         lines.append(_field("Waiting for", progress.waiting.reason.value))
         lines.append(f"  {progress.waiting.message}")
@@ -128,14 +128,20 @@ def unblock_hints(progress: JobProgress, domains: Sequence[DomainStatus]) -> lis
     reason = progress.waiting.reason
     key = progress.topology_key
     free = [d.domain for d in domains if d.free]
-    leaderless = reason is WaitReason.FOLLOWERS_UNSCHEDULABLE and not progress.domain  # a NonIndexed Job
-    if leaderless or reason in (
+    if reason in (
         WaitReason.LEADER_UNSCHEDULABLE,
         WaitReason.LEADER_PENDING,
         WaitReason.ALL_OR_NOTHING_QUEUED,
-    ):
+        WaitReason.PODS_UNSCHEDULABLE,
+        WaitReason.ALL_OR_NOTHING_STEPPED_OVER,
+    ) and not (reason is WaitReason.PODS_UNSCHEDULABLE and progress.domain):
         return _domain_hints(key, domains, free, reason)
     hints = {
+        WaitReason.QUEUED_BY_KUEUE: [
+            "quota in the LocalQueue's ClusterQueue: the workloads admitted before it finishing or deleted, "
+            "or more nominalQuota (kubectl get workloads,clusterqueues; kubectl describe workload); this "
+            "project places it once Kueue admits it",
+        ],
         WaitReason.SUSPENDED: [
             f"resume it: kubectl patch job {progress.job} -n {progress.namespace} --type merge "
             '-p \'{"spec":{"suspend":false}}\''
@@ -152,9 +158,24 @@ def unblock_hints(progress: JobProgress, domains: Sequence[DomainStatus]) -> lis
             "pods there finishing, or more capacity on that domain's nodes"
         ],
         WaitReason.FOLLOWERS_PENDING: ["nothing: the scheduler has not looked at them yet"],
+        WaitReason.PODS_UNSCHEDULABLE: [
+            f"room in {key}={progress.domain}, where its first pods were bound and the others follow them: "
+            "other pods there finishing, or more capacity on that domain's nodes"
+        ],
+        WaitReason.PODS_PENDING: ["nothing: the scheduler has not looked at them yet"],
         WaitReason.FOLLOWERS_NOT_CREATED: [
             "the Job controller creates them, with backoff after rejected creations; FailedCreate events "
             "(below) say what refuses them"
+        ],
+        WaitReason.TOO_FEW_DOMAINS: [
+            f"more schedulable {key} domains: nodes labelled {key} with a value no node has yet, or "
+            "uncordoning a domain",
+            "fewer exclusive Jobs in its JobSet (the replicated Jobs' replicas); a sibling that completes "
+            "frees its domain only if the others do not wait for the missing one",
+        ],
+        WaitReason.DOMAIN_TOO_SMALL: [
+            f"a larger {key} domain: more nodes in one, or nodes with more of the resource named above",
+            "fewer pods per Job (completions and parallelism), or smaller requests per pod",
         ],
         WaitReason.ELASTIC_FALLBACK: [
             "the Job controller creates the followers one retry at a time; to avoid the rejections, make "
@@ -169,7 +190,8 @@ def _domain_hints(
 ) -> list[str]:
     if not domains:
         return [f"nodes labelled {key}, or a topology annotation naming a label the nodes carry"]
-    if free and reason is not WaitReason.ALL_OR_NOTHING_QUEUED:
+    queued = reason in (WaitReason.ALL_OR_NOTHING_QUEUED, WaitReason.ALL_OR_NOTHING_STEPPED_OVER)
+    if free and not queued:
         return [
             f"free {key} domains exist ({', '.join(free)}), so the scheduler's reason above is not "
             "exclusivity: compare the pod's requests, tolerations and node selector with those domains' nodes"
@@ -182,7 +204,7 @@ def _domain_hints(
     cordoned = [d.domain for d in domains if not d.schedulable]
     if cordoned:
         hints.append(f"uncordoning {', '.join(cordoned)} (kubectl uncordon)")
-    if reason is WaitReason.ALL_OR_NOTHING_QUEUED:
+    if queued:
         hints.append(
             f'fewer Jobs in the JobSet, or {ALL_OR_NOTHING_ANNOTATION}: "false" on a new JobSet to take '
             "domains as they free up (and risk holding some while waiting for the rest)"
@@ -254,9 +276,9 @@ def explain_jobset(snapshot: Snapshot, jobset: Obj, events: Iterable[Obj]) -> st
         )
     )
     lines.append(_field("All-or-nothing", _all_or_nothing(jobset, exclusive)))
-    strategy = annotations_of(jobset).get(STRATEGY_ANNOTATION)
+    strategy = _strategy(jobset, exclusive)
     if strategy:
-        lines.append(_field("Strategy", f"{strategy} (the JobSet's own annotation: its Jobs' default)"))
+        lines.append(_field("Strategy", strategy))
     rows = [("JOB", "STATE", "DOMAIN")]
     first_waiting: JobProgress | None = None
     for job in sorted(exclusive, key=lambda j: str(metadata(j).get("name"))):
@@ -295,15 +317,34 @@ def explain_jobset(snapshot: Snapshot, jobset: Obj, events: Iterable[Obj]) -> st
 
 
 def _all_or_nothing(jobset: Obj, jobs: Sequence[Obj]) -> str:
-    asked = parse_bool(annotations_of(jobset).get(ALL_OR_NOTHING_ANNOTATION))
-    applied = any(gang_of(job) is not None for job in jobs)
-    if applied:
-        return "yes: its leaders are released together, once enough domains are free for all its Jobs"
-    if asked is False:
-        return "no (the JobSet's annotation)"
-    if asked is True and jobs:
-        return "asked for, but not applied (the webhook's admission warning on its Jobs says why)"
-    return "no" if jobs else "unknown until its Jobs exist (the webhook's default applies)"
+    """What the JobSet asks for, next to what its Jobs got (the gang annotations the webhook wrote)."""
+    value = parse_bool(annotations_of(jobset).get(ALL_OR_NOTHING_ANNOTATION))
+    asked = "the webhook's default" if value is None else "yes" if value else "no"
+    if not jobs:
+        return f"asked: {asked}; its Jobs: none created yet"
+    in_gang = sum(gang_of(job) is not None for job in jobs)
+    got = f"{in_gang} of {len(jobs)} in its gang" if in_gang else "none in a gang"
+    line = f"asked: {asked}; its Jobs: {got}"
+    if in_gang == len(jobs):
+        return line + " (their leaders are released together, once enough domains are free for all)"
+    if value is True and jobset_startup(jobset).waits_for_readiness():
+        return line + " (startupPolicy InOrder or a dependsOn Ready: its Jobs cannot all hold a domain first)"
+    if value is True:
+        return line + " (admitted without it: the webhook could not read the JobSet, or was not called)"
+    return line
+
+
+def _strategy(jobset: Obj, jobs: Sequence[Obj]) -> str | None:
+    """The JobSet's strategy annotation next to the strategies its Jobs were admitted with."""
+    asked = annotations_of(jobset).get(STRATEGY_ANNOTATION, "").strip()
+    counts: dict[str, int] = {}
+    for job in jobs:
+        counts[resolved_strategy(job)] = counts.get(resolved_strategy(job), 0) + 1
+    got = ", ".join(f"{strategy} x{count}" for strategy, count in sorted(counts.items()))
+    if not asked and not got:
+        return None
+    asked_text = f"{asked} (the JobSet's annotation: its Jobs' default)" if asked else "the webhook's default"
+    return f"asked: {asked_text}; its Jobs: {got or 'none created yet'}"
 
 
 # --- a pod ------------------------------------------------------------------------------------------------

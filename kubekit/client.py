@@ -22,6 +22,7 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
 from placement.constants import JOBSET_GROUP, JOBSET_VERSION
+from placement.kueue import KUEUE_GROUP, KUEUE_VERSION, WORKLOADS
 from placement.objects import Obj
 
 Resource = Literal["jobs", "pods", "nodes", "events"]
@@ -74,9 +75,9 @@ def _load_in_cluster_or_home(configuration: client.Configuration, context: str |
 def cluster_configuration(
     kubeconfig: Path | None, server: str | None, context: str | None = None
 ) -> client.Configuration:
-    """`--server` (plain URL, no credentials: kubesim) > `--kubeconfig` > `$KUBECONFIG` > in-cluster service
-    account > `~/.kube/config` (controller-runtime's order, after the explicit flags). `context`: a
-    kubeconfig context other than its current one."""
+    """`--server` (plain URL, no credentials: a local test API server) > `--kubeconfig` > `$KUBECONFIG` >
+    in-cluster service account > `~/.kube/config` (controller-runtime's order, after the explicit flags).
+    `context`: a kubeconfig context other than its current one."""
     configuration = client.Configuration()
     if server:
         configuration.host = server.rstrip("/")
@@ -304,6 +305,33 @@ class Kube:
             if not token:
                 return items, str(page_metadata.get("resourceVersion") or "")
 
+    def list_workloads(self, *, namespace: str | None, timeout: float | None = None) -> list[Obj]:
+        """Kueue's Workloads (`kueue.x-k8s.io/v1beta2`) of `namespace` (None: every namespace), following
+        `continue` (pages of 500)."""
+        function = (
+            self.custom.list_cluster_custom_object
+            if namespace is None
+            else self.custom.list_namespaced_custom_object
+        )
+        where = () if namespace is None else (namespace,)
+        items: list[Obj] = []
+        token: str | None = None
+        while True:
+            page = self._raw(
+                function,
+                KUEUE_GROUP,
+                KUEUE_VERSION,
+                *where,
+                WORKLOADS,
+                timeout=timeout,
+                limit=LIST_PAGE_SIZE,
+                _continue=token,
+            )
+            items.extend(page.get("items") or [])
+            token = (page.get("metadata") or {}).get("continue") or None
+            if not token:
+                return items
+
     def watch(
         self,
         resource: Resource,
@@ -338,6 +366,11 @@ class Kube:
     def patch_job(self, namespace: str, name: str, merge_patch: Obj) -> Obj:
         return self._raw(
             self.batch.patch_namespaced_job, name, namespace, merge_patch, _content_type=MERGE_PATCH
+        )
+
+    def json_patch_job(self, namespace: str, name: str, json_patch: list[Obj]) -> Obj:
+        return self._raw(
+            self.batch.patch_namespaced_job, name, namespace, json_patch, _content_type=JSON_PATCH
         )
 
     def get_pod(self, namespace: str, name: str) -> Obj:

@@ -11,8 +11,8 @@ The specs themselves sit next to the rules that read the fields (`placement.cach
 that starts reading a new field fails the projection tests until the spec names it.
 
 Strings kept are interned (`sys.intern`): the label keys and most label values of 15,000 nodes are the
-same few dozen strings. At that scale a whole kubesim Node costs about 7 kB in the webhook's cache, its
-projection about 1 kB (measured: `python -m bench scale`, README "Scale").
+same few dozen strings. At that scale a whole Node costs about 7 kB in the webhook's cache, its projection
+about 1 kB (measured: `python -m bench scale`, README "Scale").
 """
 
 from __future__ import annotations

@@ -58,7 +58,7 @@ class ProcessSettings(BaseSettings):
     )
     server: str | None = Field(
         default=None,
-        description="API server URL used without credentials (kubesim), e.g. http://127.0.0.1:6443",
+        description="plain-HTTP API server URL used without credentials (a local test API server), e.g. http://127.0.0.1:6443",
     )
     request_timeout_seconds: float = Field(
         default=10.0,

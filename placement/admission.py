@@ -2,7 +2,8 @@
 
 Jobs: `mutate_job(job, default_strategy, owner=..., take_over_jobset=...)` shrinks an `elastic` Job to
 completions = parallelism = 1 and records its target size (or falls back to `gate` with a warning saying
-why, recorded in `exclusive-placement.io/elastic-fallback`), and takes JobSet's exclusive-topology annotation
+why, recorded in `exclusive-placement.io/elastic-fallback`; a plain Job Kueue queues always falls back:
+`placement.kueue`), and takes JobSet's exclusive-topology annotation
 over on the pod template. A NonIndexed Job has no leader: it is placed with `affinity` (every pod carries
 the leader's terms), with a warning. A JobSet child Job needs its JobSet first (startup order,
 all-or-nothing, its own strategy annotation as the default): `jobset_to_read(job, default_strategy)` says
@@ -12,10 +13,12 @@ Pods, in three steps so the edge can do the one I/O in between:
 1. `plan_pod(pod, namespace, default_strategy)` → `PodPlan` (exclusive pod of a Job) or `Skip`.
 2. the edge looks the leader up when `mutation_needs_leader(plan)` / `validation_needs_leader(pod, plan)`,
    picks it with `placement.leader.pick_leader`, and summarises with `leader_state(plan, leader, node)`.
-3. `mutate_pod(pod, plan, state)` / `validate_pod(pod, plan, state)` → `Verdict`.
+3. `admit_pod(pod, plan, state)` → `Verdict`: the mutation (`mutate_pod`) and, on its result, the validation
+   (`validate_pod`), in the one call the API server makes (`/mutate-pods`); `/validate-pods` still serves
+   `validate_pod` alone.
 
 Every mutation is made on a deep copy and diffed into a JSONPatch, so re-running a mutation on its own
-output yields an empty patch (reinvocationPolicy: IfNeeded).
+output yields an empty patch.
 """
 
 from __future__ import annotations
@@ -23,11 +26,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import Final
 
 from placement.affinity import add_leader_affinity, leader_domain, pod_priority
 from placement.constants import (
     ALL_OR_NOTHING_ANNOTATION,
     ALL_OR_NOTHING_GATE,
+    ALL_OR_NOTHING_LABEL,
     ELASTIC_FALLBACK_ANNOTATION,
     GANG_QUEUED_AT_ANNOTATION,
     GANG_SIZE_ANNOTATION,
@@ -59,6 +64,7 @@ from placement.jobset import (
     take_over_exclusive_topology,
     uses_node_selector_mode,
 )
+from placement.kueue import job_tas_conflict, kueue_elastic_problem, kueue_jobset_problem
 from placement.leader import LeaderProblem, Placed, leader_problem
 from placement.objects import (
     JobRef,
@@ -71,6 +77,7 @@ from placement.objects import (
     job_ref_of_pod,
     labels_of,
     metadata,
+    namespace_of,
     node_name,
     pod_template,
     section,
@@ -78,11 +85,12 @@ from placement.objects import (
     topology_key_of_job,
     topology_key_of_pod,
 )
-from placement.patch import JsonPatch, deep_copy, diff
+from placement.patch import JsonPatch, apply, deep_copy, diff
 from placement.reserved import (
     job_key_label_problem,
     jobset_key_problem,
     jobset_key_problem_of_job,
+    strip_gang_keys,
     strip_resize_keys,
     stripped_warning,
 )
@@ -115,6 +123,26 @@ def _allow(reason: str, warnings: tuple[str, ...] = ()) -> Verdict:
 
 def _deny(reason: str, message: str) -> Verdict:
     return Verdict(allowed=False, reason=reason, message=message)
+
+
+def _job_denial(job: Obj, reason: str, field: str, message: str) -> Verdict:
+    """A Job's denial, in the form of a JobSet's: `exclusive placement: Job <name>: <field>: <why>`."""
+    name = metadata(job).get("name") or metadata(job).get("generateName") or ""
+    return _deny(reason, f"exclusive placement: Job {name}: {field}: {message}")
+
+
+def _strategy_field(job: Obj) -> str:
+    """Where the Job's strategy was read: its own annotations first, then its pod template's."""
+    if annotations_of(job).get(STRATEGY_ANNOTATION, "").strip():
+        return "metadata.annotations"
+    return "spec.template.metadata.annotations"
+
+
+def _job_key_field(job: Obj, namespace: str) -> str:
+    own = jobset_key_problem(
+        labels_of(job), namespace or namespace_of(job), str(metadata(job).get("name") or ""), ""
+    )
+    return "metadata.labels" if own is not None else "spec.template.metadata.labels"
 
 
 def _ensure_map(parent: Obj, key: str) -> dict[str, str]:
@@ -164,8 +192,9 @@ def mutate_job(
     """CREATE of a Job that asks for exclusive placement or carries a resize key (others: allowed
     untouched, no patch).
 
-    First, whatever resize keys the client sent are removed, with a warning: only this webhook records a
-    target (`placement.reserved`). An exclusive Job whose JobSet job-key label names another Job is denied.
+    First, whatever resize and gang keys the client sent are removed, with a warning: only this webhook
+    records a target or puts a Job in the all-or-nothing queue (`placement.reserved`). An exclusive Job
+    whose JobSet job-key label names another Job is denied.
     `elastic`: shrink to completions = parallelism = 1 and record the target (or fall back to `gate` with a
     warning saying why); `owner` is what `jobset_to_read` asked for (a JobSet child Job without it falls
     back). Every strategy: the pod template must tell the pod webhook the same topology key and strategy
@@ -173,11 +202,13 @@ def mutate_job(
     on its metadata, or a fallback to `gate`); with `take_over_jobset`, JobSet's exclusive-topology
     annotation on the template becomes ours, so JobSet's pod webhooks and reconciler leave the pods alone.
     JobSet's node-selector mode is left entirely to JobSet and the user's nodeSelector. A child Job of an
-    all-or-nothing JobSet (its annotation, else `all_or_nothing` as the default) gets the all-or-nothing
-    annotations on itself and its pod template, so its leader pod is gated (`mutate_pod`).
+    all-or-nothing JobSet (its annotation, else `all_or_nothing` as the default) that the webhook could read
+    gets the all-or-nothing annotations, derived from that JobSet alone, on itself and its pod template (so
+    its leader pod is gated, `mutate_pod`) and the all-or-nothing label on itself (what the resizer
+    selects); no other Job is ever part of a gang.
     """
     mutated = deep_copy(job)
-    removed = strip_resize_keys(mutated)
+    removed = (*strip_resize_keys(mutated), *strip_gang_keys(mutated))
     warnings = (stripped_warning(removed),) if removed else ()
     topology_key = topology_key_of_job(job)
     if topology_key is None or in_node_selector_mode(job):
@@ -185,11 +216,14 @@ def mutate_job(
         return Verdict(allowed=True, reason=reason, patch=diff(job, mutated), warnings=warnings)
     forged = jobset_key_problem_of_job(job, namespace)
     if forged is not None:
-        return _deny("forged-job-key", forged)
+        return _job_denial(job, "forged-job-key", _job_key_field(job, namespace), forged)
+    tas = job_tas_conflict(job)
+    if tas is not None:
+        return _job_denial(job, "kueue-tas-conflict", *tas)
     try:
         strategy = strategy_of_job(job, jobset_default_strategy(owner, default_strategy))
     except InvalidStrategy as err:
-        return _deny("invalid-strategy", str(err))
+        return _job_denial(job, "invalid-strategy", _strategy_field(job), str(err))
     reason = f"strategy-{strategy}"
     owner = _owner_or_unknown(job, owner)
     if not is_indexed(job) and strategy is not Strategy.AFFINITY:
@@ -243,10 +277,14 @@ def _shrink_for_elastic(job: Obj, owner: OwnerJobSet | None) -> tuple[str, tuple
     why_not = elastic_ineligibility(job)
     if why_not is None and owner is not None:
         why_not = owner.early_readiness(replicated_job_of(job))
+    reason = "elastic-ineligible"
+    if why_not is None:
+        why_not = kueue_elastic_problem(job) or kueue_jobset_problem(owner)
+        reason = "queued-by-kueue"
     if why_not is not None:
         _ensure_map(job.setdefault("metadata", {}), "annotations")[ELASTIC_FALLBACK_ANNOTATION] = why_not
         warning = f"exclusive placement: strategy elastic is not possible ({why_not}); using {Strategy.GATE}"
-        return "elastic-ineligible", (warning,), Strategy.GATE
+        return reason, (warning,), Strategy.GATE
     target = int(spec["completions"])
     meta = job.setdefault("metadata", {})
     record = {TARGET_COMPLETIONS_ANNOTATION: str(target), TARGET_PARALLELISM_ANNOTATION: str(target)}
@@ -282,6 +320,8 @@ def gang_annotations(owner: OwnerJobSet | None, default: bool) -> tuple[dict[str
             "others are ready (startupPolicy InOrder or dependsOn Ready), so its Jobs cannot all hold a "
             "domain before any starts"
         )
+    if not owner.created:
+        return {}, "exclusive placement: all-or-nothing is not applied: its JobSet shows no creationTimestamp"
     return {
         ALL_OR_NOTHING_ANNOTATION: "true",
         GANG_SIZE_ANNOTATION: str(max(owner.exclusive_jobs, 1)),
@@ -290,7 +330,9 @@ def gang_annotations(owner: OwnerJobSet | None, default: bool) -> tuple[dict[str
 
 
 def _mark_all_or_nothing(job: Obj, gang: dict[str, str]) -> None:
-    _ensure_map(job.setdefault("metadata", {}), "annotations").update(gang)
+    meta = job.setdefault("metadata", {})
+    _ensure_map(meta, "annotations").update(gang)
+    _ensure_map(meta, "labels")[ALL_OR_NOTHING_LABEL] = "true"
     _ensure_map(_template_metadata(job), "annotations").update(gang)
 
 
@@ -362,7 +404,29 @@ class Skip:
     verdict: Verdict
 
 
-def plan_pod(pod: Obj, namespace: str, default_strategy: Strategy) -> PodPlan | Skip:
+DEFAULT_JOB_CONTROLLER_USERNAMES: Final = frozenset(
+    {"system:serviceaccount:kube-system:job-controller", "system:kube-controller-manager"}
+)
+"""Who kube-controller-manager's Job controller creates pods as: its own ServiceAccount when it runs with
+`--use-service-account-credentials` (the default of kubeadm and of managed clusters), else the manager's."""
+
+
+@dataclass(frozen=True)
+class Creator:
+    """Who asks for a pod to be created (the review's `userInfo.username`), and who the Job controller is."""
+
+    username: str
+    job_controllers: frozenset[str] = DEFAULT_JOB_CONTROLLER_USERNAMES
+
+    def creates_job_pods(self) -> bool:
+        return self.username in self.job_controllers
+
+
+def plan_pod(
+    pod: Obj, namespace: str, default_strategy: Strategy, creator: Creator | None = None
+) -> PodPlan | Skip:
+    """What to look up and decide for an exclusive pod; `creator` None (a review without `userInfo`, which
+    kube-apiserver always sends) trusts the pod's Job claim."""
     topology_key = topology_key_of_pod(pod)
     if topology_key is None:
         return Skip(_allow("not-exclusive"))
@@ -376,6 +440,8 @@ def plan_pod(pod: Obj, namespace: str, default_strategy: Strategy) -> PodPlan | 
     index = completion_index(pod)
     if job is None:
         return Skip(_no_job(index))
+    if creator is not None and not creator.creates_job_pods():
+        return Skip(_not_created_by_job_controller(job, creator))
     ns = namespace or str(metadata(pod).get("namespace") or "")
     forged = jobset_key_problem(labels_of(pod), ns, job.name, "the pod")
     if forged is not None:
@@ -408,6 +474,25 @@ def _no_job(index: str | None) -> Verdict:
         f"kind Job, no {JOB_NAME_LABEL} label): a follower is placed next to its Job's leader, so it cannot "
         "be admitted; create it through an Indexed Job, or remove the topology annotation",
     )
+
+
+def _not_created_by_job_controller(job: JobRef, creator: Creator) -> Verdict:
+    """A pod that claims a Job but is not the Job controller's: the Job controller orphans it (it does not
+    match the Job's selector), and as an exclusive pod its job-key label would hold its domain for good."""
+    return _deny(
+        "not-created-by-job-controller",
+        f"pod asks for exclusive placement as a pod of Job {job.name} (its controller ownerReference or "
+        f"{JOB_NAME_LABEL} label), but {creator.username} is not the Job controller "
+        f"({', '.join(sorted(creator.job_controllers))}): exclusive pods of a Job are created by the Job "
+        "controller; create the Job, or remove the topology annotation",
+    )
+
+
+GATED_WHILE_UNPLACED: Final = frozenset({Strategy.SCHEDULING_GATE, Strategy.ELASTIC})
+"""Strategies whose follower, when its leader is not seen bound, is created behind the leader-scheduled gate
+(the resizer pins and releases it) rather than denied. An elastic follower exists only once its Job is
+resized, after the leader bound: one the leader's cache does not show bound yet is a cache behind the API
+server, and denying it would cost the Job controller's retry (docs/webhook.md, "The race, measured")."""
 
 
 def mutation_needs_leader(plan: PodPlan) -> bool:
@@ -515,11 +600,11 @@ def mutate_pod(pod: Obj, plan: PodPlan, state: LeaderState | None) -> Verdict:
             )
         selector[plan.topology_key] = state.domain
         reason = "follower-pinned"
-    elif plan.strategy is Strategy.SCHEDULING_GATE:
+    elif plan.strategy in GATED_WHILE_UNPLACED:
         _add_gate(spec, LEADER_SCHEDULED_GATE)
         reason = "follower-gated"
     else:
-        # elastic / gate with the leader not placed: validation rejects it with the precise reason.
+        # gate with the leader not placed: validation rejects it with the precise reason.
         reason = f"follower-unplaced-{state.status}"
     return Verdict(allowed=True, reason=reason, patch=diff(pod, mutated), warnings=warnings)
 
@@ -587,3 +672,15 @@ def validate_pod(pod: Obj, plan: PodPlan, state: LeaderState | None) -> Verdict:
             "the mutating webhook sets it: check that it is configured for this namespace",
         )
     return _allow("follower-pinned")
+
+
+def admit_pod(pod: Obj, plan: PodPlan, state: LeaderState | None) -> Verdict:
+    """CREATE of an exclusive pod in one call: `mutate_pod`, then `validate_pod` of the pod as mutated (the
+    mutating webhook denies a follower it cannot place, so no validating webhook is called). What a later
+    mutating webhook would change is not seen: JobSet's, the only one registered after it, adds its
+    priority label and nothing this project wrote (docs/webhook.md, "One call per pod")."""
+    mutation = mutate_pod(pod, plan, state)
+    checked = validate_pod(apply(pod, mutation.patch), plan, state)
+    if not checked.allowed:
+        return checked
+    return mutation

@@ -9,11 +9,16 @@ every rule decides the same on the projected object as on the full one).
   `placement.resize` (its topology annotations, name). Keys and logs use namespace/name; the uid and
   resourceVersion identify the copy.
 - The resizer's all-or-nothing queue (`placement.gang`: `gang_of`, `build_gang`, `leader_view`) reads a
-  leader's JobSet name and restart attempt labels, its all-or-nothing, gang-size, gang-queued-at and
+  leader's JobSet name, uid (the Events it writes about the JobSet carry it) and restart attempt labels,
+  its all-or-nothing, gang-size, gang-queued-at and
   released-at annotations, its creationTimestamp, its scheduling gates and `spec.priority`.
-- The queue reads a node's labels and `spec.unschedulable` (`QUEUE_NODE_FIELDS`). Elsewhere a node is read
-  for its labels only (`placement.affinity.leader_domain`): the topology key is any label
-  a Job names, so every label is kept, and nothing else (no status, images, conditions, capacity).
+- The queue trusts a gang's size and place only from its Jobs (`GANG_JOB_FIELDS`), and counts a domain
+  taken by the bound pods carrying the job-key label (`HOLDER_POD_FIELDS`).
+- The queue reads a node's labels and `spec.unschedulable` (`QUEUE_NODE_FIELDS`). The webhook reads a
+  node's labels (`placement.affinity.leader_domain`: the topology key is any label a Job names, so every
+  label is kept), and for its capacity warnings `spec.unschedulable` and `status.allocatable`, read on
+  arrival into a `placement.capacity.NodeRoom` (ints), not cached as text; nothing else (no conditions,
+  images, capacity, addresses).
 
 Plain nested maps: `True` keeps a field whole, a frozenset keeps only those keys of a string map.
 """
@@ -24,17 +29,21 @@ from typing import Final
 
 from placement.constants import (
     ALL_OR_NOTHING_ANNOTATION,
+    ALL_OR_NOTHING_LABEL,
     CONTROLLER_UID_LABEL,
     GANG_QUEUED_AT_ANNOTATION,
     GANG_SIZE_ANNOTATION,
     JOB_COMPLETION_INDEX_ANNOTATION,
     JOB_COMPLETION_INDEX_LABEL,
+    JOB_KEY_LABEL,
     JOB_NAME_LABEL,
     JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION,
     JOBSET_NAME_LABEL,
     JOBSET_RESTART_ATTEMPT_LABEL,
+    JOBSET_UID_LABEL,
     LEGACY_CONTROLLER_UID_LABEL,
     LEGACY_JOB_NAME_LABEL,
+    PRIORITY_LABEL,
     RELEASED_AT_ANNOTATION,
     ROLE_LABEL,
     TOPOLOGY_ANNOTATION,
@@ -51,6 +60,7 @@ LEADER_POD_LABELS: Final = frozenset(
         LEGACY_CONTROLLER_UID_LABEL,
         JOB_COMPLETION_INDEX_LABEL,
         JOBSET_NAME_LABEL,
+        JOBSET_UID_LABEL,
         JOBSET_RESTART_ATTEMPT_LABEL,
     }
 )
@@ -83,6 +93,39 @@ LEADER_POD_FIELDS: Final[FieldSpec] = {
 }
 
 NODE_FIELDS: Final[FieldSpec] = {"metadata": {"name": True, "resourceVersion": True, "labels": True}}
+"""What the webhook caches of a Node: its labels (topology keys, leaders' domains). For the capacity
+warnings (`placement.capacity`) whether it is cordoned and its allocatable (parsed into ints) are read as
+the node arrives (`webhook.node_labels.NodeLabelKeys.project`) and kept beside it, not as text."""
+
+GANG_JOB_FIELDS: Final[FieldSpec] = {
+    "metadata": {
+        "name": True,
+        "namespace": True,
+        "uid": True,
+        "resourceVersion": True,
+        "ownerReferences": True,
+        "labels": frozenset({ALL_OR_NOTHING_LABEL, JOBSET_NAME_LABEL, JOBSET_RESTART_ATTEMPT_LABEL}),
+        "annotations": frozenset(
+            {ALL_OR_NOTHING_ANNOTATION, GANG_SIZE_ANNOTATION, GANG_QUEUED_AT_ANNOTATION}
+        ),
+    },
+    "spec": {"suspend": True},
+}
+"""What the queue reads of an admitted all-or-nothing Job (`placement.gang.admitted_gang`): the record the
+webhook wrote, its JobSet owner, its uid (its leaders' ownerReference); whether it is suspended."""
+
+HOLDER_POD_FIELDS: Final[FieldSpec] = {
+    "metadata": {
+        "name": True,
+        "namespace": True,
+        "uid": True,
+        "resourceVersion": True,
+        "labels": frozenset({JOB_KEY_LABEL, PRIORITY_LABEL}),
+    },
+    "spec": {"nodeName": True, "priority": True},
+    "status": {"phase": True},
+}
+"""What the queue reads of a bound pod carrying the job-key label (`placement.gang.held_nodes`)."""
 
 QUEUE_NODE_FIELDS: Final[FieldSpec] = {
     "metadata": {"name": True, "resourceVersion": True, "labels": True},

@@ -36,6 +36,12 @@ ELASTIC_FALLBACK_ANNOTATION: Final = f"{DOMAIN}/elastic-fallback"
 """On a Job the webhook admitted with `gate` although it asked for `elastic` (by annotation or default): why
 elastic was not possible. The admission warning is seen once by whoever created the Job (for a JobSet child
 Job, the JobSet controller); this stays readable (`kubectl exclusive-placement explain`)."""
+LEADER_DOMAIN_ANNOTATION: Final = f"{DOMAIN}/leader-domain"
+KUEUE_QUEUE_NAME_LABEL: Final = "kueue.x-k8s.io/queue-name"
+"""The LocalQueue a Job or JobSet asks Kueue to queue it in."""
+"""On a resized Job: its leader's domain (the topology label's value on the leader's Node), written by the
+resizer in the resize patch itself. The pod MutatingAdmissionPolicy pins the followers to it (docs/webhook.md,
+"The policy path"); a resize key (`placement.reserved`): nobody else may write it."""
 RESIZE_LABEL: Final = f"{DOMAIN}/resize"
 RESIZE_PENDING: Final = "pending"
 RESIZE_DONE: Final = "done"
@@ -52,6 +58,9 @@ ALL_OR_NOTHING_ANNOTATION: Final = f"{DOMAIN}/all-or-nothing"
 Job webhook on the child Jobs and their pod templates of an all-or-nothing JobSet (so its pods carry it)."""
 ALL_OR_NOTHING_GATE: Final = f"{DOMAIN}/all-or-nothing"
 """Scheduling gate on the leader pods of all-or-nothing Jobs until the resizer admits their JobSet."""
+ALL_OR_NOTHING_LABEL: Final = f"{DOMAIN}/all-or-nothing"
+"""Job label "true", written by the Job webhook with ALL_OR_NOTHING_ANNOTATION on the Job alone: what the
+resizer's informer of admitted all-or-nothing Jobs selects (an annotation cannot be selected)."""
 GANG_SIZE_ANNOTATION: Final = f"{DOMAIN}/gang-size"
 """Written with ALL_OR_NOTHING_ANNOTATION: how many exclusive Jobs the JobSet has (one domain each)."""
 GANG_QUEUED_AT_ANNOTATION: Final = f"{DOMAIN}/gang-queued-at"
@@ -59,8 +68,12 @@ GANG_QUEUED_AT_ANNOTATION: Final = f"{DOMAIN}/gang-queued-at"
 RELEASED_AT_ANNOTATION: Final = f"{DOMAIN}/released-at"
 """Written by the resizer on an all-or-nothing leader with the gate's removal (RFC 3339): the timeout's
 clock, readable by any resizer replica."""
+ALL_OR_NOTHING_STEPPED_OVER_REASON: Final = "AllOrNothingSteppedOver"
+"""Reason of the resizer's Event on a JobSet that waited past the bound and is stepped over (read back by
+`kubectl exclusive-placement status`: how long it waited is the resizer's count, in no object)."""
 ALL_OR_NOTHING_TIMEOUT_REASON: Final = "ExclusivePlacementAllOrNothingTimeout"
-"""Reason of the DisruptionTarget condition on a leader of a JobSet whose reservation timed out."""
+"""Reason of the DisruptionTarget condition the resizer once put on the leaders it deleted after a time-out;
+it suspends their Jobs instead now."""
 
 
 # --- Strategies (docs/design.md, "Strategies") --------------------------------------------------------
@@ -80,11 +93,13 @@ class Strategy(StrEnum):
 STRATEGIES: Final[tuple[Strategy, ...]] = tuple(Strategy)
 DEFAULT_STRATEGY: Final = Strategy.ELASTIC
 
-# --- JobSet's keys (read, and written by kubesim's JobSet controller) --------------------------------
+# --- JobSet's keys (read; JobSet's controller writes them) --------------------------------------------
 JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION: Final = "alpha.jobset.sigs.k8s.io/exclusive-topology"
 JOBSET_NODE_SELECTOR_ANNOTATION: Final = "alpha.jobset.sigs.k8s.io/node-selector"
 """JobSet's node-selector mode (pools pre-labelled by the user): pods are left to their own nodeSelector."""
 JOBSET_NAME_LABEL: Final = "jobset.sigs.k8s.io/jobset-name"
+JOBSET_UID_LABEL: Final = "jobset.sigs.k8s.io/jobset-uid"
+"""JobSet's controller labels its child Jobs and their pods with the JobSet's uid."""
 JOBSET_REPLICATED_JOB_NAME_LABEL: Final = "jobset.sigs.k8s.io/replicatedjob-name"
 JOBSET_JOB_INDEX_LABEL: Final = "jobset.sigs.k8s.io/job-index"
 JOBSET_JOB_KEY_LABEL: Final = "jobset.sigs.k8s.io/job-key"

@@ -3,22 +3,29 @@
 The webhook gates the leader pod of every Job of an all-or-nothing JobSet (`ALL_OR_NOTHING_GATE`); a
 JobSet's gated leaders form a *gang*. The resizer is the admission queue: `plan_admission` says which
 gangs to release (every gated leader of the gang ungated at once), which released gangs timed out (their
-ungated leaders deleted, so their domains go back), and which gang heads the queue waiting for domains.
+Jobs suspended, so their domains go back without a failure counted), which gang holds up the queue waiting
+for domains, and which waited too long and is stepped over.
 `gang_complete` says when a gang's Jobs may grow (elastic) or release their followers (scheduling-gate):
 once every Job of the JobSet has a bound leader (`placement.resize` decides both with the gang as input).
 
 Everything is derived from what the API shows (which leaders are gated, which are bound, when each was
-released, on which nodes), so a new resizer replica reaches the same decision as the one it replaces.
+released, on which nodes), so a new resizer replica reaches the same decision as the one it replaces (but
+for how long the head has waited, which each replica counts from when it first saw it wait).
 
-- `gang_of(obj)`: the gang a pod or Job belongs to (None when it is not all-or-nothing).
-- `build_gang(gang_id, pods)`, `leader_view(pod)`, `node_view(node)`: the few fields the decisions read
-  (what the resizer caches of them: `placement.cached_fields`).
+Trust: a gang's size and place come from its Jobs' records (`admitted_gang`: keys only the Job webhook
+writes, from the JobSet it read), and a leader is a member only when its controller ownerReference is such
+a Job (`trusted_member`); a domain is held by pods carrying the job-key label (`held_nodes`).
+
+- `gang_of(obj)`: the gang a pod or Job claims (None when it is not all-or-nothing).
+- `admitted_gang(job)`, `trusted_member(pod, gang, record)`.
+- `build_gang(gang_id, pods, records)`, `leader_view(pod)`, `node_view(node)`: the few fields the decisions
+  read (what the resizer caches of them: `placement.cached_fields`).
 - `gang_state(gang)`, `gang_complete(gang)`, `free_domains(key, nodes, held_nodes, priority)`,
-  `held_nodes(leaders)`.
-- `plan_admission(gangs, nodes, held_nodes, now, timeout)` → `AdmissionPlan`.
+  `held_nodes(pods)`.
+- `plan_admission(gangs, nodes, held_nodes, now, timeout, waiting_since=..., bound=...)` →
+  `AdmissionPlan`.
 - `release_patch(pod, now)`: the JSON patch that ungates one leader and records when (`format_time`);
   `as_released(pod, when)`: that pod as the resizer knows it is, over an older cached copy.
-- `timeout_condition(gang, waited, now)`: the DisruptionTarget condition of a timed-out leader.
 """
 
 from __future__ import annotations
@@ -31,16 +38,18 @@ from enum import StrEnum
 from placement.constants import (
     ALL_OR_NOTHING_ANNOTATION,
     ALL_OR_NOTHING_GATE,
-    ALL_OR_NOTHING_TIMEOUT_REASON,
+    ALL_OR_NOTHING_LABEL,
     DEFAULT_PRIORITY,
-    DISRUPTION_TARGET_CONDITION,
     GANG_QUEUED_AT_ANNOTATION,
     GANG_SIZE_ANNOTATION,
+    JOB_KEY_LABEL,
     JOBSET_NAME_LABEL,
     JOBSET_RESTART_ATTEMPT_LABEL,
+    PRIORITY_LABEL,
     RELEASED_AT_ANNOTATION,
 )
 from placement.counts import InvalidCount, parse_count
+from placement.jobset import owning_jobset
 from placement.leader import is_live
 from placement.objects import (
     Obj,
@@ -54,6 +63,7 @@ from placement.objects import (
     owner_job_key,
     section,
     topology_key_of_pod,
+    uid_of,
 )
 from placement.patch import JsonPatch, escape
 
@@ -91,11 +101,55 @@ def pod_priority_value(pod: Obj) -> int:
 
 
 def gang_of(obj: Obj) -> GangId | None:
-    """The gang of an all-or-nothing pod or Job: its JobSet (by name label) and restart attempt."""
+    """The gang an all-or-nothing pod or Job *claims*: its JobSet (by name label) and restart attempt.
+    Labels and annotations a client can write: the queue trusts a leader only once `trusted_member` says
+    its Job is one the webhook admitted (`admitted_gang`)."""
     jobset = labels_of(obj).get(JOBSET_NAME_LABEL)
     if not jobset or gang_size(annotations_of(obj)) is None:
         return None
     return GangId(namespace_of(obj), jobset, labels_of(obj).get(JOBSET_RESTART_ATTEMPT_LABEL, "0"))
+
+
+@dataclass(frozen=True)
+class GangRecord:
+    """What the Job webhook recorded on an all-or-nothing Job, from its JobSet: the queue reads nothing
+    else of a gang's size and place."""
+
+    gang: GangId
+    job_uid: str
+    size: int
+    queued_at: float
+    """The JobSet's creationTimestamp."""
+
+
+def admitted_gang(job: Obj) -> GangRecord | None:
+    """The record of a Job the webhook admitted into a gang: the all-or-nothing label and annotations
+    (`placement.reserved.GANG_KEYS`: stripped from what a client sends at creation, unchangeable
+    afterwards), a gang size and a queue time, and a JobSet controller (the JobSet the webhook read) that
+    its JobSet name label agrees with. None for any other Job."""
+    owner = owning_jobset(job)
+    gang = gang_of(job)
+    queued_at = parse_time(annotations_of(job).get(GANG_QUEUED_AT_ANNOTATION))
+    if labels_of(job).get(ALL_OR_NOTHING_LABEL) != "true" or owner is None or gang is None:
+        return None
+    size = gang_size(annotations_of(job))
+    if gang.jobset != owner.name or size is None or queued_at is None:
+        return None
+    return GangRecord(gang, uid_of(job), size, queued_at)
+
+
+def controller_job_uid(pod: Obj) -> str | None:
+    """The uid of the Job controlling `pod` by its ownerReference (labels do not count: anyone sets them)."""
+    for ref in items(metadata(pod), "ownerReferences"):
+        if isinstance(ref, dict) and ref.get("kind") == "Job" and ref.get("controller") and ref.get("uid"):
+            return str(ref["uid"])
+    return None
+
+
+def trusted_member(pod: Obj, gang: GangId, record: GangRecord | None) -> bool:
+    """`pod`, claiming to lead a Job of `gang`, is controlled by the admitted Job of `record` (the one of
+    its Job's name), and that Job is in `gang`."""
+    return record is not None and record.gang == gang and controller_job_uid(pod) == record.job_uid
 
 
 def has_gang_gate(pod: Obj) -> bool:
@@ -151,6 +205,8 @@ class LeaderView:
     uid: str
     job: str
     """`namespace/name` of its Job."""
+    job_uid: str
+    """Its controlling Job's uid (ownerReference): what the time-out suspends."""
     gated: bool
     node: str | None
     live: bool
@@ -168,6 +224,7 @@ def leader_view(pod: Obj) -> LeaderView:
         key=f"{namespace_of(pod)}/{meta.get('name') or ''}",
         uid=str(meta.get("uid") or ""),
         job=owner_job_key(pod) or "",
+        job_uid=controller_job_uid(pod) or "",
         gated=gated,
         node=node_name(pod),
         live=is_live(pod),
@@ -186,26 +243,33 @@ class Gang:
     leaders: tuple[LeaderView, ...]
 
 
-def build_gang(gang_id: GangId, pods: Sequence[Obj]) -> Gang | None:
-    """The gang of these leader pods (all of `gang_id`); None when none is left."""
-    if not pods:
+def build_gang(gang_id: GangId, pods: Sequence[Obj], records: Sequence[GangRecord]) -> Gang | None:
+    """The gang of these leader pods (all of `gang_id`), sized and placed by its Jobs' `records` (the
+    webhook's, read from its JobSet: one JobSet, so they agree); None when no leader or no record is left."""
+    if not pods or not records:
         return None
-    sizes = [gang_size(annotations_of(pod)) or 0 for pod in pods]
     keys = [key for pod in pods if (key := topology_key_of_pod(pod))]
-    queued = [
-        parse_time(annotations_of(pod).get(GANG_QUEUED_AT_ANNOTATION))
-        or parse_time(str(metadata(pod).get("creationTimestamp") or ""))
-        or 0.0
-        for pod in pods
-    ]
     return Gang(
         id=gang_id,
-        size=max(sizes),
+        size=max(record.size for record in records),
         topology_key=keys[0] if keys else "",
         priority=max(pod_priority_value(pod) for pod in pods),
-        queued_at=min(queued),
+        queued_at=min(record.queued_at for record in records),
         leaders=tuple(sorted((leader_view(pod) for pod in pods), key=lambda leader: leader.key)),
     )
+
+
+def record_of_pods(gang_id: GangId, pods: Sequence[Obj]) -> list[GangRecord]:
+    """The gang record as the leader pods' copies of it show it (from their Job's pod template): what a
+    reader without the Jobs (the kubectl plugin across namespaces) has. The resizer never uses it."""
+    found = []
+    for pod in pods:
+        size = gang_size(annotations_of(pod))
+        queued = parse_time(annotations_of(pod).get(GANG_QUEUED_AT_ANNOTATION))
+        if size is not None:
+            when = queued if queued is not None else parse_time(str(metadata(pod).get("creationTimestamp")))
+            found.append(GangRecord(gang_id, controller_job_uid(pod) or "", size, when or 0.0))
+    return found
 
 
 @dataclass(frozen=True)
@@ -278,7 +342,7 @@ def needed(gang: Gang) -> int:
     return len(_jobs(leader for leader in live_leaders(gang) if leader.gated))
 
 
-def waiting_since(gang: Gang) -> float | None:
+def waiting_since_release(gang: Gang) -> float | None:
     """When the oldest released, still unbound leader was released: the timeout's clock."""
     times = [
         leader.released_at
@@ -296,32 +360,58 @@ def queue_order(gang: Gang) -> tuple[int, float, GangId]:
     return (-gang.priority, gang.queued_at, gang.id)
 
 
+@dataclass(frozen=True)
+class Holding:
+    """What holds a node against all-or-nothing leaders: bound, unfinished pods carrying the job-key label."""
+
+    priority: int
+    """The highest `spec.priority` among them: a leader of this priority or lower cannot preempt them."""
+    labelled: frozenset[str] = frozenset()
+    """Their `exclusive-placement.io/priority` labels: every leader's anti-affinity keeps a leader of that
+    priority out of their domain (docs/design.md, "Priorities and preemption")."""
+
+    def blocks(self, priority: int) -> bool:
+        return priority <= self.priority or str(priority) in self.labelled
+
+
 def free_domains(
-    topology_key: str, nodes: Iterable[NodeView], held_nodes: Mapping[str, int], priority: int = 0
+    topology_key: str, nodes: Iterable[NodeView], held_nodes: Mapping[str, Holding], priority: int = 0
 ) -> set[str]:
-    """Domains of `topology_key` with a schedulable node and no node holding a live exclusive leader of
-    `priority` or higher (a lower one is preempted: exclusivity holds within a priority level)."""
+    """Domains of `topology_key` with a schedulable node and no node held against a leader of `priority`
+    (`Holding.blocks`: exclusivity holds within a priority level, and a lower one is preempted)."""
     schedulable: set[str] = set()
     taken: set[str] = set()
     for node in nodes:
         domain = node.labels.get(topology_key)
         if domain is None:
             continue
-        if node.name in held_nodes and held_nodes[node.name] >= priority:
+        if node.name in held_nodes and held_nodes[node.name].blocks(priority):
             taken.add(domain)
         elif not node.unschedulable:
             schedulable.add(domain)
     return schedulable - taken
 
 
-def held_nodes(leaders: Iterable[Obj]) -> dict[str, int]:
-    """The `held_nodes` of `free_domains` and `plan_admission`: nodes of bound, unfinished exclusive
-    leaders (terminating ones still occupy their node), with the highest priority among them."""
-    held: dict[str, int] = {}
-    for pod in leaders:
+def held_nodes(pods: Iterable[Obj]) -> dict[str, Holding]:
+    """The `held_nodes` of `free_domains` and `plan_admission`: the nodes of bound, unfinished pods carrying
+    the `exclusive-placement.io/job-key` label (terminating ones still occupy their node). That label is
+    what every leader's anti-affinity matches, so these are exactly the pods that keep a leader out,
+    whoever labelled them: the exclusive pods the webhook admitted (leaders and followers: a domain whose
+    leader finished while its followers run is held too), and any pod a client labelled so, which the queue
+    counts as taking its domain rather than release a JobSet into a domain it cannot get. A pod claiming
+    only a role holds nothing. Pods without the label are ignored."""
+    held: dict[str, Holding] = {}
+    for pod in pods:
         node = node_name(pod)
-        if node is not None and not is_finished_pod(pod):
-            held[node] = max(held.get(node, DEFAULT_PRIORITY), pod_priority_value(pod))
+        labels = labels_of(pod)
+        if node is None or JOB_KEY_LABEL not in labels or is_finished_pod(pod):
+            continue
+        before = held.get(node, Holding(DEFAULT_PRIORITY))
+        label = labels.get(PRIORITY_LABEL)
+        held[node] = Holding(
+            max(before.priority, pod_priority_value(pod)),
+            before.labelled | ({label} if label is not None else set()),
+        )
     return held
 
 
@@ -342,21 +432,33 @@ class Release:
 @dataclass(frozen=True)
 class Timeout:
     gang: GangId
-    pods: tuple[tuple[str, str], ...]
-    """Ungated leaders to delete: (`namespace/name`, uid)."""
+    jobs: tuple[tuple[str, str], ...]
+    """Jobs with an ungated leader, to suspend: (`namespace/name`, uid)."""
     waited: float
+
+
+@dataclass(frozen=True)
+class Waiting:
+    """A queued gang that did not fit: (it, domains it needs, domains free, since when it waits so)."""
+
+    gang: GangId
+    needs: int
+    free: int
+    since: float
 
 
 @dataclass(frozen=True)
 class AdmissionPlan:
     releases: tuple[Release, ...] = ()
     timeouts: tuple[Timeout, ...] = ()
-    blocked: GangId | None = None
-    """The head of the queue, waiting for domains: nothing behind it is released (strict FIFO)."""
-    blocked_needs: int = 0
-    blocked_free: int = 0
+    blocked: Waiting | None = None
+    """The gang holding up the queue, waiting for domains: nothing behind it is released (strict FIFO)
+    until it has waited `bound`."""
+    stepped_over: tuple[Waiting, ...] = ()
+    """Gangs that waited longer than `bound` without fitting: they keep their place (each is the first
+    offered the domains at every pass) but no longer hold up the gangs behind them."""
     next_deadline: float | None = None
-    """When the earliest releasing gang times out, if none does now: when to look again."""
+    """When to look again, if nothing is due now: the earliest release time-out or step-over."""
     states: Mapping[GangId, GangState] = field(default_factory=dict)
     unfit: tuple[tuple[GangId, int, int], ...] = ()
     """(gang, domains it needs, domains the cluster has) for queued gangs needing more domains of their
@@ -367,25 +469,31 @@ class AdmissionPlan:
 def plan_admission(
     gangs: Iterable[Gang],
     nodes: Sequence[NodeView],
-    held_nodes: Mapping[str, int],
+    held_nodes: Mapping[str, Holding],
     now: float,
     timeout: float,
+    *,
+    waiting_since: Mapping[GangId, float] | None = None,
+    bound: float | None = None,
 ) -> AdmissionPlan:
-    """Which gangs to release, which to time out, which heads the queue.
+    """Which gangs to release, which to time out, which one holds up the queue and which are stepped over.
 
-    1. A releasing gang that has waited longer than `timeout` for its leaders to bind times out: its
-       ungated leaders are deleted (the Job controller re-creates them, the webhook gates them again, and
-       the gang queues again at its JobSet's place); its domains are no longer promised.
+    1. A releasing gang that has waited longer than `timeout` for its leaders to bind times out: its Jobs
+       with an ungated leader are suspended (the Job controller deletes their pods without counting a
+       failure, JobSet resumes them, the webhook gates the new leaders, and the gang queues again at its
+       JobSet's place); its domains are no longer promised.
     2. Every other releasing gang is finished first: its gated leaders are ungated (a restart mid-release);
        its unbound Jobs count as promised domains.
-    3. Queued gangs, in `queue_order`: the head is released when the free domains of its topology key,
-       less every promised domain, are at least its gated Jobs; else it blocks everything behind it —
-       unless it needs more domains than exist at all (`unfit`): it is passed over, not waited for.
-    `held_nodes` are the nodes of bound, unfinished exclusive leaders (any Job, any strategy), with the
-    highest priority among them: a domain held at a lower priority than a gang's is free to it (its
-    leaders preempt their way in, as every exclusive leader does; docs/design.md, "Priorities and
-    preemption").
+    3. Queued gangs, in `queue_order`: a gang is released when the free domains of its topology key, less
+       every promised domain, are at least its gated Jobs. One that does not fit holds up everything
+       behind it (strict FIFO) — for `bound` seconds at most, counted from `waiting_since[gang]` (when the
+       caller first saw it so; `now` for a gang it did not). Past that it is stepped over: it keeps its
+       place, the gangs behind it are released as they fit, and the next one that does not fit holds up
+       the rest, on its own clock. A gang needing more domains than exist at all (`unfit`) is passed over
+       at once: waiting could not help it.
+    `held_nodes` are the nodes held against leaders (`held_nodes`); `bound` None: never stepped over.
     """
+    since_of = waiting_since or {}
     states: dict[GangId, GangState] = {}
     releases: list[Release] = []
     timeouts: list[Timeout] = []
@@ -397,10 +505,10 @@ def plan_admission(
         if state is GangState.QUEUED:
             queued.append(gang)
         elif state is GangState.RELEASING:
-            since = waiting_since(gang)
+            since = waiting_since_release(gang)
             if since is not None and now - since >= timeout:
-                pods = tuple((lead.key, lead.uid) for lead in live_leaders(gang) if not lead.gated)
-                timeouts.append(Timeout(gang.id, pods, now - since))
+                jobs = {(lead.job, lead.job_uid) for lead in live_leaders(gang) if not lead.gated}
+                timeouts.append(Timeout(gang.id, tuple(sorted(jobs)), now - since))
                 continue
             if since is not None:
                 deadlines.append(since + timeout)
@@ -408,8 +516,8 @@ def plan_admission(
             gated = tuple(leader.key for leader in live_leaders(gang) if leader.gated)
             if gated:
                 releases.append(Release(gang.id, gated, resumed=True))
-    blocked: GangId | None = None
-    blocked_needs = blocked_free = 0
+    blocked: Waiting | None = None
+    stepped_over: list[Waiting] = []
     unfit: list[tuple[GangId, int, int]] = []
     for gang in sorted(queued, key=queue_order):
         need = needed(gang)
@@ -419,7 +527,13 @@ def plan_admission(
             continue
         free = len(free_domains(gang.topology_key, nodes, held_nodes, gang.priority)) - promises
         if need > free:
-            blocked, blocked_needs, blocked_free = gang.id, need, max(free, 0)
+            waiting = Waiting(gang.id, need, max(free, 0), since_of.get(gang.id, now))
+            if bound is not None and now - waiting.since >= bound:
+                stepped_over.append(waiting)
+                continue
+            blocked = waiting
+            if bound is not None:
+                deadlines.append(waiting.since + bound)
             break
         promises += need
         gated = tuple(leader.key for leader in live_leaders(gang) if leader.gated)
@@ -429,8 +543,7 @@ def plan_admission(
         releases=tuple(releases),
         timeouts=tuple(timeouts),
         blocked=blocked,
-        blocked_needs=blocked_needs,
-        blocked_free=blocked_free,
+        stepped_over=tuple(stepped_over),
         next_deadline=min(deadlines, default=None),
         states=states,
         unfit=tuple(unfit),
@@ -471,18 +584,3 @@ def release_patch(pod: Obj, now: str) -> JsonPatch | None:
     else:
         patch.append({"op": "add", "path": "/metadata/annotations", "value": {RELEASED_AT_ANNOTATION: now}})
     return patch
-
-
-def timeout_condition(gang: GangId, waited: float, now: str) -> Obj:
-    """The DisruptionTarget condition a timed-out leader gets before its deletion (`now`: RFC 3339)."""
-    return {
-        "type": DISRUPTION_TARGET_CONDITION,
-        "status": "True",
-        "reason": ALL_OR_NOTHING_TIMEOUT_REASON,
-        "message": (
-            f"exclusive-placement: JobSet {gang.namespace}/{gang.jobset} was released {waited:.0f}s ago but "
-            "not all of its leaders could bind; deleted so that its domains are freed and the JobSet queues "
-            "again for all of them at once"
-        ),
-        "lastTransitionTime": now,
-    }

@@ -13,7 +13,9 @@
 - `JobSetStartup.all_or_nothing` / `exclusive_jobs` / `created`: what all-or-nothing placement needs
   (docs/design.md, "All-or-nothing"): the JobSet's `exclusive-placement.io/all-or-nothing` annotation
   (None when absent or not a boolean), how many of its Jobs are exclusive (each needs one domain), and its
-  creationTimestamp (its place in the resizer's FIFO). Read with the startup order, once per JobSet uid.
+  creationTimestamp (its place in the resizer's FIFO). Read with the startup order, once per JobSet uid:
+  the strategy and all-or-nothing annotations may not change after creation (`placement.jobset_validation`
+  denies such an UPDATE), so the answer kept by uid stays true.
 - `uses_node_selector_mode(annotations)`: JobSet's node-selector mode (pools pre-labelled by the user),
   which this project leaves to the pods' own nodeSelector and tolerations, as JobSet's webhooks do.
 - `take_over_exclusive_topology(annotations)`: JobSet's exclusive-topology annotation replaced by ours,
@@ -33,6 +35,7 @@ from placement.constants import (
     JOBSET_KIND,
     JOBSET_NODE_SELECTOR_ANNOTATION,
     JOBSET_REPLICATED_JOB_NAME_LABEL,
+    KUEUE_QUEUE_NAME_LABEL,
     STRATEGY_ANNOTATION,
     TOPOLOGY_ANNOTATION,
 )
@@ -75,6 +78,8 @@ class JobSetStartup:
     """The JobSet's creationTimestamp."""
     strategy: str | None = None
     """The JobSet's own `exclusive-placement.io/strategy` (unchecked): its child Jobs' default."""
+    kueue_queue: str | None = None
+    """The LocalQueue the JobSet names (`kueue.x-k8s.io/queue-name`): Kueue may suspend it once admitted."""
 
     def waits_for_readiness(self) -> bool:
         """JobSet creates some child Jobs only once others are ready: they cannot all hold a domain first."""
@@ -146,6 +151,7 @@ def jobset_startup(jobset: Obj) -> JobSetStartup:
         exclusive_jobs=exclusive_jobs(jobset),
         created=str(metadata(jobset).get("creationTimestamp") or ""),
         strategy=annotations_of(jobset).get(STRATEGY_ANNOTATION, "").strip() or None,
+        kueue_queue=labels_of(jobset).get(KUEUE_QUEUE_NAME_LABEL) or None,
     )
 
 

@@ -10,21 +10,27 @@ Denied, naming the field and the valid values:
   its pod template;
 - an `exclusive-placement.io/all-or-nothing` that is not "true" or "false", wherever it is;
 - an all-or-nothing JobSet (its annotation, else the webhook's default) with an exclusive replicated Job
-  that is NonIndexed: such a Job has no leader to queue, so the JobSet would wait for it forever.
+  that is NonIndexed: such a Job has no leader to queue, so the JobSet would wait for it forever;
+- a JobSet Kueue queues with a Topology Aware Scheduling annotation on an exclusive replicated Job
+  (`placement.kueue.tas_conflicts`, reason `kueue-tas-conflict`): TAS would choose its pods' nodes, packed.
 
-Allowed with a warning: all-or-nothing on a template (it is read from the JobSet's metadata only), and a
-topology key no node carries (`placement.topology`).
+Allowed with a warning: all-or-nothing on a template (it is read from the JobSet's metadata only), a
+topology key no node carries (`placement.topology`), more exclusive Jobs than schedulable domains, and a
+replicated Job whose pods fit no domain (`placement.capacity`).
 
 An UPDATE is checked only when it changes these annotations, so a JobSet admitted before this validation
-existed is never blocked from its controller's updates.
+existed is never blocked from its controller's updates. An UPDATE that changes the JobSet's own strategy or
+all-or-nothing is denied: both apply at creation only (the Job webhook keeps them by JobSet uid, and a gang's
+members are fixed when its Jobs are admitted), so the message says to delete and re-create the JobSet.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterator
+from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass
 
 from placement.admission import Verdict
+from placement.capacity import NodeRoom, jobset_capacity_warnings
 from placement.constants import (
     ALL_OR_NOTHING_ANNOTATION,
     DOMAIN,
@@ -32,6 +38,7 @@ from placement.constants import (
     STRATEGY_ANNOTATION,
 )
 from placement.jobset import exclusive_replicated_jobs, parse_bool, uses_node_selector_mode
+from placement.kueue import tas_conflicts
 from placement.objects import (
     Obj,
     annotations_of,
@@ -45,6 +52,8 @@ from placement.strategy import InvalidStrategy, completion_mode, is_indexed, val
 from placement.topology import unknown_topology_warning
 
 ALL_OR_NOTHING_VALUES = ('"true"', '"false"')
+CREATION_ONLY_ANNOTATIONS = (STRATEGY_ANNOTATION, ALL_OR_NOTHING_ANNOTATION)
+"""The JobSet's own annotations its child Jobs are admitted by, read once per JobSet (webhook/jobsets.py)."""
 
 
 @dataclass(frozen=True)
@@ -98,6 +107,22 @@ def _annotation_problems(place: Place) -> Iterator[str]:
         )
 
 
+def _shown(value: str | None) -> str:
+    return "absent" if value is None else repr(value)
+
+
+def creation_only_changes(old: Obj, new: Obj) -> list[str]:
+    """One problem per creation-only annotation of the JobSet's metadata that `new` changes."""
+    before, after = annotations_of(old), annotations_of(new)
+    return [
+        f"metadata.annotations: {key} applies only at the JobSet's creation (its Jobs were admitted with "
+        f"it, and a re-created Job must be admitted as its siblings were); it cannot change from "
+        f"{_shown(before.get(key))} to {_shown(after.get(key))}: delete and re-create the JobSet to change it"
+        for key in CREATION_ONLY_ANNOTATIONS
+        if before.get(key) != after.get(key)
+    ]
+
+
 def _leaderless_jobs(jobset: Obj, all_or_nothing: bool) -> Iterator[str]:
     if not all_or_nothing:
         return
@@ -113,7 +138,7 @@ def _leaderless_jobs(jobset: Obj, all_or_nothing: bool) -> Iterator[str]:
             )
 
 
-def _warnings(jobset: Obj, node_label_keys: Collection[str]) -> Iterator[str]:
+def _warnings(jobset: Obj, node_label_keys: Collection[str], nodes: Sequence[NodeRoom]) -> Iterator[str]:
     for place in places(jobset):
         if place.path != "metadata" and ALL_OR_NOTHING_ANNOTATION in place.annotations:
             yield (
@@ -125,6 +150,7 @@ def _warnings(jobset: Obj, node_label_keys: Collection[str]) -> Iterator[str]:
         warning = unknown_topology_warning(key, node_label_keys)
         if warning is not None:
             yield warning
+    yield from jobset_capacity_warnings(jobset, nodes)
 
 
 def validate_jobset(
@@ -132,10 +158,26 @@ def validate_jobset(
     *,
     default_all_or_nothing: bool,
     node_label_keys: Collection[str] = (),
+    nodes: Sequence[NodeRoom] = (),
     old: Obj | None = None,
 ) -> Verdict:
     """CREATE (or, with `old`, UPDATE) of a JobSet; `default_all_or_nothing` is the webhook's
-    `--all-or-nothing`, `node_label_keys` every label key the nodes carry (empty: unknown)."""
+    `--all-or-nothing`, `node_label_keys` every label key the nodes carry (empty: unknown), `nodes` the
+    nodes' room (empty: unknown, no capacity warning)."""
+    name = metadata(jobset).get("name") or metadata(jobset).get("generateName") or ""
+    changed = (
+        creation_only_changes(old, jobset)
+        if old is not None
+        and carries_project_annotations(old)
+        and not uses_node_selector_mode(annotations_of(old))
+        else []
+    )
+    if changed:
+        return Verdict(
+            allowed=False,
+            reason="changed-at-runtime",
+            message=f"exclusive placement: JobSet {name}: " + "; ".join(changed),
+        )
     if not carries_project_annotations(jobset) or uses_node_selector_mode(annotations_of(jobset)):
         return Verdict(allowed=True, reason="not-exclusive")
     if old is not None and own_annotations(old) == own_annotations(jobset):
@@ -144,10 +186,16 @@ def validate_jobset(
     problems = [problem for place in places(jobset) for problem in _annotation_problems(place)]
     problems += _leaderless_jobs(jobset, default_all_or_nothing if all_or_nothing is None else all_or_nothing)
     if problems:
-        name = metadata(jobset).get("name") or metadata(jobset).get("generateName") or ""
         return Verdict(
             allowed=False,
             reason="invalid-jobset",
             message=f"exclusive placement: JobSet {name}: " + "; ".join(problems),
         )
-    return Verdict(allowed=True, reason="valid", warnings=tuple(_warnings(jobset, node_label_keys)))
+    conflicts = tas_conflicts(jobset)
+    if conflicts:
+        return Verdict(
+            allowed=False,
+            reason="kueue-tas-conflict",
+            message=f"exclusive placement: JobSet {name}: " + "; ".join(conflicts),
+        )
+    return Verdict(allowed=True, reason="valid", warnings=tuple(_warnings(jobset, node_label_keys, nodes)))

@@ -6,13 +6,19 @@
   text any Job template or pod may carry. One that disagrees asks to be placed as another Job, perhaps of
   another namespace: `jobset_key_problem_of_job(job, namespace)` / `jobset_key_problem_of_pod(...)` say so,
   and admission denies it.
-- The resize keys (`RESIZE_KEYS`: the `exclusive-placement.io/resize` label and the `target-*` annotations)
-  tell the resizer how far to grow a Job. Only the Job webhook writes them, when it admits the Job's
+- The resize keys (`RESIZE_KEYS`: the `exclusive-placement.io/resize` label, the `target-*` annotations and
+  the `leader-domain` annotation) tell the resizer how far to grow a Job, and the pod admission policies
+  where its followers go. Only the Job webhook writes them, when it admits the Job's
   creation: on the Job, and the target annotations also on its pod template, a record no client can change
   once the Job runs (a Job's pod template is immutable but while it is suspended and has never started).
   `strip_resize_keys(job)` removes whatever a client sent, from both places, before the webhook decides its
   own (a ValidatingAdmissionPolicy of the chart keeps everyone but the resizer from changing the Job's
   afterwards; the resizer never grows a Job past its pod template's record).
+- The gang keys (`GANG_KEYS`: the `exclusive-placement.io/all-or-nothing` label and annotation,
+  `gang-size`, `gang-queued-at`) put a Job in the resizer's all-or-nothing queue. Only the Job webhook
+  writes them, derived from the owning JobSet it read (`placement.admission.gang_annotations`); a Job with
+  no JobSet owner is never in a gang. `strip_gang_keys(job)` removes whatever a client sent, from the Job
+  and its pod template; the same policy keeps the Job's record unchanged afterwards, for everyone.
 """
 
 from __future__ import annotations
@@ -20,8 +26,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from placement.constants import (
+    ALL_OR_NOTHING_ANNOTATION,
+    ALL_OR_NOTHING_LABEL,
+    GANG_QUEUED_AT_ANNOTATION,
+    GANG_SIZE_ANNOTATION,
     JOB_KEY_LABEL,
     JOBSET_JOB_KEY_LABEL,
+    LEADER_DOMAIN_ANNOTATION,
     RESIZE_LABEL,
     TARGET_COMPLETIONS_ANNOTATION,
     TARGET_MAX_FAILED_INDEXES_ANNOTATION,
@@ -34,20 +45,42 @@ RESIZE_ANNOTATIONS = (
     TARGET_COMPLETIONS_ANNOTATION,
     TARGET_PARALLELISM_ANNOTATION,
     TARGET_MAX_FAILED_INDEXES_ANNOTATION,
+    LEADER_DOMAIN_ANNOTATION,
 )
 RESIZE_KEYS = (*RESIZE_LABELS, *RESIZE_ANNOTATIONS)
 """Every key of a Job only the Job webhook may set (at CREATE) and only the resizer may change."""
+
+GANG_LABELS = (ALL_OR_NOTHING_LABEL,)
+GANG_ANNOTATIONS = (ALL_OR_NOTHING_ANNOTATION, GANG_SIZE_ANNOTATION, GANG_QUEUED_AT_ANNOTATION)
+GANG_KEYS = (*GANG_LABELS, *GANG_ANNOTATIONS)
+"""Every key of a Job only the Job webhook may set (at CREATE, from the owning JobSet) and no one may
+change: the record the all-or-nothing queue trusts."""
 
 
 def strip_resize_keys(job: Obj) -> tuple[str, ...]:
     """Removes the resize keys from the Job's metadata and its pod template's in place; returns the ones it
     removed (those of the template marked so)."""
+    return _strip(job, RESIZE_LABELS, RESIZE_ANNOTATIONS)
+
+
+def strip_gang_keys(job: Obj) -> tuple[str, ...]:
+    """Removes the gang keys from the Job's metadata and its pod template's in place (labels and
+    annotations); returns the ones it removed (those of the template marked so)."""
+    return _strip(job, GANG_LABELS, GANG_ANNOTATIONS, template_labels=True)
+
+
+def _strip(
+    job: Obj, labels: tuple[str, ...], annotations: tuple[str, ...], *, template_labels: bool = False
+) -> tuple[str, ...]:
     removed: list[str] = []
-    places = (
-        (metadata(job), "labels", RESIZE_LABELS, ""),
-        (metadata(job), "annotations", RESIZE_ANNOTATIONS, ""),
-        (metadata(pod_template(job)), "annotations", RESIZE_ANNOTATIONS, " (pod template)"),
-    )
+    template = metadata(pod_template(job))
+    places = [
+        (metadata(job), "labels", labels, ""),
+        (metadata(job), "annotations", annotations, ""),
+        (template, "annotations", annotations, " (pod template)"),
+    ]
+    if template_labels:
+        places.append((template, "labels", labels, " (pod template)"))
     for meta, field, keys, where in places:
         values = meta.get(field)
         if not isinstance(values, dict):

@@ -1,20 +1,26 @@
 """What the resizer decides, as pure functions over plain Kubernetes dicts (docs/design.md, "The resizer").
 
 Three decisions, each returning what acts on it:
-- `decide_resize(job, leader, gang=...)`: should a Job shrunk by the webhook (elastic strategy) be restored
-  to its target size now? The answer carries a merge patch with the Job's resourceVersion as precondition
-  (and the original `maxFailedIndexes` when the webhook lowered it for size 1).
+- `decide_resize(job, leader, gang=..., node=...)`: should a Job shrunk by the webhook (elastic strategy) be
+  restored to its target size now? The answer carries a JSON patch that `test`s what the decision read
+  (`resize_preconditions`) before it writes the sizes (and the original `maxFailedIndexes` when the webhook
+  lowered it for size 1) and the leader's domain read from its `node`
+  (`exclusive-placement.io/leader-domain`, where the pod admission policies pin the followers: no extra
+  write).
 - `decide_gate_release(follower, leader, node, rivals, gang=...)`: should a follower gated by the
   scheduling-gate strategy be pinned to its leader's domain and released? The answer carries a JSON patch
   that `test`s the gate first.
   Both take the Job's all-or-nothing gang as the caches show it (`placement.gang.build_gang` over its
   JobSet's leader pods; None when none is cached or the Job is not all-or-nothing): a Job of a gang grows,
   and releases its followers, only once every Job of the JobSet has a bound leader (`gang-incomplete`).
+  `decide_recorded_release(follower, job)`: a gated follower of a resized elastic Job (gated because its
+  admission did not see the resize yet) whose leader no longer decides is released into the domain the
+  resize recorded on the Job.
 - `decide_follower_repair(follower, leader, node, rivals, now)`: is this unbound follower pinned to
   another domain than its leader's (a leader re-created elsewhere, a pin from a stale cache)? Then it is
   marked `DisruptionTarget` (reason `ExclusivePlacementViolation`, as JobSet's pod reconciler does, so a
   podFailurePolicy can ignore the deletion) and deleted; the Job controller re-creates it and the webhook
-  pins it to the leader's domain.
+  pins it to the leader's domain (the policies: to the domain the repair first publishes on the Job).
 
 No I/O and no client imports: the resizer observes, these functions decide, the resizer acts.
 """
@@ -28,6 +34,7 @@ from enum import StrEnum
 from placement.affinity import leader_domain
 from placement.constants import (
     DISRUPTION_TARGET_CONDITION,
+    LEADER_DOMAIN_ANNOTATION,
     LEADER_SCHEDULED_GATE,
     PLACEMENT_VIOLATION_REASON,
     RESIZE_DONE,
@@ -54,6 +61,7 @@ from placement.objects import (
     section,
     topology_key_of_job,
     topology_key_of_pod,
+    uid_of,
 )
 from placement.patch import JsonPatch, escape
 
@@ -90,6 +98,8 @@ class SkipReason(StrEnum):
     IN_LEADER_DOMAIN = "in-leader-domain"
     GANG_INCOMPLETE = "gang-incomplete"
     """All-or-nothing: not every Job of the JobSet has a bound leader yet."""
+    NOT_RESIZED = "not-resized"
+    """A gated follower's Job records no leader's domain (not resized by the resizer, or gone)."""
 
 
 @dataclass(frozen=True)
@@ -100,7 +110,7 @@ class ResizeDecision:
     target: int | None = None
     current_completions: int | None = None
     current_parallelism: int | None = None
-    patch: Obj | None = field(default=None)
+    patch: JsonPatch | None = field(default=None)
     detail: str = ""
     """INVALID_TARGET: which annotation, and why (for the one log line and Event that report it)."""
 
@@ -125,12 +135,15 @@ class GateRelease:
 @dataclass(frozen=True)
 class FollowerRepair:
     """`delete` exactly when the follower must go; `status_patch` (a strategic merge patch of pods/status)
-    marks it first, None when it already carries the condition."""
+    marks it first, None when it already carries the condition. `job_patch` (a merge patch of the Job)
+    publishes the leader's new domain first, for an elastic Job: the pod admission policies pin its
+    followers to the Job's `leader-domain`, which would still name the leader's old domain."""
 
     reason: SkipReason | None
     pinned_to: str | None = None
     domain: str | None = None
     status_patch: Obj | None = None
+    job_patch: Obj | None = None
 
     @property
     def delete(self) -> bool:
@@ -248,12 +261,17 @@ def job_ref(job: Obj) -> JobRef:
 # --- the decisions -------------------------------------------------------------------------------------
 
 
-def decide_resize(job: Obj, leader: Obj | None, *, gang: Gang | None) -> ResizeDecision:
-    """Does this Job need its size restored now, and with which merge patch?
+def decide_resize(
+    job: Obj, leader: Obj | None, *, gang: Gang | None, node: Obj | None = None
+) -> ResizeDecision:
+    """Does this Job need its size restored now, and with which JSON patch?
 
-    `gang`: the Job's all-or-nothing gang (see the module's docstring). Never shrinks, never resizes twice
-    (the patch sets `resize: done` together with the sizes, and carries the resourceVersion the decision
-    was made on, so a concurrent change makes the API server answer 409).
+    `gang`: the Job's all-or-nothing gang (see the module's docstring); `node`: the leader's Node (only its
+    labels are read). Never shrinks, never resizes twice (the patch sets `resize: done` together with the
+    sizes, after `test`s of what the decision read: `resize_preconditions`, so a concurrent change makes
+    the API server refuse it, 422). The same patch records the leader's domain when its node shows one;
+    without it the pod admission policies pin no follower and deny them, as the webhook does a leader's
+    node without the topology label.
     """
     meta = metadata(job)
     spec = section(job, "spec")
@@ -295,15 +313,40 @@ def decide_resize(job: Obj, leader: Obj | None, *, gang: Gang | None) -> ResizeD
     if gang_incomplete(job, gang):
         return skip(SkipReason.GANG_INCOMPLETE, target)
 
-    patch: Obj = {
-        "metadata": {"labels": {RESIZE_LABEL: RESIZE_DONE}},
-        "spec": {"parallelism": target, "completions": target},
-    }
+    patch = resize_preconditions(meta)
+    patch += [
+        {"op": "replace", "path": _RESIZE_LABEL_PATH, "value": RESIZE_DONE},
+        {"op": "add", "path": "/spec/parallelism", "value": target},
+        {"op": "add", "path": "/spec/completions", "value": target},
+    ]
     if max_failed is not None:
-        patch["spec"]["maxFailedIndexes"] = max_failed
-    if meta.get("resourceVersion"):
-        patch["metadata"]["resourceVersion"] = meta["resourceVersion"]
+        patch.append({"op": "add", "path": "/spec/maxFailedIndexes", "value": max_failed})
+    key = topology_key_of_job(job)
+    domain = leader_domain(key, node) if key and node is not None else None
+    if domain:  # the Job has annotations: the webhook's target annotation is one
+        path = f"/metadata/annotations/{escape(LEADER_DOMAIN_ANNOTATION)}"
+        patch.append({"op": "add", "path": path, "value": domain})
     return ResizeDecision(None, target, current_completions, current_parallelism, patch)
+
+
+_RESIZE_LABEL_PATH = f"/metadata/labels/{escape(RESIZE_LABEL)}"
+
+
+def resize_preconditions(meta: Obj) -> JsonPatch:
+    """`test`s of what a resize decision read: the same Job (uid), the same spec (`generation`, which every
+    spec change bumps: a user's edit, a suspension), still `resize: pending`. Not the resourceVersion: the
+    Job controller's status writes change it, often right when the leader binds, and a refused resize costs
+    a read and a second write; no status field decides a resize. Without a generation (an object no API
+    server served) the resourceVersion is tested instead."""
+    tests: JsonPatch = []
+    if meta.get("uid"):
+        tests.append({"op": "test", "path": "/metadata/uid", "value": meta["uid"]})
+    if isinstance(meta.get("generation"), int):
+        tests.append({"op": "test", "path": "/metadata/generation", "value": meta["generation"]})
+    elif meta.get("resourceVersion"):
+        tests.append({"op": "test", "path": "/metadata/resourceVersion", "value": meta["resourceVersion"]})
+    tests.append({"op": "test", "path": _RESIZE_LABEL_PATH, "value": RESIZE_PENDING})
+    return tests
 
 
 def decide_gate_release(
@@ -347,6 +390,61 @@ def decide_gate_release(
     if gang_incomplete(follower, gang):
         return GateRelease(SkipReason.GANG_INCOMPLETE, domain)
 
+    return _release_into(follower, gate_index, key, domain)
+
+
+RECORDED_DOMAIN_RELEASES: frozenset[SkipReason] = frozenset(
+    {
+        SkipReason.NO_LEADER,
+        SkipReason.NOT_A_LEADER,
+        SkipReason.LEADER_OF_OTHER_JOB,
+        SkipReason.LEADER_FINISHED,
+        SkipReason.NODE_UNKNOWN,
+        SkipReason.NODE_WITHOUT_DOMAIN,
+        SkipReason.GANG_INCOMPLETE,
+    }
+)
+"""Why `decide_gate_release` may hold a follower that the domain recorded on its resized Job releases: no
+live, bound leader decides any more (it finished, or the caches no longer show it or its node), or the gang
+no longer looks complete (its leaders finishing). A leader not yet bound or terminating is waited for: its
+bind or its successor's decides."""
+
+
+def recorded_leader_domain(job: Obj | None, follower: Obj) -> str | None:
+    """The leader's domain the resizer recorded on the follower's own Job (same uid) when it resized it
+    (`exclusive-placement.io/leader-domain` on a Job labelled `resize: done`), None otherwise."""
+    owner = job_ref_of_pod(follower)
+    if job is None or owner is None or uid_of(job) != owner.uid:
+        return None
+    if labels_of(job).get(RESIZE_LABEL) != RESIZE_DONE:
+        return None
+    domain = annotations_of(job).get(LEADER_DOMAIN_ANNOTATION)
+    return str(domain) if domain else None
+
+
+def decide_recorded_release(follower: Obj, job: Obj | None) -> GateRelease:
+    """Release a gated follower of a resized elastic Job into the domain its resize recorded.
+
+    Such a follower was gated because its admission could not see its Job resized yet (the pod policies'
+    Job informer or the webhook's leader cache behind the API server), and `decide_gate_release` holds it
+    for a reason in `RECORDED_DOMAIN_RELEASES`. The recorded domain is where the pod policies pin every
+    follower of the Job; a leader since re-created elsewhere is the repair's to correct, as for those.
+    """
+    gate_index = _gate_index(follower, LEADER_SCHEDULED_GATE)
+    if gate_index is None:
+        return GateRelease(SkipReason.NOT_GATED)
+    if is_terminating(follower):
+        return GateRelease(SkipReason.FOLLOWER_TERMINATING)
+    key = topology_key(follower) or (topology_key(job) if job is not None else None)
+    domain = recorded_leader_domain(job, follower)
+    if key is None:
+        return GateRelease(SkipReason.NO_TOPOLOGY_KEY)
+    if domain is None:
+        return GateRelease(SkipReason.NOT_RESIZED)
+    return _release_into(follower, gate_index, key, domain)
+
+
+def _release_into(follower: Obj, gate_index: int, key: str, domain: str) -> GateRelease:
     spec = section(follower, "spec")
     selector = spec.get("nodeSelector")
     gate_path = f"/spec/schedulingGates/{gate_index}"
@@ -423,4 +521,7 @@ def decide_follower_repair(
         leader_name = str(metadata(leader).get("name") or "")
         condition = violation_condition(key, str(pinned_to), leader_name, domain, now)
         status_patch = {"status": {"conditions": [condition]}}
-    return FollowerRepair(None, str(pinned_to), domain, status_patch)
+    job_patch = None
+    if TARGET_COMPLETIONS_ANNOTATION in annotations_of(follower):  # the record of an elastic Job's template
+        job_patch = {"metadata": {"annotations": {LEADER_DOMAIN_ANNOTATION: domain}}}
+    return FollowerRepair(None, str(pinned_to), domain, status_patch, job_patch)

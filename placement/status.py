@@ -24,6 +24,15 @@ from enum import StrEnum
 from functools import cached_property
 
 from placement.admission import in_node_selector_mode
+from placement.capacity import (
+    CapacityProblem,
+    CapacityReason,
+    NodeRoom,
+    job_capacity_problem,
+    node_room,
+    schedulable_domains,
+    too_few_domains,
+)
 from placement.constants import (
     ALL_OR_NOTHING_GATE,
     ELASTIC_FALLBACK_ANNOTATION,
@@ -40,6 +49,7 @@ from placement.gang import (
     Gang,
     GangId,
     GangState,
+    admitted_gang,
     build_gang,
     gang_complete,
     gang_of,
@@ -48,7 +58,10 @@ from placement.gang import (
     plan_admission,
     pod_priority_value,
     queue_order,
+    record_of_pods,
+    trusted_member,
 )
+from placement.kueue import kueue_queued
 from placement.leader import belongs_to, is_live, pick_leader
 from placement.objects import (
     Obj,
@@ -77,9 +90,12 @@ from placement.strategy import is_indexed
 class WaitReason(StrEnum):
     """What an exclusive Job waits for; the `reason` of `-o json` (docs/kubectl-plugin.md, "Reasons")."""
 
+    QUEUED_BY_KUEUE = "queued-by-kueue"
+    """Suspended by Kueue until its Workload is admitted: the LocalQueue, the Workload's message."""
     SUSPENDED = "suspended"
     LEADER_NOT_CREATED = "leader-not-created"
     ALL_OR_NOTHING_QUEUED = "all-or-nothing-queued"
+    ALL_OR_NOTHING_STEPPED_OVER = "all-or-nothing-stepped-over"
     LEADER_GATED = "leader-gated"
     LEADER_PENDING = "leader-pending"
     LEADER_UNSCHEDULABLE = "leader-unschedulable"
@@ -89,6 +105,25 @@ class WaitReason(StrEnum):
     ELASTIC_FALLBACK = "elastic-fallback"
     FOLLOWERS_UNSCHEDULABLE = "followers-unschedulable"
     FOLLOWERS_PENDING = "followers-pending"
+    PODS_UNSCHEDULABLE = "pods-unschedulable"
+    """A NonIndexed Job (no leader, no followers): a domain for its pods, the scheduler's message."""
+    PODS_PENDING = "pods-pending"
+    TOO_FEW_DOMAINS = CapacityReason.TOO_FEW_DOMAINS.value
+    DOMAIN_TOO_SMALL = CapacityReason.DOMAIN_TOO_SMALL.value
+
+
+WAITS_FOR_ROOM = frozenset(
+    {
+        WaitReason.ALL_OR_NOTHING_QUEUED,
+        WaitReason.LEADER_PENDING,
+        WaitReason.LEADER_UNSCHEDULABLE,
+        WaitReason.FOLLOWERS_UNSCHEDULABLE,
+        WaitReason.FOLLOWERS_PENDING,
+        WaitReason.PODS_UNSCHEDULABLE,
+        WaitReason.PODS_PENDING,
+    }
+)
+"""What a Job waits for when it waits for room: a capacity problem (`placement.capacity`) says why better."""
 
 
 @dataclass(frozen=True)
@@ -162,10 +197,22 @@ class Snapshot:
     """Exclusive pods of every namespace: the leaders among them make the all-or-nothing queue."""
     jobs: Sequence[Obj]
     """The Jobs in scope: those `waiting_jobs` looks at."""
+    gang_jobs: Sequence[Obj] | None = None
+    """The Jobs the webhook admitted into a gang, of every namespace: the records the resizer trusts (None:
+    not listed, the leader pods' copies are read instead)."""
+    stepped_over: frozenset[tuple[str, str]] = frozenset()
+    """(namespace, name) of the JobSets the resizer reported stepped over (its `AllOrNothingSteppedOver`
+    Events): how long the head waited is the resizer's count, not in any object."""
+    workloads: Sequence[Obj] = ()
+    """Kueue's Workloads of the Jobs in scope (none where Kueue is not installed)."""
 
     @cached_property
     def node_labels(self) -> dict[str, dict[str, str]]:
         return {str(metadata(node).get("name") or ""): labels_of(node) for node in self.nodes}
+
+    @cached_property
+    def rooms(self) -> tuple[NodeRoom, ...]:
+        return tuple(node_room(node) for node in self.nodes)
 
     @cached_property
     def pods_by_job(self) -> dict[str, list[Obj]]:
@@ -183,15 +230,43 @@ class Snapshot:
             gang_id = gang_of(pod)
             if gang_id is not None and is_leader(pod):
                 members.setdefault(gang_id, []).append(pod)
-        built = {gang_id: build_gang(gang_id, pods) for gang_id, pods in members.items()}
+        built = {gang_id: self._build(gang_id, pods) for gang_id, pods in members.items()}
         return {gang_id: gang for gang_id, gang in built.items() if gang is not None}
+
+    def _build(self, gang_id: GangId, pods: list[Obj]) -> Gang | None:
+        if self.gang_jobs is None:
+            return build_gang(gang_id, pods, record_of_pods(gang_id, pods))
+        records = {
+            f"{namespace_of(job)}/{metadata(job).get('name') or ''}": record
+            for job in self.gang_jobs
+            if (record := admitted_gang(job)) is not None
+        }
+        trusted = [
+            (pod, record)
+            for pod in pods
+            if trusted_member(pod, gang_id, record := records.get(owner_job_key(pod) or ""))
+            and record is not None
+        ]
+        return build_gang(gang_id, [pod for pod, _ in trusted], [record for _, record in trusted])
 
     @cached_property
     def queue(self) -> AdmissionPlan:
-        """The resizer's plan, as it would make it now (no timeouts: those need the resizer's clock)."""
-        leaders = [pod for pod in self.pods if is_leader(pod)]
+        """The resizer's plan, as it would make it now (no timeouts: those need the resizer's clock; the
+        JobSets it reported stepped over are stepped over)."""
         nodes = [node_view(node) for node in self.nodes]
-        return plan_admission(self.gangs.values(), nodes, held_nodes(leaders), 0.0, float("inf"))
+        forever = float("inf")
+        stepped = {  # waited forever; every other one just now
+            gang: -forever for gang in self.gangs if (gang.namespace, gang.jobset) in self.stepped_over
+        }
+        return plan_admission(
+            self.gangs.values(),
+            nodes,
+            held_nodes(self.pods),
+            0.0,
+            forever,
+            waiting_since=stepped,
+            bound=forever,
+        )
 
     def pods_of(self, job: Obj) -> list[Obj]:
         ref = job_ref(job)
@@ -330,20 +405,22 @@ def job_progress(snapshot: Snapshot, job: Obj) -> JobProgress:
     strategy = resolved_strategy(job)
     walk.step("admitted", True, _admission_detail(job, strategy))
     if section(job, "spec").get("suspend"):
-        walk.step(
-            "resumed",
-            False,
-            wait=(
-                WaitReason.SUSPENDED,
-                "spec.suspend is true: the Job controller creates no pods until false",
-            ),
-        )
+        _suspended_step(snapshot, job, walk)
     domain = ""
     if is_indexed(job):
         domain = _leader_steps(snapshot, job, pods, key, walk)
         if labels_of(job).get(RESIZE_LABEL) is not None:
             _resize_step(snapshot, job, key, domain, walk)
-    _pods_step(job, pods, key, domain, walk)
+        _pods_step(job, pods, key, domain, walk)
+    else:
+        domain = _shared_domain(snapshot, pods, key)
+        _non_indexed_pods_step(job, pods, key, domain, walk)
+    if walk.waiting is not None and walk.waiting.reason in WAITS_FOR_ROOM:
+        problem = capacity_problem(snapshot, job)
+        if problem is not None:
+            walk.waiting = Waiting(
+                walk.namespace, walk.jobset, walk.job, WaitReason(problem.reason.value), problem.message
+            )
     return JobProgress(
         walk.namespace,
         walk.jobset,
@@ -354,6 +431,18 @@ def job_progress(snapshot: Snapshot, job: Obj) -> JobProgress:
         domain,
         tuple(walk.steps),
         walk.waiting,
+    )
+
+
+def _suspended_step(snapshot: Snapshot, job: Obj, walk: _Walk) -> None:
+    queued = kueue_queued(job, snapshot.workloads)
+    if queued is not None:
+        walk.step("admitted by Kueue", False, wait=(WaitReason.QUEUED_BY_KUEUE, queued.message))
+        return
+    walk.step(
+        "resumed",
+        False,
+        wait=(WaitReason.SUSPENDED, "spec.suspend is true: the Job controller creates no pods until false"),
     )
 
 
@@ -393,11 +482,13 @@ def _leader_steps(snapshot: Snapshot, job: Obj, pods: list[Obj], key: str, walk:
     gang_id = gang_of(job)
     if gang_id is not None:
         queued = has_gate(leader, ALL_OR_NOTHING_GATE)
+        stepped_over = any(over.gang == gang_id for over in snapshot.queue.stepped_over)
+        reason = WaitReason.ALL_OR_NOTHING_STEPPED_OVER if stepped_over else WaitReason.ALL_OR_NOTHING_QUEUED
         walk.step(
             "released by the all-or-nothing queue",
             not queued,
             f"JobSet {gang_id.namespace}/{gang_id.jobset}",
-            wait=(WaitReason.ALL_OR_NOTHING_QUEUED, queue_message(snapshot, gang_id)),
+            wait=(reason, queue_message(snapshot, gang_id)),
         )
     other_gates = _gates(leader) - {ALL_OR_NOTHING_GATE}
     if other_gates:
@@ -494,6 +585,37 @@ def _pods_step(job: Obj, pods: list[Obj], key: str, domain: str, walk: _Walk) ->
     walk.step("pods placed", done, detail, wait)
 
 
+def _shared_domain(snapshot: Snapshot, pods: list[Obj], key: str) -> str:
+    """The domain of a NonIndexed Job's bound pods (the affinity keeps them in one); empty before."""
+    bound = {snapshot.domain_of(pod, key) for pod in pods if is_live(pod) and node_name(pod) is not None}
+    bound.discard("")
+    return next(iter(bound)) if len(bound) == 1 else ""
+
+
+def _non_indexed_pods_step(job: Obj, pods: list[Obj], key: str, domain: str, walk: _Walk) -> None:
+    """A NonIndexed Job has no leader: every pod carries the affinity terms, the first bound decides."""
+    live = [pod for pod in pods if is_live(pod)]
+    bound = [pod for pod in live if node_name(pod) is not None]
+    unbound = [pod for pod in live if node_name(pod) is None]
+    expected = expected_active(job)
+    where = f"{key}={domain}" if domain else key
+    verdicts = [verdict for pod in unbound if (verdict := scheduler_verdict(pod))]
+    wait: tuple[WaitReason, str] | None = None
+    if verdicts:
+        wait = (WaitReason.PODS_UNSCHEDULABLE, f"{_count(len(verdicts), 'pod')} in {where}: {verdicts[0]}")
+    elif unbound:
+        wait = (WaitReason.PODS_PENDING, f"{_count(len(unbound), 'pod')} not scheduled yet")
+    elif len(live) < expected:
+        wait = (
+            WaitReason.FOLLOWERS_NOT_CREATED,
+            f"{len(live)} of {expected} pods exist; the Job controller creates the others (kubectl describe "
+            "job: FailedCreate events say why not)",
+        )
+    detail = f"{len(bound)} of {expected} pods bound" + (f" in {where}" if domain else "")
+    done = walk.waiting is None and wait is None and len(bound) >= expected
+    walk.step("pods placed", done, detail, wait)
+
+
 def _count(number: int, noun: str) -> str:
     return f"{number} {noun}{'' if number == 1 else 's'}"
 
@@ -512,6 +634,37 @@ def _missing_pods(job: Obj, present: int, expected: int) -> tuple[WaitReason, st
         WaitReason.FOLLOWERS_NOT_CREATED,
         f"{created} (kubectl describe job: FailedCreate events say why not)",
     )
+
+
+# --- capacity ----------------------------------------------------------------------------------------------
+
+
+def _unfinished_siblings(snapshot: Snapshot, job: Obj, key: str) -> int:
+    """The exclusive Jobs on `key` of the Job's JobSet that are not finished (the Job itself included)."""
+    jobset = labels_of(job).get(JOBSET_NAME_LABEL, "")
+    if not jobset:
+        return 1
+    return sum(
+        1
+        for other in snapshot.jobs
+        if namespace_of(other) == namespace_of(job)
+        and labels_of(other).get(JOBSET_NAME_LABEL) == jobset
+        and topology_key_of_job(other) == key
+        and not is_finished_job(other)
+    )
+
+
+def capacity_problem(snapshot: Snapshot, job: Obj) -> CapacityProblem | None:
+    """Why a waiting exclusive Job can never be placed as things are: no domain holds its pods, or its
+    JobSet's unfinished exclusive Jobs outnumber the schedulable domains (`placement.capacity`)."""
+    key = topology_key_of_job(job)
+    if key is None:
+        return None
+    too_small = job_capacity_problem(job, snapshot.rooms)
+    if too_small is not None:
+        return too_small
+    domains = len(schedulable_domains(snapshot.rooms, key))
+    return too_few_domains(_unfinished_siblings(snapshot, job, key), key, domains)
 
 
 # --- the all-or-nothing queue ------------------------------------------------------------------------------
@@ -544,15 +697,26 @@ def queue_message(snapshot: Snapshot, gang_id: GangId) -> str:
                 f"holding up the queue, until more nodes carry {key}"
             )
     position = _position(snapshot, gang_id)
-    if plan.blocked == gang_id:
+    for over in plan.stepped_over:
+        if over.gang == gang_id:
+            return (
+                f"{name} needs {over.needs} free {key} domains at once and {over.free} are free; it waited "
+                "longer than the resizer's bound, so it is stepped over: the JobSets behind it go as they "
+                f"fit, and it keeps its place ({position}), released first once enough domains are free"
+            )
+    blocked = plan.blocked
+    if blocked is not None and blocked.gang == gang_id:
         return (
-            f"{name} needs {plan.blocked_needs} free {key} domains at once and {plan.blocked_free} are free: "
-            f"first in the all-or-nothing queue ({position}), released when enough domains free up"
+            f"{name} needs {blocked.needs} free {key} domains at once and {blocked.free} are free: first "
+            f"in the all-or-nothing queue ({position}), released when enough domains free up (or stepped "
+            "over once it has waited the resizer's bound)"
         )
-    ahead = f"JobSet {plan.blocked.namespace}/{plan.blocked.jobset}" if plan.blocked else "the JobSets ahead"
+    if blocked is None:
+        return f"{name} is queued ({position}) behind the JobSets ahead"
     return (
-        f"{name} is queued ({position}) behind {ahead}, which needs {plan.blocked_needs} free {key} domains "
-        f"({plan.blocked_free} free): the queue is strict first-in first-out within a priority"
+        f"{name} is queued ({position}) behind JobSet {blocked.gang.namespace}/{blocked.gang.jobset}, which "
+        f"needs {blocked.needs} free {key} domains ({blocked.free} free): it holds up the JobSets behind it "
+        "for the resizer's bound at most"
     )
 
 

@@ -24,7 +24,8 @@ T = TypeVar("T")
 MAX_CONFLICT_ROUNDS = 5
 CONFLICT = 409
 TEST_FAILED = 422
-"""A JSON patch whose `test` failed: what was tested (a scheduling gate) changed under us."""
+"""A JSON patch whose `test` failed: what was tested (a scheduling gate, a Job's generation) changed under
+us."""
 
 
 def rfc3339_now() -> str:
@@ -60,6 +61,10 @@ class Api:
     def patch_job(self, namespace: str, name: str, merge_patch: Obj) -> Obj | None:
         self.ensure_leading()
         return self._call(self.kube.patch_job, namespace, name, merge_patch)
+
+    def json_patch_job(self, namespace: str, name: str, json_patch: JsonPatch) -> Obj | None:
+        self.ensure_leading()
+        return self._call(self.kube.json_patch_job, namespace, name, json_patch)
 
     def patch_pod(self, namespace: str, name: str, json_patch: JsonPatch) -> Obj | None:
         self.ensure_leading()

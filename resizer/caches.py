@@ -25,6 +25,12 @@ class Caches:
     nodes: Store
     """Nodes, projected to name, labels and spec.unschedulable (`placement.cached_fields.QUEUE_NODE_FIELDS`):
     the free domains of the all-or-nothing queue, and the leaders' domains."""
+    gang_jobs: Store
+    """Jobs the webhook admitted into an all-or-nothing gang (labelled so; `placement.gang.admitted_gang`),
+    by `namespace/name`: the only records the queue trusts of a gang."""
+    holders: Store
+    """Bound pods carrying the job-key label (`placement.gang.held_nodes`): the domains taken against the
+    queue's leaders."""
 
 
 def new_caches() -> Caches:
@@ -33,4 +39,6 @@ def new_caches() -> Caches:
         leaders=Store(index=owner_job_key),
         followers=Store(index=owner_job_key),
         nodes=Store(),
+        gang_jobs=Store(),
+        holders=Store(),
     )

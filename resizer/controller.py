@@ -7,10 +7,19 @@ worker holds), asks the reconciler, and acts on the `Result` it returns:
 - requeue after N s: forgotten, and the key comes back after N s (0: at once);
 - retry with backoff: the key comes back after its next exponential delay (`retries_total{reason}`).
 
-A reconciler never touches the queue. A transient API error raised inside it (`Retry`) is a retry with
-backoff; `NotLeading` (a write by a replica that lost the Lease) is done; any other error drops the key
-until its next event (`errors_total{reason}`). A standby replica reconciles nothing: every key is
-enqueued again when it becomes the leader.
+A reconciler never touches the queue. What it raises:
+
+- `Retry` (a transient API error, conflicts): a retry with backoff;
+- `NotLeading` (a write by a replica that lost the Lease): done;
+- `Permanent`, or an API error that sending the same request again cannot fix (`PERMANENT_STATUSES`:
+  a malformed or invalid request): the key ends until its next event (controller-runtime's
+  `TerminalError`), with one ERROR line and `errors_total{reason}`;
+- anything else, an API error it does not know or an unexpected exception: a retry with the key's backoff,
+  with one WARNING line (its traceback for an exception) and `errors_total{reason}`, as controller-runtime
+  retries every error it is not told is terminal: a bug met once, or a refusal an operator then fixes
+  (RBAC, a policy, a quota), does not leave a Job unresized until something else touches it.
+
+A standby replica reconciles nothing: every key is enqueued again when it becomes the leader.
 """
 
 from __future__ import annotations
@@ -36,14 +45,16 @@ class Result:
     """Seconds after which to reconcile the key again (0: at once); None: only on its next event."""
     retry_reason: str | None = None
     """Set: retry with the key's exponential backoff; the reason labels `retries_total`."""
+    error: Exception | None = None
+    """The error that made it a retry, if one did (logged once, with the delay)."""
 
     @staticmethod
     def requeue(after: float) -> Result:
         return Result(requeue_after=max(0.0, after))
 
     @staticmethod
-    def backoff(reason: str) -> Result:
-        return Result(retry_reason=reason)
+    def backoff(reason: str, error: Exception | None = None) -> Result:
+        return Result(retry_reason=reason, error=error)
 
 
 DONE = Result()
@@ -59,6 +70,21 @@ class Retry(Exception):
 
 class NotLeading(Exception):
     """A write was about to be sent by a replica that does not hold the Lease (any longer)."""
+
+
+class Permanent(Exception):
+    """An error retrying cannot fix: the key ends until its next event (controller-runtime's
+    `TerminalError`)."""
+
+    def __init__(self, reason: str, message: str = "") -> None:
+        super().__init__(message or reason)
+        self.reason = reason
+
+
+PERMANENT_STATUSES = frozenset({400, 405, 413, 415, 422})
+"""API answers to a request that is itself wrong (malformed, not allowed on the resource, too large,
+invalid): the same request would get the same answer. A 422 of a `test` that failed is a conflict, handled
+where the write is made (`resizer.api.Api.on_conflict`); one that reaches the controller is not."""
 
 
 class Leadership(Protocol):
@@ -100,12 +126,18 @@ class Controller(Generic[R]):
         if result.retry_reason is not None:
             delay = self.queue.retry(key)
             self.metrics.retries.labels(result.retry_reason).inc()
-            log.info(
-                "retrying in %.2fs (%s)",
-                delay,
-                result.retry_reason,
-                extra={"job": key, "reason": result.retry_reason},
-            )
+            extra = {"job": key, "reason": result.retry_reason}
+            if result.error is None:
+                log.info("retrying in %.2fs (%s)", delay, result.retry_reason, extra=extra)
+            else:
+                self.metrics.errors.labels(result.retry_reason).inc()
+                log.warning(
+                    "retrying in %.2fs after: %s",
+                    delay,
+                    result.error,
+                    exc_info=None if isinstance(result.error, KubeError) else result.error,
+                    extra=extra,
+                )
             return result
         self.queue.forget(key)
         if result.requeue_after is not None:
@@ -134,14 +166,19 @@ class Controller(Generic[R]):
         except NotLeading:
             log.info("lost the lease: not acting", extra={"job": key})
             return DONE
+        except Permanent as error:
+            return self._give_up(key, error.reason, error)
         except KubeError as error:
-            self.metrics.errors.labels(error.label).inc()
-            log.error("giving up on this change: %s", error, extra={"job": key, "reason": error.label})
-            return DONE
-        except Exception:
-            self.metrics.errors.labels("unexpected").inc()
-            log.exception("unexpected error", extra={"job": key})
-            return DONE
+            if error.status in PERMANENT_STATUSES:
+                return self._give_up(key, error.label, error)
+            return Result.backoff(error.label, error)
+        except Exception as error:
+            return Result.backoff("unexpected", error)
+
+    def _give_up(self, key: str, reason: str, error: Exception) -> Result:
+        self.metrics.errors.labels(reason).inc()
+        log.error("giving up on this change: %s", error, extra={"job": key, "reason": reason})
+        return DONE
 
     # --- workers ---------------------------------------------------------------------------------------
 

@@ -3,7 +3,9 @@
 Keys: `namespace/name` of Jobs with unbound followers that carry our scheduling gate or are pinned.
 - release (scheduling-gate): a gated follower is pinned to its leader's domain and ungated, with one JSON
   patch that `test`s the gate (`placement.resize.decide_gate_release`); also for followers created gated
-  after their leader bound.
+  after their leader bound, and for elastic followers created gated because their admission did not see
+  the resize yet: when no live, bound leader decides any more, into the domain the resize recorded on the
+  Job (`placement.resize.decide_recorded_release`, one read of the Job).
 - repair: a pinned follower whose domain is not its leader's (a leader re-created elsewhere, a pin from a
   stale cache) is marked `DisruptionTarget` and deleted (`placement.resize.decide_follower_repair`), only
   after the leader is read again from the API server.
@@ -11,6 +13,7 @@ Keys: `namespace/name` of Jobs with unbound followers that carry our scheduling 
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -29,10 +32,12 @@ from placement.objects import (
     uid_of,
 )
 from placement.resize import (
+    RECORDED_DOMAIN_RELEASES,
     FollowerRepair,
     SkipReason,
     decide_follower_repair,
     decide_gate_release,
+    decide_recorded_release,
     has_gate,
 )
 from resizer.api import CONFLICT, TEST_FAILED, rfc3339_now
@@ -63,6 +68,9 @@ class JobLeaders:
     """Other live, bound leaders of the Job, with their Nodes."""
     gang: Gang | None
     """The Job's all-or-nothing gang, None when it is in none (or none of its leaders is cached)."""
+    resized_job: Callable[[], Obj | None]
+    """The Job itself, read from the API server once, on first use (no cache holds resized Jobs): only a
+    follower its leader cannot release needs the domain its resize recorded (`decide_recorded_release`)."""
 
 
 class FollowerReconciler(WithContext):
@@ -103,6 +111,7 @@ class FollowerReconciler(WithContext):
             self._node(node_name(leader)) if leader is not None else None,
             [(rival, self._node(node_name(rival))) for rival in rival_leaders(candidates, leader, owner)],
             self.gangs.gang_of(follower),
+            functools.cache(lambda: self.api.get_job(namespace_of(follower), owner.name)),
         )
 
     def _node(self, name: str | None) -> Obj | None:
@@ -128,6 +137,8 @@ class FollowerReconciler(WithContext):
         release = decide_gate_release(
             follower, leaders.leader, leaders.node, leaders.rivals, gang=leaders.gang
         )
+        if release.reason in RECORDED_DOMAIN_RELEASES:
+            release = decide_recorded_release(follower, leaders.resized_job())
         if release.patch is None:
             if release.reason == SkipReason.NOT_GATED:
                 self._drop(pod_key)
@@ -209,6 +220,12 @@ class FollowerReconciler(WithContext):
             )
             return
         uid = uid_of(follower)
+        if (
+            repair.job_patch is not None
+            and self.api.patch_job(namespace, owner.name, repair.job_patch) is None
+        ):
+            self._drop(pod_key)  # its Job is gone: the garbage collector takes the follower
+            return
         if repair.status_patch is not None:
             fresh = self.api.patch_pod_status(namespace, name, repair.status_patch)
         else:

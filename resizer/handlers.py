@@ -63,6 +63,37 @@ class LeaderHandler:
         return True
 
 
+class GangJobHandler:
+    """Admitted all-or-nothing Jobs: their leaders count in the queue only while the Job is cached, so a
+    Job that appears (or goes) looks at its leaders, its JobSet's Jobs and the queue again."""
+
+    def __init__(self, resizer: Resizer) -> None:
+        self.resizer = resizer
+
+    def on_upsert(self, old: Obj | None, new: Obj) -> None:
+        self._changed(new)
+
+    def on_delete(self, old: Obj) -> None:
+        self._changed(old)
+
+    def on_relist(self, objects: list[Obj]) -> None:
+        for job in objects:
+            self._changed(job)
+
+    def _changed(self, job: Obj) -> None:
+        key = object_key(job)
+        gangs = {
+            gang
+            for pod in self.resizer.caches.leaders.by_index(key)
+            if (gang := self.resizer.gang_index.track(pod, present=True)) is not None
+        }
+        for gang in gangs:
+            for job_key in self.resizer.gang_index.job_keys(gang):
+                self.resizer.enqueue_job(job_key)
+        self.resizer.enqueue_job(key)
+        self.resizer.enqueue_gangs(changed=bool(gangs))
+
+
 class FollowerHandler:
     """Unbound gated or pinned followers, including gated ones created after their leader bound (the race
     the webhook can lose) and pinned ones whose leader was re-created elsewhere."""

@@ -1,4 +1,4 @@
-"""The resizer's four informers: what each lists and watches, keeps, projects and tells its handler.
+"""The resizer's six informers: what each lists and watches, keeps, projects and tells its handler.
 
 - `pending-jobs`: Jobs labelled `resize: pending`, kept while pending, into `caches.jobs`; `JobHandler`.
 - `leaders`: pods labelled `role: leader`, projected to `LEADER_POD_FIELDS`, into `caches.leaders`;
@@ -7,8 +7,12 @@
   `caches.followers`; `FollowerHandler`.
 - `nodes`: every Node, projected to `QUEUE_NODE_FIELDS`, into `caches.nodes`; any change looks at the
   all-or-nothing queue again (`OnAnyChange`).
+- `gang-jobs`: Jobs labelled `all-or-nothing=true` (the webhook's record), projected to `GANG_JOB_FIELDS`,
+  into `caches.gang_jobs`; `GangJobHandler`.
+- `domain-holders`: bound pods carrying the job-key label, projected to `HOLDER_POD_FIELDS`, into
+  `caches.holders`; any change looks at the all-or-nothing queue again.
 
-The three namespaced ones leave out the namespaces the webhooks are exempt from (a field selector).
+The namespaced ones leave out the namespaces the webhooks are exempt from (a field selector).
 """
 
 from __future__ import annotations
@@ -18,17 +22,27 @@ from collections.abc import Callable, Sequence
 from kubekit.client import Resource
 from kubekit.informer import Handler, Informer, ListWatch, OnAnyChange, Store, without_managed_fields
 from kubekit.projection import FieldProjection
-from placement.cached_fields import LEADER_POD_FIELDS, QUEUE_NODE_FIELDS
-from placement.constants import RESIZE_LABEL, RESIZE_PENDING, ROLE_FOLLOWER, ROLE_LABEL, ROLE_LEADER
+from placement.cached_fields import GANG_JOB_FIELDS, HOLDER_POD_FIELDS, LEADER_POD_FIELDS, QUEUE_NODE_FIELDS
+from placement.constants import (
+    ALL_OR_NOTHING_LABEL,
+    JOB_KEY_LABEL,
+    RESIZE_LABEL,
+    RESIZE_PENDING,
+    ROLE_FOLLOWER,
+    ROLE_LABEL,
+    ROLE_LEADER,
+)
 from placement.objects import Obj
 from placement.resize import follower_to_watch
 from resizer.caches import is_pending_job
-from resizer.handlers import FollowerHandler, JobHandler, LeaderHandler
+from resizer.handlers import FollowerHandler, GangJobHandler, JobHandler, LeaderHandler
 from resizer.manager import Resizer
 
 UNBOUND_PODS = "spec.nodeName="
 """Gated pods are never bound, and a pin is only repaired before the follower binds: watching only unbound
 followers skips most follower traffic."""
+BOUND_PODS = "spec.nodeName!="
+"""Only a bound pod holds a domain."""
 
 
 def _ignore_restart(_informer: str, _reason: str) -> None:
@@ -51,8 +65,8 @@ def resizer_informers(
     on_restart: Callable[[str, str], None] = _ignore_restart,
 ) -> list[Informer]:
     """The informers filling `resizer.caches`; each lists and watches through `source(its name)` (the API
-    client in the app, a test's `kubekit.testing.WatchFeed`), in `namespace` (None: all) but Nodes, never in
-    `exempt_namespaces` (the namespaces the webhooks are exempt from)."""
+    client in the app, a test's `tests.support.fake_api.WatchFeed`), in `namespace` (None: all) but Nodes,
+    never in `exempt_namespaces` (the namespaces the webhooks are exempt from)."""
     caches = resizer.caches
 
     def informer(
@@ -117,5 +131,23 @@ def resizer_informers(
             store=caches.nodes,
             project=FieldProjection(QUEUE_NODE_FIELDS),
             cluster_scoped=True,
+        ),
+        informer(
+            "jobs",
+            "gang-jobs",
+            f"{ALL_OR_NOTHING_LABEL}=true",
+            GangJobHandler(resizer),
+            store=caches.gang_jobs,
+            project=FieldProjection(GANG_JOB_FIELDS),
+            field_selector=outside(exempt_namespaces),
+        ),
+        informer(
+            "pods",
+            "domain-holders",
+            JOB_KEY_LABEL,
+            OnAnyChange(resizer.enqueue_gangs),  # a bound or finished holder takes or frees a domain
+            store=caches.holders,
+            project=FieldProjection(HOLDER_POD_FIELDS),
+            field_selector=outside(exempt_namespaces, BOUND_PODS),
         ),
     ]

@@ -52,7 +52,7 @@ class Resizer:
     ) -> None:
         self.caches = caches
         self.metrics = metrics
-        self.gang_index = GangIndex(caches.leaders)
+        self.gang_index = GangIndex(caches.leaders, caches.gang_jobs)
         self.bind_times = BindTimes(clock)
         context = Context(
             Api(kube, metrics, leadership),
@@ -113,6 +113,8 @@ class Resizer:
             "leaders": len(caches.leaders),
             "leader_index": len(caches.leaders.index_values()),
             "followers": len(caches.followers),
+            "gang_jobs": len(caches.gang_jobs),
+            "holders": len(caches.holders),
             "follower_index": len(caches.followers.index_values()),
             "bind_times": len(self.bind_times),
             **self.gang_index.footprint(),

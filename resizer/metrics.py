@@ -39,7 +39,7 @@ class Metrics:
         )
         self.errors = Counter(
             f"{PREFIX}_errors",
-            "Failed API calls and dropped work items, by reason.",
+            "Failed API calls, and reconciles that failed (retried with backoff or given up), by reason.",
             ["reason"],
             registry=self.registry,
         )

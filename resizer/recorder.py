@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Protocol
 
-from placement.constants import JOBSET_GROUP, JOBSET_KIND, JOBSET_VERSION
+from placement.constants import ALL_OR_NOTHING_STEPPED_OVER_REASON, JOBSET_GROUP, JOBSET_KIND, JOBSET_VERSION
 from placement.gang import GangId
 from placement.objects import Obj, metadata, namespace_of, uid_of
 
@@ -24,6 +24,7 @@ class Reason(StrEnum):
     ALL_OR_NOTHING_WAITING = "AllOrNothingWaiting"
     ALL_OR_NOTHING_RELEASED = "AllOrNothingReleased"
     ALL_OR_NOTHING_TIMED_OUT = "AllOrNothingTimedOut"
+    ALL_OR_NOTHING_STEPPED_OVER = ALL_OR_NOTHING_STEPPED_OVER_REASON
     RESIZE_REFUSED = "ResizeRefused"
 
 
@@ -33,7 +34,8 @@ class Action(StrEnum):
     DELETE_POD = "DeletePod"
     WAIT = "Wait"
     RELEASE_LEADERS = "ReleaseLeaders"
-    DELETE_LEADERS = "DeleteLeaders"
+    SUSPEND_JOBS = "SuspendJobs"
+    STEP_OVER = "StepOver"
 
 
 class EventType(StrEnum):
@@ -87,5 +89,7 @@ def pod_reference(pod: Obj) -> ObjectRef:
     return ObjectRef("v1", "Pod", namespace_of(pod), str(metadata(pod).get("name") or ""), uid_of(pod))
 
 
-def jobset_reference(gang: GangId) -> ObjectRef:
-    return ObjectRef(f"{JOBSET_GROUP}/{JOBSET_VERSION}", JOBSET_KIND, gang.namespace, gang.jobset)
+def jobset_reference(gang: GangId, uid: str) -> ObjectRef:
+    """The JobSet of a gang; `uid` is what `kubectl describe jobset` selects its Events by (empty: unknown,
+    the Event is then listed by `kubectl get events` only)."""
+    return ObjectRef(f"{JOBSET_GROUP}/{JOBSET_VERSION}", JOBSET_KIND, gang.namespace, gang.jobset, uid)

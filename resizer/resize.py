@@ -1,8 +1,9 @@
 """Resize: a Job the webhook shrank to 1/1 (`resize: pending`) is patched back to its target size once its
 leader binds (and, all or nothing, once every Job of its JobSet has a bound leader).
 
-Keys: `namespace/name` of pending Jobs. The decision is `placement.resize.decide_resize`; the patch carries
-the Job's resourceVersion, so a stale decision is refused (409), read again and decided again.
+Keys: `namespace/name` of pending Jobs. The decision is `placement.resize.decide_resize`; its JSON patch
+`test`s the Job's uid, generation and `resize: pending` first, so a stale decision is refused (422), read
+again and decided again.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from placement.affinity import leader_domain
 from placement.leader import pick_leader
 from placement.objects import Obj, metadata, namespace_of, node_name
 from placement.resize import ResizeDecision, SkipReason, decide_resize, job_ref, topology_key
+from resizer.api import CONFLICT, TEST_FAILED
 from resizer.context import Context, WithContext
 from resizer.controller import DONE, Result
 from resizer.notes import NoteOnce
@@ -38,7 +40,10 @@ class ResizeReconciler(WithContext):
         job = self.caches.jobs.get(key)
         if job is not None:
             self.api.on_conflict(
-                job, lambda current: self._resize(key, current), lambda: self._read(key, job)
+                job,
+                lambda current: self._resize(key, current),
+                lambda: self._read(key, job),
+                conflicts=(CONFLICT, TEST_FAILED),
             )
         return DONE
 
@@ -61,7 +66,7 @@ class ResizeReconciler(WithContext):
 
     def _resize(self, key: str, job: Obj) -> None:
         leader = pick_leader(self.caches.leaders.by_index(key), job_ref(job))
-        decision = decide_resize(job, leader, gang=self.gangs.gang_of(job))
+        decision = decide_resize(job, leader, gang=self.gangs.gang_of(job), node=self._leader_node(leader))
         if decision.patch is None:
             self._skipped(key, job, decision)
             return
@@ -73,10 +78,18 @@ class ResizeReconciler(WithContext):
                 extra={"job": key, "target": decision.target},
             )
             return
-        patched = self.api.patch_job(namespace_of(job), str(metadata(job).get("name")), decision.patch)
+        patched = self.api.json_patch_job(namespace_of(job), str(metadata(job).get("name")), decision.patch)
         self._drop(key)  # no longer pending (or gone); the watch confirms
         if patched is not None:
             self._resized(key, patched, decision, leader)
+
+    def _leader_node(self, leader: Obj | None) -> Obj | None:
+        """The leader's Node as the node informer holds it; one read for a node it does not hold yet."""
+        name = node_name(leader) if leader is not None else None
+        if name is None:
+            return None
+        cached = self.caches.nodes.get(name)
+        return cached if cached is not None else self.api.get_node_labels(name)
 
     def _resized(self, key: str, job: Obj, decision: ResizeDecision, leader: Obj | None) -> None:
         self.metrics.resizes.inc()

@@ -83,7 +83,9 @@ class ResizerSettings(ProcessSettings):
         default=300.0,
         gt=0,
         description="an all-or-nothing JobSet whose released leaders have not all bound within this gets its "
-        "ungated leaders deleted (its domains freed; it queues again)",
+        "Jobs with a released leader suspended (its domains freed, no failure counted; JobSet resumes them "
+        "and it queues again); a queued JobSet that does not fit holds up the ones behind it this long at "
+        "most, then is stepped over",
     )
 
     # --- HA (coordination.k8s.io/v1 Lease)

@@ -1,11 +1,13 @@
 """Routes only: read the body, check it, call a handler, serialise the review; health and metrics.
 
 Two error channels: a broken call (not JSON, no request, wrong content type, body over 7 MiB, body too
-slow, a review that would take more memory than the webhook allows) is an HTTP error (400/415/413/408)
+slow, a review that would take more memory than the webhook allows or holds more than 50,000 JSON objects
+and arrays) is an HTTP error (400/415/413/408)
 with a JSON body, and so is load shed (429 with Retry-After: admissions or memory at their limit) and an
 admission without the client certificate the webhook asks for (403); anything the handlers decide is
-200 with an AdmissionReview, and an unexpected exception becomes an Errored review that keeps the uid
-(and is logged and counted).
+200 with an AdmissionReview, and so is a pod spec beyond the webhook's limits (`webhook.limits`: a denial
+that names the field), and an unexpected exception becomes an Errored review that keeps the uid (and is
+logged and counted).
 
 An admission reads its body first, holding memory for what has arrived but no admission slot; only then
 does it take a slot to be decided (`webhook.limits`).
@@ -24,12 +26,26 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from webhook.body import BodyTooLarge, OverBudget, parsed_size_estimate, read_body
+from webhook.body import (
+    BodyTooLarge,
+    OverBudget,
+    containers,
+    leading_uid,
+    parsed_size_estimate,
+    read_body,
+)
 from webhook.cache import LeaderSource
 from webhook.handlers import Admission, Handled
-from webhook.limits import AdmissionLimits, InflightGate, MemoryBudget, Reservation, Shedding
+from webhook.limits import (
+    MAX_REVIEW_CONTAINERS,
+    AdmissionLimits,
+    InflightGate,
+    MemoryBudget,
+    Reservation,
+    Shedding,
+)
 from webhook.metrics import Metrics
-from webhook.review import AdmissionRequest, BadReview, errored, parse_review
+from webhook.review import AdmissionRequest, BadReview, ReviewOverLimit, denied, errored, parse_review
 from webhook.settings import MAX_BODY_BYTES
 
 log = logging.getLogger(__name__)
@@ -90,6 +106,19 @@ def create_app(
         metrics.admissions.labels(endpoint, "bad_request").inc()
         return _error(status, message)
 
+    def too_many_containers(endpoint: str, body: bytes, counted: int) -> JSONResponse:
+        """Refused unparsed: a denial of the review's uid (the user reads why), else a 413."""
+        message = (
+            f"the review holds about {counted} JSON objects and arrays, more than the "
+            f"{MAX_REVIEW_CONTAINERS} the exclusive-placement webhook parses "
+            "(far more than any real pod or Job)"
+        )
+        uid = leading_uid(body)
+        if uid is None:
+            return bad_request(endpoint, 413, message)
+        metrics.admissions.labels(endpoint, "over_limit").inc()
+        return JSONResponse(denied(uid, message, code=413))
+
     async def admit(request: Request, endpoint: str, handler: Handler, mutating: bool) -> Response:
         started = time.perf_counter()
         reservation = Reservation(budget)
@@ -121,6 +150,9 @@ def create_app(
                     f"review would take about {estimate // MIB} MiB of memory once parsed, more than the "
                     f"{budget.limit // MIB} MiB the webhook allows (a body of {len(body)} bytes)",
                 )
+            counted = containers(body)
+            if counted > MAX_REVIEW_CONTAINERS:
+                return too_many_containers(endpoint, body, counted)
             if not reservation.grow_to(estimate):
                 return shed(endpoint, f"{budget.limit // MIB} MiB of admission memory in use")
             if not gate.try_enter():
@@ -136,6 +168,9 @@ def create_app(
     async def _decide(body: bytes, endpoint: str, handler: Handler, mutating: bool) -> Response:
         try:
             review = parse_review(body)
+        except ReviewOverLimit as err:
+            metrics.admissions.labels(endpoint, "over_limit").inc()
+            return JSONResponse(denied(err.uid, str(err), code=400))
         except BadReview as err:
             return bad_request(endpoint, 400, str(err))
         admission_request = review["request"]

@@ -9,9 +9,15 @@ their JSON text: 7.3 MB of `[{},{},...]` parse into 470 MB. The bound counts the
 objects (`{`, `[`, `,`, `:`, found with `bytes.count`, so braces inside strings count too: it errs high)
 and the bytes; its coefficients were measured with tracemalloc (tests/webhook/test_webhook_body.py checks
 the bound against a measurement of every shape; docs/reliability.md, "Memory per request").
+
+`containers(body)` counts the JSON objects and arrays of a body the same way, before it is decoded: a review
+with more than `webhook.limits.MAX_REVIEW_CONTAINERS` is refused unparsed (decoding is most of what such a
+review costs), as a denial when `leading_uid(body)` finds its uid.
 """
 
 from __future__ import annotations
+
+import re
 
 from fastapi import Request
 
@@ -24,6 +30,11 @@ BYTES_PER_CONTAINER = 192
 parent)."""
 BYTES_PER_MEMBER = 128
 """A member or element and its copy (a list or dict slot, a float or large int, a short string)."""
+
+
+UID_SEARCH_BYTES = 1024
+"""kube-apiserver writes `request.uid` first in the request, after the review's kind and apiVersion."""
+_UID = re.compile(rb'"uid"\s*:\s*"([0-9A-Za-z-]{1,128})"')
 
 
 class BodyTooLarge(Exception):
@@ -57,7 +68,22 @@ async def read_body(request: Request, limit: int, reservation: Reservation) -> b
     return b"".join(chunks)
 
 
+def containers(body: bytes) -> int:
+    """An upper bound of the JSON objects and arrays in `body` (braces inside strings count too)."""
+    return body.count(b"{") + body.count(b"[")
+
+
+def leading_uid(body: bytes) -> str | None:
+    """The uid of a review read off its first bytes, without decoding it (None when it is not there): the
+    first `uid` of a review kube-apiserver sent is its request's. A client that writes another uid first
+    gets a denial of that uid, which the API server would not accept as the answer: only its own requests
+    matter."""
+    match = _UID.search(body, 0, UID_SEARCH_BYTES)
+    return match[1].decode() if match else None
+
+
 def parsed_size_estimate(body: bytes) -> int:
-    containers = body.count(b"{") + body.count(b"[")
     members = body.count(b",") + body.count(b":")
-    return BYTES_PER_BODY_BYTE * len(body) + BYTES_PER_CONTAINER * containers + BYTES_PER_MEMBER * members
+    return (
+        BYTES_PER_BODY_BYTE * len(body) + BYTES_PER_CONTAINER * containers(body) + BYTES_PER_MEMBER * members
+    )

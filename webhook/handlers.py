@@ -10,27 +10,31 @@ no patch. No HTTP here: the routes in `webhook.app` read and write the wire.
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Protocol
 
 from placement.admission import (
+    DEFAULT_JOB_CONTROLLER_USERNAMES,
+    Creator,
     LeaderState,
     PodPlan,
     Skip,
     Verdict,
+    admit_pod,
     jobset_to_read,
     mutate_job,
-    mutate_pod,
     mutation_needs_leader,
     plan_pod,
     validate_pod,
     validation_needs_leader,
 )
+from placement.capacity import NodeRoom, with_capacity_warning
 from placement.constants import JOBSET_KIND, Strategy
 from placement.jobset_validation import validate_jobset
-from placement.objects import Obj
+from placement.objects import Obj, topology_key_of_job
 from placement.topology import with_topology_warning
 from webhook.cache import LeaderSource
 from webhook.jobsets import JobSetSource
@@ -42,12 +46,17 @@ log = logging.getLogger(__name__)
 class NodeLabelSource(Protocol):
     def label_keys(self) -> frozenset[str]: ...
 
+    def rooms(self) -> Sequence[NodeRoom]: ...
+
 
 class NoNodeLabels:
-    """No node known: no topology warning."""
+    """No node known: no topology or capacity warning."""
 
     def label_keys(self) -> frozenset[str]:
         return frozenset()
+
+    def rooms(self) -> Sequence[NodeRoom]:
+        return ()
 
 
 @dataclass(frozen=True)
@@ -97,6 +106,7 @@ class Admission:
         take_over_jobset: bool = True,
         all_or_nothing: bool = False,
         node_labels: NodeLabelSource | None = None,
+        job_controllers: frozenset[str] = DEFAULT_JOB_CONTROLLER_USERNAMES,
     ) -> None:
         self.default_strategy = default_strategy
         self.leaders = leaders
@@ -104,6 +114,11 @@ class Admission:
         self.take_over_jobset = take_over_jobset
         self.all_or_nothing = all_or_nothing
         self.node_labels = node_labels or NoNodeLabels()
+        self.job_controllers = job_controllers
+
+    def _creator(self, request: AdmissionRequest) -> Creator | None:
+        username = request.get("userInfo", {}).get("username")
+        return Creator(username, self.job_controllers) if username else None
 
     def _done(self, request: AdmissionRequest, verdict: Verdict, *, mutating: bool, job: str = "") -> Handled:
         context = {**_context(request), "reason": verdict.reason}
@@ -128,7 +143,7 @@ class Admission:
         pod = _in_scope(request, "Pod")
         if pod is None:
             return self._done(request, Verdict(allowed=True, reason="out-of-scope"), mutating=mutating)
-        plan = plan_pod(pod, request.get("namespace", ""), self.default_strategy)
+        plan = plan_pod(pod, request.get("namespace", ""), self.default_strategy, self._creator(request))
         if isinstance(plan, Skip):
             return self._done(request, plan.verdict, mutating=mutating)
         state: LeaderState | None = None
@@ -146,8 +161,10 @@ class Admission:
         return self._done(request, decide(pod, plan, state), mutating=mutating, job=plan.job_object_key)
 
     async def mutate_pods(self, request: AdmissionRequest) -> Handled:
+        """Mutation and validation (`admit_pod`): the leader is looked up as the mutation needs it, which
+        is everything the validation of its result needs too."""
         return await self._pod(
-            request, lambda _pod, plan: mutation_needs_leader(plan), mutate_pod, mutating=True
+            request, lambda _pod, plan: mutation_needs_leader(plan), admit_pod, mutating=True
         )
 
     async def validate_pods(self, request: AdmissionRequest) -> Handled:
@@ -172,6 +189,9 @@ class Admission:
             all_or_nothing=self.all_or_nothing,
         )
         verdict = with_topology_warning(verdict, job, self.node_labels.label_keys())
+        if topology_key_of_job(job) is not None:
+            # A worker thread: the first look at 15,000 nodes after they changed takes a few 100 ms.
+            verdict = await asyncio.to_thread(with_capacity_warning, verdict, job, self.node_labels.rooms())
         return self._done(request, verdict, mutating=True, job=job_name)
 
     async def validate_jobsets(self, request: AdmissionRequest) -> Handled:
@@ -179,10 +199,12 @@ class Admission:
         jobset = _in_scope(request, JOBSET_KIND, ("CREATE", "UPDATE"))
         if jobset is None:
             return self._done(request, Verdict(allowed=True, reason="out-of-scope"), mutating=False)
-        verdict = validate_jobset(
+        verdict = await asyncio.to_thread(  # the capacity warnings walk the nodes: as for Jobs above
+            validate_jobset,
             jobset,
             default_all_or_nothing=self.all_or_nothing,
             node_label_keys=self.node_labels.label_keys(),
+            nodes=self.node_labels.rooms(),
             old=request.get("oldObject") if request["operation"] == "UPDATE" else None,
         )
         return self._done(request, verdict, mutating=False)

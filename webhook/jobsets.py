@@ -6,6 +6,10 @@ true for as long as that JobSet exists: the answer is kept by uid (bounded, leas
 JobSet costs one GET, on the admission of its first child Job. No informer: the cluster's JobSets are not
 watched nor held in memory, and nothing waits for JobSet's CRD to be installed. A GET that fails (or finds
 another uid) is not kept; that Job falls back to `gate` with a warning that says why.
+
+The answer also carries the JobSet's strategy and all-or-nothing annotations. Annotations can change, but
+these two may not: the JobSet validation denies an UPDATE that changes them (`placement.jobset_validation`,
+`creation_only_changes`), so the answer kept by uid stays the JobSet's and every replica agrees.
 """
 
 from __future__ import annotations

@@ -118,3 +118,84 @@ class Reservation:
     def release(self) -> None:
         self._budget.release(self.size)
         self.size = 0
+
+
+# --- what one review may ask the webhook to parse -----------------------------------------------------------
+
+MAX_REVIEW_CONTAINERS = 50_000
+"""JSON objects and arrays in one review body, counted on the raw bytes before it is decoded (`{` and `[`,
+inside strings too, so the count errs high). A pod review counts a few hundred (its managedFields about
+double the spec's), a pod with 2,000 env vars about 12,000; decoding 50,000 empty objects takes about 30 ms
+here. Issue 30's flood sent 100,000 `nodeSelectorTerms` per pod: each took 0.5 s to admit, twice per pod."""
+MAX_SCHEDULING_TERMS = 100
+"""Terms in one list of a pod spec's scheduling constraints: nodeSelectorTerms, the required and preferred
+(anti-)affinity terms, topologySpreadConstraints, scheduling gates. Real pods carry a handful (a JobSet
+leader: one affinity and one anti-affinity term)."""
+MAX_SELECTOR_EXPRESSIONS = 100
+"""matchExpressions or matchFields of one selector, matchLabels entries, nodeSelector entries."""
+MAX_LIST_ITEMS = 1_000
+"""Any other list there: the values of one expression, the namespaces of a term, label keys."""
+MAX_STRING_BYTES = 4_096
+"""A string there: a label key is at most 317 bytes (a 253-byte prefix, '/', 63), a label value 63."""
+MAX_SCHEDULING_NODES = 10_000
+"""Values in a pod spec's scheduling constraints altogether (every object, list and scalar)."""
+SCHEDULING_FIELDS = ("affinity", "topologySpreadConstraints", "nodeSelector", "schedulingGates")
+"""What the webhook reads and rewrites in a pod spec: bounded. Containers, volumes and the rest are copied
+as they are, and bounded by `MAX_REVIEW_CONTAINERS` and the memory budget."""
+_TERM_LISTS = frozenset(
+    {
+        "nodeSelectorTerms",
+        "requiredDuringSchedulingIgnoredDuringExecution",
+        "preferredDuringSchedulingIgnoredDuringExecution",
+        "topologySpreadConstraints",
+        "schedulingGates",
+    }
+)
+_SELECTOR_FIELDS = frozenset({"matchExpressions", "matchFields", "matchLabels", "nodeSelector"})
+
+
+class OverLimit(ValueError):
+    """A review asks for far more work than any real object (its message names the field and the limit)."""
+
+
+def _limit_of(field: str) -> int:
+    if field in _TERM_LISTS:
+        return MAX_SCHEDULING_TERMS
+    if field in _SELECTOR_FIELDS:
+        return MAX_SELECTOR_EXPRESSIONS
+    return MAX_LIST_ITEMS
+
+
+def check_pod_spec(spec: object, where: str) -> None:
+    """Raise `OverLimit` when the scheduling constraints of a pod spec (at `where`, for the message) are
+    beyond the limits above. Iterative and stopped at `MAX_SCHEDULING_NODES`: its cost is bounded whatever
+    the spec holds."""
+    if not isinstance(spec, dict):
+        return
+    stack: list[tuple[str, str, object]] = [
+        (field, f"{where}.{field}", spec[field]) for field in SCHEDULING_FIELDS if field in spec
+    ]
+    visited = 0
+    while stack:
+        field, path, node = stack.pop()
+        visited += 1
+        if visited > MAX_SCHEDULING_NODES:
+            raise OverLimit(
+                f"{where} has more than {MAX_SCHEDULING_NODES} values in its scheduling constraints"
+            )
+        if isinstance(node, str):
+            if len(node) > MAX_STRING_BYTES:  # characters: at least as many bytes
+                raise OverLimit(f"{path} is a string of {len(node)} characters, more than {MAX_STRING_BYTES}")
+        elif isinstance(node, list | dict):
+            limit = _limit_of(field)
+            if len(node) > limit:
+                raise OverLimit(f"{path} has {len(node)} entries, more than the {limit} allowed")
+            if isinstance(node, list):
+                stack.extend((field, f"{path}[{i}]", item) for i, item in enumerate(node))
+            else:
+                for key, value in node.items():
+                    if len(key) > MAX_STRING_BYTES:
+                        raise OverLimit(
+                            f"{path} has a key of {len(key)} characters, more than {MAX_STRING_BYTES}"
+                        )
+                    stack.append((key if isinstance(value, list | dict) else field, f"{path}.{key}", value))

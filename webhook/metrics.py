@@ -20,7 +20,7 @@ class Metrics:
         self.admissions = Counter(
             "exclusive_placement_admissions_total",
             "Admission requests by endpoint and result "
-            "(allowed, patched, denied, errored, bad_request, shed)",
+            "(allowed, patched, denied, over_limit, errored, bad_request, shed)",
             ["endpoint", "result"],
             registry=r,
         )

@@ -2,7 +2,9 @@
 
 `parse_review(body)` raises `BadReview` (→ HTTP 400) for anything that is not a usable review, including
 JSON nested deeper than `MAX_JSON_DEPTH` (no Kubernetes object comes near it; the code after parsing, which
-copies and diffs objects recursively, must never meet Python's recursion limit). Responses
+copies and diffs objects recursively, must never meet Python's recursion limit), and `ReviewOverLimit` (→ a
+denial naming the field) for a pod spec whose scheduling constraints are beyond `webhook.limits`' bounds,
+checked before the rest of the review is walked. Responses
 are built only through `allowed`, `denied`, `patched`, `errored`; each echoes apiVersion, kind and uid.
 """
 
@@ -14,6 +16,7 @@ from typing import Any, Literal, NotRequired, TypedDict, cast
 
 from placement.admission import Verdict
 from placement.patch import JsonPatch
+from webhook.limits import MAX_LIST_ITEMS, OverLimit, check_pod_spec
 
 ADMISSION_API_VERSION = "admission.k8s.io/v1"
 ADMISSION_KIND = "AdmissionReview"
@@ -27,6 +30,10 @@ class GroupVersionKind(TypedDict):
     kind: str
 
 
+class UserInfo(TypedDict):
+    username: NotRequired[str]
+
+
 class AdmissionRequest(TypedDict):
     uid: str
     kind: GroupVersionKind
@@ -36,6 +43,7 @@ class AdmissionRequest(TypedDict):
     object: NotRequired[dict[str, Any] | None]
     oldObject: NotRequired[dict[str, Any] | None]
     dryRun: NotRequired[bool]
+    userInfo: NotRequired[UserInfo]
 
 
 class Status(TypedDict):
@@ -62,6 +70,14 @@ class AdmissionReview(TypedDict):
 
 class BadReview(ValueError):
     """The body is not a usable AdmissionReview request (a webhook error: HTTP 400)."""
+
+
+class ReviewOverLimit(BadReview):
+    """A well-formed review whose object asks far more work than any real one: denied (its uid is known)."""
+
+    def __init__(self, uid: str, message: str) -> None:
+        super().__init__(message)
+        self.uid = uid
 
 
 _OPERATIONS = ("CREATE", "UPDATE", "DELETE", "CONNECT")
@@ -104,6 +120,43 @@ def _nested_deeper_than(value: Any, limit: int) -> bool:
     return False
 
 
+def _pod_specs(kind: str, obj: dict[str, Any]) -> list[tuple[str, Any]]:
+    """(where, spec) of every pod spec an object of `kind` carries: a Pod's own, a Job's template, the
+    templates of a JobSet's replicated Jobs."""
+    if kind == "Pod":
+        return [("spec", obj.get("spec"))]
+    if kind == "Job":
+        return [("spec.template.spec", _at(obj, ("spec", "template", "spec")))]
+    if kind == "JobSet":
+        replicated = _at(obj, ("spec", "replicatedJobs"))
+        if not isinstance(replicated, list):
+            return []
+        if len(replicated) > MAX_LIST_ITEMS:
+            raise OverLimit(f"spec.replicatedJobs has {len(replicated)} entries, more than {MAX_LIST_ITEMS}")
+        path = ("template", "spec", "template", "spec")
+        return [
+            (f"spec.replicatedJobs[{i}].template.spec.template.spec", _at(job, path))
+            for i, job in enumerate(replicated)
+            if isinstance(job, dict)
+        ]
+    return []
+
+
+def _check_limits(request: dict[str, Any]) -> None:
+    kind = str(request["kind"]["kind"])
+    for field in ("object", "oldObject"):
+        obj = request.get(field)
+        if not isinstance(obj, dict):
+            continue
+        try:
+            for where, spec in _pod_specs(kind, obj):
+                check_pod_spec(spec, f"{kind} {where}")
+        except OverLimit as err:
+            raise ReviewOverLimit(
+                request["uid"], f"{err}: refused by the exclusive-placement webhook"
+            ) from err
+
+
 def parse_review(body: bytes) -> AdmissionReview:
     try:
         data = json.loads(body)
@@ -113,8 +166,6 @@ def parse_review(body: bytes) -> AdmissionReview:
         raise BadReview(f"body nests JSON deeper than {MAX_JSON_DEPTH} levels") from err
     if not isinstance(data, dict):
         raise BadReview("body must be a JSON object (an AdmissionReview)")
-    if _nested_deeper_than(data, MAX_JSON_DEPTH):
-        raise BadReview(f"body nests JSON deeper than {MAX_JSON_DEPTH} levels")
     if data.get("kind") != ADMISSION_KIND:
         raise BadReview(f"kind must be {ADMISSION_KIND}, got {data.get('kind')!r}")
     if data.get("apiVersion") != ADMISSION_API_VERSION:
@@ -132,6 +183,9 @@ def parse_review(body: bytes) -> AdmissionReview:
     obj = request.get("object")
     if obj is not None and not isinstance(obj, dict):
         raise BadReview("request.object must be an object")
+    _check_limits(request)  # before anything walks the whole review
+    if _nested_deeper_than(data, MAX_JSON_DEPTH):
+        raise BadReview(f"body nests JSON deeper than {MAX_JSON_DEPTH} levels")
     for field in ("metadata", "spec"):  # the API server sends typed objects: both are always objects
         if obj is not None and not isinstance(obj.get(field, {}), dict):
             raise BadReview(f"request.object.{field} must be an object")
@@ -141,6 +195,9 @@ def parse_review(body: bytes) -> AdmissionReview:
     for field in ("namespace", "name"):
         if not isinstance(request.get(field, ""), str):
             raise BadReview(f"request.{field} must be a string")
+    user = request.get("userInfo", {})
+    if not isinstance(user, dict) or not isinstance(user.get("username", ""), str):
+        raise BadReview("request.userInfo.username must be a string")
     return {
         "apiVersion": ADMISSION_API_VERSION,
         "kind": ADMISSION_KIND,

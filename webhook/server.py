@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,7 +16,7 @@ from kubekit.client import Kube, Resource, Timeouts, build_api_client
 from kubekit.informer import Handler, Informer, Store
 from kubekit.projection import FieldProjection
 from placement.cached_fields import LEADER_POD_FIELDS, NODE_FIELDS, FieldSpec
-from placement.objects import owner_job_key
+from placement.objects import Obj, owner_job_key
 from webhook.app import create_app
 from webhook.cache import LEADER_SELECTOR, KubeLiveApi, LeaderDirectory
 from webhook.handlers import Admission
@@ -103,6 +103,7 @@ def build_directory(
         *,
         metadata_only: bool = False,
         handler: Handler | None = None,
+        project: Callable[[Obj], Obj] | None = None,
     ) -> Informer:
         metrics.cache_objects.labels(resource).set_function(store.__len__)
         return Informer(
@@ -112,7 +113,7 @@ def build_directory(
             namespace=None,
             label_selector=label_selector,
             store=store,
-            project=FieldProjection(fields),
+            project=project or FieldProjection(fields),
             metadata_only=metadata_only,
             handler=handler,
             on_restart=lambda name, reason: metrics.watch_restarts.labels(name, reason).inc(),
@@ -121,9 +122,11 @@ def build_directory(
     # Only what the rules read is cached (placement.cached_fields): at 15,000 nodes a whole Node each
     # would cost more than the rest of the process.
     pods = informer("pods", Store(index=owner_job_key), LEADER_SELECTOR, LEADER_POD_FIELDS)
-    # A node is read for its labels only: list and watch metadata (PartialObjectMetadata), as
-    # controller-runtime's metadata-only informers do; the projection trims a server that sends more.
-    nodes = informer("nodes", Store(), None, NODE_FIELDS, metadata_only=True, handler=node_labels)
+    # A node is read for its labels, whether it is cordoned and its allocatable (the capacity warnings):
+    # whole Nodes are listed and watched; the allocatable is parsed on arrival (`NodeLabelKeys.project`)
+    # and the cache keeps the labels and the cordon only.
+    project = node_labels.project if node_labels is not None else None
+    nodes = informer("nodes", Store(), None, NODE_FIELDS, handler=node_labels, project=project)
     return LeaderDirectory(pods, nodes, KubeLiveApi(kube, settings.live_lookup_timeout_seconds), metrics)
 
 
@@ -170,6 +173,7 @@ def build(settings: WebhookSettings) -> Webhook:
             take_over_jobset=settings.jobset_takeover,
             all_or_nothing=settings.all_or_nothing,
             node_labels=node_labels,
+            job_controllers=frozenset(settings.job_controller_usernames),
         ),
         directory,
         metrics,

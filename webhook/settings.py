@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import ClassVar
+from typing import Annotated, ClassVar
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
+from pydantic_settings import NoDecode
 
 from kubekit.settings import ProcessSettings, load
+from placement.admission import DEFAULT_JOB_CONTROLLER_USERNAMES
 from placement.constants import DEFAULT_STRATEGY, Strategy
 from webhook.limits import DEFAULT_ADMISSION_MEMORY_MIB, DEFAULT_BODY_TIMEOUT_SECONDS, DEFAULT_MAX_INFLIGHT
 from webhook.listener import (
@@ -116,6 +118,28 @@ class WebhookSettings(ProcessSettings):
         "resizer admits the whole JobSet) unless the JobSet's exclusive-placement.io/all-or-nothing "
         "annotation says otherwise",
     )
+
+    job_controller_usernames: Annotated[tuple[str, ...], NoDecode] = Field(
+        default=tuple(sorted(DEFAULT_JOB_CONTROLLER_USERNAMES)),
+        description="comma-separated usernames the Job controller creates pods as: an exclusive pod that "
+        "claims a Job but another user creates is denied (the Job controller would orphan it, and its "
+        "job-key label would hold its domain); the chart passes "
+        "webhook.admission.pods.jobControllerUsernames",
+    )
+
+    @field_validator("job_controller_usernames", mode="before")
+    @classmethod
+    def _comma_separated(cls, value: object) -> object:
+        if isinstance(value, str):
+            return tuple(name.strip() for name in value.split(",") if name.strip())
+        return value
+
+    @field_validator("job_controller_usernames")
+    @classmethod
+    def _some_job_controller(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        if not value:
+            raise ValueError("name at least one username of the Job controller")
+        return value
 
     @model_validator(mode="after")
     def _tls_unless_dev(self) -> WebhookSettings:

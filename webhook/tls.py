@@ -33,6 +33,10 @@ def server_context(client_ca: Path | None = None) -> ssl.SSLContext:
     return context
 
 
+_SETTLE_ATTEMPTS = 3
+"""Loads tried in one poll while the files keep changing under it; the next poll goes on."""
+
+
 class ReloadingTLS:
     def __init__(self, cert_dir: Path, metrics: Metrics, client_ca: Path | None = None) -> None:
         self.cert_file = cert_dir / TLS_CRT
@@ -54,14 +58,32 @@ class ReloadingTLS:
 
         A pair is first loaded into a scratch context, so a broken one (e.g. the key replaced before
         the certificate) never touches the live context; it is retried only once the files change again.
+        The digest is read again after the load: when a file changed meanwhile (a rotation in progress),
+        what was loaded is not what the digest says, so the load is done again from the settled files
+        rather than counted under the older digest and repeated at the next poll.
         """
-        try:
-            digest = self._current_digest()
-        except OSError as err:
-            log.warning("cannot read certificate files: %s", err)
-            return False
-        if digest in (self._digest, self._failed_digest):
-            return False
+        for _ in range(_SETTLE_ATTEMPTS):
+            try:
+                digest = self._current_digest()
+            except OSError as err:
+                log.warning("cannot read certificate files: %s", err)
+                return False
+            if digest in (self._digest, self._failed_digest):
+                return False
+            if not self._load(digest):
+                return False
+            try:
+                settled = self._current_digest() == digest
+            except OSError:
+                settled = False
+            if settled:
+                self._digest = digest
+                self._metrics.cert_reloads.labels("ok").inc()
+                log.info("serving certificate loaded from %s", self.cert_file)
+                return True
+        return False
+
+    def _load(self, digest: bytes) -> bool:
         try:
             server_context().load_cert_chain(self.cert_file, self.key_file)
             self.context.load_cert_chain(self.cert_file, self.key_file)
@@ -72,11 +94,8 @@ class ReloadingTLS:
                 "certificate files %s did not load, keeping the previous ones: %s", self.cert_file, err
             )
             return False
-        self._digest = digest
         self._failed_digest = None
         self.loaded = True
-        self._metrics.cert_reloads.labels("ok").inc()
-        log.info("serving certificate loaded from %s", self.cert_file)
         return True
 
     async def poll(self, interval: float) -> None:

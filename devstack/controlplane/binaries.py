@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from devstack.controlplane.build import BINARIES
+from devstack.controlplane.build import missing_pieces
 from devstack.controlplane.versions import BuildLayout, current_layout
 
 BUILD_TARGET = "make kube"
@@ -14,11 +14,17 @@ class MissingBinaries(RuntimeError):
 
 def require_built(layout: BuildLayout | None = None) -> BuildLayout:
     layout = layout or current_layout()
-    missing = [binary.name for binary in BINARIES if not layout.binary(binary.name).is_file()]
-    if not layout.complete or missing:
-        what = ", ".join(missing) if missing else "the build did not finish"
+    missing = missing_pieces(layout)
+    if missing:
+        if not layout.root.is_dir():
+            what = "nothing is built"
+        elif missing == [layout.marker.name]:
+            what = "the build did not finish"
+        else:
+            what = "no " + ", ".join(missing[:4]) + (", ..." if len(missing) > 4 else "")
         raise MissingBinaries(
             f"the real control plane is not built for cluster/go.mod's pins ({what}; expected in "
-            f"{layout.bin_dir}): run `{BUILD_TARGET}` first (about 6-12 minutes cold on 2 cores)"
+            f"{layout.bin_dir}): run `{BUILD_TARGET}` first (a cold build: about 5-6 minutes on an idle "
+            "2-core machine)"
         )
     return layout

@@ -7,31 +7,39 @@ Start order:
    kube-controller-manager with its default controllers, each under its own ServiceAccount, and upstream's
    client limits (20 qps, burst 30, unless a flag raises them and says so); kube-scheduler with the default
    profile; kwok with the Stages of `kwok.py`.
-2. Nodes shaped as kubesim's (pools, zones, racks, GPUs), run by kwok.
+2. Nodes of the asked shape (pools, zones, racks, GPUs: devstack.shape), run by kwok.
 3. JobSet: its CRD, its controller as a devstack process under its own ServiceAccount, its webhooks.
+4. Kueue, when asked (`kueue=True`): its CRDs, its manager as a devstack process under its own
+   ServiceAccount, its webhooks, a ResourceFlavor, a ClusterQueue and LocalQueues
+   (devstack.controlplane.kueue).
 
 What is left to `Stack`: this project's webhook and resizers, their identities and webhook configurations.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
+from urllib.parse import urlsplit
 
 import yaml
 
 from certs.files import ca_bundle_b64
 from devstack.commands import LOCAL_HOST
-from devstack.controlplane import jobset
+from devstack.controlplane import jobset, kueue
 from devstack.controlplane.binaries import require_built
+from devstack.controlplane.faultproxy import BINARY as FAULT_PROXY_BINARY
+from devstack.controlplane.faultproxy import FaultProxy
 from devstack.controlplane.guard import READY_LINE
 from devstack.controlplane.identities import apply_objects, ensure_namespace, write_kubeconfig
+from devstack.controlplane.kueue import WaitForPodsReady
 from devstack.controlplane.kwok import kwok_nodes, stages
 from devstack.controlplane.versions import BuildLayout, Versions, pinned_versions
 from devstack.interrupts import pause
@@ -56,6 +64,39 @@ AUDIT_POLICY = {
 
 
 @dataclass(frozen=True)
+class NodeHeartbeat:
+    """How often kwok's fake kubelets prove their nodes alive, and how kube-controller-manager's node
+    lifecycle controller judges them: kwokctl's options for both (upstream defaults here).
+
+    kwok renews each node's Lease every `lease_seconds / 4` (as a kubelet does) and updates Node status
+    only on its heartbeat Stage (every 10-20 min); kube-controller-manager checks every node each
+    `monitor_period_seconds` and marks it Unknown when neither was renewed for `monitor_grace_seconds`.
+    At 40 s a cluster of N nodes writes N / 10 Leases per second: 1,500/s at 15,000 nodes."""
+
+    lease_seconds: int = 40
+    monitor_period_seconds: int = 5
+    monitor_grace_seconds: int = 40
+
+    def __post_init__(self) -> None:
+        if self.monitor_grace_seconds < self.lease_seconds // 2:
+            raise ValueError(
+                f"a node monitor grace period of {self.monitor_grace_seconds}s is under two Lease renewals "
+                f"({self.lease_seconds // 4}s each): healthy nodes would be marked Unknown"
+            )
+
+    @property
+    def renew_seconds(self) -> float:
+        return self.lease_seconds / 4
+
+    def kwokctl_options(self) -> dict[str, int]:
+        return {
+            "nodeLeaseDurationSeconds": self.lease_seconds,
+            "kubeControllerManagerNodeMonitorPeriodMilliseconds": self.monitor_period_seconds * 1000,
+            "kubeControllerManagerNodeMonitorGracePeriodMilliseconds": self.monitor_grace_seconds * 1000,
+        }
+
+
+@dataclass(frozen=True)
 class KubeClusterOptions:
     nodes: int = 16
     pools: int = 4
@@ -66,10 +107,31 @@ class KubeClusterOptions:
     """None: upstream's default (30)."""
     jobset: bool = True
     """JobSet's CRD, controller and webhooks."""
+    kueue: bool = False
+    """Kueue's CRDs, manager and webhooks, with one ClusterQueue and a LocalQueue per `kueue_namespaces`."""
+    kueue_gpu_quota: int = 64
+    """The ClusterQueue's `nvidia.com/gpu` nominal quota."""
+    kueue_namespaces: tuple[str, ...] = ("default",)
+    """Namespaces that get a LocalQueue (`user-queue`); created when missing."""
+    kueue_wait_for_pods_ready: WaitForPodsReady | None = None
+    """Kueue's `waitForPodsReady`; None: Kueue's default (on, 30 min timeout)."""
+    kueue_tas: bool = False
+    """A Topology of the pools and a TAS ResourceFlavor for the ClusterQueue (Topology Aware Scheduling)."""
+    fault_proxy: bool = False
+    """toxiproxy between this project's processes and kube-apiserver (devstack.controlplane.faultproxy)."""
+    node_heartbeat: NodeHeartbeat = NodeHeartbeat()
+    extra_args: tuple[str, ...] = ()
+    """More component flags, as kwokctl's `--extra-args` takes them: `kube-scheduler=kube-api-qps=500`."""
 
     def __post_init__(self) -> None:
         if self.nodes < 1 or not 1 <= self.pools <= self.nodes:
             raise ValueError(f"need 1 <= pools <= nodes, got nodes={self.nodes} pools={self.pools}")
+        if self.kueue and not self.jobset:
+            raise ValueError("Kueue's JobSet integration needs JobSet: kueue=True needs jobset=True")
+        if self.kueue_gpu_quota < 0:
+            raise ValueError(f"the Kueue GPU quota must be >= 0, got {self.kueue_gpu_quota}")
+        if self.kueue_tas and not self.kueue:
+            raise ValueError("Kueue's Topology Aware Scheduling needs Kueue: kueue_tas=True needs kueue=True")
 
     def controller_manager_flags(self) -> list[str]:
         flags: list[str] = []
@@ -115,6 +177,11 @@ class KubeControlPlane:
         self.guard: ManagedProcess | None = None
         self.jobset_controller: ManagedProcess | None = None
         self.jobset_webhook_url = ""
+        self.kueue_manager: ManagedProcess | None = None
+        self.kueue_webhook_url = ""
+        self.fault_proxy: FaultProxy | None = None
+        self.ports: dict[str, int] = {}
+        """kwokctl's port options (`etcdPort`, `kubeApiserverPort`, ...), as this cluster was given them."""
         self._client: KubeClient | None = None
 
     # --- paths --------------------------------------------------------------------------------------
@@ -149,8 +216,15 @@ class KubeControlPlane:
             raise RuntimeError("the control plane is not started")
         return self._client
 
+    @property
+    def component_server(self) -> str:
+        """The URL this project's processes reach kube-apiserver at: the fault proxy's, when there is one."""
+        return self.fault_proxy.server if self.fault_proxy is not None else self.client.server
+
     def processes(self) -> list[ManagedProcess]:
-        return [p for p in (self.jobset_controller, self.guard) if p is not None]
+        proxy = self.fault_proxy.process if self.fault_proxy is not None else None
+        processes = (proxy, self.kueue_manager, self.jobset_controller, self.guard)
+        return [p for p in processes if p is not None]
 
     # --- start --------------------------------------------------------------------------------------
     def start(self) -> KubeClient:
@@ -169,6 +243,10 @@ class KubeControlPlane:
             self.client.create(node)
         if self.options.jobset:
             self._start_jobset(self.layout)
+        if self.options.kueue:
+            self._start_kueue(self.layout)
+        if self.options.fault_proxy:
+            self._start_fault_proxy(self.layout)
         self._wait_nodes_ready()
         log.info(
             "kube control plane ready in %.1f s (%d nodes)", time.monotonic() - started, self.options.nodes
@@ -176,11 +254,17 @@ class KubeControlPlane:
         return self.client
 
     def _kwokctl_flags(self, layout: BuildLayout) -> list[str]:
+        self.ports = _component_ports()
         config = self.workdir / "kwokctl.yaml"
         kwokctl_config = {
             "apiVersion": "config.kwok.x-k8s.io/v1alpha1",
             "kind": "KwokctlConfiguration",
-            "options": {"runtime": "binary", "bindAddress": LOCAL_HOST, **_component_ports()},
+            "options": {
+                "runtime": "binary",
+                "bindAddress": LOCAL_HOST,
+                **self.ports,
+                **self.options.node_heartbeat.kwokctl_options(),
+            },
         }
         config.write_text(
             yaml.safe_dump_all([kwokctl_config, *stages(layout.manifests_dir)], sort_keys=False)
@@ -197,9 +281,13 @@ class KubeControlPlane:
             "--kube-scheduler-binary", str(layout.binary("kube-scheduler")),
             "--etcd-binary", str(layout.binary("etcd")),
             "--kwok-controller-binary", str(layout.binary("kwok")),
-            "--extra-args", "kube-controller-manager=use-service-account-credentials=true",
         ]  # fmt: skip
-        for flag in self.options.controller_manager_flags():
+        extra = (
+            "kube-controller-manager=use-service-account-credentials=true",
+            *self.options.controller_manager_flags(),
+            *self.options.extra_args,
+        )
+        for flag in kwokctl_extra_args(extra):
             flags += ["--extra-args", flag]
         return flags
 
@@ -260,8 +348,65 @@ class KubeControlPlane:
         ):
             self.client.create_or_replace(configuration)
 
+    def _start_kueue(self, layout: BuildLayout) -> None:
+        manifests = layout.manifests_dir
+        webhook_port, health_port = free_port(), free_port()
+        self.kueue_webhook_url = f"https://{LOCAL_HOST}:{webhook_port}"
+        ca = ca_bundle_b64(self.cert_dir / "ca.crt")
+        for crd in kueue.crds(manifests, self.kueue_webhook_url, ca):
+            self.client.create(crd)
+        ensure_namespace(self.client, kueue.NAMESPACE)
+        apply_objects(self.client, kueue.rbac(manifests))
+        kubeconfig = write_kubeconfig(
+            self.client, kueue.IDENTITY, self.ca_file, self.workdir / "kueue.kubeconfig"
+        )
+        config = self.workdir / "kueue-config.yaml"
+        config.write_text(
+            kueue.manager_config(
+                webhook_port=webhook_port,
+                health_port=health_port,
+                cert_dir=self.cert_dir,
+                wait_for_pods_ready=self.options.kueue_wait_for_pods_ready,
+            )
+        )
+        for name in kueue.crd_names(manifests):
+            eventually(
+                functools.partial(self._crd_is_established, name),
+                what=f"CRD {name} Established",
+                timeout=self.startup_timeout,
+            )
+        kueue.ensure_metrics_certificate(self.cert_dir)
+        argv = [str(layout.binary("kueue")), "--kubeconfig", str(kubeconfig), "--config", str(config)]
+        self.kueue_manager = ManagedProcess("kueue", argv, self.log_dir / "kueue.log")
+        self.kueue_manager.start()
+        wait_http_ok(self.kueue_manager, f"http://{LOCAL_HOST}:{health_port}/readyz", self.startup_timeout)
+        for configuration in kueue.webhook_configurations(manifests, self.kueue_webhook_url, ca):
+            self.client.create_or_replace(configuration)
+        for namespace in self.options.kueue_namespaces:
+            ensure_namespace(self.client, namespace)
+        for obj in kueue.queue_objects(
+            gpu_quota=self.options.kueue_gpu_quota,
+            namespaces=self.options.kueue_namespaces,
+            tas=self.options.kueue_tas,
+        ):
+            # Kueue's webhooks may refuse the first objects until its webhook server answers.
+            eventually(
+                functools.partial(self.client.create_or_replace, obj),
+                what=f"{obj['kind']} {obj['metadata']['name']} created",
+                timeout=self.startup_timeout,
+            )
+
+    def _start_fault_proxy(self, layout: BuildLayout) -> None:
+        self.fault_proxy = FaultProxy(
+            layout.binary(FAULT_PROXY_BINARY), log_dir=self.log_dir, startup_timeout=self.startup_timeout
+        )
+        self.fault_proxy.start(upstream=urlsplit(self.client.server).netloc)
+
     def _crd_established(self) -> bool:
-        crd = self.client.get("CustomResourceDefinition", jobset.CRD_NAME)
+        return self._crd_is_established(jobset.CRD_NAME)
+
+    def _crd_is_established(self, name: str) -> bool:
+        crd = self.client.get("CustomResourceDefinition", name)
         conditions = (crd.get("status") or {}).get("conditions") or []
         return any(c.get("type") == "Established" and c.get("status") == "True" for c in conditions)
 
@@ -281,9 +426,26 @@ class KubeControlPlane:
         eventually(all_ready, what=f"{self.options.nodes} Ready nodes (kwok)", timeout=self.startup_timeout)
 
     def close(self) -> None:
+        if self.fault_proxy is not None:
+            self.fault_proxy.close()
         if self._client is not None:
             self._client.close()
             self._client = None
+
+
+def kwokctl_extra_args(flags: Sequence[str]) -> list[str]:
+    """`component=flag=value` flags ordered so that every component's first flag comes before any
+    component's second. kwokctl v0.8.0 files a component's later flags under the position of its first one
+    among all the flags, not among the components: `a=1 a=2 b=1 b=2` makes it index past its list and
+    panic; `a=1 b=1 a=2 b=2` is read as meant."""
+    seen: dict[str, int] = {}
+    ranked: list[tuple[int, int, str]] = []
+    for position, flag in enumerate(flags):
+        component = flag.split("=", 1)[0]
+        rank = seen.get(component, 0)
+        seen[component] = rank + 1
+        ranked.append((rank, position, flag))
+    return [flag for _, _, flag in sorted(ranked)]
 
 
 def _component_ports() -> dict[str, int]:

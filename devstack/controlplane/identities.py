@@ -34,6 +34,29 @@ class Identity:
         """The user the API server (and its audit log) knows the token by."""
         return f"system:serviceaccount:{self.namespace}:{self.service_account}"
 
+    def service_account_object(self) -> Obj:
+        return {
+            "apiVersion": "v1",
+            "kind": "ServiceAccount",
+            "metadata": {"name": self.service_account, "namespace": self.namespace},
+        }
+
+    def subject(self) -> Obj:
+        return {"kind": "ServiceAccount", "name": self.service_account, "namespace": self.namespace}
+
+    def binding(self, role: Obj) -> Obj:
+        """The binding of `role` (a ClusterRole, or a Role with its namespace) to this ServiceAccount,
+        named as the role."""
+        kind = str(role["kind"])
+        metadata = {key: role["metadata"][key] for key in ("name", "namespace") if key in role["metadata"]}
+        return {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": f"{kind}Binding",
+            "metadata": metadata,
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": kind, "name": metadata["name"]},
+            "subjects": [self.subject()],
+        }
+
 
 def rbac_objects(objects: list[Obj]) -> list[Obj]:
     """The ServiceAccounts and RBAC of a rendered chart, ServiceAccounts and roles before their bindings."""
@@ -83,10 +106,13 @@ def token_kubeconfig(server: str, ca_file: Path, token: str, user: str) -> str:
     return yaml.safe_dump(config, sort_keys=False)
 
 
-def write_kubeconfig(client: KubeClient, identity: Identity, ca_file: Path, path: Path) -> Path:
-    """A kubeconfig that authenticates as `identity` with a fresh token (file mode 0600)."""
+def write_kubeconfig(
+    client: KubeClient, identity: Identity, ca_file: Path, path: Path, *, server: str | None = None
+) -> Path:
+    """A kubeconfig that authenticates as `identity` with a fresh token (file mode 0600), for `server`
+    (default: the one `client` talks to; the fault proxy's listener for this project's processes)."""
     token = client.request_token(identity.namespace, identity.service_account, seconds=TOKEN_SECONDS)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.touch(mode=0o600)
-    path.write_text(token_kubeconfig(client.server, ca_file, token, identity.service_account))
+    path.write_text(token_kubeconfig(server or client.server, ca_file, token, identity.service_account))
     return path

@@ -56,27 +56,7 @@ def rbac(manifests_dir: Path) -> list[Obj]:
     """The controller's ServiceAccount, its module's ClusterRole and the binding between them."""
     role: Obj = copy.deepcopy(yaml.safe_load((manifests_dir / "jobset" / "manager-role.yaml").read_text()))
     role["metadata"] = {"name": NAME_PREFIX + role["metadata"]["name"]}
-    return [
-        {
-            "apiVersion": "v1",
-            "kind": "ServiceAccount",
-            "metadata": {"name": IDENTITY.service_account, "namespace": NAMESPACE},
-        },
-        role,
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "ClusterRoleBinding",
-            "metadata": {"name": role["metadata"]["name"]},
-            "roleRef": {
-                "apiGroup": "rbac.authorization.k8s.io",
-                "kind": "ClusterRole",
-                "name": role["metadata"]["name"],
-            },
-            "subjects": [
-                {"kind": "ServiceAccount", "name": IDENTITY.service_account, "namespace": NAMESPACE}
-            ],
-        },
-    ]
+    return [IDENTITY.service_account_object(), role, IDENTITY.binding(role)]
 
 
 def controller_config(*, webhook_port: int, health_port: int, cert_dir: Path) -> str:

@@ -1,4 +1,4 @@
-"""kwok's part: Stage manifests for the fake kubelets, and Node objects shaped as kubesim's.
+"""kwok's part: Stage manifests for the fake kubelets, and the Node objects it runs (devstack.shape).
 
 The Stages are kwok's own, taken from its module by `make kube` (manifests/kwok/):
 - nodes: `node-initialize` (Ready, addresses, the capacity the Node object declares) and
@@ -21,7 +21,7 @@ from typing import Any
 
 import yaml
 
-from kubesim.cluster import make_nodes
+from devstack.shape import ClusterShape, cluster_nodes
 
 Obj = dict[str, Any]
 
@@ -30,6 +30,9 @@ POD_STAGES = ("pod-ready.yaml", "pod-complete.yaml", "pod-delete.yaml")
 RUN_TIME_ANNOTATION = "pod-complete.stage.kwok.x-k8s.io/delay"
 RUN_TIME_JITTER_ANNOTATION = "pod-complete.stage.kwok.x-k8s.io/jitter-delay"
 KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"
+NODE_FAULT_ANNOTATION = "devstack.exclusive-placement.io/node-fault"
+"""A node or pod carrying it is left alone by kwok's Stages: the status a fault gave a node (Ready=False)
+stays, and the pods bound to a failed node make no progress (a dead kubelet reports nothing)."""
 
 
 class StageError(RuntimeError):
@@ -62,22 +65,30 @@ def completion_on_request(stage: Obj) -> Obj:
     return result
 
 
+def unless_faulted(stage: Obj) -> Obj:
+    """A Stage that does not apply to the nodes and pods a fault took over (`NODE_FAULT_ANNOTATION`)."""
+    result = copy.deepcopy(stage)
+    expressions = result["spec"].setdefault("selector", {}).setdefault("matchExpressions", [])
+    expressions.append(
+        {"key": f'.metadata.annotations["{NODE_FAULT_ANNOTATION}"]', "operator": "DoesNotExist"}
+    )
+    return result
+
+
 def stages(manifests_dir: Path) -> list[Obj]:
     """Every Stage the fake kubelets run, in the order kwok is given them."""
     kwok_dir = manifests_dir / "kwok"
-    result = [_load_stage(kwok_dir / name) for name in NODE_STAGES]
+    result = [unless_faulted(_load_stage(kwok_dir / name)) for name in NODE_STAGES]
     for name in POD_STAGES:
         stage = _load_stage(kwok_dir / name)
-        result.append(completion_on_request(stage) if name == "pod-complete.yaml" else stage)
+        result.append(unless_faulted(completion_on_request(stage) if name == "pod-complete.yaml" else stage))
     return result
 
 
 def kwok_nodes(count: int, pools: int, *, gpus_per_node: int) -> list[Obj]:
-    """kubesim's nodes (pools, zones, racks, GPUs, the same names) for kwok to run: kwok sets the
-    conditions, addresses and heartbeats itself, so only the shape and the capacity are kept."""
-    nodes = make_nodes(count, pools, gpus_per_node=gpus_per_node, cluster_name="kwok")
+    """The cluster's nodes (pools, zones, racks, GPUs) for kwok to run: kwok sets their conditions,
+    addresses and heartbeats itself."""
+    nodes = cluster_nodes(ClusterShape(count, pools, gpus_per_node), cluster_name="kwok")
     for node in nodes:
         node["metadata"]["annotations"] = {KWOK_NODE_ANNOTATION: "fake"}
-        status = node["status"]
-        node["status"] = {"capacity": status["capacity"], "allocatable": status["allocatable"]}
     return nodes

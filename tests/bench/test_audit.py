@@ -13,7 +13,15 @@ from pathlib import Path
 
 import pytest
 
-from bench.audit import RequestCounts, Window, background_reason, client_of, count_requests, verb_resource
+from bench.audit import (
+    RequestCounts,
+    RequestKey,
+    Window,
+    background_reason,
+    client_of,
+    count_requests,
+    verb_resource,
+)
 from devstack.controlplane.audit import AuditLog, Request
 
 SAMPLE = Path(__file__).resolve().parents[1] / "fixtures" / "audit" / "two-namespaces.log"
@@ -59,8 +67,8 @@ def test_the_sample_reads_as_answered_requests_with_their_arrival() -> None:
         ("patch", "pods/status", "kwok", "kwok"),
         ("create", "jobs", "jobset", "jobset-controller"),
         ("update", "endpoints", "", "endpoint-controller"),
-        ("get", "jobsets", "", "external:exclusive-placement-webhook"),
-        ("create", "jobsets", "", "external:devstack"),
+        ("get", "jobsets", "", "exclusive-placement-webhook"),
+        ("create", "jobsets", "", "devstack"),
         ("create", "serviceaccounts/token", "", "kube-controller-manager"),
         ("list", "limitranges", "", "kube-apiserver"),
     ],
@@ -100,44 +108,54 @@ def test_the_benchmarks_own_markers_are_instrumentation_not_workload() -> None:
     assert background_reason(dataclasses.replace(lookup, user_agent="bench")) is None
 
 
-def test_a_jobset_run_adds_up_like_kubesims_counters() -> None:
+def test_a_jobset_run_adds_up_by_client_verb_resource_and_code() -> None:
     counts = count_requests(sample(), JOBSET_RUN)
-    stats = counts.as_stats(
-        {
-            FAILED_CREATE_EVENT: "FailedCreate",
-            SUCCESSFUL_CREATE_EVENT: "SuccessfulCreate",
-            SCHEDULED_EVENT: "Scheduled",
-        }
-    )
-    requests = stats["requests"]
-    assert (requests["total"], requests["writes"]) == (13, 13)
-    assert requests["by_namespace"] == {"bench-js": {"total": 13, "writes": 13}}
-    assert requests["by_client"] == {
-        "external:devstack": 1,
-        "jobset-controller": 1,
-        "job-controller": 7,
-        "scheduler": 2,
-        "kwok": 1,
+    assert (counts.total, counts.writes) == (13, 13)
+    assert (counts.in_namespace("bench-js"), counts.in_namespace("bench-js", writes=True)) == (13, 13)
+    assert counts.by(lambda key: key.client) == {
+        "devstack": 1,
         "endpoint-controller": 1,
+        "job-controller": 7,
+        "jobset-controller": 1,
+        "kwok": 1,
+        "scheduler": 2,
     }
-    assert requests["by_client_verb_resource"]["job-controller"] == {
-        "create pods": 4,
-        "create events": 2,
-        "patch events": 1,
+    job_controller = {str(key): n for key, n in counts.requests.items() if key.client == "job-controller"}
+    assert job_controller == {
+        "job-controller create pods 201": 2,
+        "job-controller create pods 403": 2,
+        "job-controller create events 201": 2,
+        "job-controller patch events 200": 1,
     }
-    pods = stats["pods"]
-    assert (pods["create_accepted"], pods["create_rejected"], pods["patched"]) == (2, 2, 0)
-    assert pods["create_rejected_by_code"] == {"403": 2}
-    assert stats["events"]["writes_by_reason"] == {"FailedCreate": 2, "SuccessfulCreate": 1, "Scheduled": 1}
-    assert stats["background_requests"] == {"apiserver-internal": 1}
+    assert (counts.pod_creates_accepted, counts.pod_creates_rejected, counts.patched("pods")) == (2, 2, 0)
+    assert counts.rejected_by_code() == {"403": 2}
+    reasons = {
+        FAILED_CREATE_EVENT: "FailedCreate",
+        SUCCESSFUL_CREATE_EVENT: "SuccessfulCreate",
+        SCHEDULED_EVENT: "Scheduled",
+    }
+    assert counts.event_writes_by_reason(reasons) == {
+        "FailedCreate": 2,
+        "Scheduled": 1,
+        "SuccessfulCreate": 1,
+    }
+    assert counts.background == {"apiserver-internal": 1}
+
+
+def test_each_event_write_keeps_its_writer_and_arrival() -> None:
+    counts = count_requests(sample(), JOBSET_RUN)
+    failed = [w for w in counts.event_writes if (w.namespace, w.name) == FAILED_CREATE_EVENT]
+    assert [w.client for w in failed] == ["job-controller"] * 2
+    assert all(JOBSET_RUN.start <= w.received <= JOBSET_RUN.end for w in failed)
+    assert failed == sorted(failed, key=lambda w: w.received)
 
 
 def test_requests_received_outside_the_window_count_nowhere() -> None:
     whole = count_requests(sample(), WHOLE_LOG)
     run = count_requests(sample(), JOBSET_RUN)
-    assert whole.stats.requests_total == 16
-    assert whole.stats.by_client["external:exclusive-placement-resizer"] == 2
-    assert run.stats.by_client["external:exclusive-placement-resizer"] == 0
+    assert whole.total == 16
+    assert whole.client_requests("exclusive-placement-resizer") == 2
+    assert run.client_requests("exclusive-placement-resizer") == 0
     assert whole.background == {
         "non-resource": 1,
         "leases": 1,
@@ -151,8 +169,19 @@ def test_requests_received_outside_the_window_count_nowhere() -> None:
 
 def test_only_successful_job_patches_count_as_patches() -> None:
     counts = count_requests(sample(), WHOLE_LOG)
-    assert counts.stats.by_verb_resource["patch jobs"] == 2  # both count as requests
-    assert counts.stats.jobs_patched == 1  # the one answered 409 (a stale resourceVersion) changed nothing
+    assert counts.by(lambda key: key.verb_resource)["patch jobs"] == 2  # both count as requests
+    assert counts.patched("jobs") == 1  # the one answered 409 (a stale resourceVersion) changed nothing
+
+
+def test_a_request_key_says_what_the_audit_log_says() -> None:
+    key = RequestKey.of(the("create", "pods/binding"))
+    assert key == RequestKey("scheduler", "create", "pods/binding", "bench-js", 201)
+    assert (key.write, key.succeeded, key.pod_create, str(key)) == (
+        True,
+        True,
+        False,
+        "scheduler create pods/binding 201",
+    )
 
 
 @pytest.mark.parametrize(
@@ -164,8 +193,8 @@ def test_a_refused_pod_create_is_a_rejection_unless_it_was_a_name_clash_or_inval
     created = the("create", "pods/binding")
     counts = RequestCounts()
     counts.add(dataclasses.replace(created, subresource="", code=code))
-    assert counts.stats.pods_create_rejected == int(rejected)
-    assert counts.stats.requests_total == 1
+    assert counts.pod_creates_rejected == int(rejected)
+    assert counts.total == 1
 
 
 def test_an_event_gone_before_its_reason_was_read_counts_under_no_reason() -> None:

@@ -14,12 +14,13 @@ import httpx
 import pytest
 
 from bench.counters import (
+    AdmissionCalls,
     CounterError,
     KubeCounters,
+    SchedulerCounts,
+    StoredEvent,
     WebhookNames,
-    admission_sections,
-    real_control_plane_fields,
-    scheduler_section,
+    WindowCounts,
     webhook_names,
 )
 from bench.promtext import Samples
@@ -33,12 +34,13 @@ ADMISSION = "apiserver_admission_webhook_admission_duration_seconds"
 PROJECT_POD_WEBHOOK = "pods.mutate.exclusive-placement.io"
 
 
-def admission_page(counts: dict[tuple[str, bool], int]) -> str:
-    """kube-apiserver's admission histogram counts: (webhook, rejected) → calls."""
+def admission_page(counts: dict[tuple[str, bool], int], *, cpu_seconds: float) -> str:
+    """kube-apiserver's admission histogram counts, (webhook, rejected) → calls, and its CPU seconds."""
     lines = [f"# TYPE {ADMISSION} histogram"]
     for (name, rejected), count in counts.items():
         labels = f'name="{name}",operation="CREATE",rejected="{str(rejected).lower()}",type="admit"'
         lines.append(f"{ADMISSION}_count{{{labels}}} {count}")
+    lines += ["# TYPE process_cpu_seconds_total counter", f"process_cpu_seconds_total {cpu_seconds}"]
     return "\n".join(lines) + "\n"
 
 
@@ -48,7 +50,8 @@ APISERVER_BEFORE = admission_page(
         ("vpod.kb.io", False): 8,
         ("vpod.kb.io", True): 2,
         (PROJECT_POD_WEBHOOK, False): 5,
-    }
+    },
+    cpu_seconds=100.25,
 )
 APISERVER_AFTER = admission_page(
     {
@@ -57,7 +60,8 @@ APISERVER_AFTER = admission_page(
         ("vpod.kb.io", True): 10,
         ("vjobset.kb.io", False): 1,
         (PROJECT_POD_WEBHOOK, False): 5,
-    }
+    },
+    cpu_seconds=103.5,
 )
 
 
@@ -85,10 +89,15 @@ WEBHOOKS = WebhookNames(
     jobset_pods=frozenset({"mpod.kb.io", "vpod.kb.io"}),
     jobset_other=frozenset({"vjobset.kb.io"}),
 )
+JOB = {"kind": "Job", "name": "bench-w-0"}
 EVENTS = {
     "items": [
-        {"metadata": {"name": "bench-w-0.18ed2bff9966e09c"}, "reason": "FailedCreate"},
-        {"metadata": {"name": "bench-w-0.18ed2bff98764562"}, "reason": "SuccessfulCreate"},
+        {"metadata": {"name": "bench-w-0.18ed2bff9966e09c"}, "reason": "FailedCreate", "involvedObject": JOB},
+        {
+            "metadata": {"name": "bench-w-0.18ed2bff98764562"},
+            "reason": "SuccessfulCreate",
+            "involvedObject": JOB,
+        },
     ]
 }
 
@@ -103,23 +112,25 @@ def test_counters_grow_by_what_the_window_added() -> None:
 
 def test_admission_calls_are_split_between_this_projects_webhooks_and_jobsets() -> None:
     grown = Samples.parse(APISERVER_AFTER).minus(Samples.parse(APISERVER_BEFORE))
-    sections = admission_sections(grown, WEBHOOKS)
-    assert sections["admission"] == {"calls": 0, "denied": 0}
-    assert sections["jobset_webhooks"] == {"calls": 80, "denied": 8, "jobset_object_calls": 1}
-    assert sections["admission_calls_by_webhook"] == {"mpod.kb.io": 40, "vjobset.kb.io": 1, "vpod.kb.io": 40}
+    assert AdmissionCalls.of(grown, WEBHOOKS) == AdmissionCalls(
+        project=0,
+        project_denied=0,
+        jobset_pods=80,
+        jobset_pods_denied=8,
+        jobset_objects=1,
+        by_webhook={"mpod.kb.io": 40, "vjobset.kb.io": 1, "vpod.kb.io": 40},
+    )
 
 
-def test_the_scheduler_section_counts_attempts_and_preemptions_not_kubesims_evaluations() -> None:
+def test_the_scheduler_counts_attempts_queue_moves_and_preemptions() -> None:
     grown = Samples.parse(SCHEDULER_AFTER).minus(Samples.parse(SCHEDULER_BEFORE))
-    assert scheduler_section(grown) == {
-        "attempts": 35,
-        "unschedulable": 3,
-        "preemptions": 2,
-        "preemption_victims": 5,
-        "filter_evaluations": None,
-        "affinity_evaluations": None,
-        "queue_moves_by_event": {"AssignedPodDelete": 3, "PodAdd": 32},
-    }
+    assert SchedulerCounts.of(grown) == SchedulerCounts(
+        attempts=35,
+        unschedulable=3,
+        preemptions=2,
+        preemption_victims=5,
+        queue_moves_by_event={"AssignedPodDelete": 3, "PodAdd": 32},
+    )
 
 
 def test_webhooks_are_sorted_by_the_configuration_that_registers_them() -> None:
@@ -209,18 +220,23 @@ def test_a_window_counts_what_the_api_server_logged_during_it(
 ) -> None:
     kube = counters(api)
 
-    async def run() -> dict[str, Any]:
+    async def run() -> WindowCounts:
         await kube.reset(http)
         api.append(SAMPLE.read_text().splitlines()[JOBSET_RUN_LINES], received=datetime.now(UTC))
         return await kube.snapshot(http, ["bench-js"])
 
-    stats = asyncio.run(run())
-    assert stats["requests"]["total"] == 13
-    assert stats["pods"]["create_rejected"] == 2
-    assert stats["events"]["writes_by_reason"] == {"FailedCreate": 2, "SuccessfulCreate": 1, "": 1}
-    assert stats["jobset_webhooks"]["calls"] == 80
-    assert stats["scheduler"]["attempts"] == 35
-    assert real_control_plane_fields(stats)["background_requests"] == {"apiserver-internal": 1}
+    counts = asyncio.run(run())
+    assert counts.requests.total == 13
+    assert counts.requests.pod_creates_rejected == 2
+    assert counts.event_writes_by_reason() == {"": 1, "FailedCreate": 2, "SuccessfulCreate": 1}
+    assert counts.events["bench-js", "bench-w-0.18ed2bff9966e09c"] == StoredEvent(
+        "FailedCreate", "Job", "bench-w-0"
+    )
+    assert counts.admission.jobset_pods == 80
+    assert counts.scheduler.attempts == 35
+    assert counts.apiserver_cpu_seconds == 3.25
+    assert counts.requests.background == {"apiserver-internal": 1}
+    assert 0 <= counts.seconds < 30
     assert api.markers == 1
 
 
@@ -229,13 +245,13 @@ def test_what_was_logged_before_the_window_opened_counts_nowhere(
 ) -> None:
     kube = counters(api)
 
-    async def run() -> dict[str, Any]:
+    async def run() -> WindowCounts:
         lines = SAMPLE.read_text().splitlines()[JOBSET_RUN_LINES]
         api.append(lines, received=datetime.now(UTC))
         await kube.reset(http)
         return await kube.snapshot(http, ["bench-js"])
 
-    assert asyncio.run(run())["requests"]["total"] == 0
+    assert asyncio.run(run()).requests.total == 0
 
 
 def test_a_snapshot_needs_an_open_window(api: FakeApiServer, http: httpx.AsyncClient) -> None:
@@ -256,7 +272,3 @@ def test_a_snapshot_fails_clearly_when_the_log_cannot_be_trusted_to_be_complete(
 
     with pytest.raises(CounterError, match=message):
         asyncio.run(run())
-
-
-def test_a_kubesim_snapshot_has_no_real_control_plane_fields() -> None:
-    assert real_control_plane_fields({"requests": {}, "pods": {}}) == {}

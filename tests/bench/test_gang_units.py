@@ -12,10 +12,12 @@ import pytest
 from bench.contenders import BY_KEY, CONTENDERS, GANG_CONTENDER_KEYS, for_scenario, placement_problems
 from bench.gang import GangOutcome, Holding, PodEvent, PodStage, gang_outcome, stage_of
 from bench.recorder import GangRecorder
+from bench.repeats import aggregate
 from bench.report import markdown_table, scenario_label, write_outputs
 from bench.scenarios import (
     FULL_SCENARIOS,
-    QUICK_SCENARIOS,
+    GANG_ANNOTATION,
+    GANG_SIZE_ANNOTATION,
     TOPOLOGY_KEY,
     Backlog,
     Scenario,
@@ -24,7 +26,6 @@ from bench.scenarios import (
     scenarios_named,
 )
 from bench.strategies import measured_jobsets, run_namespace
-from kubesim.controllers.gang import GANG_ANNOTATION, GANG_SIZE_ANNOTATION
 from placement.constants import (
     ALL_OR_NOTHING_ANNOTATION,
     JOB_NAME_LABEL,
@@ -207,19 +208,18 @@ GANG = Scenario(
 
 def test_a_gang_scenario_counts_every_jobset() -> None:
     assert (GANG.total_pods, GANG.jobset_pods, GANG.contended, GANG.nodes) == (36, 12, True, 4)
-    assert GANG.fields(0.1)["gang"] is True
-    assert (GANG.fields(0.1)["jobsets"], GANG.fields(0.1)["gang_deadline_seconds"]) == (3, 200)
+    assert GANG.fields()["gang"] is True
+    assert (GANG.fields()["jobsets"], GANG.fields()["gang_deadline_seconds"]) == (3, 200)
     assert gang_jobset_names(GANG) == ["gang-0", "gang-1", "gang-2"] == measured_jobsets(GANG)
     plain = Scenario("p", jobs=2, pods_per_job=2, pools=2)
     assert measured_jobsets(plain) == ["bench"]
-    assert (plain.fields(0.1)["gang"], plain.fields(0.1)["jobsets"]) == (False, 1)
+    assert (plain.fields()["gang"], plain.fields()["jobsets"]) == (False, 1)
 
 
-def test_the_gang_scenarios_are_in_the_full_and_quick_benches() -> None:
+def test_the_gang_scenario_is_in_the_full_bench() -> None:
     assert [s.name for s in FULL_SCENARIOS if s.gang] == ["gang-4x3"]
     assert [s.jobsets for s in scenarios_named(["gang-3x3", "gang-4x3"])] == [3, 4]
-    assert [s.name for s in QUICK_SCENARIOS if s.gang] == ["gang-3x3-quick"]
-    for scenario in (s for s in FULL_SCENARIOS + QUICK_SCENARIOS if s.gang):
+    for scenario in scenarios_named(["gang-3x3", "gang-4x3"]):
         # One JobSet fits, two do not: the race can end with both partial (3 Jobs each on 4 pools).
         assert scenario.jobs <= scenario.pools < 2 * scenario.jobs
 
@@ -232,7 +232,7 @@ def test_the_gang_scenarios_are_in_the_full_and_quick_benches() -> None:
         ({"pools": 2}, "one gang JobSet alone must fit"),
         ({"jobsets": 0}, "must be >= 1"),
         ({"gang": False}, "need a gang scenario"),
-        ({"backlog": Backlog(1, 1), "scheduler_pods_per_second": 60.0}, "a gang combines with neither"),
+        ({"backlog": Backlog(1, 1)}, "a gang combines with neither"),
     ],
 )
 def test_gang_scenario_validation(kwargs: dict[str, Any], message: str) -> None:
@@ -291,7 +291,7 @@ def test_each_scenario_runs_the_contenders_that_apply_to_it() -> None:
     ]
     assert BY_KEY["elastic+all-or-nothing"].strategy is Strategy.ELASTIC
     assert BY_KEY["scheduling-gate+all-or-nothing"].all_or_nothing
-    assert run_namespace(GANG, BY_KEY["elastic+all-or-nothing"]) == "bench-g-elastic-all-or-nothing"
+    assert run_namespace(GANG, BY_KEY["elastic+all-or-nothing"]) == "bench-g-elastic-all-or-nothing-r1"
 
 
 def job(name: str, resize: str | None) -> dict[str, Any]:
@@ -331,17 +331,16 @@ def gang_report() -> dict[str, Any]:
         "exclusive_violations": 0,
     }
     scenario = {
-        **GANG.fields(0.1),
+        **GANG.fields(),
         "jobsets": 2,
-        "jobset_webhooks": True,
-        "results": {"jobset": result, "elastic": {"error": "BenchError: boom"}},
+        "results": {"jobset": aggregate([result]), "elastic": aggregate([{"error": "BenchError: boom"}])},
     }
-    return {"time_scale": 0.1, "scenarios": [scenario]}
+    return {"repeat": 1, "scenarios": [scenario]}
 
 
 def test_the_report_has_a_gang_table_and_a_domain_chart(tmp_path: Path) -> None:
     report = gang_report()
-    assert scenario_label(report["scenarios"][0], 0.1) == "2 gang JobSets of 3x4 on 4 pools, contended"
+    assert scenario_label(report["scenarios"][0]) == "2 gang JobSets of 3x4 on 4 pools, contended"
     table = markdown_table(report)
     assert "Gang JobSets racing for pools:" in table
     row = "| 2 gang JobSets of 3x4 on 4 pools, contended | `jobset` | 0 | n/a | 2 | 5.00 | 3.00 |"
@@ -349,5 +348,5 @@ def test_the_report_has_a_gang_table_and_a_domain_chart(tmp_path: Path) -> None:
     paths = write_outputs(report, tmp_path)
     assert tmp_path / "gang_domains_g.png" in paths
     assert (tmp_path / "gang_domains_g.png").stat().st_size > 0
-    plain = {"time_scale": 0.1, "scenarios": [{**report["scenarios"][0], "gang": False}]}
+    plain = {"repeat": 1, "scenarios": [{**report["scenarios"][0], "gang": False}]}
     assert "Gang JobSets" not in markdown_table(plain)

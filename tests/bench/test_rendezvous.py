@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from bench.rendezvous import Rendezvous
-from kubesim.controllers.gang import GANG_ANNOTATION, GANG_SIZE_ANNOTATION
+from bench.scenarios import GANG_ANNOTATION, GANG_SIZE_ANNOTATION
 
 
 def pod(name: str, phase: str, *, gang: str | None = "gang-0", size: int = 3, **meta: Any) -> dict[str, Any]:

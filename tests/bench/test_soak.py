@@ -1,4 +1,5 @@
-"""`python -m bench soak --quick` end to end (invariants, never timings), and the soak's pure checks."""
+"""`python -m bench soak --quick` end to end on the real control plane (invariants, never timings), and the
+soak's pure checks."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from typing import Any
 import pytest
 
 from bench.soak import (
+    NAMESPACE,
     QUICK,
     PodFollower,
     SimultaneousExclusivity,
@@ -16,10 +18,13 @@ from bench.soak import (
     job_outcomes,
     main,
     pending_pods,
+    project_answers,
     soak_job,
+    watch_restart_reasons,
 )
+from devstack.controlplane.audit import Request
+from devstack.controlplane.kwok import run_time_annotations
 from devstack.exclusivity import PodState
-from kubesim.controllers.gang import GANG_ANNOTATION, GANG_SIZE_ANNOTATION
 from placement.constants import RESIZE_DONE, RESIZE_LABEL, Strategy
 from tests.support.builders import make_job
 
@@ -34,27 +39,29 @@ REQUIRED_FIELDS = (
 )
 
 
-@pytest.mark.e2e
+@pytest.mark.kube
+@pytest.mark.xdist_group("kube-soak")
+@pytest.mark.timeout(900)
 def test_quick_soak_converges_through_every_fault(tmp_path: Path) -> None:
     code = main(["--quick", "--out", str(tmp_path)])
     result: dict[str, Any] = json.loads((tmp_path / "soak.json").read_text())
     print(json.dumps({k: v for k, v in result.items() if k != "plan"}))
     assert code == 0, result.get("problems")
     assert all(field in result for field in REQUIRED_FIELDS)
+    assert result["control_plane"] == "kube"
     assert result["jobs"] == QUICK.jobs
-    assert result["jobs_by_strategy"] == {Strategy.ELASTIC: 6, Strategy.SCHEDULING_GATE: 6}
-    faults = result["faults_injected"]
-    assert faults["resizer_sigkill"] == 2
-    assert faults["webhook_restart"] == 1
-    assert faults["node_pool_failed"] == 1
-    assert faults["api_429"] + faults["api_500"] > 0
-    assert faults["watch_streams_dropped"] > 0
+    assert result["jobs_by_strategy"] == {Strategy.ELASTIC: 4, Strategy.SCHEDULING_GATE: 4}
+    assert result["faults_injected"] == {fault: QUICK.faults.count(fault) for fault in QUICK.faults}
+    effects = result["fault_effects"]
+    assert effects["api_429"] > 0  # API Priority and Fairness rejected the project's requests
+    assert effects["process_watch_restarts"].get("gone", 0) > 0  # watches expired and re-listed
+    assert result["pod_watch"].get("watch_expired", 0) > 0
     assert result["jobs_at_target"] == result["jobs"]
     assert result["jobs_resized_twice"] == 0
     assert result["jobs_pending"] == 0
     assert result["pods_pending"] == 0
     assert result["exclusive_violations"] == 0
-    assert result["job_patches"] == result["expected_job_patches"] == 6
+    assert result["elastic_jobs_patched_once"] == result["elastic_jobs"] == 4
     assert result["seconds_to_converge"] > 0
 
 
@@ -133,15 +140,49 @@ def test_jobs_interleave_strategies_and_carry_the_annotations() -> None:
     names = job_names(QUICK)
     assert len(names) == QUICK.jobs
     assert list(names.values())[:2] == [Strategy.ELASTIC, Strategy.SCHEDULING_GATE]
-    job = soak_job("el-0000", Strategy.ELASTIC, 4)
+    job = soak_job("el-0000", Strategy.ELASTIC, 4, 30)
     template_notes = job["spec"]["template"]["metadata"]["annotations"]
-    assert template_notes == {
-        **job["metadata"]["annotations"],
-        GANG_ANNOTATION: "el-0000",
-        GANG_SIZE_ANNOTATION: "4",
-    }
+    assert template_notes == {**job["metadata"]["annotations"], **run_time_annotations(30)}
     assert job["spec"]["completions"] == job["spec"]["parallelism"] == 4
     assert job["spec"]["backoffLimit"] >= 4  # a whole pool failing must not fail the Job
+    assert job["spec"]["podReplacementPolicy"] == "Failed"  # never in the old pool and a new one at once
+
+
+def _request(
+    user: str, verb: str, resource: str, code: int, *, name: str = "", namespace: str = NAMESPACE
+) -> Request:
+    return Request(user, "agent", verb, "", resource, "", namespace, name, code)
+
+
+def test_project_answers_count_the_projects_errors_patches_and_refused_pods() -> None:
+    project = {"system:serviceaccount:ep:resizer"}
+    requests = [
+        _request("system:serviceaccount:ep:resizer", "list", "pods", 429),
+        _request("system:serviceaccount:ep:resizer", "patch", "jobs", 200, name="el-0000"),
+        _request("system:serviceaccount:ep:resizer", "patch", "jobs", 200, name="el-0000"),
+        _request("system:serviceaccount:ep:resizer", "patch", "jobs", 409, name="el-0001"),
+        _request("system:serviceaccount:ep:resizer", "get", "jobs", 503),
+        _request("system:kube-controller-manager", "list", "pods", 429),  # not the project's
+        _request("system:serviceaccount:kube-system:job-controller", "create", "pods", 500),
+        _request("system:serviceaccount:kube-system:job-controller", "create", "pods", 201),
+    ]
+    answers = project_answers(requests, project)
+    assert answers == {
+        "codes": {"api_429": 1, "api_5xx": 1},
+        "job_patches": {"el-0000": 2},
+        "pod_creates_refused": 1,
+    }
+
+
+def test_watch_restart_reasons_sum_every_informer() -> None:
+    page = """# HELP exclusive_placement_resizer_watch_restarts_total Watches restarted
+exclusive_placement_resizer_watch_restarts_total{informer="pods",reason="gone"} 2.0
+exclusive_placement_resizer_watch_restarts_total{informer="jobs",reason="gone"} 1.0
+exclusive_placement_resizer_watch_restarts_total{informer="jobs",reason="dropped"} 3.0
+exclusive_placement_watch_restarts_total{informer="pods",reason="ended"} 1.0
+exclusive_placement_resizer_resizes_total 9.0
+"""
+    assert watch_restart_reasons(page) == {"gone": 3, "dropped": 3, "ended": 1}
 
 
 def _pod(name: str, version: int) -> dict[str, Any]:

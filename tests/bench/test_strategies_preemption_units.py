@@ -7,9 +7,11 @@ from typing import Any
 import pytest
 
 from bench.contenders import JOBSET
+from bench.counters import SchedulerCounts
 from bench.measures import LowPriorityState, low_priority_state, preemption_fields
+from bench.repeats import aggregate
 from bench.report import markdown_table, scenario_label
-from bench.scenarios import FULL_SCENARIOS, GPUS_PER_NODE, QUICK_SCENARIOS, Backlog, Scenario, jobset_manifest
+from bench.scenarios import FULL_SCENARIOS, GPUS_PER_NODE, Backlog, Scenario, jobset_manifest
 from bench.strategies import (
     high_priority_outcome,
     jobset_namespaces,
@@ -21,13 +23,12 @@ from bench.strategies import (
 PREEMPTION = Scenario("p", jobs=4, pods_per_job=2, pools=4, preemption=True)
 
 
-@pytest.mark.parametrize("scenarios", [FULL_SCENARIOS, QUICK_SCENARIOS])
-def test_a_preemption_scenario_fills_every_pool_with_one_job(scenarios: tuple[Scenario, ...]) -> None:
-    (scenario,) = [s for s in scenarios if s.preemption]
+def test_a_preemption_scenario_fills_every_pool_with_one_job() -> None:
+    (scenario,) = [s for s in FULL_SCENARIOS if s.preemption]
     assert scenario.pools == scenario.jobs
     assert scenario.gpus_per_pod == GPUS_PER_NODE  # each pod a whole node
     assert scenario.nodes == scenario.jobs * scenario.pods_per_job  # a pool holds exactly one Job
-    assert scenario.fields(0.1)["preemption"] is True
+    assert scenario.fields()["preemption"] is True
 
 
 @pytest.mark.parametrize(
@@ -36,10 +37,7 @@ def test_a_preemption_scenario_fills_every_pool_with_one_job(scenarios: tuple[Sc
         ({"pools": 5}, "one pool per Job"),
         ({"pools": 2, "pod_run_seconds": 30.0}, "one pool per Job"),
         ({"pod_run_seconds": 30.0}, "run until preempted"),
-        (
-            {"scheduler_pods_per_second": 60.0, "time_scale": 1.0, "backlog": Backlog(1, 10)},
-            "neither a backlog",
-        ),
+        ({"backlog": Backlog(1, 10)}, "neither a backlog"),
     ],
 )
 def test_preemption_scenario_validation(kwargs: dict[str, Any], message: str) -> None:
@@ -62,10 +60,9 @@ def test_the_jobsets_carry_their_priority_class_and_whole_node_pods() -> None:
 
 
 def test_the_low_priority_jobset_has_its_own_namespace_exempt_like_the_run() -> None:
-    namespace = "bench-" + "x" * 57
+    namespace = "bench-p-jobset-r1"
     low = low_priority_namespace(namespace)
-    assert len(low) <= 63
-    assert low.endswith("-low")
+    assert low == "bench-p-jobset-r1-low"
     assert jobset_namespaces(PREEMPTION, namespace) == [namespace, low]
     assert side_namespaces(PREEMPTION, namespace) == [low]
     assert jobset_namespaces(FULL_SCENARIOS[0], namespace) == [namespace]
@@ -95,8 +92,10 @@ def test_low_priority_state(obj: dict[str, Any], running: int, state: LowPriorit
 
 
 def test_preemption_fields_read_the_scheduler_counters_and_the_low_jobset() -> None:
-    stats = {"scheduler": {"preemptions": 5, "preemption_victims": 8}}
-    assert preemption_fields(stats, jobset(restarts=1), 0, 8) == {
+    scheduler = SchedulerCounts(
+        attempts=20, unschedulable=8, preemptions=5, preemption_victims=8, queue_moves_by_event={}
+    )
+    assert preemption_fields(scheduler, jobset(restarts=1), 0, 8) == {
         "pods_preempted": 8,
         "preemptions": 5,
         "low_priority_restarts": 1,
@@ -160,14 +159,14 @@ def test_the_preemption_table_lists_preemption_scenarios_only() -> None:
         "exclusive_violations": 0,
     }
     report: dict[str, Any] = {
-        "time_scale": 0.1,
+        "repeat": 1,
         "scenarios": [
-            {**shape, "name": "plain", "results": {"elastic": {}}},
-            {**shape, "name": "p", "preemption": True, "results": {"elastic": result}},
+            {**shape, "name": "plain", "results": {"elastic": aggregate([{}])}},
+            {**shape, "name": "p", "preemption": True, "results": {"elastic": aggregate([result])}},
         ],
     }
     label = "4x2 on 4 pools, high priority preempting low"
-    assert scenario_label(report["scenarios"][1], 0.1) == label
+    assert scenario_label(report["scenarios"][1]) == label
     table = markdown_table(report)
     assert "elastic / jobset" not in table  # no scenario ran jobset: no ratios table
     preemption = table[table.index("Preemption:") : table.index("A low-priority JobSet")].splitlines()

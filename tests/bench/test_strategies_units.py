@@ -11,19 +11,22 @@ import pytest
 
 from bench.__main__ import main as bench_main
 from bench.contenders import BY_KEY, CONTENDER_KEYS, JOBSET, contenders, placement_problems
+from bench.counters import AdmissionCalls, SchedulerCounts, StoredEvent
 from bench.measures import (
-    HEADLINE_METRICS,
     MAX_FAILED_CREATE_MESSAGES,
     JobTimeline,
     failed_create_messages,
-    headline_ratios,
+    failed_scheduling_messages,
     nearest_rank,
+    per_job_fields,
 )
 from bench.recorder import BacklogTracker, PodRecorder
+from bench.repeats import aggregate
 from bench.report import markdown_table, scenario_label, write_outputs
 from bench.scenarios import (
     FULL_SCENARIOS,
-    MIN_REAL_POD_SECONDS,
+    LONG_WAIT_SCENARIOS,
+    MIN_LONG_WAIT_SECONDS,
     QUICK_SCENARIOS,
     TOPOLOGY_KEY,
     Backlog,
@@ -33,122 +36,99 @@ from bench.scenarios import (
     scenarios_named,
 )
 from bench.strategies import (
-    RunSettings,
     backlog_namespace,
     baseline_problems,
-    cluster_flags,
     failures,
     fresh_stack_per_strategy,
     long_wait_fields,
-    result_from_stats,
+    low_priority_namespace,
+    result_from_counts,
     run_namespace,
+    turns,
 )
-from devstack.commands import kubesim_command
+from devstack.controlplane.audit import Request
 from placement.constants import JOB_KEY_LABEL, RESIZE_LABEL, ROLE_LABEL, STRATEGY_ANNOTATION, Strategy
+from tests.bench.bench_support import START, repeated, request, window_counts
 from tests.support.builders import make_job, make_pod
 
-STATS = {
-    "requests": {
-        "total": 100,
-        "writes": 40,
-        "by_verb_resource": {"patch jobs": 4, "create pods": 39},
-        "by_client": {"job-controller": 43, "external:exclusive-placement-webhook": 16},
-        "by_namespace": {"ns": {"total": 90, "writes": 38}, "ns-backlog": {"total": 5, "writes": 2}},
-        "by_client_verb_resource": {
-            "job-controller": {"patch jobs": 4, "create pods": 39},
-            "external:exclusive-placement-webhook": {"list pods": 15, "get nodes": 1, "watch pods": 2},
-            "external:exclusive-placement-resizer": {
-                "watch jobs": 1,
-                "watch pods": 2,
-                "get leases": 9,
-                "update leases": 9,
-            },
-        },
-    },
-    "pods": {"create_accepted": 32, "create_rejected": 7, "patched": 3},
-    "jobs": {"patched": 4},
-    "events": {"writes_by_reason": {"FailedCreate": 6, "Scheduled": 32}},
-    "admission": {"calls": 80},
-    "jobset_webhooks": {"calls": 0, "denied": 0},
-    "scheduler": {"attempts": 45, "filter_evaluations": 500, "affinity_evaluations": 60},
-}
-SETTINGS = RunSettings(time_scale=0.1, run_timeout=60)
+WEBHOOK = "exclusive-placement-webhook"
+RESIZER = "exclusive-placement-resizer"
+FAILED_CREATE = StoredEvent("FailedCreate", "Job", "bench-w-0")
+REQUESTS = [
+    *repeated(4, "job-controller", "patch", "jobs"),
+    *repeated(32, "job-controller", "create", "pods", code=201),
+    *repeated(7, "job-controller", "create", "pods", code=403),
+    *repeated(6, "job-controller", "patch", "events", name="bench-w-0.1"),
+    *repeated(3, "job-controller", "patch", "pods", namespace="ns-backlog"),
+    *repeated(15, WEBHOOK, "list", "pods"),
+    request(WEBHOOK, "get", "nodes", namespace=""),
+    *repeated(2, WEBHOOK, "watch", "pods"),
+    request(RESIZER, "watch", "jobs"),
+    *repeated(9, RESIZER, "update", "leases", namespace="exclusive-placement"),
+]
+COUNTS = window_counts(
+    REQUESTS,
+    events={("ns", "bench-w-0.1"): FAILED_CREATE},
+    admission=AdmissionCalls(80, 0, 0, 0, 1, {"pods.mutate.exclusive-placement.io": 80}),
+    scheduler=SchedulerCounts(45, 5, 0, 0, {"PodAdd": 40}),
+    apiserver_cpu_seconds=3.5,
+)
 
 
 def test_issue_scenarios_are_covered() -> None:
     shapes = {(s.jobs, s.pods_per_job) for s in FULL_SCENARIOS if not s.contended}
-    assert (4, 8) in shapes
-    # 64x64 is over make bench's 15-minute budget: it runs by name
+    assert {(4, 8), (32, 32)} <= shapes
+    # 64x64 is over make bench's budget: it runs by name
     assert [(s.jobs, s.pods_per_job) for s in scenarios_named(["64x64"])] == [(64, 64)]
     assert not any(s.name == "64x64" for s in FULL_SCENARIOS)
     assert any(s.contended and not s.long_wait for s in FULL_SCENARIOS)
-    for scenarios in (FULL_SCENARIOS, QUICK_SCENARIOS):
-        assert any(s.long_wait for s in scenarios)
-        assert all(s.jobset_webhooks for s in scenarios)  # a real JobSet install in every scenario
-    for scenario in FULL_SCENARIOS + QUICK_SCENARIOS:
+    assert not any(s.long_wait for s in FULL_SCENARIOS + QUICK_SCENARIOS)  # --long-wait adds it
+    for scenario in FULL_SCENARIOS + LONG_WAIT_SCENARIOS:
         assert scenario.nodes * 8 >= scenario.pools * scenario.pods_per_job  # a pool holds a whole Job
 
 
-@pytest.mark.parametrize("scenarios", [FULL_SCENARIOS, QUICK_SCENARIOS])
-def test_long_wait_scenarios_wait_minutes_at_a_compressed_time_scale(scenarios: tuple[Scenario, ...]) -> None:
-    (long_wait,) = [s for s in scenarios if s.long_wait]
-    assert long_wait.jobs >= 2 * long_wait.pools  # at least one wave waits a whole pod run
-    assert long_wait.pod_run_seconds is not None
-    assert long_wait.pod_run_seconds >= 600  # ten simulated minutes or more: beyond the 60 s backoff cap
-    flags = cluster_flags(long_wait, SETTINGS, jobset_webhooks=True)
-    assert flags.time_scale == long_wait.time_scale
-    assert flags.time_scale <= 0.01
-    waves = long_wait.jobs / long_wait.pools
-    assert waves * long_wait.pod_run_seconds * flags.time_scale <= 40  # real seconds of waves per run
-    assert long_wait.pod_run_seconds * flags.time_scale >= MIN_REAL_POD_SECONDS
-    # Few Jobs wait at once: each one's retries must fit inside the backoff cap in real time (docstring).
-    assert long_wait.jobs - long_wait.pools <= 8
+def test_the_long_wait_is_sized_for_real_minutes() -> None:
+    (long_wait,) = LONG_WAIT_SCENARIOS
+    assert (long_wait.jobs, long_wait.pods_per_job, long_wait.pools) == (4, 4, 2)
+    assert long_wait.pod_run_seconds == 240.0  # the second wave waits ~4 minutes, past the 60 s backoff cap
+    assert long_wait.long_wait
+    assert long_wait.contended
 
 
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
         ({"pools": 8}, "a long wait needs more Jobs than pools"),
-        ({"time_scale": None}, "needs its own time scale"),
-        ({"time_scale": 0.001}, "at least 5 real seconds"),  # 1,200 simulated seconds = 1.2 real
+        ({"pod_run_seconds": MIN_LONG_WAIT_SECONDS - 1}, "run at least 120 s"),
     ],
 )
 def test_long_wait_scenario_validation(kwargs: dict[str, Any], message: str) -> None:
-    shape: dict[str, Any] = {"jobs": 8, "pods_per_job": 4, "pools": 2, "pod_run_seconds": 1200.0}
-    Scenario("ok", **shape, time_scale=0.005, long_wait=True)
+    shape: dict[str, Any] = {"jobs": 8, "pods_per_job": 4, "pools": 2, "pod_run_seconds": 240.0}
+    Scenario("ok", **shape, long_wait=True)
     with pytest.raises(ValueError, match=message):
-        Scenario("x", **{**shape, "time_scale": 0.005, **kwargs}, long_wait=True)
-
-
-@pytest.mark.parametrize("scenarios", [FULL_SCENARIOS, QUICK_SCENARIOS])
-def test_a_throttled_scheduler_scenario_runs_in_real_time(scenarios: tuple[Scenario, ...]) -> None:
-    throttled = [s for s in scenarios if s.throttled]
-    assert throttled
-    for scenario in throttled:
-        assert not scenario.contended  # leaders wait for the scheduler, not for capacity
-        flags = cluster_flags(scenario, SETTINGS, jobset_webhooks=True)
-        assert flags.time_scale == 1.0
-        argv = kubesim_command(flags, port=0, kubeconfig=Path("kc"))
-        assert argv[argv.index("--scheduler-pods-per-second") + 1] == "60.0"
-    plain = cluster_flags(FULL_SCENARIOS[0], SETTINGS, jobset_webhooks=False)
-    assert plain.time_scale == 0.1
-    argv = kubesim_command(plain, port=0, kubeconfig=Path("kc"))
-    assert "--scheduler-pods-per-second" not in argv
-    assert argv[argv.index("--jobset-webhooks") + 1] == "false"
-    on = kubesim_command(
-        cluster_flags(FULL_SCENARIOS[0], SETTINGS, jobset_webhooks=True), port=0, kubeconfig=Path("kc")
-    )
-    assert "--jobset-webhooks" not in on  # kubesim's default: JobSet's webhooks on
+        Scenario("x", **{**shape, **kwargs}, long_wait=True)
 
 
 def test_large_scenarios_run_each_strategy_on_a_fresh_stack() -> None:
     by_name = {s.name: s for s in FULL_SCENARIOS + QUICK_SCENARIOS}
-    assert fresh_stack_per_strategy(by_name["throttled-32x32"])  # 1,024 pods
+    assert fresh_stack_per_strategy(by_name["32x32"])  # 1,024 pods
     assert fresh_stack_per_strategy(by_name["backlog-16x16"])  # 256 pods behind 800
     assert not fresh_stack_per_strategy(by_name["contended-16x8-on-4"])  # 128 pods
-    assert not fresh_stack_per_strategy(by_name["throttled-4x8"])
+    assert not fresh_stack_per_strategy(by_name["4x8"])
     assert not fresh_stack_per_strategy(Scenario("edge", jobs=25, pods_per_job=8, pools=25))  # 200
     assert fresh_stack_per_strategy(Scenario("over", jobs=67, pods_per_job=3, pools=67))  # 201
+
+
+def test_repeated_runs_take_turns_so_that_run_i_of_each_contender_is_a_pair() -> None:
+    order = [(turn.contender.key, turn.repetition) for turn in turns(contenders(["jobset", "elastic"]), 3)]
+    assert order == [
+        ("jobset", 1),
+        ("elastic", 1),
+        ("jobset", 2),
+        ("elastic", 2),
+        ("jobset", 3),
+        ("elastic", 3),
+    ]
 
 
 def test_contenders_are_the_issue_keys_in_order() -> None:
@@ -170,22 +150,17 @@ def test_contenders_are_the_issue_keys_in_order() -> None:
             contenders(bad)
 
 
-def test_run_namespaces_are_per_scenario_and_strategy_and_valid_names() -> None:
-    assert run_namespace(QUICK_SCENARIOS[0], JOBSET) == "bench-throttled-4x8-jobset"
+def test_run_namespaces_are_per_scenario_strategy_and_run_and_valid_names() -> None:
+    assert run_namespace(QUICK_SCENARIOS[0], JOBSET) == "bench-4x8-jobset-r1"
+    assert run_namespace(QUICK_SCENARIOS[0], BY_KEY["elastic"], 3) == "bench-4x8-elastic-r3"
     long_name = Scenario("L" * 70, jobs=2, pods_per_job=2, pools=2)
-    assert len(run_namespace(long_name, BY_KEY["scheduling-gate"])) == 63
-
-
-@pytest.mark.parametrize(
-    ("kwargs", "message"),
-    [
-        ({"scheduler_pods_per_second": 0}, "scheduler_pods_per_second"),
-        ({"time_scale": -1}, "time_scale"),
-    ],
-)
-def test_scenario_rejects_bad_scheduler_settings(kwargs: dict[str, Any], message: str) -> None:
-    with pytest.raises(ValueError, match=message):
-        Scenario("x", jobs=2, pods_per_job=2, pools=2, **kwargs)
+    runs = {run_namespace(long_name, BY_KEY["scheduling-gate"], r) for r in (1, 2, 12)}
+    assert len(runs) == 3  # the run number survives the cut
+    for namespace in runs:
+        for derived in (namespace, backlog_namespace(namespace), low_priority_namespace(namespace)):
+            assert len(derived) <= 63
+            assert derived == derived.lower()
+            assert not derived.endswith("-")
 
 
 @pytest.mark.parametrize(
@@ -194,71 +169,36 @@ def test_scenario_rejects_bad_scheduler_settings(kwargs: dict[str, Any], message
         ({"jobs": 4, "pods_per_job": 8, "pools": 4, "contended": False}, "4x8 on 4 pools"),
         ({"jobs": 6, "pods_per_job": 4, "pools": 2, "contended": True}, "6x4 on 2 pools, contended"),
         (
-            {"jobs": 8, "pods_per_job": 16, "pools": 8, "contended": False, "time_scale": 0.1},
-            "8x16 on 8 pools",
+            {"jobs": 16, "pods_per_job": 16, "pools": 16, "contended": False, "backlog_pods": 1200},
+            "16x16 on 16 pools, behind a backlog of 1,200 pods",
         ),
         (
             {
-                "jobs": 8,
-                "pods_per_job": 16,
-                "pools": 8,
-                "contended": False,
-                "scheduler_pods_per_second": 60.0,
-                "time_scale": 1.0,
-            },
-            "8x16 on 8 pools, scheduler 60 pods/s, time scale 1",
-        ),
-        (
-            {
-                "jobs": 16,
-                "pods_per_job": 16,
-                "pools": 16,
-                "contended": False,
-                "scheduler_pods_per_second": 60.0,
-                "backlog_pods": 1200,
-                "time_scale": 1.0,
-            },
-            "16x16 on 16 pools, scheduler 60 pods/s, behind a backlog of 1,200 pods, time scale 1",
-        ),
-        (
-            {
-                "jobs": 48,
-                "pods_per_job": 8,
-                "pools": 8,
+                "jobs": 4,
+                "pods_per_job": 4,
+                "pools": 2,
                 "contended": True,
                 "long_wait": True,
-                "pod_run_seconds": 1200.0,
-                "time_scale": 0.005,
+                "pod_run_seconds": 240.0,
             },
-            "48x8 on 8 pools, long wait (pods run 20 min), time scale 0.005",
+            "4x4 on 2 pools, long wait (pods run 4 min)",
         ),
     ],
 )
 def test_scenario_label(scenario: dict[str, Any], label: str) -> None:
-    assert scenario_label(scenario, 0.1) == label
+    assert scenario_label(scenario) == label
 
 
 def test_the_backlog_scenario_is_in_the_full_bench_only() -> None:
-    # Only a throttled scheduler keeps a backlog; the scenario costs ~2 minutes, so it is not in --quick.
     backlogged = [s for s in FULL_SCENARIOS if s.backlog]
     assert backlogged
-    assert all(s.throttled and not s.contended and s.time_scale == 1.0 for s in backlogged)
+    assert all(not s.contended for s in backlogged)  # leaders wait for the scheduler, not for capacity
     assert not any(s.backlog for s in QUICK_SCENARIOS)
 
 
-@pytest.mark.parametrize(
-    ("kwargs", "message"),
-    [
-        ({"backlog": Backlog(jobs=2, pods_per_job=10)}, "throttled scheduler"),
-        (
-            {"backlog": Backlog(jobs=3, pods_per_job=100), "scheduler_pods_per_second": 60.0},
-            "exceed the 204 pod slots",
-        ),
-    ],
-)
-def test_scenario_rejects_a_backlog_that_cannot_queue_or_fit(kwargs: dict[str, Any], message: str) -> None:
-    with pytest.raises(ValueError, match=message):
-        Scenario("x", jobs=2, pods_per_job=8, pools=2, **kwargs)
+def test_scenario_rejects_a_backlog_that_cannot_fit() -> None:
+    with pytest.raises(ValueError, match="exceed the 204 pod slots"):
+        Scenario("x", jobs=2, pods_per_job=8, pools=2, backlog=Backlog(jobs=3, pods_per_job=100))
 
 
 @pytest.mark.parametrize(("jobs", "pods"), [(0, 5), (2, 0)])
@@ -288,9 +228,8 @@ def test_backlog_pods_are_plain_cpu_only_bare_pods() -> None:
         assert set(container["resources"]["requests"]) == {"cpu"}  # no GPU: the pools stay free
 
 
-def test_backlog_namespace_stays_a_valid_name() -> None:
-    assert backlog_namespace("bench-x-gate") == "bench-x-gate-backlog"
-    assert len(backlog_namespace("n" * 63)) == 63
+def test_backlog_namespace_is_the_runs_with_a_suffix() -> None:
+    assert backlog_namespace("bench-x-gate-r1") == "bench-x-gate-r1-backlog"
 
 
 def test_backlog_tracker_counts_queued_pods() -> None:
@@ -335,18 +274,22 @@ def test_the_jobset_baseline_submits_jobsets_own_annotation_only() -> None:
 
 
 def test_result_has_the_issue_fields_and_the_waste_by_cause() -> None:
-    result = result_from_stats(STATS, 1.23456, 0, namespace="ns")
+    result = result_from_counts(COUNTS, 1.23456, 0, namespace="ns")
     assert result == {
         "pod_creates_rejected": 7,
         "pod_creates_accepted": 32,
-        "api_requests": 100,
-        "api_writes": 40,
-        "api_requests_in_namespace": 90,
-        "api_writes_in_namespace": 38,
+        "pod_creates_rejected_by_code": {"403": 7},
+        "api_requests": 68,  # watches and Leases are background
+        "api_writes": 52,
+        "api_requests_in_namespace": 64,  # not the backlog's, not the node lookup
+        "api_writes_in_namespace": 49,
         "admission_calls": 80,
         "jobset_webhook_calls": 0,
         "jobset_webhook_denied": 0,
+        "jobset_object_webhook_calls": 1,
         "all_webhook_calls": 80,
+        "admission_calls_by_webhook": {"pods.mutate.exclusive-placement.io": 80},
+        "apiserver_cpu_seconds": 3.5,
         # 7 rejected + 6 FailedCreate event writes + min(2 x 7, 16 webhook GET/LISTs)
         "wasted_requests": 27,
         "wasted_rejected_creates": 7,
@@ -356,27 +299,36 @@ def test_result_has_the_issue_fields_and_the_waste_by_cause() -> None:
         "resizer_requests": 0,  # its watches and its Lease are not requests the workload made
         "job_patches": 4,
         "pod_patches": 3,
-        "scheduler_filter_evaluations": 500,
-        "scheduler_affinity_evaluations": 60,
         "seconds_to_all_running": 1.235,
         "exclusive_violations": 0,
         "scheduler_attempts": 45,
-        "api_requests_by_verb_resource": {"create pods": 39, "patch jobs": 4},
-        "api_requests_by_client": {"external:exclusive-placement-webhook": 16, "job-controller": 43},
-        "api_requests_by_client_verb_resource": {
-            "external:exclusive-placement-resizer": {
-                "watch jobs": 1,
-                "watch pods": 2,
-                "get leases": 9,
-                "update leases": 9,
-            },
-            "external:exclusive-placement-webhook": {"get nodes": 1, "list pods": 15, "watch pods": 2},
-            "job-controller": {"create pods": 39, "patch jobs": 4},
+        "scheduler_unschedulable": 5,
+        "scheduler_queue_moves_by_event": {"PodAdd": 40},
+        "event_writes_by_reason": {"FailedCreate": 6},
+        "api_requests_by_verb_resource": {
+            "create pods": 39,
+            "get nodes": 1,
+            "list pods": 15,
+            "patch events": 6,
+            "patch jobs": 4,
+            "patch pods": 3,
         },
+        "api_requests_by_client": {"exclusive-placement-webhook": 16, "job-controller": 52},
+        "api_requests_by_client_verb_resource_code": {
+            "exclusive-placement-webhook get nodes 200": 1,
+            "exclusive-placement-webhook list pods 200": 15,
+            "job-controller create pods 201": 32,
+            "job-controller create pods 403": 7,
+            "job-controller patch events 200": 6,
+            "job-controller patch jobs 200": 4,
+            "job-controller patch pods 200": 3,
+        },
+        "background_requests": {"leases": 9, "watch": 3},
+        "window_seconds": 1800.0,
     }
 
 
-def stats_with(
+def counts_with(
     *,
     rejected: int = 0,
     failed_create_writes: int = 0,
@@ -384,62 +336,63 @@ def stats_with(
     resizer: dict[str, int] | None = None,
     jobset: tuple[int, int] = (0, 0),
     admission_calls: int = 0,
-) -> dict[str, Any]:
-    clients = {
-        "external:exclusive-placement-webhook": webhook or {},
-        "external:exclusive-placement-resizer": resizer or {},
-    }
-    return {
-        "requests": {"total": 1, "writes": 1, "by_client_verb_resource": clients},
-        "pods": {"create_accepted": 1, "create_rejected": rejected, "patched": 0},
-        "jobs": {"patched": 0},
-        "events": {"writes_by_reason": {"FailedCreate": failed_create_writes, "Started": 9}},
-        "admission": {"calls": admission_calls},
-        "jobset_webhooks": {"calls": jobset[0], "denied": jobset[1]},
-        "scheduler": {"filter_evaluations": 0, "affinity_evaluations": 0},
-    }
+) -> Any:
+    requests: list[Request] = [
+        *repeated(rejected, "job-controller", "create", "pods", code=403),
+        *repeated(failed_create_writes, "job-controller", "patch", "events", name="failed"),
+        *repeated(9, "job-controller", "create", "events", name="started"),
+    ]
+    for client, calls in ((WEBHOOK, webhook or {}), (RESIZER, resizer or {})):
+        for verb_resource, n in calls.items():
+            verb, resource = verb_resource.split(" ")
+            requests += repeated(n, client, verb, resource)
+    return window_counts(
+        requests,
+        events={("ns", "failed"): FAILED_CREATE, ("ns", "started"): StoredEvent("Started", "Pod", "p")},
+        admission=AdmissionCalls(admission_calls, 0, jobset[0], jobset[1], 0, {}),
+    )
 
 
 @pytest.mark.parametrize(
-    ("stats", "parts"),
+    ("counts", "parts"),
     [
-        # JobSet: denied by its in-process webhook; no lookups (it reads its cache only)
-        (stats_with(rejected=120, failed_create_writes=95, jobset=(300, 120)), (120, 95, 0)),
+        # JobSet: denied by its webhook; no lookups (it reads its cache only)
+        (counts_with(rejected=120, failed_create_writes=95, jobset=(300, 120)), (120, 95, 0)),
         # gate: two live lookups per rejection, plus two for a follower admitted on a lagging cache
-        (stats_with(rejected=70, failed_create_writes=70, webhook={"list pods": 142}), (70, 70, 140)),
+        (counts_with(rejected=70, failed_create_writes=70, webhook={"list pods": 142}), (70, 70, 140)),
         # fewer lookups than two per rejection (some found the leader in the cache): all of them count
         (
-            stats_with(rejected=10, failed_create_writes=10, webhook={"list pods": 12, "get nodes": 1}),
+            counts_with(rejected=10, failed_create_writes=10, webhook={"list pods": 12, "get nodes": 1}),
             (10, 10, 13),
         ),
         # lookups without any rejection (scheduling-gate's gated followers) are not waste
-        (stats_with(webhook={"list pods": 40, "watch pods": 1}), (0, 0, 0)),
+        (counts_with(webhook={"list pods": 40, "watch pods": 1}), (0, 0, 0)),
         # the spam filter dropped events: only the writes that happened count
-        (stats_with(rejected=60, failed_create_writes=26), (60, 26, 0)),
+        (counts_with(rejected=60, failed_create_writes=26), (60, 26, 0)),
     ],
 )
-def test_wasted_requests_are_attributed_by_cause(stats: dict[str, Any], parts: tuple[int, int, int]) -> None:
-    result = result_from_stats(stats, 1.0, 0, namespace="ns")
+def test_wasted_requests_are_attributed_by_cause(counts: Any, parts: tuple[int, int, int]) -> None:
+    result = result_from_counts(counts, 1.0, 0, namespace="ns")
     got = (result["wasted_rejected_creates"], result["wasted_event_writes"], result["wasted_webhook_lookups"])
     assert got == parts
     assert result["wasted_requests"] == sum(parts)
 
 
 @pytest.mark.parametrize(
-    ("stats", "expected"),
+    ("counts", "expected"),
     [
-        (stats_with(jobset=(300, 120)), []),
-        (stats_with(), ["JobSet's pod webhooks were never called: the baseline is not JobSet"]),
-        (stats_with(jobset=(10, 0), admission_calls=4), ["this project's webhook was called 4 times"]),
-        (stats_with(jobset=(10, 0), resizer={"watch jobs": 1}), []),
+        (counts_with(jobset=(300, 120)), []),
+        (counts_with(), ["JobSet's pod webhooks were never called: the baseline is not JobSet"]),
+        (counts_with(jobset=(10, 0), admission_calls=4), ["this project's webhook was called 4 times"]),
+        (counts_with(jobset=(10, 0), resizer={"watch jobs": 1}), []),
         (
-            stats_with(jobset=(10, 0), resizer={"get jobs": 2, "patch jobs": 1}),
+            counts_with(jobset=(10, 0), resizer={"get jobs": 2, "patch jobs": 1}),
             ["the resizer made 3 requests"],
         ),
     ],
 )
-def test_the_baseline_is_jobset_alone(stats: dict[str, Any], expected: list[str]) -> None:
-    result = result_from_stats(stats, 1.0, 0, namespace="ns")
+def test_the_baseline_is_jobset_alone(counts: Any, expected: list[str]) -> None:
+    result = result_from_counts(counts, 1.0, 0, namespace="ns")
     assert baseline_problems(JOBSET, result) == expected
     assert baseline_problems(BY_KEY["gate"], result) == []  # only the baseline must be left alone
 
@@ -549,31 +502,97 @@ def test_recorder_keeps_each_jobs_timeline() -> None:
         now[0] = at
         recorder.observe(kind, obj)
     assert recorder.timelines == {
-        "ns/j1": JobTimeline(leader_created=100.0, leader_bound=103.5, running={"0": 105.5, "1": 106.0}),
-        "ns/j2": JobTimeline(leader_created=101.0),
+        "ns/j1": JobTimeline(
+            leader_created=100.0,
+            leader_bound=103.5,
+            created={"0": 100.0, "1": 101.0},
+            running={"0": 105.5, "1": 106.0},
+        ),
+        "ns/j2": JobTimeline(leader_created=101.0, created={"0": 101.0}),
     }
 
 
+def timeline(
+    created: float | None,
+    bound: float | None,
+    running: dict[str, float],
+    followers: dict[str, float] | None = None,
+) -> JobTimeline:
+    return JobTimeline(leader_created=created, leader_bound=bound, created=followers or {}, running=running)
+
+
 @pytest.mark.parametrize(
-    ("timeline", "pods_per_job", "wait", "span"),
+    ("job_timeline", "pods_per_job", "wait", "span"),
     [
-        (JobTimeline(100.0, 103.5, {"0": 105.5, "1": 106.0}), 2, 3.5, 2.5),
-        (JobTimeline(100.0, 103.5, {"0": 105.5}), 2, 3.5, None),  # a follower never ran
-        (JobTimeline(100.0, None, {}), 2, None, None),
-        (JobTimeline(None, 103.0, {"0": 104.0}), 1, None, 1.0),  # leader seen first already bound
+        (timeline(100.0, 103.5, {"0": 105.5, "1": 106.0}), 2, 3.5, 2.5),
+        (timeline(100.0, 103.5, {"0": 105.5}), 2, 3.5, None),  # a follower never ran
+        (timeline(100.0, None, {}), 2, None, None),
+        (timeline(None, 103.0, {"0": 104.0}), 1, None, 1.0),  # leader seen first already bound
         # a follower that ran before its leader bound (affinity) does not shorten the span
-        (JobTimeline(100.0, 103.0, {"0": 105.0, "1": 102.0}), 2, 3.0, 2.0),
+        (timeline(100.0, 103.0, {"0": 105.0, "1": 102.0}), 2, 3.0, 2.0),
     ],
 )
 def test_job_timeline_figures(
-    timeline: JobTimeline, pods_per_job: int, wait: float | None, span: float | None
+    job_timeline: JobTimeline, pods_per_job: int, wait: float | None, span: float | None
 ) -> None:
-    assert timeline.leader_wait == wait
-    assert timeline.bind_to_all_running(pods_per_job) == span
+    assert job_timeline.leader_wait == wait
+    assert job_timeline.bind_to_all_running(pods_per_job) == span
+
+
+@pytest.mark.parametrize(
+    ("created", "bound", "expected"),
+    [
+        ({"0": 100.0, "1": 104.5, "2": 105.0}, 103.0, 2.0),  # created after the bind (rejected, resized)
+        ({"0": 100.0, "1": 100.1, "2": 100.2}, 103.0, -2.8),  # created gated, before the bind
+        ({"0": 100.0, "1": 104.5}, 103.0, None),  # a follower not created yet
+        ({"0": 100.0, "1": 101.0, "2": 101.0}, None, None),  # the leader never bound
+    ],
+)
+def test_leader_bind_to_last_follower_created(
+    created: dict[str, float], bound: float | None, expected: float | None
+) -> None:
+    value = timeline(100.0, bound, {}, created).bind_to_last_follower_created(3)
+    assert value == (None if expected is None else pytest.approx(expected))
+
+
+def test_a_follower_rejected_after_its_leaders_bind_and_created_late_is_the_cache_race() -> None:
+    """Three Jobs whose leaders bound at 10 s (on the recorder's clock, whose 0 is the window's start):
+    `raced` had a follower rejected at 11 s and its followers came at 14 s (its backoff); `prompt` had one
+    rejected before the bind only, followers at 11 s; `slow` was rejected after the bind too, but its
+    followers came within the first retry."""
+    timelines = {
+        "ns/raced": timeline(0.0, 10.0, {}, {"0": 0.0, "1": 14.0}),
+        "ns/prompt": timeline(0.0, 10.0, {}, {"0": 0.0, "1": 11.0}),
+        "ns/slow": timeline(0.0, 10.0, {}, {"0": 0.0, "1": 11.5}),
+    }
+
+    def failed(job: str, at: float) -> Request:
+        return request("job-controller", "patch", "events", name=f"{job}.e", at=at)
+
+    counts = window_counts(
+        [failed("raced", 5.0), failed("raced", 11.0), failed("prompt", 5.0), failed("slow", 10.5)],
+        events={
+            ("ns", f"{job}.e"): StoredEvent("FailedCreate", "Job", job) for job in ("raced", "prompt", "slow")
+        },
+    )
+    fields = per_job_fields(timelines, 2, counts, start=0.0)
+    assert fields["jobs_delayed_by_cache_race"] == 1
+    assert fields["jobs"]["ns/raced"] == {
+        "leader_wait_seconds": 10.0,
+        "leader_bind_to_last_follower_created_seconds": 4.0,
+        "follower_creates_rejected_after_leader_bound": 1,
+    }
+    assert fields["jobs"]["ns/prompt"]["follower_creates_rejected_after_leader_bound"] == 0
+    assert fields["jobs"]["ns/slow"]["follower_creates_rejected_after_leader_bound"] == 1
+    assert START.tzinfo is not None
+
+
+def result_of(counts: Any, seconds: float) -> dict[str, Any]:
+    return result_from_counts(counts, seconds, 0, namespace="ns")
 
 
 REPORT: dict[str, Any] = {
-    "time_scale": 0.1,
+    "repeat": 2,
     "scenarios": [
         {
             "name": "4x8",
@@ -581,12 +600,26 @@ REPORT: dict[str, Any] = {
             "pods_per_job": 8,
             "pools": 4,
             "contended": False,
-            "jobset_webhooks": False,
             "results": {
-                "elastic": result_from_stats(STATS, 2.0, 0, namespace="ns"),
-                "gate": {"error": "timeout"},
+                "elastic": aggregate([result_of(COUNTS, 2.0), result_of(COUNTS, 3.0)]),
+                "gate": aggregate([{"error": "timeout"}, {"error": "timeout"}]),
             },
-            "elastic_vs_jobset": {"api_requests_in_namespace": 0.5},
+            "elastic_vs_jobset": {
+                "api_requests_in_namespace": {
+                    "median": 0.5,
+                    "min": 0.4,
+                    "max": 0.6,
+                    "pairs": 2,
+                    "verdict": "lower",
+                },
+                "seconds_to_all_running": {
+                    "median": 0.95,
+                    "min": 0.9,
+                    "max": 1.1,
+                    "pairs": 2,
+                    "verdict": "tie",
+                },
+            },
             "elastic_vs_gate": {},
         }
     ],
@@ -598,21 +631,52 @@ def test_markdown_table_and_failures() -> None:
     rows = [line for line in table.splitlines() if line.startswith("| 4x8")]
     assert len(rows) == 5  # two in the main table, two in the waste table, one ratios row (gate failed)
     main_row = (
-        "| `elastic` | 7 | 27 | 100 | 90 | 40 | 80 | 0 | 0 | 4 | 3 | 500 | 60 | n/a | n/a | n/a | 2.00 | 0 |"
+        "| `elastic` | 7 | 27 | 68 | 64 | 52 | 80 | 0 | 0 | 4 | 3 | 45 | 3.50 | n/a | n/a | n/a "
+        "| 2.50 (2.00-3.00) | 0 |"
     )
     assert main_row in rows[0]
-    assert "FAILED: timeout" in rows[1]
+    assert "FAILED: run 1: timeout; run 2: timeout" in rows[1]
     assert "| `elastic` | 7 | 6 | 14 | 27 | n/a | n/a |" in rows[2]
-    assert rows[4] == "| 4x8 on 4 pools | 0.50 | n/a | n/a | n/a | n/a | n/a |"
+    assert (
+        rows[4]
+        == "| 4x8 on 4 pools | 0.50 (0.40-0.60) lower | n/a | n/a | n/a | n/a | 0.95 (0.90-1.10) tie | n/a |"
+    )
+    assert "Each figure is the median of 2 runs per contender" in table
     assert "elastic / jobset" in table
     assert "elastic / gate" not in table  # no scenario has that ratio: no table of n/a
-    assert failures(REPORT) == ["4x8/gate: timeout"]
+    assert failures(REPORT) == ["4x8/gate: run 1: timeout", "4x8/gate: run 2: timeout"]
     assert "Behind a backlog" not in table
-    assert "In 1 of 1 scenarios JobSet's webhooks were on for the `jobset` baseline only" in table
     scenario = {"jobs": 2, "pods_per_job": 2, "pools": 2, "contended": False, "backlog_pods": 800}
-    footer = markdown_table({"time_scale": 1.0, "scenarios": [{**scenario, "results": {}}]})
+    footer = markdown_table({"repeat": 1, "scenarios": [{**scenario, "results": {}}]})
     assert "Behind a backlog: the JobSet is created once every backlog pod exists" in footer
-    assert "JobSet's webhooks were on" not in footer
+    assert "Each figure is one run." in footer
+
+
+def test_the_long_wait_tables_list_every_job_of_every_run() -> None:
+    run = {**result_of(COUNTS, 250.0), "jobs_delayed_by_cache_race": 1, "waiting_job_minutes": 8.0}
+    run.update(long_wait_fields(run))
+    run["jobs"] = {
+        "ns/bench-w-2": {
+            "leader_wait_seconds": 241.0,
+            "leader_bind_to_last_follower_created_seconds": 9.5,
+            "follower_creates_rejected_after_leader_bound": 1,
+        }
+    }
+    scenario = {
+        "jobs": 4,
+        "pods_per_job": 4,
+        "pools": 2,
+        "contended": True,
+        "long_wait": True,
+        "pod_run_seconds": 240.0,
+        "results": {"jobset": aggregate([run])},
+    }
+    table = markdown_table({"repeat": 1, "scenarios": [scenario]})
+    assert (
+        "| 4x4 on 2 pools, long wait (pods run 4 min) | `jobset` | 1 | bench-w-2 | 241.00 | 9.50 | 1 |"
+        in table
+    )
+    assert "| 4x4 on 2 pools, long wait (pods run 4 min) | `jobset` | 8.00 | 3.38 | n/a | n/a | 1 |" in table
 
 
 def test_outputs_written(tmp_path: Path) -> None:
@@ -621,7 +685,10 @@ def test_outputs_written(tmp_path: Path) -> None:
         "scenarios": [
             {
                 **REPORT["scenarios"][0],
-                "results": {"jobset": result_from_stats(STATS, 1.0, 0, namespace="ns")},
+                "results": {
+                    "jobset": aggregate([result_of(COUNTS, 1.0), result_of(COUNTS, 1.5)]),
+                    "elastic": aggregate([result_of(COUNTS, 2.0), result_of(COUNTS, 3.0)]),
+                },
             }
         ],
     }
@@ -642,10 +709,16 @@ def test_outputs_written(tmp_path: Path) -> None:
 def test_dispatcher_rejects_unknown_benchmarks(capsys: pytest.CaptureFixture[str]) -> None:
     assert bench_main(["nope"]) == 2
     assert "choose one of: strategies, webhook, resizer, soak" in capsys.readouterr().err
+    assert bench_main(["compare"]) == 2  # bench compare is gone with kubesim
+    capsys.readouterr()
     assert bench_main(["strategies", "--strategies", "spread"]) == 2
     assert "unknown strategies ['spread']; valid: jobset, gate, elastic" in capsys.readouterr().err
     assert bench_main(["strategies", "--scenario", "4x8", "--scenario", "128x128"]) == 2
     assert "unknown scenarios ['128x128']; known: 4x8, contended-16x8-on-4" in capsys.readouterr().err
+    assert bench_main(["strategies", "--repeat", "0"]) == 2
+    assert "--repeat must be 1 to 20" in capsys.readouterr().err
+    assert bench_main(["strategies", "--quick", "--scenario", "4x8"]) == 2
+    assert "not with --quick or --long-wait" in capsys.readouterr().err
 
 
 def test_scenarios_are_found_by_name_in_order() -> None:
@@ -669,24 +742,6 @@ def test_nearest_rank_percentiles(values: list[float], quantile: float, expected
     assert nearest_rank(values, quantile) == expected
 
 
-def test_headline_ratios_compare_elastic_with_a_baseline() -> None:
-    metrics = [key for key, _ in HEADLINE_METRICS]
-    jobset = dict.fromkeys(metrics, 200.0) | {"wasted_requests": 40}
-    elastic = dict.fromkeys(metrics, 150.0) | {"wasted_requests": 0}
-    gate = dict.fromkeys(metrics, 0.0)
-    results: dict[str, dict[str, Any]] = {
-        "jobset": jobset,
-        "elastic": elastic,
-        "gate": gate,
-        "broken": {"error": "x"},
-    }
-    ratios = headline_ratios(results, baseline="jobset")
-    assert ratios == dict.fromkeys(metrics, 0.75) | {"wasted_requests": 0.0}
-    assert set(headline_ratios(results, baseline="gate").values()) == {None}  # no ratio to a zero
-    assert headline_ratios(results, baseline="broken") == {}
-    assert headline_ratios(results, baseline="affinity") == {}
-
-
 def test_failed_creates_are_told_by_their_message_most_frequent_first() -> None:
     def event(reason: str, message: str, count: int | None) -> dict[str, Any]:
         return {"reason": reason, "message": message, **({"count": count} if count else {})}
@@ -703,6 +758,16 @@ def test_failed_creates_are_told_by_their_message_most_frequent_first() -> None:
     assert len(failed_create_messages(many)) == MAX_FAILED_CREATE_MESSAGES
 
 
+def test_failed_scheduling_is_told_by_the_schedulers_message_and_its_series() -> None:
+    taint = "0/4 nodes are available: 4 node(s) had untolerated taint {node.kubernetes.io/not-ready: }."
+    events: list[dict[str, Any]] = [
+        {"reason": "FailedScheduling", "message": taint, "count": 2},
+        {"reason": "FailedScheduling", "note": taint, "series": {"count": 3}},  # events.k8s.io
+        {"reason": "Scheduled", "message": "Successfully assigned ns/p to n1"},
+    ]
+    assert failed_scheduling_messages(events) == {taint: 5}
+
+
 def test_the_resizers_workload_requests_are_its_patches_and_events_not_its_watches_or_lease() -> None:
     resizer = {"watch pods": 2, "get leases": 30, "update leases": 30, "patch jobs": 4, "create events": 4}
-    assert result_from_stats(stats_with(resizer=resizer), 1.0, 0, namespace="ns")["resizer_requests"] == 8
+    assert result_of(counts_with(resizer=resizer), 1.0)["resizer_requests"] == 8

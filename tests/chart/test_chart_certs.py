@@ -23,7 +23,7 @@ from tests.chart.chart_rendering import (
     render,
     webhooks,
 )
-from tests.chart.fake_secrets_api import FakeSecretsApi, serve
+from tests.support.fake_api import FakeKubeApi
 
 SERVICE = "exclusive-placement-webhook"
 SERVICE_DNS = {
@@ -87,28 +87,29 @@ def render_against(api_url: str, values: Obj) -> list[Obj]:
 
 
 def test_generated_certificate_is_kept_across_upgrades(mode_values: dict[str, Obj]) -> None:
-    api = FakeSecretsApi()
-    with serve(api) as url:
-        first = render_against(url, mode_values["generate"])
+    with FakeKubeApi() as api:
+        first = render_against(api.url, mode_values["generate"])
         installed = one(first, "Secret")
-        api.secrets[(NAMESPACE, installed["metadata"]["name"])] = installed
-        second = render_against(url, mode_values["generate"])
+        api.put("secrets", {**installed, "metadata": {**installed["metadata"], "namespace": NAMESPACE}})
+        second = render_against(api.url, mode_values["generate"])
     assert one(second, "Secret")["data"] == installed["data"]
     assert ca_bundles(second) == {installed["data"]["ca.crt"]}
-    assert any(f"/secrets/{installed['metadata']['name']}" in path for path in api.requests)
+    assert any(f"/secrets/{installed['metadata']['name']}" in path for path in api.paths)
 
 
 def test_an_incomplete_secret_is_replaced_not_reused(mode_values: dict[str, Obj]) -> None:
-    api = FakeSecretsApi()
-    with serve(api) as url:
-        name = one(render_against(url, mode_values["generate"]), "Secret")["metadata"]["name"]
-        api.secrets[(NAMESPACE, name)] = {
-            "apiVersion": "v1",
-            "kind": "Secret",
-            "metadata": {"name": name},
-            "data": {"tls.crt": "eA=="},
-        }
-        renewed = one(render_against(url, mode_values["generate"]), "Secret")
+    with FakeKubeApi() as api:
+        name = one(render_against(api.url, mode_values["generate"]), "Secret")["metadata"]["name"]
+        api.put(
+            "secrets",
+            {
+                "apiVersion": "v1",
+                "kind": "Secret",
+                "metadata": {"name": name, "namespace": NAMESPACE},
+                "data": {"tls.crt": "eA=="},
+            },
+        )
+        renewed = one(render_against(api.url, mode_values["generate"]), "Secret")
     assert renewed["data"]["tls.crt"] != "eA=="
     pem(renewed["data"]["tls.crt"]).verify_directly_issued_by(pem(renewed["data"]["ca.crt"]))
 

@@ -1,6 +1,7 @@
 """The webhooks' CEL matchConditions, evaluated by a CEL interpreter: only annotated objects get through.
 
-Their meaning is checked here, case by case; kubesim also evaluates them end to end (test_chart_e2e).
+Their meaning is checked here, case by case; kube-apiserver evaluates them end to end
+(tests/kube/test_kube_chart.py).
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ import pytest
 
 from placement.constants import (
     ALL_OR_NOTHING_ANNOTATION,
+    GANG_SIZE_ANNOTATION,
     JOB_KEY_LABEL,
     JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION,
     JOBSET_NAME_LABEL,
@@ -19,7 +21,7 @@ from placement.constants import (
     TOPOLOGY_ANNOTATION,
     ZONE_LABEL,
 )
-from placement.reserved import RESIZE_KEYS, RESIZE_LABELS
+from placement.reserved import GANG_KEYS, GANG_LABELS, RESIZE_KEYS, RESIZE_LABELS
 from tests.chart.cel_evaluation import all_true
 from tests.chart.chart_rendering import Obj, render, webhooks
 from tests.support.builders import make_job, make_pod
@@ -84,6 +86,21 @@ JOB_CASES = [
     ),
     ("resize label in node-selector mode", job(NODE_SELECTOR_MODE, labels={RESIZE_LABEL: "pending"}), True),
     ("a resize key on the pod template only", job(None, {TARGET_COMPLETIONS_ANNOTATION: "40"}), False),
+    # Any gang key, on any Job or its pod template: only the webhook puts a Job in the all-or-nothing queue.
+    *(
+        (
+            f"{key} on a plain Job{where}",
+            job(labels={key: "true"})
+            if key in GANG_LABELS and not template
+            else job(None, {key: "1"})
+            if template
+            else job({key: "1"}),
+            True,
+        )
+        for key in GANG_KEYS
+        for template, where in ((False, ""), (True, "'s pod template"))
+    ),
+    ("a gang key in node-selector mode", job(NODE_SELECTOR_MODE, {GANG_SIZE_ANNOTATION: "4"}), True),
     ("other labels", job(labels=OTHER), False),
 ]
 
@@ -97,19 +114,16 @@ def match_conditions(webhook_name: str) -> list[Obj]:
     raise AssertionError(f"no webhook {webhook_name}")
 
 
-def admitted(conditions: list[Obj], obj: Obj) -> bool:
-    """All matchConditions true (the API server ANDs them)."""
-    return all_true((c["expression"] for c in conditions), {"object": obj})
+def admitted(conditions: list[Obj], obj: Obj, old: Obj | None = None) -> bool:
+    """All matchConditions true (the API server ANDs them); `old`: an UPDATE's oldObject (null: CREATE)."""
+    operation = "CREATE" if old is None else "UPDATE"
+    variables = {"object": obj, "oldObject": old, "request": {"operation": operation}}
+    return all_true((c["expression"] for c in conditions), variables)
 
 
-@pytest.mark.parametrize(
-    "webhook_name", ["pods.mutate.exclusive-placement.io", "pods.validate.exclusive-placement.io"]
-)
 @pytest.mark.parametrize(("case", "obj", "expected"), POD_CASES, ids=[c[0] for c in POD_CASES])
-def test_pod_webhooks_see_only_pods_with_a_topology_annotation(
-    webhook_name: str, case: str, obj: Obj, expected: bool
-) -> None:
-    assert admitted(match_conditions(webhook_name), obj) is expected, case
+def test_pod_webhook_sees_only_pods_with_a_topology_annotation(case: str, obj: Obj, expected: bool) -> None:
+    assert admitted(match_conditions("pods.mutate.exclusive-placement.io"), obj) is expected, case
 
 
 @pytest.mark.parametrize(("case", "obj", "expected"), JOB_CASES, ids=[c[0] for c in JOB_CASES])
@@ -157,3 +171,9 @@ def test_jobset_webhook_sees_only_jobsets_with_this_projects_annotations(
     case: str, obj: Obj, expected: bool
 ) -> None:
     assert admitted(match_conditions("jobsets.validate.exclusive-placement.io"), obj) is expected, case
+
+
+def test_jobset_webhook_sees_an_update_that_removes_this_projects_annotations() -> None:
+    conditions = match_conditions("jobsets.validate.exclusive-placement.io")
+    assert admitted(conditions, jobset(OTHER), old=jobset({STRATEGY_ANNOTATION: "gate"}))
+    assert not admitted(conditions, jobset(OTHER), old=jobset(OTHER))

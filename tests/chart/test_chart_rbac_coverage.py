@@ -1,9 +1,9 @@
 """The chart's RBAC grants every Kubernetes API call the webhook and resizer sources make.
 
-kubesim stores RBAC objects but authorizes nothing, so an end-to-end run cannot catch a missing grant;
-this reads the calls off the sources instead. Both components reach the API only through
-`kubekit.client.Kube`: the calls are its methods (each mapped to the request it makes, below) and the
-resources their informers list and watch.
+The kube tier runs both under the chart's RBAC (tests/kube/test_kube_rbac.py), but only the calls its
+scenarios happen to make; this reads every call off the sources instead. Both components reach the API
+only through `kubekit.client.Kube`: the calls are its methods (each mapped to the request it makes,
+below) and the resources their informers list and watch.
 """
 
 from __future__ import annotations
@@ -26,16 +26,19 @@ GROUPS = {
     "leases": "coordination.k8s.io",
     "jobsets": "jobset.x-k8s.io",
     "events": "events.k8s.io",
+    "workloads": "kueue.x-k8s.io",
 }
 KUBE_METHODS: dict[str, tuple[str, str]] = {
     # method: (resource, verb); `list_objects` and `watch` take the resource as their first argument
     "get_job": ("jobs", "get"),
     "patch_job": ("jobs", "patch"),
+    "json_patch_job": ("jobs", "patch"),
     "get_pod": ("pods", "get"),
     "patch_pod": ("pods", "patch"),
     "patch_pod_status": ("pods/status", "patch"),
     "delete_pod": ("pods", "delete"),
     "get_jobset": ("jobsets", "get"),
+    "list_workloads": ("workloads", "list"),
     "get_node": ("nodes", "get"),
     "get_lease": ("leases", "get"),
     "create_lease": ("leases", "create"),

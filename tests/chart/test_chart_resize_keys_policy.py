@@ -12,7 +12,12 @@ import copy
 import pytest
 
 from placement.constants import (
+    ALL_OR_NOTHING_ANNOTATION,
+    ALL_OR_NOTHING_LABEL,
+    GANG_QUEUED_AT_ANNOTATION,
+    GANG_SIZE_ANNOTATION,
     JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION,
+    LEADER_DOMAIN_ANNOTATION,
     RESIZE_DONE,
     RESIZE_LABEL,
     RESIZE_PENDING,
@@ -22,7 +27,7 @@ from placement.constants import (
     TOPOLOGY_ANNOTATION,
     ZONE_LABEL,
 )
-from placement.reserved import RESIZE_KEYS, RESIZE_LABELS
+from placement.reserved import GANG_KEYS, GANG_LABELS, RESIZE_KEYS, RESIZE_LABELS
 from tests.chart.cel_evaluation import all_true
 from tests.chart.chart_rendering import NAMESPACE, Obj, merged, named, of_component, render, webhooks
 
@@ -65,6 +70,7 @@ SHRUNK = job(
         TARGET_COMPLETIONS_ANNOTATION: "8",
         TARGET_PARALLELISM_ANNOTATION: "8",
         TARGET_MAX_FAILED_INDEXES_ANNOTATION: "2",
+        LEADER_DOMAIN_ANNOTATION: "pool-3",  # as the resize writes it; the same keys, for the test's sake
     },
 )
 
@@ -164,3 +170,68 @@ def test_it_can_be_turned_off_or_run_dry(mode_values: dict[str, Obj]) -> None:
         render(merged(mode_values["generate"], dry)), "ValidatingAdmissionPolicyBinding", "-resize-keys"
     )
     assert binding["spec"]["validationActions"] == ["Warn", "Audit"]
+
+
+# --- the gang keys: the all-or-nothing queue's record --------------------------------------------------
+
+
+def with_gang_key(obj: Obj, key: str, value: str | None) -> Obj:
+    result = copy.deepcopy(obj)
+    field = "labels" if key in GANG_LABELS else "annotations"
+    values = result["metadata"].setdefault(field, {})
+    if value is None:
+        values.pop(key, None)
+    else:
+        values[key] = value
+    return result
+
+
+def child_of_a_jobset(obj: Obj) -> Obj:
+    result = copy.deepcopy(obj)
+    result["metadata"]["ownerReferences"] = [
+        {
+            "apiVersion": "jobset.x-k8s.io/v1alpha2",
+            "kind": "JobSet",
+            "name": "js",
+            "uid": "u",
+            "controller": True,
+        }
+    ]
+    return result
+
+
+GANG = child_of_a_jobset(
+    job(
+        {ALL_OR_NOTHING_LABEL: "true"},
+        {
+            **OURS,
+            ALL_OR_NOTHING_ANNOTATION: "true",
+            GANG_SIZE_ANNOTATION: "4",
+            GANG_QUEUED_AT_ANNOTATION: "2026-01-01T00:00:00Z",
+        },
+    )
+)
+
+
+@pytest.mark.parametrize("key", GANG_KEYS)
+def test_create_keeps_gang_keys_on_exclusive_child_jobs_of_a_jobset(validations: list[str], key: str) -> None:
+    assert create(validations, with_gang_key(job(), key, "true")) is False
+    assert create(validations, with_gang_key(job(annotations=dict(OURS)), key, "true")) is False  # no JobSet
+    assert create(validations, with_gang_key(child_of_a_jobset(job()), key, "true")) is False  # not exclusive
+    assert (
+        create(validations, with_gang_key(child_of_a_jobset(job(annotations=dict(OURS))), key, "1")) is True
+    )
+    assert create(validations, GANG) is True
+
+
+@pytest.mark.parametrize("key", GANG_KEYS)
+@pytest.mark.parametrize(
+    ("change", "value"), [("added or changed", "2000-01-01T00:00:00Z"), ("removed", None)]
+)
+def test_no_one_changes_a_gang_key_the_resizer_included(
+    validations: list[str], resizer: str, key: str, change: str, value: str | None
+) -> None:
+    for user in (TENANT, resizer):
+        assert update(validations, GANG, with_gang_key(GANG, key, value), user=user) is False, change
+        assert update(validations, job(), with_gang_key(job(), key, value or "1"), user=user) is False, change
+    assert update(validations, GANG, copy.deepcopy(GANG)) is True

@@ -1,8 +1,9 @@
 """Safety properties of the rendered webhook configurations (docs/deploy.md, "Which requests reach the
 webhook"; docs/design.md, "Failing safely").
 
-Every check runs over `the_webhooks(objects)`, which first asserts that exactly the four expected webhooks
-were rendered: a loop over an empty rendering cannot pass."""
+Every check runs over `the_webhooks(objects)`, which first asserts that exactly the three expected webhooks
+were rendered: a loop over an empty rendering cannot pass. Pod validation is part of the pod mutation's call
+(docs/webhook.md, "One call per pod"): no pod webhook is validating."""
 
 from __future__ import annotations
 
@@ -31,15 +32,6 @@ EXPECTED_WEBHOOKS = {
         "v1",
         ["CREATE"],
     ),
-    "pods.validate.exclusive-placement.io": (
-        "ValidatingWebhookConfiguration",
-        "/validate-pods",
-        "",
-        "pods",
-        "validatePods",
-        "v1",
-        ["CREATE"],
-    ),
     "jobsets.validate.exclusive-placement.io": (
         "ValidatingWebhookConfiguration",
         "/validate-jobsets",
@@ -53,7 +45,7 @@ EXPECTED_WEBHOOKS = {
 
 
 def the_webhooks(objects: list[Obj]) -> list[tuple[str, Obj]]:
-    """(configuration kind, webhook) of every rendered webhook, once it is checked they are the four."""
+    """(configuration kind, webhook) of every rendered webhook, once it is checked they are the three."""
     found = list(webhooks(objects))
     assert sorted(webhook["name"] for _, webhook in found) == sorted(EXPECTED_WEBHOOKS)
     return found
@@ -72,7 +64,7 @@ def provided(mode_values: dict[str, Obj]) -> list[Obj]:
     return render(mode_values["provided"])
 
 
-def test_exactly_the_four_webhooks_route_to_their_paths(provided: list[Obj]) -> None:
+def test_exactly_the_three_webhooks_route_to_their_paths(provided: list[Obj]) -> None:
     service = of_component(provided, "Service", "webhook")
     found = {}
     for kind, webhook in the_webhooks(provided):
@@ -99,14 +91,15 @@ def test_every_webhook_is_side_effect_free_and_speaks_v1(provided: list[Obj]) ->
         assert webhook["matchConditions"], webhook["name"]
 
 
-def test_pod_mutation_is_reinvoked_if_needed(provided: list[Obj]) -> None:
+def test_no_mutation_is_reinvoked(provided: list[Obj]) -> None:
+    """One call per object: JobSet's pod webhook, after ours, changes nothing the pod mutation wrote."""
     policies = {
         w["name"]: w.get("reinvocationPolicy")
         for kind, w in the_webhooks(provided)
         if kind.startswith("Mutating")
     }
     assert policies == {
-        "pods.mutate.exclusive-placement.io": "IfNeeded",
+        "pods.mutate.exclusive-placement.io": "Never",
         "jobs.mutate.exclusive-placement.io": "Never",
     }
 
@@ -115,7 +108,7 @@ def test_defaults_fail_closed_with_a_ten_second_timeout(provided: list[Obj]) -> 
     assert {(w["failurePolicy"], w["timeoutSeconds"]) for _, w in the_webhooks(provided)} == {("Fail", 10)}
 
 
-@pytest.mark.parametrize("changed", ["mutatePods", "validatePods", "mutateJobs", "validateJobSets"])
+@pytest.mark.parametrize("changed", ["mutatePods", "mutateJobs", "validateJobSets"])
 def test_failure_policy_and_timeout_come_from_each_webhooks_values(
     changed: str, mode_values: dict[str, Obj]
 ) -> None:

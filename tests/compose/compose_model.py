@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import re
 import subprocess
 from dataclasses import dataclass, field
@@ -14,6 +15,9 @@ REPO = Path(__file__).resolve().parents[2]
 COMPOSE_FILE = REPO / "docker-compose.yml"
 DOCKERFILE = REPO / "Dockerfile"
 DOCKERIGNORE = REPO / ".dockerignore"
+KUBECONFIG_VARIABLE = "EXCLUSIVE_PLACEMENT_KUBECONFIG"
+HOST_KUBECONFIG = "/home/dev/.kube/exclusive-placement"
+"""The kubeconfig a user names (any path: compose mounts it, the tests never start a container)."""
 
 
 # The package's `bin/` wrapper always exits 0; the bundled binary reports failures.
@@ -27,7 +31,13 @@ def _compose_binary() -> Path:
 COMPOSE_BINARY = _compose_binary()
 
 
-def run_compose(compose_file: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def run_compose(
+    compose_file: Path, *args: str, kubeconfig: str | None = HOST_KUBECONFIG
+) -> subprocess.CompletedProcess[str]:
+    """The compose binary with `EXCLUSIVE_PLACEMENT_KUBECONFIG` set to `kubeconfig` (None: unset)."""
+    env = {key: value for key, value in os.environ.items() if key != KUBECONFIG_VARIABLE}
+    if kubeconfig is not None:
+        env[KUBECONFIG_VARIABLE] = kubeconfig
     return subprocess.run(
         [str(COMPOSE_BINARY), "-f", str(compose_file), *args],
         capture_output=True,
@@ -35,6 +45,7 @@ def run_compose(compose_file: Path, *args: str) -> subprocess.CompletedProcess[s
         timeout=60,
         check=False,
         cwd=compose_file.parent,
+        env=env,
     )
 
 
@@ -52,7 +63,7 @@ def argv(service: dict[str, Any]) -> list[str]:
 
 
 def dependencies(model: dict[str, Any], name: str) -> set[str]:
-    """Services `docker compose up <name>` also starts (depends_on and network_mode: service:X)."""
+    """Services `docker compose up <name>` also starts (depends_on, and network_mode: service:X if any)."""
     found: set[str] = set()
     pending = [name]
     while pending:

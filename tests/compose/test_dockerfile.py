@@ -20,10 +20,10 @@ from tests.compose.compose_model import (
     resolved,
 )
 
-COMPONENTS = ("webhook", "resizer", "kubesim", "certs")
+COMPONENTS = ("webhook", "resizer", "certs")
 PRODUCT = ("webhook", "resizer", "certs")
 PRODUCT_PACKAGES = {"placement", "kubekit", "certs", "webhook", "resizer"}
-INTERNAL_PACKAGES = ("placement", "kubekit", "certs", "kubesim", "webhook", "resizer", "devstack", "bench")
+INTERNAL_PACKAGES = ("placement", "kubekit", "certs", "webhook", "resizer", "devstack", "bench", "tests")
 BUILD_TOOLS = re.compile(r"\b(gcc|g\+\+|make|build-essential|clang|cargo|rustc|python3-dev|libffi-dev)\b")
 
 
@@ -119,9 +119,12 @@ def test_product_images_carry_the_product_only(stages: dict[str, Stage], compone
     assert installed_requirements(stages, venv_stage(stages, component)) == {"requirements.txt"}
 
 
-def test_the_simulator_images_get_the_sim_extra(stages: dict[str, Stage]) -> None:
-    for target in ("kubesim", "devtools"):
-        assert "requirements-sim.txt" in installed_requirements(stages, venv_stage(stages, target))
+def test_the_registration_image_gets_the_tools_requirements(stages: dict[str, Stage]) -> None:
+    assert "requirements-tools.txt" in installed_requirements(stages, venv_stage(stages, "devtools"))
+
+
+def test_every_package_the_registration_imports_is_in_its_image(stages: dict[str, Stage]) -> None:
+    assert imported_packages("devstack") | {"kubekit"} <= copied_sources(stages, "devtools")
 
 
 def test_python_base_is_slim(stages: dict[str, Stage]) -> None:
@@ -159,7 +162,7 @@ def test_the_build_context_keeps_everything_the_dockerfile_copies(stages: dict[s
     assert all((REPO / path).exists() for path in allowed)
 
 
-@pytest.mark.parametrize("service", ["certs", "kubesim", "webhook", "resizer", "register-webhooks"])
+@pytest.mark.parametrize("service", ["certs", "webhook", "resizer", "register-webhooks"])
 def test_compose_builds_existing_targets_with_their_entrypoints(
     stages: dict[str, Stage], service: str
 ) -> None:

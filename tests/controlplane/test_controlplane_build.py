@@ -11,6 +11,7 @@ import pytest
 
 from devstack.controlplane import build
 from devstack.controlplane.binaries import MissingBinaries, require_built
+from devstack.controlplane.cluster import NodeHeartbeat, kwokctl_extra_args
 from devstack.controlplane.replaces import replace_block, rewrite_replaces, staging_modules, staging_version
 from devstack.controlplane.versions import (
     CACHE_ENV,
@@ -60,6 +61,7 @@ def test_the_repositorys_pins() -> None:
     assert versions.etcd.startswith("v3.6.")
     assert versions.kwok.startswith("v0.8.")
     assert versions.jobset == "v0.12.0"
+    assert versions.toxiproxy.startswith("v2.")
     assert set(versions.as_dict()) == {
         "kube-apiserver",
         "kube-controller-manager",
@@ -67,7 +69,9 @@ def test_the_repositorys_pins() -> None:
         "etcd",
         "kwok",
         "jobset",
+        "toxiproxy",
     }
+    assert versions.kueue.startswith("v0.19.")
 
 
 def test_the_cache_directory_follows_every_pin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -76,12 +80,25 @@ def test_the_cache_directory_follows_every_pin(tmp_path: Path, monkeypatch: pyte
     module.mkdir()
     (module / "go.mod").write_text((GO_MODULE_DIR / "go.mod").read_text())
     (module / "go.sum").write_text("a\n")
+    (module / "kueue").mkdir()
+    (module / "kueue" / "go.mod").write_text((GO_MODULE_DIR / "kueue" / "go.mod").read_text())
     first = current_layout(module)
     (module / "go.sum").write_text("b\n")
     second = current_layout(module)
-    assert first.root.parent == second.root.parent == tmp_path / "cache"
+    (module / "kueue" / "go.sum").write_text("c\n")
+    third = current_layout(module)
+    assert first.root.parent == second.root.parent == third.root.parent == tmp_path / "cache"
     assert first.root.name.startswith(pinned_versions().kubernetes)
-    assert first.root != second.root
+    assert len({first.root, second.root, third.root}) == 3
+
+
+def test_kueue_is_pinned_in_its_own_module(tmp_path: Path) -> None:
+    """Kueue's requirements never enter the control plane's module (they would move kube-apiserver's)."""
+    assert "sigs.k8s.io/kueue" not in module_requirements(GO_MODULE_DIR / "go.mod")
+    assert module_requirements(GO_MODULE_DIR / "kueue" / "go.mod")["sigs.k8s.io/kueue"].startswith("v0.19.")
+    (tmp_path / "go.mod").write_text((GO_MODULE_DIR / "go.mod").read_text())
+    with pytest.raises(PinError, match="pins Kueue is missing"):
+        pinned_versions(tmp_path)
 
 
 def test_binaries_not_built_name_the_make_target(tmp_path: Path) -> None:
@@ -91,7 +108,7 @@ def test_binaries_not_built_name_the_make_target(tmp_path: Path) -> None:
 
 def test_devstack_without_the_binaries_says_which_target_builds_them(tmp_path: Path) -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "devstack", "demo", "--control-plane", "kube", "--workdir", str(tmp_path)],
+        [sys.executable, "-m", "devstack", "demo", "--workdir", str(tmp_path)],
         capture_output=True,
         text=True,
         timeout=60,
@@ -165,3 +182,18 @@ def test_the_repositorys_replace_block_covers_every_staging_module_at_the_pinned
     replaced = {line.split()[0] for line in go_mod.splitlines() if "=>" in line}
     assert {"k8s.io/cri-streaming", "k8s.io/streaming", "k8s.io/api", "k8s.io/client-go"} <= replaced
     assert all(f"=> {module} {version}" in go_mod for module in replaced)
+
+
+def test_extra_args_put_every_components_first_flag_before_any_second() -> None:
+    flags = ["kcm=a=1", "kcm=b=2", "sched=a=1", "sched=b=2", "kcm=c=3"]
+    assert kwokctl_extra_args(flags) == ["kcm=a=1", "sched=a=1", "kcm=b=2", "sched=b=2", "kcm=c=3"]
+
+
+def test_node_heartbeat_refuses_a_grace_period_under_two_lease_renewals() -> None:
+    assert NodeHeartbeat().kwokctl_options() == {
+        "nodeLeaseDurationSeconds": 40,
+        "kubeControllerManagerNodeMonitorPeriodMilliseconds": 5000,
+        "kubeControllerManagerNodeMonitorGracePeriodMilliseconds": 40000,
+    }
+    with pytest.raises(ValueError, match="under two Lease renewals"):
+        NodeHeartbeat(lease_seconds=600, monitor_grace_seconds=200)

@@ -56,7 +56,7 @@ def test_a_pod_complete_stage_that_no_longer_reads_an_annotation_is_refused() ->
         completion_on_request({"spec": {"delay": {"durationMilliseconds": 1000}}})
 
 
-def test_kwok_nodes_keep_kubesims_shape_and_leave_their_status_to_kwok() -> None:
+def test_kwok_nodes_have_the_asked_shape_and_leave_their_status_to_kwok() -> None:
     nodes = kwok_nodes(8, 4, gpus_per_node=8)
     assert len({node["metadata"]["labels"][GKE_NODEPOOL_LABEL] for node in nodes}) == 4
     for node in nodes:

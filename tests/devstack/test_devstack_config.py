@@ -7,36 +7,23 @@ from typing import Any
 
 import pytest
 
-from devstack.commands import KubesimFlags, kubesim_command, resizer_command, webhook_command
-from devstack.scenario import PlacementError, expected_jobs, load_manifests
+from devstack.__main__ import main as devstack_main
+from devstack.commands import resizer_command, webhook_command
+from devstack.scenario import PlacementError, load_manifests
 from devstack.stack import StackOptions
-from devstack.webhooks import local_webhook_configurations, point_at_url
-from kubesim.__main__ import build_parser as kubesim_parser
+from devstack.webhooks import (
+    admission_policies,
+    chart_values,
+    local_webhook_configurations,
+    point_at_url,
+    render_chart,
+    webhook_configurations,
+)
 from placement.constants import DEFAULT_STRATEGY
 from resizer.settings import load_settings as load_resizer_settings
 from webhook.settings import load_settings as load_webhook_settings
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
-
-
-def test_kubesim_command_carries_the_cluster_shape(tmp_path: Path) -> None:
-    flags = KubesimFlags(
-        nodes=8, pools=4, time_scale=0.05, pod_run_seconds=30, faults="drop-watch=0.1", seed=3
-    )
-    argv = kubesim_command(flags, port=0, kubeconfig=tmp_path / "kc", python="python")
-    assert argv[:4] == ["python", "-m", "kubesim", "serve"]
-    pairs = dict(zip(argv[4::2], argv[5::2], strict=True))
-    assert pairs == {
-        "--port": "0",
-        "--nodes": "8",
-        "--pools": "4",
-        "--gpus-per-node": "8",
-        "--time-scale": "0.05",
-        "--pod-run-seconds": "30",
-        "--faults": "drop-watch=0.1",
-        "--seed": "3",
-        "--kubeconfig": str(tmp_path / "kc"),
-    }
 
 
 def test_resizer_elects_a_leader_only_with_replicas() -> None:
@@ -79,36 +66,6 @@ def test_resizer_command_without_server_takes_a_kubeconfig_from_extra_args(tmp_p
     assert (settings.kubeconfig, settings.dry_run, settings.leader_elect) == (Path(kubeconfig), True, False)
 
 
-def test_kubesim_command_extra_args_reach_the_parser(tmp_path: Path) -> None:
-    argv = kubesim_command(KubesimFlags(), port=0, kubeconfig=tmp_path / "kc", extra_args=["--seed", "9"])
-    assert kubesim_parser().parse_args(argv[3:]).seed == 9
-
-
-@pytest.mark.parametrize(
-    ("kwargs", "message"),
-    [
-        ({"nodes": 0}, "nodes and pools"),
-        ({"nodes": 2, "pools": 4}, "cannot exceed"),
-        ({"time_scale": 0}, "time scale"),
-        ({"pod_run_seconds": -1}, "run time"),
-    ],
-)
-def test_cluster_flags_reject_bad_values(kwargs: dict[str, float], message: str) -> None:
-    with pytest.raises(ValueError, match=message):
-        KubesimFlags(**kwargs)  # type: ignore[arg-type]
-
-
-def test_stack_options_reject_unknown_strategy() -> None:
-    with pytest.raises(ValueError, match="valid: elastic, gate"):
-        StackOptions(default_strategy="spread")
-
-
-def test_examples_load_and_count_jobs() -> None:
-    assert expected_jobs(load_manifests(EXAMPLES / "jobset-exclusive.yaml")) == 4
-    assert expected_jobs(load_manifests(EXAMPLES / "indexed-job.yaml")) == 1
-    assert expected_jobs(load_manifests(EXAMPLES / "jobset-per-job-strategy.yaml")) == 2
-
-
 @pytest.mark.parametrize(
     ("text", "message"),
     [("", "no Kubernetes objects"), ("kind: Job\n", "needs apiVersion"), ("a: [", "cannot read")],
@@ -139,7 +96,7 @@ def test_chart_configurations_call_the_local_webhook_and_keep_the_scoping() -> N
     configs = local_webhook_configurations("https://127.0.0.1:9443", "Q0E=", "elastic")
     webhooks = {w["name"]: w for c in configs for w in c["webhooks"]}
     urls = {w["clientConfig"]["url"] for w in webhooks.values()}
-    paths = ("mutate-pods", "mutate-jobs", "validate-pods", "validate-jobsets")
+    paths = ("mutate-pods", "mutate-jobs", "validate-jobsets")
     assert urls == {f"https://127.0.0.1:9443/{p}" for p in paths}
     for webhook in webhooks.values():
         assert webhook["clientConfig"]["caBundle"] == "Q0E="
@@ -154,7 +111,7 @@ def test_exempt_namespaces_join_the_chart_exemptions_of_every_webhook() -> None:
         "https://127.0.0.1:9443", "Q0E=", "elastic", exempt_namespaces=("bench-x-jobset",)
     )
     webhooks = [w for c in configs for w in c["webhooks"]]
-    assert len(webhooks) == 4
+    assert len(webhooks) == 3
     for webhook in webhooks:
         (exempt,) = webhook["namespaceSelector"]["matchExpressions"]
         assert exempt == {
@@ -162,3 +119,35 @@ def test_exempt_namespaces_join_the_chart_exemptions_of_every_webhook() -> None:
             "operator": "NotIn",
             "values": ["exclusive-placement", "kube-system", "bench-x-jobset"],
         }
+
+
+def test_demo_rejects_a_bad_manifest_before_starting_anything(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    manifest = tmp_path / "bad.yaml"
+    manifest.write_text("kind: JobSet\n")
+    assert devstack_main(["demo", "-f", str(manifest), "--workdir", str(tmp_path / "w")]) == 2
+    assert "needs apiVersion" in capsys.readouterr().err
+    assert not (tmp_path / "w").exists()
+
+
+def test_pod_admission_defaults_to_the_policies() -> None:
+    assert StackOptions().pod_admission_path == "policy"
+    assert StackOptions(pod_admission="webhook").pod_admission_path == "webhook"
+    with pytest.raises(ValueError, match="unknown pod admission path 'cel'"):
+        StackOptions(pod_admission="cel")
+
+
+def test_the_policy_path_renders_the_pod_policies_and_narrows_the_pod_webhook() -> None:
+    objects = render_chart(chart_values("Q0E=", "elastic", pod_admission="policy"))
+    names = [(o["kind"], o["metadata"]["name"]) for o in admission_policies(objects)]
+    assert ("MutatingAdmissionPolicy", "exclusive-placement-pod-followers") in names
+    kinds = [kind for kind, _ in names]
+    assert kinds.index("MutatingAdmissionPolicyBinding") > kinds.index("MutatingAdmissionPolicy")
+    pod_webhook = next(
+        w
+        for c in webhook_configurations(objects, "https://127.0.0.1:9443", "Q0E=")
+        for w in c["webhooks"]
+        if w["name"] == "pods.mutate.exclusive-placement.io"
+    )
+    assert "not-admitted-by-policy" in [c["name"] for c in pod_webhook["matchConditions"]]

@@ -47,7 +47,7 @@ def denied(job: str, leader: str) -> str:
 
 
 def nodes(count: int, pools: int, gpus: int = 8) -> list[dict[str, Any]]:
-    """Like kubesim: `count` nodes in `pools` equal contiguous pools."""
+    """As devstack.shape builds them: `count` nodes in `pools` equal contiguous pools."""
     return [
         {
             "metadata": {"name": f"n{i}", "labels": {GKE_NODEPOOL_LABEL: f"pool-{i * pools // count}"}},
@@ -223,8 +223,8 @@ HINT_CASES: list[tuple[str, Snapshot, list[str]]] = [
         "pools too small for a Job",
         too_small_pools(),
         [
-            f"4 Jobs (default/w-0, ...) need 8 pods x 4 {GPU_RESOURCE} in one node pool",
-            "the largest pool holds 4 (2 nodes x 8 GPUs)",
+            f"4 Jobs (default/w-0, ...) are too large: 8 pods x 4 {GPU_RESOURCE} need 32 {GPU_RESOURCE} in "
+            f"one {GKE_NODEPOOL_LABEL} domain; the largest has 16 (room for 4 such pods)",
             "--nodes 16 (with --pools 4: 4 nodes per pool)",
             "--pools 2 (with --nodes 8; 2 of the Jobs then wait their turn)",
             "--gpus-per-node 16",
@@ -234,8 +234,8 @@ HINT_CASES: list[tuple[str, Snapshot, list[str]]] = [
         "a pod larger than any node",
         snapshot(nodes(8, 4), [job("big", pods=2, gpus=16)], [pod("big", 0, unschedulable="0/8 nodes ...")]),
         [
-            f"Job default/big asks for 16 {GPU_RESOURCE} per pod and no node has more than 8",
-            "--gpus-per-node 16",
+            f"Job default/big is too large: 2 pods x 16 {GPU_RESOURCE} need 32 {GPU_RESOURCE}",
+            "no node holds one such pod: --gpus-per-node 16",
         ],
     ),
     (
@@ -243,13 +243,18 @@ HINT_CASES: list[tuple[str, Snapshot, list[str]]] = [
         snapshot(
             nodes(8, 4), [job("z", key="example.com/rack")], [pod("z", 0, unschedulable="0/8 nodes ...")]
         ),
-        ["exclusive on the node label example.com/rack, which no node carries"],
+        [
+            "Job default/z is exclusive on the node label example.com/rack: 1 Job needs 1 example.com/rack "
+            "domain; none exists (no schedulable node carries the label example.com/rack)",
+            f"the nodes here carry {GKE_NODEPOOL_LABEL}",
+        ],
     ),
     (
         "more Jobs than pools",
         contended(),
         [
-            "2 Jobs (default/w-2, ...) wait for a free node pool",
+            f"4 Jobs need 4 {GKE_NODEPOOL_LABEL} domains; 2 exist: 2 Jobs (default/w-2, ...) wait for a free "
+            "node pool",
             "all 2 that can hold one are taken. Expected under contention",
             "To place all 4 at once: --pools 4 --nodes 32",
         ],

@@ -15,12 +15,12 @@ from tests.support.waiting import eventually
 def test_a_second_claim_is_refused_naming_the_first_until_it_is_released(tmp_path: Path) -> None:
     first = WorkdirClaim(tmp_path / "w")
     first.acquire()
-    first.describe("the devstack of pid 42 (kubesim http://127.0.0.1:1)")
+    first.describe("the devstack of pid 42 (https://127.0.0.1:1)")
     second = WorkdirClaim(tmp_path / "w")
     with pytest.raises(WorkdirInUse) as refused:
         second.acquire()
     assert str(refused.value) == (
-        f"the workdir {tmp_path / 'w'} is in use by the devstack of pid 42 (kubesim http://127.0.0.1:1): "
+        f"the workdir {tmp_path / 'w'} is in use by the devstack of pid 42 (https://127.0.0.1:1): "
         "stop that one (Ctrl-C where it runs), or give this one a workdir of its own (--workdir DIR)"
     )
     first.release()

@@ -5,7 +5,8 @@ and webhooks, with this project's webhook and resizer as real processes under th
 and RBAC. A cluster takes about 15 s to start, so each test module shares one (`kube_stack`, kept on one
 xdist worker by its `xdist_group`), and each test works in a namespace of its own (`namespace`), emptied
 before the next test starts so that every node pool is free again. `kube_stack_factory` starts a stack of
-another shape for one test.
+another shape for one test. A module whose tests must hold on both paths of pod admission (the chart's
+policies, the default, and the pod webhook) overrides `kube_stack` with `stack_on_each_path`.
 
 These tests never skip themselves: `make test` builds the control plane first (`make kube`), and without it
 they fail with the message that names the make target.
@@ -23,18 +24,17 @@ from typing import Protocol
 
 import pytest
 
-from devstack.commands import KubesimFlags
+from devstack.shape import ClusterShape
 from devstack.stack import Stack, StackOptions
 from tests.kube.kube_support import create_namespace, empty_namespace
 
-KUBE_CLUSTER = KubesimFlags(nodes=8, pools=4, gpus_per_node=8)
-"""4 pools of 2 eight-GPU nodes: room for 4 exclusive Jobs of up to 16 one-GPU pods (kubesim's e2e shape)."""
+KUBE_CLUSTER = ClusterShape(nodes=8, pools=4, gpus_per_node=8)
+"""4 pools of 2 eight-GPU nodes: room for 4 exclusive Jobs of up to 16 one-GPU pods."""
 STARTUP_SECONDS = 120.0
 
 
 def kube_options(workdir: Path, **overrides: object) -> StackOptions:
     fields: dict[str, object] = {
-        "control_plane": "kube",
         "cluster": KUBE_CLUSTER,
         "workdir": workdir,
         "startup_timeout": STARTUP_SECONDS,
@@ -46,6 +46,19 @@ def kube_options(workdir: Path, **overrides: object) -> StackOptions:
 @pytest.fixture(scope="module")
 def kube_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     with Stack(kube_options(tmp_path_factory.mktemp("kube-stack"))) as stack:
+        yield stack
+
+
+def stack_on_each_path(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Stack]:
+    """The body of a module's own `kube_stack`, parametrized by path (`request.param`):
+
+    @pytest.fixture(scope="module", params=POD_ADMISSION_PATHS)
+    def kube_stack(request, tmp_path_factory): yield from stack_on_each_path(request, tmp_path_factory)
+    """
+    path = str(request.param)
+    with Stack(kube_options(tmp_path_factory.mktemp(f"kube-stack-{path}"), pod_admission=path)) as stack:
         yield stack
 
 

@@ -19,10 +19,10 @@ from certs.files import ca_bundle_b64
 from devstack.clusters import KubeCluster
 from devstack.controlplane.audit import AuditLog, Request, pod_creations
 from devstack.controlplane.kwok import run_time_annotations
-from devstack.kube import KubeError
+from devstack.kube import Credentials, KubeClient, KubeError
 from devstack.ports import free_port
 from devstack.stack import Stack
-from tests.e2e.jobset_e2e_support import running_pods
+from tests.kube.workloads import running_pods
 from tests.support.waiting import eventually
 
 Obj = dict[str, Any]
@@ -216,3 +216,40 @@ def preemptions(requests: Iterable[Request], namespace: str) -> int:
         and request.namespace == namespace
         and request.user_agent.startswith("kube-scheduler/")
     )
+
+
+TENANT = "tenant"
+TENANT_WORKLOADS = (("", "pods"), ("batch", "jobs"), ("jobset.x-k8s.io", "jobsets"))
+
+
+def tenant_client(
+    stack: Stack, namespace: str, role_ref: Obj, creates: Iterable[tuple[str, str]] = TENANT_WORKLOADS
+) -> KubeClient:
+    """A client as ServiceAccount `tenant` of `namespace`, bound there to `role_ref`, once the authorizer
+    lets it create what `creates` lists ((API group, resource) pairs the role grants): kube-apiserver's RBAC
+    authorizer reads bindings from an informer, so a binding just written may not authorize the next
+    request yet."""
+    stack.client.create(
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": TENANT}}, namespace=namespace
+    )
+    stack.client.create(
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "RoleBinding",
+            "metadata": {"name": TENANT},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", **role_ref},
+            "subjects": [{"kind": "ServiceAccount", "name": TENANT, "namespace": namespace}],
+        },
+        namespace=namespace,
+    )
+    resources = tuple(creates)
+    eventually(
+        lambda: all(
+            stack.client.service_account_may(namespace, TENANT, "create", resource, group)
+            for group, resource in resources
+        ),
+        f"{namespace}/{TENANT} authorized to create {', '.join(resource for _, resource in resources)}",
+    )
+    token = stack.client.request_token(namespace, TENANT, seconds=3600)
+    ca_file = kube_cluster(stack).control_plane.ca_file
+    return KubeClient(stack.client.server, credentials=Credentials(ca_file=ca_file, token=token))

@@ -3,10 +3,14 @@
 Each fixture's object is posted twice in a row on the same cluster state: to the webhook directly, as the
 curl session does, and through kube-apiserver, as a client would create it. The real API server must take
 the object (the fixtures are valid objects), reach the same decision, and store what the webhook's patch
-wrote. JobSet's own webhooks act on the JobSet pods too (the pod fixtures carry JobSet's annotation, as
+wrote. A pod fixture whose review's user is the Job controller is created as the Job controller: the webhook
+denies an exclusive pod of a Job that anyone else creates, and on the policy path the Job controller's pods
+are the policies'.
+JobSet's own
+webhooks act on the JobSet pods too (the pod fixtures carry JobSet's annotation, as
 pods of Jobs admitted without the takeover do), so what the webhook adds must be found in the stored
 object, next to what JobSet adds. Every node is tainted, so the leader stays unscheduled and the follower's
-answer (a denial until its leader is scheduled) does not change between the two posts.
+answer (gated by the webhook, then denied by JobSet's webhook) does not change between the two posts.
 """
 
 from __future__ import annotations
@@ -25,10 +29,20 @@ import pytest
 
 from devstack.kube import KubeError
 from devstack.stack import Stack
-from tests.e2e.jobset_e2e_support import set_taint
+from devstack.webhooks import POD_ADMISSION_PATHS
+from placement.admission import DEFAULT_JOB_CONTROLLER_USERNAMES
+from placement.constants import LEADER_SCHEDULED_GATE, ROLE_LABEL
+from tests.kube.conftest import stack_on_each_path
 from tests.kube.kube_support import create_namespace
+from tests.kube.workloads import set_taint
 
 pytestmark = [pytest.mark.kube, pytest.mark.xdist_group("kube-fixtures")]
+
+
+@pytest.fixture(scope="module", params=POD_ADMISSION_PATHS)
+def kube_stack(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    yield from stack_on_each_path(request, tmp_path_factory)
+
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "admission"
 OBJECT_FIXTURES = (
@@ -97,10 +111,18 @@ def written_by_webhook(before: Obj, after: Obj) -> Obj:
     return written
 
 
-def api_server_decision(stack: Stack, obj: Obj) -> tuple[bool, str, Obj]:
+def creator(fixture: Obj) -> str | None:
+    """Whom a fixture is created as through kube-apiserver: the Job controller for the pods its review says
+    it creates (the webhook denies a Job's pod anyone else creates), else the admin (the fixtures' other
+    users have no RBAC on this cluster, and the webhook judges no other object by its creator)."""
+    username = str(fixture["request"]["userInfo"]["username"])
+    return username if username in DEFAULT_JOB_CONTROLLER_USERNAMES else None
+
+
+def api_server_decision(stack: Stack, obj: Obj, as_user: str | None) -> tuple[bool, str, Obj]:
     """(created, the refusal's message, the stored object) when `obj` is created through kube-apiserver."""
     try:
-        return True, "", stack.client.create(copy.deepcopy(obj))
+        return True, "", stack.client.create(copy.deepcopy(obj), as_user=as_user)
     except KubeError as err:
         if err.status != 403:
             raise
@@ -118,7 +140,7 @@ def held(kube_stack: Stack) -> Iterator[str]:
     set_taint(kube_stack, nodes, None)
 
 
-EXPECTED_DECISIONS = {"follower-pod.json": False, "non-exclusive-pod.json": True}
+EXPECTED_DECISIONS = {"non-exclusive-pod.json": True}
 """The decisions the README's curl session shows; the others are whatever the webhook says, alike."""
 
 
@@ -129,13 +151,29 @@ def test_a_fixture_is_decided_alike_by_curl_and_by_the_real_api_server(
     fixture = review(name)
     allowed, message, patched = curl_decision(kube_stack, fixture)
     original = fixture["request"]["object"]
-    created, refusal, stored = api_server_decision(kube_stack, original)
+    created, refusal, stored = api_server_decision(kube_stack, original, creator(fixture))
+    if name == "follower-pod.json":
+        # The webhook gates the follower whose leader it does not see bound (the resizer would release
+        # it); JobSet's own pod webhook, acting on a pod that carries JobSet's annotation (no takeover for a
+        # pod created directly), then denies it: the follower is never created unpinned and ungated.
+        assert allowed, message
+        assert patched["spec"]["schedulingGates"] == [{"name": LEADER_SCHEDULED_GATE}]
+        assert not created
+        assert JOBSET_VALIDATING_POD_WEBHOOK in refusal, refusal
+        return
     assert created == allowed, (
         f"{name}: webhook allowed={allowed} ({message}); API server: {refusal or 'created'}"
     )
     if name in EXPECTED_DECISIONS:
         assert allowed == EXPECTED_DECISIONS[name]
-    if created:
+    policies = (
+        original["kind"] == "Pod" and creator(fixture) and kube_stack.options.pod_admission_path == "policy"
+    )
+    if created and policies:
+        # The Job controller's pods are the policies' on this path: they write their own key (the Job's
+        # uid) where the webhook writes JobSet's hash; test_kube_pod_policies compares what both write.
+        assert stored["metadata"]["labels"][ROLE_LABEL] == patched["metadata"]["labels"][ROLE_LABEL]
+    elif created:
         expected = written_by_webhook(original, patched)
         assert contains(stored, expected), f"{name}: stored {stored} lacks the webhook's {expected}"
     else:  # the API server reports the first denial: ours, or JobSet's for a pod that carries its annotation

@@ -16,29 +16,80 @@ from typing import Any
 import pytest
 
 from devstack.kube import KubeError
-from devstack.manifests import priority_class
+from devstack.manifests import exclusive_jobset, priority_class
 from devstack.stack import Stack
 from placement.constants import Strategy
-from tests.e2e.preemption_support import (
-    JOBS,
-    PODS,
-    high_jobset_preempts_its_way_in,
-    low_jobset_running,
-    namespaces,
-)
 from tests.kube.kube_support import audit_log, create_namespace, empty_namespace, preemptions
+from tests.kube.workloads import assert_each_job_whole_in_its_own_pool, exclusive_violations, running_pods
 from tests.support.waiting import eventually
 
 pytestmark = [pytest.mark.kube, pytest.mark.xdist_group("kube-preemption"), pytest.mark.timeout(600)]
+
+Obj = dict[str, Any]
+JOBS, PODS, GPUS = 4, 2, 8
+"""4 Jobs of 2 full-node pods: one Job fills one of the 4 pools of 2 eight-GPU nodes."""
+
+
+def namespaces(strategy: str) -> tuple[str, str]:
+    """The low and the high JobSet's namespaces of one strategy's run."""
+    return f"low-{strategy}", f"high-{strategy}"
+
+
+def preemption_jobset(
+    name: str, namespace: str, strategy: str, priority_class_name: str, max_restarts: int | None = None
+) -> Obj:
+    """An exclusive JobSet of JOBS x PODS full-node pods under `strategy`, of the given PriorityClass."""
+    return exclusive_jobset(
+        name,
+        jobs=JOBS,
+        pods_per_job=PODS,
+        gpus_per_pod=GPUS,
+        strategy=strategy,
+        namespace=namespace,
+        priority_class_name=priority_class_name,
+        max_restarts=max_restarts,
+    )
+
+
+def low_jobset_running(stack: Stack, strategy: str) -> None:
+    """The low JobSet "low" (priority class `low`, up to 100 restarts) filling every pool, all its pods
+    running."""
+    low_ns, _ = namespaces(strategy)
+    stack.client.create(preemption_jobset("low", low_ns, strategy, "low", max_restarts=100))
+    eventually(
+        lambda: running_pods(stack, low_ns) == JOBS * PODS,
+        f"low {strategy} pods running",
+        120,
+        ignoring=(KubeError,),
+    )
+
+
+def high_jobset_preempts_its_way_in(stack: Stack, strategy: str) -> int:
+    """The high JobSet "high" (priority class `high`) created over the running low one, until all its pods
+    run, each Job whole in a pool of its own (the stack's processes still alive). Returns the most
+    exclusivity violations (`exclusive_violations`, within each priority level) seen meanwhile."""
+    low_ns, high_ns = namespaces(strategy)
+    stack.client.create(preemption_jobset("high", high_ns, strategy, "high"))
+    violations = 0
+
+    def high_running() -> bool:
+        nonlocal violations
+        violations = max(violations, exclusive_violations(stack, [low_ns, high_ns]))
+        return bool(running_pods(stack, high_ns) == JOBS * PODS)
+
+    eventually(high_running, f"high {strategy} pods running", 180, ignoring=(KubeError,))
+    stack.check_alive()
+    assert_each_job_whole_in_its_own_pool(stack, high_ns, JOBS)
+    return violations
 
 
 def run_preemption(stack: Stack, strategy: str) -> dict[str, Any]:
     low_ns, high_ns = namespaces(strategy)
     for namespace in (low_ns, high_ns):
         create_namespace(stack, namespace)
-    low_jobset_running(stack, strategy, ignoring=(KubeError,))
+    low_jobset_running(stack, strategy)
     since = audit_log(stack).mark()
-    violations = high_jobset_preempts_its_way_in(stack, strategy, ignoring=(KubeError,))
+    violations = high_jobset_preempts_its_way_in(stack, strategy)
     low = eventually(  # each preempted low Job failed (backoffLimit 0): JobSet restarts the JobSet
         lambda: (
             (jobset := stack.client.get("JobSet", "low", namespace=low_ns))["status"].get("restarts")

@@ -21,8 +21,8 @@ from devstack.kube import KubeError
 from devstack.manifests import exclusive_jobset
 from devstack.stack import Stack
 from placement.constants import RESIZE_LABEL, STRATEGY_ANNOTATION, Strategy
-from tests.e2e.jobset_e2e_support import pods_of, running_pods, set_taint
 from tests.kube.kube_support import audit_log, kube_cluster
+from tests.kube.workloads import pods_of, running_pods, set_taint
 from tests.support.waiting import eventually
 
 pytestmark = [pytest.mark.kube, pytest.mark.xdist_group("kube-rbac")]

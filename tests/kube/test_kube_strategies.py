@@ -14,19 +14,16 @@ from typing import Any
 
 import pytest
 
-from devstack.kube import KubeError
 from devstack.stack import Stack
-from placement.constants import STRATEGIES, Strategy
-from tests.e2e.coexistence_support import (
-    JOBS,
-    PODS,
-    assert_both_projects_acted,
-    assert_jobset_injected_nothing,
-    assert_no_gate_left,
-    jobset_deleted,
-    placed_jobset,
+from placement.constants import (
+    JOB_COMPLETION_INDEX_ANNOTATION,
+    JOB_KEY_LABEL,
+    JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION,
+    JOBSET_JOB_KEY_LABEL,
+    STRATEGIES,
+    TOPOLOGY_ANNOTATION,
+    Strategy,
 )
-from tests.e2e.jobset_e2e_support import pods_of
 from tests.kube.conftest import KubeStackFactory
 from tests.kube.kube_support import (
     audit_log,
@@ -35,8 +32,43 @@ from tests.kube.kube_support import (
     pod_creates,
     webhook_admissions,
 )
+from tests.kube.workloads import (
+    JOBS,
+    PODS,
+    affinity_keys,
+    jobset_deleted,
+    placed_jobset,
+    pods_of,
+)
 
 pytestmark = [pytest.mark.kube, pytest.mark.xdist_group("kube-strategies")]
+
+Obj = dict[str, Any]
+
+
+def assert_jobset_injected_nothing(pods: list[Obj], strategy: str) -> None:
+    """With the takeover: the pods carry this project's topology annotation, not JobSet's, and no JobSet
+    affinity."""
+    for pod in pods:
+        annotations = pod["metadata"]["annotations"]
+        assert JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION not in annotations, strategy
+        assert TOPOLOGY_ANNOTATION in annotations, strategy
+        assert JOBSET_JOB_KEY_LABEL not in affinity_keys(pod), strategy  # no JobSet affinity injected
+
+
+def assert_no_gate_left(pods: list[Obj]) -> None:
+    assert all(not pod["spec"].get("schedulingGates") for pod in pods)
+
+
+def assert_both_projects_acted(pods: list[Obj]) -> None:
+    """Without the takeover: every pod carries JobSet's topology annotation, and each Job's leader both
+    projects' affinity terms."""
+    leaders = [p for p in pods if p["metadata"]["annotations"][JOB_COMPLETION_INDEX_ANNOTATION] == "0"]
+    assert len(leaders) == JOBS
+    for pod in pods:
+        assert pod["metadata"]["annotations"][JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION]
+    for leader in leaders:
+        assert {JOBSET_JOB_KEY_LABEL, JOB_KEY_LABEL} <= affinity_keys(leader)  # JobSet's terms next to ours
 
 
 def run_jobset(
@@ -45,12 +77,10 @@ def run_jobset(
     """Place a JobSet of JOBS x PODS (`placed_jobset`); return the pods, the pod creations by response code
     and JobSet's webhook calls and denials of exactly this run."""
     since, admissions = audit_log(stack).mark(), webhook_admissions(stack)
-    pods = placed_jobset(
-        stack, namespace, strategy, hold_leaders_until=hold_leaders_until, ignoring=(KubeError,), timeout=120
-    )
+    pods = placed_jobset(stack, namespace, strategy, hold_leaders_until=hold_leaders_until)
     calls, denied = jobset_webhook_calls(admissions, webhook_admissions(stack))
     creates = pod_creates(stack, namespace, since=since)
-    jobset_deleted(stack, namespace, strategy, ignoring=(KubeError,))
+    jobset_deleted(stack, namespace, strategy)
     return {"pods": pods, "creates": creates, "jobset_calls": calls, "jobset_denied": denied}
 
 

@@ -12,8 +12,10 @@ from kubectl_plugin.explain import explain_job, explain_jobset, explain_pod
 from kubectl_plugin.render import render_json, render_table, status_document
 from placement.constants import (
     ALL_OR_NOTHING_ANNOTATION,
+    ALL_OR_NOTHING_GATE,
     JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION,
     RESIZE_DONE,
+    STRATEGY_ANNOTATION,
     TOPOLOGY_ANNOTATION,
 )
 from placement.status import Snapshot, WaitReason, placement_status
@@ -34,13 +36,14 @@ WAITING_KEYS = {"namespace", "jobset", "job", "reason", "message"}
 
 
 def contended() -> Snapshot:
-    """Two pools: `a` (JobSet train) placed in pool-0, `b` waiting for its leader, pool-1 cordoned."""
+    """Two pools: `a` (JobSet train) placed in pool-0, `b` (JobSet eval) waiting for its leader, pool-1
+    cordoned."""
     pods = [
         exclusive_pod("a", 0, node_name="node-0", jobset="train"),
         *followers("a", 3, node_name="node-0", jobset="train"),
-        exclusive_pod("b", 0, verdict=UNSCHEDULABLE, jobset="train"),
+        exclusive_pod("b", 0, verdict=UNSCHEDULABLE, jobset="eval"),
     ]
-    jobs = [exclusive_job("a", resize=RESIZE_DONE, jobset="train"), exclusive_job("b", jobset="train")]
+    jobs = [exclusive_job("a", resize=RESIZE_DONE, jobset="train"), exclusive_job("b", jobset="eval")]
     return Snapshot(pools(2, cordoned=(1,)), pods, jobs)
 
 
@@ -69,7 +72,7 @@ def test_the_json_document_has_the_documented_keys_and_values() -> None:
         {"topology_key": POOL, "domain": "pool-1", "schedulable": False, "nodes": 1, "holders": []},
     ]
     (waiting,) = document["waiting"]
-    assert (waiting["namespace"], waiting["jobset"], waiting["job"]) == (NS, "train", "b")
+    assert (waiting["namespace"], waiting["jobset"], waiting["job"]) == (NS, "eval", "b")
     assert waiting["reason"] == "leader-unschedulable"
     assert UNSCHEDULABLE in waiting["message"]
 
@@ -103,7 +106,7 @@ def test_the_table_lists_domains_then_waiting_jobs() -> None:
     assert domains.splitlines()[1].split() == [POOL, "pool-0", "held", f"{NS}/a"]
     assert domains.splitlines()[2].split() == [POOL, "pool-1", "unschedulable", "<none>"]
     assert waiting.splitlines()[0].split() == ["JOBSET", "JOB", "REASON", "MESSAGE"]
-    assert waiting.splitlines()[1].split()[:3] == ["train", "b", "leader-unschedulable"]
+    assert waiting.splitlines()[1].split()[:3] == ["eval", "b", "leader-unschedulable"]
 
 
 def test_wide_and_all_namespaces_add_their_columns() -> None:
@@ -113,7 +116,7 @@ def test_wide_and_all_namespaces_add_their_columns() -> None:
     domains, waiting = text.split("\n\n")
     assert domains.splitlines()[0].split()[-4:] == ["JOBSET", "PRIORITY", "SINCE", "NODES"]
     assert domains.splitlines()[1].split()[-4:] == ["train", "0", "2026-01-01T00:00:10Z", "1"]
-    assert waiting.splitlines()[1].split()[:2] == [NS, "train"]
+    assert waiting.splitlines()[1].split()[:2] == [NS, "eval"]
 
 
 def test_an_empty_scope_says_so() -> None:
@@ -144,7 +147,7 @@ def test_explain_job_shows_the_steps_the_scheduler_and_what_would_unblock_it() -
     routine = {**event, "type": "Normal", "reason": "Scheduled", "message": "routine"}
     text = explain_job(snapshot, waiting_job, [event, routine])
     lines = text.splitlines()
-    assert lines[0] == f"Job {NS}/b (JobSet train)"
+    assert lines[0] == f"Job {NS}/b (JobSet eval)"
     assert f"{POOL} (2 domains: 1 held, 0 free, 1 unschedulable)" in lines[1]
     assert "  [x] leader created   b-0-xyz" in lines
     assert any(line.startswith("  [ ] leader bound") for line in lines)
@@ -196,7 +199,7 @@ def test_explain_jobset_lists_its_jobs_and_the_first_that_waits() -> None:
     lines = text.splitlines()
     assert lines[0] == f"JobSet {NS}/train"
     assert f"Exclusive Jobs:  2 of 2 created, on {POOL}" in lines
-    assert "All-or-nothing:  no" in lines
+    assert "All-or-nothing:  asked: the webhook's default; its Jobs: none in a gang" in lines
     assert [line.split()[:3] for line in lines if line.startswith("  a ") or line.startswith("  b ")] == [
         ["a", "placed", "pool-0"],
         ["b", "leader-unschedulable", "<none>"],
@@ -208,8 +211,30 @@ def test_explain_jobset_short_of_jobs_and_asking_all_or_nothing() -> None:
     annotations = {JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION: POOL, ALL_OR_NOTHING_ANNOTATION: "true"}
     text = explain_jobset(Snapshot(pools(2), [], []), jobset(annotations, replicas=3), [])
     assert "Exclusive Jobs:  0 of 3 created" in text
-    assert "All-or-nothing:  unknown until its Jobs exist" in text
+    assert "All-or-nothing:  asked: yes; its Jobs: none created yet" in text
     assert "JobSet's controller creates the other 3 Jobs" in text
+
+
+def test_explain_jobset_shows_what_its_jobs_got_next_to_what_it_asks() -> None:
+    annotations = {
+        JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION: POOL,
+        ALL_OR_NOTHING_ANNOTATION: "true",
+        STRATEGY_ANNOTATION: "gate",
+    }
+    snapshot = contended()
+    snapshot.jobs[1]["spec"]["template"]["metadata"].setdefault("annotations", {})[STRATEGY_ANNOTATION] = (
+        "gate"
+    )
+    text = explain_jobset(snapshot, jobset(annotations), [])
+    assert (
+        "All-or-nothing:  asked: yes; its Jobs: none in a gang (admitted without it: the webhook could not "
+        "read the JobSet, or was not called)"
+    ) in text
+    assert (
+        "Strategy:        asked: gate (the JobSet's annotation: its Jobs' default); "
+        "its Jobs: elastic x1, gate x1" in text
+    )
+    assert "admission warning" not in text
 
 
 def test_explain_pod_says_its_role_and_explains_its_job() -> None:
@@ -232,6 +257,29 @@ def test_a_non_indexed_job_waiting_for_a_domain_is_told_about_domains_not_a_lead
     sweep = exclusive_job("sweep", resize=None, mode=None, size=1)
     snapshot = Snapshot(pools(1), pods, [exclusive_job("a", resize=RESIZE_DONE, size=1), sweep])
     text = explain_job(snapshot, sweep, [])
-    assert "Waiting for:     followers-unschedulable" in text
+    assert "Waiting for:     pods-unschedulable" in text
+    assert "follower" not in text
     assert f"  - a {POOL} domain freeing up: held are pool-0 by {NS}/a" in text
     assert "pinned next to their leader" not in text
+
+
+def test_a_placed_non_indexed_job_names_the_domain_its_pods_share() -> None:
+    pods = [exclusive_pod("sweep", None, node_name="node-1") for _ in range(2)]
+    sweep = exclusive_job("sweep", resize=None, mode=None, size=2)
+    text = explain_job(Snapshot(pools(2), pods, [sweep]), sweep, [])
+    assert f"Placed:          every pod is bound in {POOL}=pool-1" in text
+    assert "=?" not in text
+
+
+def test_explain_a_job_of_a_stepped_over_jobset() -> None:
+    """The resizer stepped the JobSet over (its Event): explain names the reason and what frees domains."""
+    pods = [
+        exclusive_pod("other", 0, node_name="node-0"),
+        *(exclusive_pod(n, 0, jobset="big", gang=2, gates=(ALL_OR_NOTHING_GATE,)) for n in ("a", "b")),
+    ]
+    jobs = [exclusive_job(n, jobset="big", gang=2) for n in ("a", "b")]
+    snapshot = Snapshot(pools(2), pods, jobs, stepped_over=frozenset({(NS, "big")}))
+    text = explain_job(snapshot, jobs[0], [])
+    assert WaitReason.ALL_OR_NOTHING_STEPPED_OVER.value in text
+    assert "stepped over" in text
+    assert ALL_OR_NOTHING_ANNOTATION in text  # the hint to take domains as they free up

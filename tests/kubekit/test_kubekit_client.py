@@ -59,7 +59,7 @@ def sources(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Path]:
 @pytest.mark.parametrize(
     ("use_flag", "use_server", "env", "in_cluster", "expected"),
     [
-        (True, True, True, True, "http://kubesim:6443"),  # --server wins over everything
+        (True, True, True, True, "http://fake-api:6443"),  # --server wins over everything
         (True, False, True, True, "https://from-flag:6443"),
         (False, False, True, True, "https://from-env:6443"),
         (False, False, False, True, IN_CLUSTER),
@@ -80,7 +80,7 @@ def test_configuration_sources_in_order(
     if not in_cluster:
         monkeypatch.delenv("KUBERNETES_SERVICE_HOST")
     configuration = cluster_configuration(
-        sources["flag"] if use_flag else None, "http://kubesim:6443/" if use_server else None
+        sources["flag"] if use_flag else None, "http://fake-api:6443/" if use_server else None
     )
     assert configuration.host == expected
 
@@ -177,7 +177,7 @@ def test_interrupt_wakes_a_watch_reader_on_a_connection_close_stream() -> None:
     import threading
     import time
 
-    from kubekit.testing import FakeKubeApi
+    from tests.support.fake_api import FakeKubeApi
 
     with FakeKubeApi() as api:
         kube = Kube(build_api_client(None, api.url, user_agent="t"), Timeouts(watch_server_seconds=60))

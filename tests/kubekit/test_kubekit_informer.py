@@ -1,5 +1,5 @@
 """The shared informer: event handling on a scripted API (deterministic), then over real HTTP against the
-webhook's fake API server (410 as an ERROR event) and kubesim (410 as an HTTP status)."""
+fake API server of the unit tests (a 410 as an ERROR event, as kube-apiserver sends it)."""
 
 from __future__ import annotations
 
@@ -7,13 +7,10 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
-import httpx
-
 from kubekit.client import Kube, KubeError, Resource, Timeouts, build_api_client
 from kubekit.informer import Informer, Store
-from kubekit.testing import FakeKubeApi
-from kubesim.testing import KubesimServer
 from tests.support.builders import make_pod
+from tests.support.fake_api import FakeKubeApi
 from tests.support.waiting import eventually
 
 Obj = dict[str, Any]
@@ -253,57 +250,6 @@ def test_an_unreachable_api_is_retried_and_never_synced() -> None:
 
 def pod(name: str, app: str) -> Obj:
     return make_pod(name, None).label("app", app).obj()
-
-
-def test_kubesim_410_relists_and_keeps_an_exact_cache() -> None:
-    # A short watch history and watches cut every ~0.3 s: resuming from an old version must hit 410.
-    with KubesimServer(
-        nodes=1,
-        pools=1,
-        controllers=False,
-        watch_history=20,
-        bookmark_interval=60.0,
-        faults="drop-watch-after=0.2-0.4",
-        seed=3,
-    ) as sim:
-        kube = Kube(
-            build_api_client(None, sim.url, user_agent="test"), Timeouts(read=10, watch_server_seconds=30)
-        )
-        recorder = Recorder()
-        restarts: list[str] = []
-        informer = Informer(
-            kube,
-            "pods",
-            name="watched",
-            namespace="default",
-            label_selector="app=watched",
-            handler=recorder,
-            on_restart=lambda _name, reason: restarts.append(reason),
-        )
-        create = "/api/v1/namespaces/default/pods"
-        http = httpx.Client(base_url=sim.url, timeout=10)
-        try:
-            http.post(create, json=pod("before", "watched")).raise_for_status()
-            informer.start()
-            eventually(informer.synced.is_set, "the first list")
-            assert informer.store.get("default/before") is not None
-            # Churn of unrelated pods pushes the informer's last version out of the history.
-            for index in range(60):
-                http.post(create, json=pod(f"noise-{index}", "noise")).raise_for_status()
-            eventually(lambda: "gone" in restarts, "a 410 and a re-list")
-            http.post(create, json=pod("after", "watched")).raise_for_status()
-            http.delete(f"{create}/before").raise_for_status()
-            eventually(lambda: informer.store.get("default/after") is not None, "the new pod cached")
-            eventually(lambda: informer.store.get("default/before") is None, "the deleted pod gone")
-            assert recorder.relists >= 2
-            assert informer.store.keys() == {"default/after"}
-            assert not any(name.startswith("noise") for name in recorder.upserts)
-        finally:
-            informer.stop()
-            informer.join(5)
-            kube.close()
-            http.close()
-        assert not informer.is_alive()
 
 
 def test_store_passed_in_is_the_one_filled() -> None:

@@ -1,47 +1,57 @@
 """Projected caches: only the fields the rules read are stored (issue 16).
 
 Table-driven checks of `kubekit.projection.project`, the proof that every rule decides the same on a
-projected leader pod or node as on the whole object, and informers over real HTTP against kubesim that
-never store a node's or a leader pod's unrelated fields (from the list and from watch events)."""
+projected leader pod or node as on the whole object. Informers over real HTTP that never store a node's or
+a leader pod's unrelated fields run against kube-apiserver: tests/kube/test_kube_clients.py."""
 
 from __future__ import annotations
 
 import copy
 from typing import Any
 
-import httpx
 import pytest
 
-from kubekit.client import Kube, Timeouts, build_api_client
-from kubekit.informer import Informer
 from kubekit.projection import FieldProjection, project
-from kubesim.testing import KubesimServer
-from placement.cached_fields import LEADER_POD_FIELDS, NODE_FIELDS, QUEUE_NODE_FIELDS
+from placement.cached_fields import (
+    GANG_JOB_FIELDS,
+    HOLDER_POD_FIELDS,
+    LEADER_POD_FIELDS,
+    NODE_FIELDS,
+    QUEUE_NODE_FIELDS,
+)
 from placement.constants import (
     ALL_OR_NOTHING_ANNOTATION,
     ALL_OR_NOTHING_GATE,
+    ALL_OR_NOTHING_LABEL,
     GANG_QUEUED_AT_ANNOTATION,
     GANG_SIZE_ANNOTATION,
-    GKE_NODEPOOL_LABEL,
     JOB_COMPLETION_INDEX_ANNOTATION,
+    JOB_KEY_LABEL,
     JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION,
     JOBSET_NAME_LABEL,
     JOBSET_RESTART_ATTEMPT_LABEL,
     LEADER_SCHEDULED_GATE,
+    PRIORITY_LABEL,
     RELEASED_AT_ANNOTATION,
     RESIZE_LABEL,
     RESIZE_PENDING,
-    ROLE_LABEL,
-    ROLE_LEADER,
     TARGET_COMPLETIONS_ANNOTATION,
     TARGET_PARALLELISM_ANNOTATION,
 )
-from placement.gang import build_gang, gang_of, node_view, plan_admission
+from placement.gang import (
+    admitted_gang,
+    build_gang,
+    gang_of,
+    held_nodes,
+    node_view,
+    plan_admission,
+    record_of_pods,
+)
 from placement.leader import leader_problem, pick_leader, rival_leaders
 from placement.objects import JobRef, node_name
 from placement.resize import decide_follower_repair, decide_gate_release, decide_resize, topology_key
 from tests.placement.placement_pods import JOB, UID, ZONE, node, pod
-from tests.support.waiting import eventually
+from tests.support.builders import make_job, make_pod
 
 Obj = dict[str, Any]
 
@@ -126,6 +136,8 @@ def test_a_projected_leader_pod_keeps_no_unrelated_field() -> None:
 
 def test_a_projected_node_keeps_its_labels_only() -> None:
     whole = noisy(node("node-1", {ZONE: "zone-a", "team": "research"}))
+    whole["spec"] = {"unschedulable": True, "taints": [{"key": "k"}], "podCIDR": "10.0.0.0/24"}
+    whole["status"] |= {"allocatable": {"cpu": "16"}, "capacity": {"cpu": "16"}, "nodeInfo": {"x": "y"}}
     projected = FieldProjection(NODE_FIELDS)(whole)
     assert projected == {"metadata": {"name": "node-1", "labels": {ZONE: "zone-a", "team": "research"}}}
 
@@ -202,144 +214,6 @@ def test_every_rule_decides_the_same_on_projected_objects(names: list[str]) -> N
     assert decisions(projected, projected_nodes) == decisions(whole, whole_nodes)
 
 
-def leader_pod(name: str) -> Obj:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "name": name,
-            "labels": {ROLE_LABEL: ROLE_LEADER, "team": "research"},
-            "annotations": {
-                JOB_COMPLETION_INDEX_ANNOTATION: "0",
-                JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION: GKE_NODEPOOL_LABEL,
-                "note": "y" * 500,
-            },
-        },
-        "spec": {"containers": [{"name": "c", "image": "busybox"}]},
-    }
-
-
-def test_informers_over_http_store_only_the_projected_fields() -> None:
-    """From the list and from watch events: a node keeps name and labels, a leader pod only what the rules
-    read, even when the change that arrives touches only unrelated fields."""
-    with KubesimServer(nodes=3, pools=1, controllers=False) as sim:
-        kube = Kube(build_api_client(None, sim.url, user_agent="test"), Timeouts(read=10))
-        http = httpx.Client(base_url=sim.url, timeout=10)
-        pods_path = "/api/v1/namespaces/default/pods"
-        http.post(pods_path, json=leader_pod("listed")).raise_for_status()
-        nodes = Informer(
-            kube,
-            "nodes",
-            name="nodes",
-            namespace=None,
-            label_selector=None,
-            project=FieldProjection(NODE_FIELDS),
-        )
-        leaders = Informer(
-            kube,
-            "pods",
-            name="leaders",
-            namespace=None,
-            label_selector=f"{ROLE_LABEL}={ROLE_LEADER}",
-            project=FieldProjection(LEADER_POD_FIELDS),
-        )
-        try:
-            nodes.start()
-            leaders.start()
-            eventually(lambda: nodes.synced.is_set() and leaders.synced.is_set(), "both caches synced")
-            assert len(nodes.store) == 3
-            for cached in nodes.store.items():
-                assert set(cached) == {"metadata"}
-                assert set(cached["metadata"]) <= {"name", "resourceVersion", "labels"}
-                assert GKE_NODEPOOL_LABEL in cached["metadata"]["labels"]
-            first = nodes.store.items()[0]["metadata"]["name"]
-            http.patch(
-                f"/api/v1/nodes/{first}",
-                json={"metadata": {"labels": {"extra": "1"}, "annotations": {"big": "z" * 500}}},
-                headers={"Content-Type": "application/merge-patch+json"},
-            ).raise_for_status()
-            eventually(
-                lambda: (
-                    (nodes.store.get(first) or {}).get("metadata", {}).get("labels", {}).get("extra") == "1"
-                ),
-                "the watched node change",
-            )
-            assert set(nodes.store.get(first) or {}) == {"metadata"}
-            assert "annotations" not in (nodes.store.get(first) or {})["metadata"]
-            http.post(pods_path, json=leader_pod("watched")).raise_for_status()
-            eventually(lambda: leaders.store.get("default/watched") is not None, "the watched leader")
-            for cached in leaders.store.items():
-                assert_only(cached, LEADER_POD_KEYS)
-                assert "team" not in cached["metadata"]["labels"]
-                assert "note" not in cached["metadata"]["annotations"]
-                assert cached["metadata"]["annotations"][JOB_COMPLETION_INDEX_ANNOTATION] == "0"
-        finally:
-            for informer in (nodes, leaders):
-                informer.stop()
-                informer.join(5)
-            kube.close()
-            http.close()
-
-
-def test_list_applies_the_transform_page_by_page() -> None:
-    """`Kube.list_objects(transform=...)` hands back only the transformed items (None drops one)."""
-    with KubesimServer(nodes=4, pools=1, controllers=False) as sim:
-        kube = Kube(build_api_client(None, sim.url, user_agent="test"), Timeouts(read=10))
-        seen: list[str] = []
-
-        def transform(obj: Obj) -> Obj | None:
-            seen.append(obj["metadata"]["name"])
-            return None if len(seen) == 1 else FieldProjection(NODE_FIELDS)(obj)
-
-        try:
-            items, version = kube.list_objects(
-                "nodes", namespace=None, label_selector=None, transform=transform
-            )
-        finally:
-            kube.close()
-    assert len(seen) == 4
-    assert len(items) == 3
-    assert version
-    assert all(set(item["metadata"]) <= {"name", "resourceVersion", "labels"} for item in items)
-
-
-def test_metadata_only_lists_and_watches_partial_object_metadata() -> None:
-    """With the official client as the webhook uses it: `metadata_only` gets PartialObjectMetadata from
-    kubesim for the list and for every watch event (nothing but metadata crosses the wire)."""
-    with KubesimServer(nodes=3, pools=1, controllers=False) as sim:
-        kube = Kube(build_api_client(None, sim.url, user_agent="test"), Timeouts(read=10))
-        http = httpx.Client(base_url=sim.url, timeout=10)
-        informer = Informer(
-            kube, "nodes", name="nodes", namespace=None, label_selector=None, project=dict, metadata_only=True
-        )
-        try:
-            items, _ = kube.list_objects("nodes", namespace=None, label_selector=None, metadata_only=True)
-            assert {item["kind"] for item in items} == {"PartialObjectMetadata"}
-            assert all(set(item) == {"kind", "apiVersion", "metadata"} for item in items)
-            informer.start()
-            eventually(informer.synced.is_set, "the metadata-only cache synced")
-            first = items[0]["metadata"]["name"]
-            http.patch(
-                f"/api/v1/nodes/{first}",
-                json={"metadata": {"labels": {"extra": "1"}}},
-                headers={"Content-Type": "application/merge-patch+json"},
-            ).raise_for_status()
-            eventually(
-                lambda: (
-                    (informer.store.get(first) or {}).get("metadata", {}).get("labels", {}).get("extra")
-                    == "1"
-                ),
-                "the watched change",
-            )
-            assert all(cached["kind"] == "PartialObjectMetadata" for cached in informer.store.items())
-            assert all("status" not in cached for cached in informer.store.items())
-        finally:
-            informer.stop()
-            informer.join(5)
-            kube.close()
-            http.close()
-
-
 def gang_leader(job: str, *, gated: bool, node: str | None = None, released_at: str | None = None) -> Obj:
     """A leader of an all-or-nothing JobSet's Job as the webhook writes it, with unrelated noise."""
     leader = noisy(pod(0, node=node, job_name=job))
@@ -380,10 +254,31 @@ def test_the_all_or_nothing_queue_decides_the_same_on_projected_leaders(leaders:
     def queue(pods: list[Obj]) -> tuple[object, ...]:
         gang_id = gang_of(pods[0])
         assert gang_id is not None
-        gang = build_gang(gang_id, pods)
+        gang = build_gang(gang_id, pods, record_of_pods(gang_id, pods))
         nodes = [node_view(noisy(node(f"node-{i}", {ZONE: f"zone-{i}"}))) for i in range(3)]
         plan = plan_admission([gang] if gang else [], nodes, {}, 1_800_000_000.0, 300.0)
         return gang_id, gang, plan
 
     projected = [FieldProjection(LEADER_POD_FIELDS)(leader) for leader in leaders]
     assert queue(projected) == queue(leaders)
+
+
+def test_the_queue_trusts_and_counts_the_same_on_projected_gang_jobs_and_holders() -> None:
+    """The resizer caches admitted all-or-nothing Jobs and job-key holders projected: the gang record and the
+    held nodes must come out the same as from the whole objects."""
+    job = (
+        make_job("a-w-0", "team")
+        .uid("a-w-0-uid")
+        .indexed(1)
+        .in_gang("a", 3, queued_at="2026-01-01T00:00:00Z", attempt="2")
+        .label(ALL_OR_NOTHING_LABEL, "true")
+        .controlled_by_jobset("a", "a-uid")
+        .obj()
+    )
+    holders = [
+        make_pod("h-0", "team").label(JOB_KEY_LABEL, "x").label(PRIORITY_LABEL, "7").node("node-0").obj(),
+        make_pod("h-1", "other").label(JOB_KEY_LABEL, "y").node("node-1").spec(priority=100).obj(),
+    ]
+    assert admitted_gang(FieldProjection(GANG_JOB_FIELDS)(noisy(job))) == admitted_gang(job) is not None
+    projected = [FieldProjection(HOLDER_POD_FIELDS)(noisy(pod)) for pod in holders]
+    assert held_nodes(projected) == held_nodes(holders) != {}

@@ -1,8 +1,9 @@
-"""`pip install .` is the product with its runtime dependencies only; `pip install '.[sim]'` adds what
-kubesim, devstack and bench need. The pins in pyproject.toml and requirements*.txt agree.
+"""`pip wheel .` / `pip install .` is the product alone (placement, kubekit, webhook, resizer, certs,
+kubectl_plugin) with its runtime dependencies; devstack, bench and the tests run from a checkout with
+requirements-tools.txt and requirements-dev.txt. The pins in pyproject.toml and requirements*.txt agree.
 
-The entry points run in a child interpreter in which the `sim` extra (and the simulator's own packages)
-cannot be imported, as after a plain `pip install .`.
+The entry points run in a child interpreter in which the tools (and their requirements) cannot be imported,
+as after a plain `pip install .`.
 """
 
 from __future__ import annotations
@@ -19,11 +20,12 @@ from pathlib import Path
 
 import pytest
 
-from kubesim.extra import DISTRIBUTIONS
+from devstack.extra import DISTRIBUTIONS
 
 ROOT = Path(__file__).resolve().parents[2]
 PRODUCT = ("placement", "kubekit", "webhook", "resizer", "certs", "kubectl_plugin")
-SIM_ONLY = ("kubesim", "devstack", "bench", "celpy", "lark", "helm_python", "matplotlib")
+TOOLS = ("devstack", "bench", "tests", "kubesim", "helm_python", "matplotlib", "celpy")
+"""What a checkout adds to the product: never needed by an entry point of the wheel."""
 WITHOUT = """
 import runpy, sys
 for name in sys.argv[1].split(","):
@@ -45,23 +47,24 @@ def run_without(modules: tuple[str, ...], *argv: str) -> subprocess.CompletedPro
 
 
 @pytest.mark.parametrize("entry_point", ["webhook", "resizer", "certs", "kubectl_plugin"])
-def test_the_product_runs_without_the_sim_extra(entry_point: str) -> None:
-    result = run_without(SIM_ONLY, entry_point, "--help")
+def test_the_product_runs_without_the_tools(entry_point: str) -> None:
+    result = run_without(TOOLS, entry_point, "--help")
     assert result.returncode == 0, result.stderr
     assert "usage:" in result.stdout
 
 
 @pytest.mark.parametrize(
     ("argv", "missing"),
-    [(("kubesim", "serve", "--help"), "celpy"), (("devstack", "--help"), "helm_python")],
+    [(("devstack", "--help"), "helm_python"), (("bench", "--help"), "matplotlib")],
 )
-def test_the_simulator_without_its_extra_says_what_to_install(argv: tuple[str, ...], missing: str) -> None:
+def test_a_tool_without_its_requirements_says_what_to_install(argv: tuple[str, ...], missing: str) -> None:
     result = run_without((missing,), *argv)
     assert result.returncode != 0
     assert (
-        f"needs the `sim` extra, which is not installed (missing: {DISTRIBUTIONS[missing]})" in result.stderr
+        f"needs the tools' requirements, which are not installed (missing: {DISTRIBUTIONS[missing]})"
+        in result.stderr
     )
-    assert "pip install 'exclusive-placement[sim]'" in result.stderr
+    assert "pip install -r requirements-tools.txt" in result.stderr
 
 
 def pins(path: Path) -> dict[str, str]:
@@ -91,26 +94,22 @@ def project() -> dict[str, object]:
 
 
 def test_pyproject_pins_match_the_requirement_files(project: dict[str, object]) -> None:
-    extras = project["optional-dependencies"]
-    assert isinstance(extras, dict)
-    runtime, sim, dev = (
-        pins(ROOT / f) for f in ("requirements.txt", "requirements-sim.txt", "requirements-dev.txt")
-    )
     dependencies = project["dependencies"]
     assert isinstance(dependencies, list)
-    assert declared(dependencies).items() <= runtime.items()
-    assert declared(extras["sim"]).items() <= sim.items()
-    assert declared(extras["dev"]).items() <= dev.items()
+    assert declared(dependencies).items() <= pins(ROOT / "requirements.txt").items()
+    assert "optional-dependencies" not in project, "the wheel carries no tool, so it offers no extra"
+    # each requirement file only adds to the one it includes, at the same pins
+    runtime, tools, dev = (
+        pins(ROOT / f) for f in ("requirements.txt", "requirements-tools.txt", "requirements-dev.txt")
+    )
+    assert runtime.items() <= tools.items() <= dev.items()
 
 
-def test_the_runtime_requirements_hold_nothing_of_the_sim_extra(project: dict[str, object]) -> None:
+def test_the_runtime_requirements_hold_none_of_the_tools(project: dict[str, object]) -> None:
     runtime = pins(ROOT / "requirements.txt")
-    extras = project["optional-dependencies"]
-    assert isinstance(extras, dict)
-    for requirement in extras["sim"]:
-        name = normalise(requirement.split("==")[0])
-        if name != "pyyaml":  # also a dependency of the kubernetes client
-            assert name not in runtime
+    for name in DISTRIBUTIONS.values():
+        if name != "PyYAML":  # also a dependency of the kubernetes client
+            assert normalise(name) not in runtime
 
 
 def third_party_imports(package: str) -> set[str]:
@@ -137,15 +136,19 @@ def test_every_module_the_product_imports_is_a_declared_dependency(project: dict
             )
 
 
-def test_pip_install_brings_the_kubectl_plugins_console_script(tmp_path: Path) -> None:
-    """The wheel `pip install .` installs: `kubectl-exclusive_placement` (kubectl finds it on PATH by that
-    name) pointing at the plugin's main, and the plugin's package. Built from a copy of the sources, so the
-    checkout is left untouched (the build backend is the pinned setuptools of the venv)."""
+@pytest.fixture(scope="module")
+def wheel_names(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[str], str]:
+    """The files of the wheel `pip wheel .` builds, and its entry points. Built from a copy of the whole
+    checkout's tree (every package, tests included), so that what stays out is left out by pyproject.toml
+    and the checkout is untouched (the build backend is the pinned setuptools of the venv)."""
+    tmp_path = tmp_path_factory.mktemp("wheel")
     source = tmp_path / "src"
     source.mkdir()
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(ROOT / name, source / name)
-    for package in (*PRODUCT, "kubesim", "devstack", "bench"):
+    packages = [p.parent.name for p in ROOT.glob("*/__init__.py")]
+    assert {*PRODUCT, "devstack", "bench", "tests"} <= set(packages)
+    for package in packages:
         shutil.copytree(ROOT / package, source / package, ignore=shutil.ignore_patterns("__pycache__"))
     built = subprocess.run(
         [
@@ -169,6 +172,20 @@ def test_pip_install_brings_the_kubectl_plugins_console_script(tmp_path: Path) -
     with zipfile.ZipFile(wheel) as archive:
         names = archive.namelist()
         (entry_points,) = [n for n in names if n.endswith(".dist-info/entry_points.txt")]
-        scripts = archive.read(entry_points).decode()
+        return names, archive.read(entry_points).decode()
+
+
+def test_the_wheel_carries_the_product_and_nothing_else(wheel_names: tuple[list[str], str]) -> None:
+    names, _ = wheel_names
+    top_level = {name.split("/")[0] for name in names if not name.split("/")[0].endswith(".dist-info")}
+    assert top_level == set(PRODUCT)
+    for package in PRODUCT:
+        assert f"{package}/__init__.py" in names
+
+
+def test_pip_install_brings_the_kubectl_plugins_console_script(wheel_names: tuple[list[str], str]) -> None:
+    """The wheel `pip install .` installs: `kubectl-exclusive_placement` (kubectl finds it on PATH by that
+    name) pointing at the plugin's main, and the plugin's package."""
+    names, scripts = wheel_names
     assert "kubectl-exclusive_placement = kubectl_plugin.cli:main" in scripts
     assert "kubectl_plugin/cli.py" in names

@@ -8,10 +8,13 @@ from typing import Any
 import pytest
 
 from placement.admission import (
+    DEFAULT_JOB_CONTROLLER_USERNAMES,
+    Creator,
     LeaderState,
     LeaderStatus,
     PodPlan,
     Skip,
+    admit_pod,
     leader_state,
     mutate_job,
     mutate_pod,
@@ -302,6 +305,45 @@ def test_a_pod_carrying_another_jobs_jobset_key_is_denied(index: int) -> None:
     assert job_key(NS, JOB) in plan.verdict.message
 
 
+JOB_CONTROLLER = "system:serviceaccount:kube-system:job-controller"
+
+
+@pytest.mark.parametrize("index", [0, 2, None])
+@pytest.mark.parametrize("claim", ["ownerReference", "job-name label"])
+def test_a_pod_claiming_a_job_that_the_job_controller_does_not_create_is_denied(
+    index: int | None, claim: str
+) -> None:
+    """The Job controller orphans such a pod (it is not one of the Job's), and the job-key label of an
+    admitted exclusive pod would then hold its domain until someone deletes it (issue 30, row 6)."""
+    the_pod = pod(index)
+    if claim == "job-name label":
+        the_pod["metadata"].pop("ownerReferences")
+    plan = plan_pod(the_pod, NS, Strategy.ELASTIC, Creator("system:serviceaccount:team-a:tenant"))
+    assert isinstance(plan, Skip)
+    assert (plan.verdict.allowed, plan.verdict.reason) == (False, "not-created-by-job-controller")
+    assert f"pod of Job {JOB}" in plan.verdict.message
+    assert "system:serviceaccount:team-a:tenant is not the Job controller" in plan.verdict.message
+
+
+def test_the_job_controllers_pods_are_planned_and_the_job_controller_is_configurable() -> None:
+    assert JOB_CONTROLLER in DEFAULT_JOB_CONTROLLER_USERNAMES
+    assert plan_pod(pod(0), NS, Strategy.ELASTIC, Creator(JOB_CONTROLLER)) == _plan(pod(0))
+    ours = Creator(
+        "system:serviceaccount:ops:our-job-controller",
+        frozenset({"system:serviceaccount:ops:our-job-controller"}),
+    )
+    assert isinstance(plan_pod(pod(1), NS, Strategy.ELASTIC, ours), PodPlan)
+    denied = plan_pod(pod(1), NS, Strategy.ELASTIC, Creator(JOB_CONTROLLER, ours.job_controllers))
+    assert isinstance(denied, Skip)
+    assert denied.verdict.reason == "not-created-by-job-controller"
+
+
+def test_a_pod_without_a_job_is_judged_as_before_whoever_creates_it() -> None:
+    plan = plan_pod(_without_job(pod(0)), NS, Strategy.ELASTIC, Creator("alice@example.com"))
+    assert isinstance(plan, Skip)
+    assert (plan.verdict.allowed, plan.verdict.reason) == (True, "no-job")
+
+
 # --- Pods: mutation, every strategy x role x leader state ----------------------------------------------
 
 UNBOUND = LeaderState(LeaderStatus.NOT_SCHEDULED, "leader-0")
@@ -364,14 +406,14 @@ def test_leader_affinity_is_merged_with_the_pods_own() -> None:
 # (strategy, leader state) -> expected follower: nodeSelector value, gated?
 FOLLOWER_CASES = [
     ("elastic", BOUND, "zone-a", False),
-    ("elastic", UNBOUND, None, False),
-    ("elastic", MISSING, None, False),
+    ("elastic", UNBOUND, None, True),  # a cache behind the resize: the resizer pins and releases it
+    ("elastic", MISSING, None, True),
     ("gate", BOUND, "zone-a", False),
     ("gate", UNBOUND, None, False),
     ("scheduling-gate", BOUND, "zone-a", False),
     ("scheduling-gate", UNBOUND, None, True),
     ("scheduling-gate", MISSING, None, True),
-    ("elastic", LeaderState(LeaderStatus.NODE_MISSING, "leader-0", "gone"), None, False),
+    ("elastic", LeaderState(LeaderStatus.NODE_MISSING, "leader-0", "gone"), None, True),
     ("gate", LeaderState(LeaderStatus.NODE_WITHOUT_DOMAIN, "leader-0", "node-1"), None, False),
 ]
 
@@ -390,6 +432,21 @@ def test_follower_mutation(strategy: str, state: LeaderState, selector: str | No
     assert (result["spec"].get("schedulingGates") == [{"name": LEADER_SCHEDULED_GATE}]) is gated
     assert "affinity" not in result["spec"]
     assert mutate_pod(result, plan, state).patch == []
+
+
+@pytest.mark.parametrize(("strategy", "state", "selector", "gated"), FOLLOWER_CASES)
+def test_admission_in_one_call_denies_exactly_what_validation_of_the_mutation_denies(
+    strategy: str, state: LeaderState, selector: str | None, gated: bool
+) -> None:
+    """`admit_pod` (the one call of the webhook path) = `mutate_pod`, then `validate_pod` of its result."""
+    the_pod = pod(3, strategy=strategy, spec={"nodeSelector": {"gpu": "a100"}})
+    plan = _plan(the_pod)
+    mutation = mutate_pod(the_pod, plan, state)
+    validation = validate_pod(apply(the_pod, mutation.patch), plan, state)
+    verdict = admit_pod(the_pod, plan, state)
+    assert verdict.allowed is validation.allowed
+    assert verdict.allowed is (selector is not None or gated)
+    assert verdict == (mutation if validation.allowed else validation)
 
 
 def test_affinity_strategy_follower_gets_the_leaders_terms_without_lookup() -> None:
@@ -515,7 +572,8 @@ def test_leader_state_summarises_leader_and_node() -> None:
 
 def test_two_live_leaders_bound_in_different_domains_make_the_follower_wait() -> None:
     """JobSet denies a follower unless exactly one live leader exists (leaderPodForFollower); here two live
-    leaders of the same Job uid in different domains deny it as transient instead of pinning it to one."""
+    leaders of the same Job uid in different domains gate it (the resizer's release waits for one leader) and
+    deny it ungated as transient, instead of pinning it to one."""
     plan = _plan(pod(1))
     leader, rival = pod(0, node="node-1"), pod(0, node="node-2")
     rival["metadata"]["name"] = f"{JOB}-0-fghij"
@@ -524,9 +582,10 @@ def test_two_live_leaders_bound_in_different_domains_make_the_follower_wait() ->
         LeaderStatus.LEADERS_DISAGREE, f"{JOB}-0-abcde", "node-1", "zone-a", f"{JOB}-0-fghij", "zone-b"
     )
     the_pod = pod(1)
-    pinned = apply(the_pod, mutate_pod(the_pod, plan, state).patch)
-    assert ZONE not in (pinned["spec"].get("nodeSelector") or {})
-    verdict = validate_pod(pinned, plan, state)
+    gated_follower = apply(the_pod, mutate_pod(the_pod, plan, state).patch)
+    assert ZONE not in (gated_follower["spec"].get("nodeSelector") or {})
+    assert gated_follower["spec"]["schedulingGates"] == [{"name": LEADER_SCHEDULED_GATE}]
+    verdict = validate_pod(the_pod, plan, state)
     assert (verdict.allowed, verdict.reason) == (False, "leader-leaders-disagree")
     assert "two live leader pods of this Job are bound in different domains" in verdict.message
     assert "expected and transient" in verdict.message

@@ -21,23 +21,29 @@ from placement.admission import (
 from placement.constants import (
     ALL_OR_NOTHING_ANNOTATION,
     ALL_OR_NOTHING_GATE,
+    ALL_OR_NOTHING_LABEL,
     GANG_QUEUED_AT_ANNOTATION,
     GANG_SIZE_ANNOTATION,
     GKE_NODEPOOL_LABEL,
     JOB_COMPLETION_INDEX_ANNOTATION,
+    JOB_KEY_LABEL,
     JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION,
     JOBSET_NAME_LABEL,
     JOBSET_NODE_SELECTOR_ANNOTATION,
     JOBSET_RESTART_ATTEMPT_LABEL,
+    PRIORITY_LABEL,
     RELEASED_AT_ANNOTATION,
     TOPOLOGY_ANNOTATION,
     Strategy,
 )
 from placement.gang import (
+    AdmissionPlan,
     Gang,
     GangId,
     GangState,
+    Holding,
     NodeView,
+    admitted_gang,
     as_released,
     build_gang,
     format_time,
@@ -45,11 +51,15 @@ from placement.gang import (
     gang_of,
     gang_size,
     gang_state,
+    held_nodes,
     parse_time,
     plan_admission,
+    record_of_pods,
     release_patch,
+    trusted_member,
 )
 from placement.jobset import JobSetRef, JobSetStartup, JobSetUnknown, exclusive_jobs, jobset_startup
+from placement.reserved import GANG_KEYS
 from tests.placement.placement_pods import without_resize_keys
 
 Obj = dict[str, Any]
@@ -105,7 +115,7 @@ def leader(
 
 
 def gang(jobset: str, pods: list[Obj]) -> Gang:
-    built = build_gang(GangId(NS, jobset), pods)
+    built = build_gang(GangId(NS, jobset), pods, record_of_pods(GangId(NS, jobset), pods))
     assert built is not None
     return built
 
@@ -122,9 +132,13 @@ def pools(count: int = 4, *, unschedulable: frozenset[int] = frozenset()) -> lis
     ]
 
 
-def held(*nodes: str, priority: int = 0) -> dict[str, int]:
+def held(*nodes: str, priority: int = 0) -> dict[str, Holding]:
     """Nodes holding a bound exclusive leader, and that leader's priority."""
-    return dict.fromkeys(nodes, priority)
+    return dict.fromkeys(nodes, Holding(priority, frozenset({str(priority)})))
+
+
+def blocked(plan: AdmissionPlan) -> GangId | None:
+    return plan.blocked.gang if plan.blocked is not None else None
 
 
 def released(plan_releases: Any) -> list[str]:
@@ -138,7 +152,8 @@ def test_two_jobsets_of_three_on_four_pools_one_is_released_the_other_waits_whol
     plan = plan_admission([gated_gang("b", queued_at=T0 + 1), gated_gang("a")], pools(), {}, T0 + 2, TIMEOUT)
     assert released(plan.releases) == ["a"]
     assert len(plan.releases[0].pods) == 3
-    assert (plan.blocked, plan.blocked_needs, plan.blocked_free) == (GangId(NS, "b"), 3, 1)
+    assert plan.blocked is not None
+    assert (plan.blocked.gang, plan.blocked.needs, plan.blocked.free) == (GangId(NS, "b"), 3, 1)
 
 
 @pytest.mark.parametrize(
@@ -167,7 +182,7 @@ def test_domains_promised_or_held_by_another_jobset_are_not_free(
     a = gang("a", [leader("a", job, **kwargs) for job, kwargs in enumerate(a_leaders)])
     plan = plan_admission([a, gated_gang("b", queued_at=T0 + 1)], pools(), held(*held_by_a), T0 + 2, TIMEOUT)
     assert released(plan.releases) == expected_released
-    assert (plan.blocked.jobset if plan.blocked else None) == expected_blocked
+    assert (plan.blocked.gang.jobset if plan.blocked else None) == expected_blocked
 
 
 def test_higher_priority_goes_first_then_older_then_name() -> None:
@@ -179,39 +194,40 @@ def test_higher_priority_goes_first_then_older_then_name() -> None:
     plan = plan_admission(gangs, pools(9), {}, T0 + 60, TIMEOUT)
     assert released(plan.releases) == ["urgent", "old", "new"]
     tie = plan_admission([gated_gang("y", jobs=1), gated_gang("x", jobs=1)], pools(1), {}, T0, TIMEOUT)
-    assert (released(tie.releases), tie.blocked) == (["x"], GangId(NS, "y"))
+    assert (released(tie.releases), blocked(tie)) == (["x"], GangId(NS, "y"))
 
 
 def test_strict_fifo_a_small_jobset_does_not_overtake_the_head_waiting_for_domains() -> None:
     gangs = [gated_gang("big", jobs=3), gated_gang("small", jobs=1, queued_at=T0 + 1)]
     plan = plan_admission(gangs, pools(3), held("node-0"), T0, TIMEOUT)
-    assert (released(plan.releases), plan.blocked) == ([], GangId(NS, "big"))
+    assert (released(plan.releases), blocked(plan)) == ([], GangId(NS, "big"))
 
 
 def test_a_jobset_needing_more_domains_than_exist_is_passed_over_not_waited_for() -> None:
     """Strict FIFO would let it block the queue forever: it stays queued, the next JobSet goes."""
     gangs = [gated_gang("huge", jobs=5), gated_gang("next", jobs=2, queued_at=T0 + 1)]
     plan = plan_admission(gangs, pools(4), {}, T0, TIMEOUT)
-    assert (released(plan.releases), plan.blocked, plan.unfit) == (
+    assert (released(plan.releases), blocked(plan), plan.unfit) == (
         ["next"],
         None,
         ((GangId(NS, "huge"), 5, 4),),
     )
     cordoned = pools(5, unschedulable=frozenset({4}))  # a cordoned node's domain may come back: wait for it
     plan = plan_admission(gangs, cordoned, {}, T0, TIMEOUT)
-    assert (released(plan.releases), plan.blocked, plan.unfit) == ([], GangId(NS, "huge"), ())
+    assert (released(plan.releases), blocked(plan), plan.unfit) == ([], GangId(NS, "huge"), ())
 
 
 def test_unschedulable_nodes_and_unlabelled_nodes_give_no_domain() -> None:
     nodes = [*pools(4, unschedulable=frozenset({3})), NodeView("bare", {}, unschedulable=False)]
-    assert plan_admission([gated_gang("a", jobs=4)], nodes, {}, T0, TIMEOUT).blocked == GangId(NS, "a")
+    assert blocked(plan_admission([gated_gang("a", jobs=4)], nodes, {}, T0, TIMEOUT)) == GangId(NS, "a")
     assert released(plan_admission([gated_gang("a", jobs=3)], nodes, {}, T0, TIMEOUT).releases) == ["a"]
 
 
 def test_a_domain_with_one_held_node_is_not_free_even_with_other_free_nodes() -> None:
     nodes = [*pools(3), NodeView("node-0b", {GKE_NODEPOOL_LABEL: "pool-0"}, unschedulable=False)]
     plan = plan_admission([gated_gang("a")], nodes, held("node-0"), T0, TIMEOUT)
-    assert (plan.blocked, plan.blocked_free) == (GangId(NS, "a"), 2)
+    assert plan.blocked is not None
+    assert (plan.blocked.gang, plan.blocked.free) == (GangId(NS, "a"), 2)
 
 
 @pytest.mark.parametrize(("held_priority", "released_now"), [(0, True), (100, False), (500, False)])
@@ -241,8 +257,8 @@ def test_a_release_cut_short_is_finished_first_and_its_domains_stay_promised() -
         [gated_gang("next", jobs=2, queued_at=T0 - 100), half], pools(4), {}, T0 + 1, TIMEOUT
     )
     assert [(r.gang.jobset, len(r.pods), r.resumed) for r in plan.releases] == [("half", 2, True)]
-    assert plan.blocked == GangId(NS, "next")
-    assert plan.blocked_free == 1
+    assert plan.blocked is not None
+    assert (plan.blocked.gang, plan.blocked.free) == (GangId(NS, "next"), 1)
 
 
 def test_a_release_that_does_not_bind_within_the_timeout_is_undone_and_frees_its_promise() -> None:
@@ -257,10 +273,10 @@ def test_a_release_that_does_not_bind_within_the_timeout_is_undone_and_frees_its
     early = plan_admission(
         [stuck, gated_gang("b", jobs=2)], pools(), held("node-0"), T0 + TIMEOUT - 1, TIMEOUT
     )
-    assert (early.timeouts, early.blocked, early.next_deadline) == ((), GangId(NS, "b"), T0 + TIMEOUT)
+    assert (early.timeouts, blocked(early), early.next_deadline) == ((), GangId(NS, "b"), T0 + TIMEOUT)
     late = plan_admission([stuck, gated_gang("b", jobs=2)], pools(), held("node-0"), T0 + TIMEOUT, TIMEOUT)
-    assert [(t.gang.jobset, sorted(uid for _key, uid in t.pods)) for t in late.timeouts] == [
-        ("stuck", ["stuck-w-0-uid", "stuck-w-1-uid", "stuck-w-2-uid"])
+    assert [(t.gang.jobset, [uid for _key, uid in t.jobs]) for t in late.timeouts] == [
+        ("stuck", ["stuck-w-0-job", "stuck-w-1-job", "stuck-w-2-job"])
     ]
     assert released(late.releases) == ["b"]  # 3 free pools (node-0 still held until its leader goes)
 
@@ -510,3 +526,166 @@ def test_a_job_of_a_jobset_without_the_annotation_is_left_alone() -> None:
 def test_a_gang_size_is_read_strictly(raw: str, expected: int | None) -> None:
     """ "²".isdigit() is true and int() refuses 5,000 digits: neither may raise in the resizer's queue."""
     assert gang_size({ALL_OR_NOTHING_ANNOTATION: "true", GANG_SIZE_ANNOTATION: raw}) == expected
+
+
+# --- trust: what a client writes puts nothing in the queue -----------------------------------------------
+
+FORGED = {
+    ALL_OR_NOTHING_ANNOTATION: "true",
+    GANG_SIZE_ANNOTATION: "4",
+    GANG_QUEUED_AT_ANNOTATION: "2000-01-01T00:00:00Z",
+}
+
+
+def forged_job(*, owned: bool) -> Obj:
+    job = child_job()
+    if not owned:
+        del job["metadata"]["ownerReferences"]
+    job["metadata"]["annotations"].update(FORGED)
+    job["metadata"]["labels"][ALL_OR_NOTHING_LABEL] = "true"
+    job["spec"]["template"]["metadata"]["annotations"].update(FORGED)
+    job["spec"]["template"]["metadata"]["labels"] = {ALL_OR_NOTHING_LABEL: "true"}
+    return job
+
+
+@pytest.mark.parametrize(
+    "owner",
+    [None, JobSetUnknown(JobSetRef(NS, "js", "u"), 'jobsets.jobset.x-k8s.io "js" not found')],
+    ids=["no JobSet owner", "JobSet not found"],
+)
+def test_gang_keys_a_client_sent_are_removed_and_no_gang_comes_without_a_jobset(
+    owner: JobSetUnknown | None,
+) -> None:
+    job = forged_job(owned=owner is not None)
+    verdict = mutate_job(job, Strategy.GATE, owner=owner, all_or_nothing=True)
+    admitted = jsonpatch.apply_patch(job, verdict.patch)
+    reserved = set(GANG_KEYS)
+    assert not reserved & set(admitted["metadata"].get("annotations", {}))
+    assert not reserved & set(admitted["metadata"].get("labels", {}))
+    assert not reserved & set(admitted["spec"]["template"]["metadata"].get("annotations", {}))
+    assert not reserved & set(admitted["spec"]["template"]["metadata"].get("labels", {}))
+    assert (gang_of(admitted), admitted_gang(admitted)) == (None, None)
+    assert any("removed" in warning for warning in verdict.warnings)
+
+
+def test_a_plain_job_with_gang_keys_is_admitted_without_them() -> None:
+    job = forged_job(owned=False)
+    del job["metadata"]["annotations"][JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION]
+    del job["spec"]["template"]["metadata"]["annotations"][JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION]
+    verdict = mutate_job(job, Strategy.ELASTIC)
+    assert verdict.reason == "not-exclusive"
+    admitted = jsonpatch.apply_patch(job, verdict.patch)
+    assert gang_of(admitted) is None
+    assert admitted["spec"]["template"]["metadata"]["annotations"] == {}
+
+
+def test_the_webhook_derives_the_gang_from_the_jobset_whatever_the_client_sent() -> None:
+    owner = JobSetStartup(all_or_nothing=True, exclusive_jobs=2, created="2026-05-01T10:00:00Z")
+    job = forged_job(owned=True)
+    admitted = jsonpatch.apply_patch(job, mutate_job(job, Strategy.GATE, owner=owner).patch)
+    record = admitted_gang(admitted)
+    assert record is not None
+    assert (record.gang, record.size, record.queued_at) == (
+        GangId(NS, "js", "2"),
+        2,
+        parse_time(stamp_2026()),
+    )
+    assert admitted["spec"]["template"]["metadata"]["annotations"][GANG_QUEUED_AT_ANNOTATION] == stamp_2026()
+
+
+def stamp_2026() -> str:
+    return "2026-05-01T10:00:00Z"
+
+
+def test_a_leader_is_a_member_only_through_its_controlling_admitted_job() -> None:
+    owner = JobSetStartup(all_or_nothing=True, exclusive_jobs=3, created=stamp_2026())
+    job = jsonpatch.apply_patch(child_job(), mutate_job(child_job(), Strategy.GATE, owner=owner).patch)
+    job["metadata"]["uid"] = "js-r0-0-uid"
+    record = admitted_gang(job)
+    pod = leader("js", 0)
+    pod["metadata"]["labels"][JOBSET_RESTART_ATTEMPT_LABEL] = "2"
+    pod["metadata"]["ownerReferences"][0]["uid"] = "js-r0-0-uid"
+    assert trusted_member(pod, GangId(NS, "js", "2"), record)
+    assert not trusted_member(pod, GangId(NS, "other", "2"), record)
+    impostor = leader("js", 0)  # another Job's pod, or a bare pod labelled as the Job's
+    impostor["metadata"]["labels"][JOBSET_RESTART_ATTEMPT_LABEL] = "2"
+    assert not trusted_member(impostor, GangId(NS, "js", "2"), record)
+    assert not trusted_member(pod, GangId(NS, "js", "2"), None)
+    relabelled = {**job, "metadata": {**job["metadata"], "labels": {**job["metadata"]["labels"]}}}
+    relabelled["metadata"]["labels"][JOBSET_NAME_LABEL] = "other"  # disagrees with its JobSet owner
+    assert admitted_gang(relabelled) is None
+
+
+def holder(node: str, *, spec_priority: int = 0, label: str | None = None, job_key: bool = True) -> Obj:
+    labels = {"exclusive-placement.io/role": "leader"}
+    if job_key:
+        labels[JOB_KEY_LABEL] = "x"
+    if label is not None:
+        labels[PRIORITY_LABEL] = label
+    return {
+        "metadata": {"name": f"p-{node}", "namespace": "tenant", "labels": labels},
+        "spec": {"nodeName": node, "priority": spec_priority},
+        "status": {"phase": "Running"},
+    }
+
+
+def test_a_domain_is_held_by_pods_carrying_the_job_key_label_and_not_by_a_role_label_alone() -> None:
+    role_only = held_nodes([holder("node-0", job_key=False), holder("node-1", job_key=False)])
+    assert role_only == {}
+    assert released(plan_admission([gated_gang("b")], pools(3), role_only, T0, TIMEOUT).releases) == ["b"]
+    repelling = held_nodes([holder("node-0")])
+    assert blocked(plan_admission([gated_gang("b")], pools(3), repelling, T0, TIMEOUT)) == GangId(NS, "b")
+    finished = {**holder("node-0"), "status": {"phase": "Succeeded"}}
+    assert held_nodes([finished, {**holder("node-1"), "spec": {}}]) == {}
+
+
+@pytest.mark.parametrize(
+    ("spec_priority", "label", "blocks"),
+    [(0, "0", {0: True, 100: False}), (0, "100", {0: True, 100: True}), (100, None, {0: True, 100: True})],
+    ids=["level 0", "labelled level 100, runs at 0", "runs at 100, unlabelled"],
+)
+def test_a_holder_keeps_out_the_levels_its_labels_repel_and_those_that_cannot_preempt_it(
+    spec_priority: int, label: str | None, blocks: dict[int, bool]
+) -> None:
+    (holding,) = held_nodes([holder("node-0", spec_priority=spec_priority, label=label)]).values()
+    assert {priority: holding.blocks(priority) for priority in blocks} == blocks
+
+
+def test_a_head_holds_up_the_queue_for_the_bound_then_is_stepped_over_and_keeps_its_place() -> None:
+    gangs = [gated_gang("big", jobs=3), gated_gang("small", jobs=1, queued_at=T0 + 1)]
+    first = plan_admission(gangs, pools(3), held("node-0"), T0, TIMEOUT, bound=TIMEOUT)
+    assert (released(first.releases), blocked(first), first.next_deadline) == (
+        [],
+        GangId(NS, "big"),
+        T0 + TIMEOUT,
+    )
+    assert first.blocked is not None
+    since = {first.blocked.gang: first.blocked.since}
+    early = plan_admission(
+        gangs, pools(3), held("node-0"), T0 + TIMEOUT - 1, TIMEOUT, waiting_since=since, bound=TIMEOUT
+    )
+    assert (released(early.releases), early.stepped_over) == ([], ())
+    late = plan_admission(
+        gangs, pools(3), held("node-0"), T0 + TIMEOUT, TIMEOUT, waiting_since=since, bound=TIMEOUT
+    )
+    assert released(late.releases) == ["small"]
+    assert [(w.gang.jobset, w.needs, w.free) for w in late.stepped_over] == [("big", 3, 2)]
+    # the stepped-over head is still first: once enough domains are free it goes before anyone behind it
+    free = plan_admission(gangs, pools(3), {}, T0 + TIMEOUT + 1, TIMEOUT, waiting_since=since, bound=TIMEOUT)
+    assert released(free.releases) == ["big"]
+    assert blocked(free) == GangId(NS, "small")
+
+
+def test_the_next_gang_that_does_not_fit_holds_up_the_rest_on_its_own_clock() -> None:
+    gangs = [
+        gated_gang("big", jobs=3),
+        gated_gang("mid", jobs=3, queued_at=T0 + 1),
+        gated_gang("s", jobs=1, queued_at=T0 + 2),
+    ]
+    since = {GangId(NS, "big"): T0 - TIMEOUT}
+    plan = plan_admission(gangs, pools(3), held("node-0"), T0, TIMEOUT, waiting_since=since, bound=TIMEOUT)
+    assert ([w.gang.jobset for w in plan.stepped_over], blocked(plan), released(plan.releases)) == (
+        ["big"],
+        GangId(NS, "mid"),
+        [],
+    )

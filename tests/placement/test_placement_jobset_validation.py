@@ -182,6 +182,38 @@ def test_an_update_is_checked_only_when_it_changes_the_projects_annotations() ->
     assert not check(changed, old=jobset()).allowed
 
 
+@pytest.mark.parametrize(
+    ("before", "after", "shown"),
+    [
+        ({STRATEGY_ANNOTATION: "elastic"}, {STRATEGY_ANNOTATION: "gate"}, "from 'elastic' to 'gate'"),
+        ({}, {ALL_OR_NOTHING_ANNOTATION: "true"}, "from absent to 'true'"),
+        ({ALL_OR_NOTHING_ANNOTATION: "true"}, {}, "from 'true' to absent"),
+    ],
+    ids=["strategy changed", "all-or-nothing added", "all-or-nothing removed"],
+)
+def test_an_update_of_the_jobsets_strategy_or_all_or_nothing_is_denied_as_creation_only(
+    before: dict[str, str], after: dict[str, str], shown: str
+) -> None:
+    topology = {JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION: GKE_NODEPOOL_LABEL}
+    verdict = check(jobset(topology | after), old=jobset(topology | before))
+    assert (verdict.allowed, verdict.reason) == (False, "changed-at-runtime")
+    assert verdict.message.startswith("exclusive placement: JobSet trainer: metadata.annotations: ")
+    assert "applies only at the JobSet's creation" in verdict.message
+    assert shown in verdict.message
+    assert "delete and re-create the JobSet" in verdict.message
+
+
+def test_removing_every_project_annotation_is_a_change_too() -> None:
+    verdict = check(jobset({}), old=jobset({STRATEGY_ANNOTATION: "gate", TOPOLOGY_ANNOTATION: "x"}))
+    assert verdict.reason == "changed-at-runtime"
+
+
+def test_a_node_selector_mode_jobsets_annotations_may_change() -> None:
+    old = jobset({JOBSET_NODE_SELECTOR_ANNOTATION: "true", STRATEGY_ANNOTATION: "elastic"})
+    new = jobset({JOBSET_NODE_SELECTOR_ANNOTATION: "true", STRATEGY_ANNOTATION: "gate"})
+    assert check(new, old=old).allowed
+
+
 # --- placement.topology --------------------------------------------------------------------------------
 
 
@@ -214,3 +246,68 @@ def test_a_jobs_admission_gets_the_topology_warning_after_its_own() -> None:
     denied = Verdict(allowed=False, reason="invalid-strategy", message="no")
     assert with_topology_warning(denied, exclusive, NODE_KEYS) == denied
     assert with_topology_warning(verdict, job(), NODE_KEYS) == verdict
+
+
+TAS_REQUIRED = "kueue.x-k8s.io/podset-required-topology"
+
+
+def queued(js: dict[str, Any]) -> dict[str, Any]:
+    js["metadata"]["labels"] = {"kueue.x-k8s.io/queue-name": "user-queue"}
+    return js
+
+
+@pytest.mark.parametrize(
+    ("the_jobset", "where"),
+    [
+        (queued(jobset(pod_annotations={TAS_REQUIRED: GKE_NODEPOOL_LABEL})), POD_TEMPLATE),
+        (
+            queued(jobset(job_annotations={"kueue.x-k8s.io/podset-preferred-topology": HOSTNAME_LABEL})),
+            "spec.replicatedJobs[0].template.metadata.annotations",
+        ),
+        (
+            queued(
+                jobset(
+                    {},
+                    pod_annotations={
+                        TOPOLOGY_ANNOTATION: GKE_NODEPOOL_LABEL,
+                        STRATEGY_ANNOTATION: "affinity",
+                        "kueue.x-k8s.io/podset-slice-required-topology": GKE_NODEPOOL_LABEL,
+                    },
+                )
+            ),
+            POD_TEMPLATE,
+        ),
+    ],
+    ids=["required, JobSet's exclusive topology", "preferred on the Job template", "slice, per-Job topology"],
+)
+def test_a_queued_jobset_asking_kueue_tas_for_an_exclusive_replicated_jobs_topology_is_denied(
+    the_jobset: dict[str, Any], where: str
+) -> None:
+    verdict = check(the_jobset)
+    assert (verdict.allowed, verdict.reason) == (False, "kueue-tas-conflict")
+    assert verdict.message.startswith(f"exclusive placement: JobSet trainer: {where}: kueue.x-k8s.io/podset-")
+    assert "Kueue's Topology Aware Scheduling" in verdict.message
+    assert "alone in a domain" in verdict.message
+
+
+@pytest.mark.parametrize(
+    "the_jobset",
+    [
+        jobset(pod_annotations={TAS_REQUIRED: GKE_NODEPOOL_LABEL}),
+        queued(jobset(pod_annotations={"kueue.x-k8s.io/podset-group-name": "g"})),
+    ],
+    ids=["not queued by Kueue", "no TAS topology"],
+)
+def test_tas_annotations_kueue_does_not_act_on_are_no_conflict(the_jobset: dict[str, Any]) -> None:
+    assert check(the_jobset).allowed
+
+
+def test_a_tas_annotation_on_a_replicated_job_that_is_not_exclusive_is_no_conflict() -> None:
+    js = queued(jobset({}, pod_annotations={TOPOLOGY_ANNOTATION: GKE_NODEPOOL_LABEL}))
+    driver = {
+        "name": "driver",
+        "replicas": 1,
+        "template": {"spec": {"template": {"metadata": {"annotations": {TAS_REQUIRED: GKE_NODEPOOL_LABEL}}}}},
+    }
+    js["spec"]["replicatedJobs"].append(driver)
+    assert check(js).allowed

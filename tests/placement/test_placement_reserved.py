@@ -141,6 +141,8 @@ def test_an_exclusive_job_carrying_another_jobs_jobset_key_is_denied(where: str)
         original["spec"]["template"].setdefault("metadata", {})["labels"] = forged
     verdict = mutate_job(original, Strategy.ELASTIC, namespace=NS)
     assert (verdict.allowed, verdict.reason, verdict.patch) == (False, "forged-job-key", [])
+    field = "metadata.labels" if where == "job" else "spec.template.metadata.labels"
+    assert verdict.message.startswith(f"exclusive placement: Job {JOB}: {field}: ")  # as a JobSet's denial
     assert JOBSET_JOB_KEY_LABEL in verdict.message
     assert jobset_key("team-b", "victim") in verdict.message
     assert jobset_key(NS, JOB) in verdict.message
@@ -189,3 +191,19 @@ def test_a_pod_carrying_its_own_key_is_validated_as_before() -> None:
     plan = plan_pod(exclusive_pod, NS, Strategy.ELASTIC)
     assert not isinstance(plan, Skip)
     assert validate_pod(exclusive_pod, plan, None).allowed
+
+
+@pytest.mark.parametrize(
+    ("where", "field"), [("job", "metadata.annotations"), ("template", "spec.template.metadata.annotations")]
+)
+def test_a_jobs_unknown_strategy_is_denied_naming_the_job_and_the_field(where: str, field: str) -> None:
+    original = job(annotations=dict(EXCLUSIVE))
+    place = (
+        original["metadata"] if where == "job" else original["spec"]["template"].setdefault("metadata", {})
+    )
+    place.setdefault("annotations", {})[STRATEGY_ANNOTATION] = "fastest"
+    verdict = mutate_job(original, Strategy.ELASTIC, namespace=NS)
+    assert (verdict.allowed, verdict.reason) == (False, "invalid-strategy")
+    assert verdict.message.startswith(
+        f"exclusive placement: Job {JOB}: {field}: unknown exclusive placement "
+    )

@@ -122,7 +122,7 @@ CASES: list[tuple[str, list[Obj], list[Obj], WaitReason | None, str]] = [
         "a NonIndexed Job's pods",
         [exclusive_job("a", resize=None, mode=None, size=2)],
         [exclusive_pod("a", None, verdict=UNSCHEDULABLE), exclusive_pod("a", None, verdict=UNSCHEDULABLE)],
-        WaitReason.FOLLOWERS_UNSCHEDULABLE,
+        WaitReason.PODS_UNSCHEDULABLE,  # it has no leader, so no followers
         UNSCHEDULABLE,
     ),
     (
@@ -200,6 +200,22 @@ def test_a_queued_jobset_that_does_not_fit_heads_the_queue_with_what_it_needs() 
     assert "first in the all-or-nothing queue (1 of 1)" in message
 
 
+def test_a_jobset_the_resizer_stepped_over_says_so_and_the_one_behind_it_fits() -> None:
+    """The resizer's `AllOrNothingSteppedOver` Event on the JobSet: its Jobs wait with their own reason, and
+    the JobSets behind it are not said to wait for it."""
+    held = exclusive_pod("other", 0, node_name="node-0")
+    pods = [held, *(gang_leader(n, "big", gates=(ALL_OR_NOTHING_GATE,)) for n in ("a", "b"))]
+    pods += [exclusive_pod("c", 0, jobset="small", gang=1, gates=(ALL_OR_NOTHING_GATE,))]
+    jobs = [gang_job("a", "big"), gang_job("b", "big"), exclusive_job("c", jobset="small", gang=1)]
+    snapshot = Snapshot(pools(2), pods, jobs, stepped_over=frozenset({(NS, "big")}))
+    found = {w.job: (w.reason, w.message) for w in waiting_jobs(snapshot)}
+    reason, message = found["a"]
+    assert reason is WaitReason.ALL_OR_NOTHING_STEPPED_OVER
+    assert "stepped over" in message
+    assert "fits now" in found["c"][1]
+    assert waiting_of(jobs, pods, pools(2))["a"][0] is WaitReason.ALL_OR_NOTHING_QUEUED
+
+
 def test_a_jobset_behind_the_head_names_it() -> None:
     pods = [exclusive_pod("other", 0, node_name="node-0")]
     for jobset, names in (("first", ("a", "b")), ("second", ("c", "d"))):
@@ -275,3 +291,42 @@ def test_pods_exclusive_on_another_key_hold_nothing_on_this_one() -> None:
 
 def test_a_key_no_node_carries_has_no_domains() -> None:
     assert domain_statuses(Snapshot(pools(2), [], []), ["example.com/rack"]) == []
+
+
+# --- capacity: placement.capacity's diagnosis replaces "waiting for room" -----------------------------
+
+
+def test_the_fifth_job_of_a_jobset_on_four_pools_waits_for_too_few_domains() -> None:
+    jobs = [exclusive_job(f"w-{i}", size=1, resize=RESIZE_DONE, jobset="train") for i in range(5)]
+    pods = [exclusive_pod(f"w-{i}", 0, node_name=f"node-{i}", jobset="train") for i in range(4)]
+    pods.append(exclusive_pod("w-4", 0, verdict=UNSCHEDULABLE, jobset="train"))
+    (waiting,) = waiting_jobs(Snapshot(pools(4), pods, jobs))
+    assert (waiting.job, waiting.reason) == ("w-4", WaitReason.TOO_FEW_DOMAINS)
+    assert waiting.message == f"5 Jobs need 5 {POOL} domains; 4 exist"
+
+
+def test_a_job_on_a_key_no_node_carries_waits_for_too_few_domains() -> None:
+    rack = exclusive_job("r", annotations={TOPOLOGY_ANNOTATION: "example.com/rack"})
+    rack["spec"]["template"]["metadata"]["annotations"] = {TOPOLOGY_ANNOTATION: "example.com/rack"}
+    pod = exclusive_pod("r", 0, verdict="0/4 nodes are available: 4 node(s) didn't match pod affinity rules.")
+    (waiting,) = waiting_jobs(Snapshot(pools(4), [pod], [rack]))
+    assert waiting.reason is WaitReason.TOO_FEW_DOMAINS
+    assert "no schedulable node carries the label example.com/rack" in waiting.message
+
+
+def test_a_job_whose_pods_fit_no_pool_waits_for_a_domain_too_small() -> None:
+    nodes = pools(2)
+    for node in nodes:
+        node["status"] = {"allocatable": {"nvidia.com/gpu": "8", "pods": "110"}}
+    big = exclusive_job("big", size=8, resize=RESIZE_DONE)
+    big["spec"]["template"]["spec"] = {
+        "containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "4"}}}]
+    }
+    pod = exclusive_pod("big", 0, node_name="node-0")
+    progress = job_progress(Snapshot(nodes, [pod, *followers("big", 7)], [big]), big)
+    assert progress.waiting is not None
+    assert progress.waiting.reason is WaitReason.DOMAIN_TOO_SMALL
+    assert progress.waiting.message == (
+        f"8 pods x 4 nvidia.com/gpu need 32 nvidia.com/gpu in one {POOL} domain; the largest has 8 "
+        "(room for 2 such pods)"
+    )

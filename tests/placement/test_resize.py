@@ -14,6 +14,7 @@ from placement.constants import (
     JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION,
     JOBSET_NAME_LABEL,
     JOBSET_RESTART_ATTEMPT_LABEL,
+    LEADER_DOMAIN_ANNOTATION,
     LEADER_SCHEDULED_GATE,
     RESIZE_LABEL,
     TARGET_COMPLETIONS_ANNOTATION,
@@ -21,11 +22,14 @@ from placement.constants import (
     TARGET_PARALLELISM_ANNOTATION,
     TOPOLOGY_ANNOTATION,
 )
-from placement.gang import Gang, GangId, build_gang
+from placement.gang import Gang, GangId, build_gang, record_of_pods
+from placement.patch import apply
 from placement.resize import (
+    RECORDED_DOMAIN_RELEASES,
     SkipReason,
     decide_follower_repair,
     decide_gate_release,
+    decide_recorded_release,
     decide_resize,
     topology_key,
 )
@@ -211,19 +215,68 @@ def test_decide_resize_patches_sizes_label_and_precondition(
     assert decision.resize
     assert decision.reason is None
     assert decision.target == target
-    assert decision.patch == {
-        "metadata": {"labels": {RESIZE_LABEL: "done"}, "resourceVersion": "42"},
-        "spec": {"parallelism": target, "completions": target},
+    assert decision.patch is not None
+    resized = apply(job, decision.patch)
+    assert resized["metadata"]["labels"][RESIZE_LABEL] == "done"
+    assert (resized["spec"]["parallelism"], resized["spec"]["completions"]) == (target, target)
+    assert {k: v for k, v in resized["metadata"].items() if k != "labels"} == {
+        k: v for k, v in job["metadata"].items() if k != "labels"
     }
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("uid", "another-uid"),  # deleted and re-created under the same name
+        ("generation", 3),  # its spec changed: a user's edit, a suspension
+        ("labels", {RESIZE_LABEL: "done"}),  # resized meanwhile (another replica, before a failover)
+    ],
+)
+def test_the_resize_is_refused_when_what_it_read_changed(field: str, value: Any) -> None:
+    job = make_job(metadata__generation=2)
+    decision = decide_resize(job, make_pod(), gang=None)
+    assert decision.patch is not None
+    changed = copy.deepcopy(job)
+    changed["metadata"][field] = value
+    with pytest.raises(jsonpatch.JsonPatchTestFailed):
+        apply(changed, decision.patch)
+
+
+def test_the_resize_survives_a_status_write_but_not_without_a_generation() -> None:
+    """The Job controller's status writes change the resourceVersion, often right when the leader binds;
+    no status field decides a resize, so they no longer refuse it. An object without a generation (no API
+    server served it) is held to its resourceVersion."""
+    job = make_job(metadata__generation=2)
+    decision = decide_resize(job, make_pod(), gang=None)
+    assert decision.patch is not None
+    status_written = copy.deepcopy(job)
+    status_written["metadata"]["resourceVersion"] = "43"
+    status_written["status"] = {"active": 1, "ready": 1}
+    assert apply(status_written, decision.patch)["spec"]["completions"] == 8
+    unversioned = decide_resize(make_job(), make_pod(), gang=None)
+    assert unversioned.patch is not None
+    with pytest.raises(jsonpatch.JsonPatchTestFailed):
+        apply(status_written, unversioned.patch)
+
+
+def test_the_resize_patch_records_the_leaders_domain_when_its_node_shows_one() -> None:
+    """The pod admission policies pin the followers to it: written in the resize itself, no extra write."""
+    decision = decide_resize(make_job(), make_pod(), gang=None, node=NODE)
+    assert decision.patch is not None
+    resized = apply(make_job(), decision.patch)
+    assert resized["metadata"]["annotations"][LEADER_DOMAIN_ANNOTATION] == "pool-3"
+    assert resized["metadata"]["labels"][RESIZE_LABEL] == "done"
+    unlabelled = {"metadata": {"name": "node-1", "labels": {"kubernetes.io/hostname": "node-1"}}}
+    without_domain = decide_resize(make_job(), make_pod(), gang=None, node=unlabelled)
+    assert without_domain.patch is not None
+    assert LEADER_DOMAIN_ANNOTATION not in apply(make_job(), without_domain.patch)["metadata"]["annotations"]
 
 
 def test_resize_patch_applied_is_no_longer_pending() -> None:
     job = make_job()
     decision = decide_resize(job, make_pod(), gang=None)
     assert decision.patch is not None
-    patched = copy.deepcopy(job)
-    patched["metadata"]["labels"].update(decision.patch["metadata"]["labels"])
-    patched["spec"].update(decision.patch["spec"])
+    patched = apply(job, decision.patch)
     again = decide_resize(patched, make_pod(), gang=None)
     assert again.reason == SkipReason.ALREADY_DONE
     assert (patched["spec"]["completions"], patched["spec"]["parallelism"]) == (8, 8)
@@ -395,6 +448,62 @@ def test_gate_release_waits_while_two_leaders_disagree(
     assert release.release is (reason is None)
 
 
+def resized(job: dict[str, Any], domain: str | None = "pool-3") -> dict[str, Any]:
+    """`job` after its resize: labelled done, the leader's domain recorded (None: not recorded)."""
+    job = copy.deepcopy(job)
+    job["metadata"]["labels"][RESIZE_LABEL] = "done"
+    if domain is not None:
+        job["metadata"].setdefault("annotations", {})[LEADER_DOMAIN_ANNOTATION] = domain
+    return job
+
+
+FINISHED_LEADER = make_pod(status__phase="Succeeded")
+
+
+def test_a_gated_elastic_follower_whose_leader_finished_is_released_into_the_recorded_domain() -> None:
+    """Gated because its admission did not see the resize yet, and its leader ran to completion since:
+    the leader releases it no more; the domain the resize recorded does, as the pod policies pin."""
+    follower = gated(FOLLOWER)
+    held = decide_gate_release(follower, FINISHED_LEADER, NODE, gang=None)
+    assert held.reason == SkipReason.LEADER_FINISHED
+    assert held.reason in RECORDED_DOMAIN_RELEASES
+    release = decide_recorded_release(follower, resized(make_job(), "pool-7"))
+    assert (release.reason, release.domain) == (None, "pool-7")
+    assert release.patch is not None
+    result = jsonpatch.apply_patch(follower, release.patch)
+    assert result["spec"]["nodeSelector"] == {POOL: "pool-7"}
+    assert result["spec"].get("schedulingGates") == []
+
+
+@pytest.mark.parametrize(
+    ("job", "reason"),
+    [
+        (None, SkipReason.NOT_RESIZED),  # the Job is gone
+        (make_job(), SkipReason.NOT_RESIZED),  # still pending: a scheduling-gate Job never records one
+        (resized(make_job(), None), SkipReason.NOT_RESIZED),  # resized onto a node without the label
+        (resized(_changed(make_job(), {"metadata__uid": "uid-other"})), SkipReason.NOT_RESIZED),
+    ],
+    ids=["no-job", "not-resized", "no-domain-recorded", "another-job-of-the-same-name"],
+)
+def test_the_recorded_release_needs_the_followers_own_resized_job_and_its_domain(
+    job: dict[str, Any] | None, reason: SkipReason
+) -> None:
+    release = decide_recorded_release(gated(FOLLOWER), job)
+    assert (release.reason, release.patch) == (reason, None)
+
+
+def test_the_recorded_release_leaves_ungated_and_terminating_followers_alone() -> None:
+    assert decide_recorded_release(FOLLOWER, resized(make_job())).reason == SkipReason.NOT_GATED
+    terminating = gated(make_pod(index="3", node=None, metadata__deletionTimestamp="2026-12-02T06:00:00Z"))
+    assert decide_recorded_release(terminating, resized(make_job())).reason == SkipReason.FOLLOWER_TERMINATING
+
+
+def test_a_leader_not_yet_bound_or_terminating_is_waited_for_not_overruled_by_the_record() -> None:
+    assert SkipReason.LEADER_NOT_BOUND not in RECORDED_DOMAIN_RELEASES
+    assert SkipReason.LEADER_TERMINATING not in RECORDED_DOMAIN_RELEASES
+    assert SkipReason.LEADERS_DISAGREE not in RECORDED_DOMAIN_RELEASES
+
+
 @pytest.mark.parametrize(
     ("raw", "patched"),
     [("3", 3), ("8", 8)],
@@ -407,7 +516,8 @@ def test_resize_restores_max_failed_indexes(raw: str, patched: int) -> None:
     }
     decision = decide_resize(make_job(metadata__annotations=annotations), make_pod(), gang=None)
     assert decision.patch is not None
-    assert decision.patch["spec"] == {"parallelism": 8, "completions": 8, "maxFailedIndexes": patched}
+    resized = apply(make_job(metadata__annotations=annotations), decision.patch)["spec"]
+    assert (resized["parallelism"], resized["completions"], resized["maxFailedIndexes"]) == (8, 8, patched)
 
 
 @pytest.mark.parametrize("raw", ["9", "0", "many"])
@@ -447,7 +557,8 @@ def gang_of_leaders(*nodes: str | None, jobset: str = "js") -> Gang:
         leader["metadata"]["name"] = f"js-w-{index}-0-abcde"
         leader["metadata"]["ownerReferences"][0].update(name=f"js-w-{index}", uid=f"uid-job-{index}")
         leaders.append(leader)
-    built = build_gang(GangId("default", jobset), leaders)
+    gang_id = GangId("default", jobset)
+    built = build_gang(gang_id, leaders, record_of_pods(gang_id, leaders))
     assert built is not None
     return built
 
@@ -527,6 +638,18 @@ def test_a_follower_pinned_to_another_domain_is_marked_then_deleted() -> None:
             ]
         }
     }
+
+
+def test_repairing_a_follower_of_an_elastic_job_first_publishes_the_leaders_new_domain() -> None:
+    """Else the policies would pin its replacement to the domain the leader left, again and again."""
+    elastic = pinned("pool-1")
+    elastic["metadata"]["annotations"][TARGET_COMPLETIONS_ANNOTATION] = (
+        "8"  # an elastic Job's template record
+    )
+    repair = decide_follower_repair(elastic, make_pod(), NODE, [], NOW)
+    assert repair.delete
+    assert repair.job_patch == {"metadata": {"annotations": {LEADER_DOMAIN_ANNOTATION: "pool-3"}}}
+    assert decide_follower_repair(pinned("pool-1"), make_pod(), NODE, [], NOW).job_patch is None
 
 
 def test_a_follower_already_marked_is_deleted_without_a_second_status_write() -> None:

@@ -17,7 +17,7 @@ from devstack.commands import webhook_command
 from devstack.ports import free_port
 from devstack.processes import ManagedProcess
 from devstack.readiness import wait_http_ok
-from kubekit.testing import FakeKubeApi
+from tests.support.fake_api import FakeKubeApi
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "admission"
 SERVICE, NAMESPACE = "exclusive-placement-webhook", "exclusive-placement"

@@ -11,7 +11,6 @@ from pathlib import Path
 
 import httpx
 
-from kubekit.testing import FakeKubeApi
 from tests.reliability.reliability_processes import (
     WebhookUnderTest,
     dev_certs,
@@ -19,6 +18,7 @@ from tests.reliability.reliability_processes import (
     fixture_review,
     served_certificate_der,
 )
+from tests.support.fake_api import FakeKubeApi
 from tests.support.waiting import eventually
 
 ROTATIONS = 3

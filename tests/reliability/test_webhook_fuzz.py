@@ -27,7 +27,7 @@ from placement.constants import JOBSET_JOB_KEY_LABEL, RESIZE_LABEL, STRATEGIES, 
 from placement.reserved import RESIZE_KEYS
 from tests.reliability.fuzz_inputs import load_fixture, mutated_reviews, raw_bodies
 from tests.reliability.reliability_app import LEADER_STATES, SettableLeaders, admission_app, response_patch
-from webhook.testing import AsgiClient
+from tests.support.asgi import AsgiClient
 
 ENDPOINTS = ("/mutate-pods", "/validate-pods", "/mutate-jobs")
 MUTATING = frozenset({"/mutate-pods", "/mutate-jobs"})
@@ -169,13 +169,16 @@ def test_arbitrary_bodies_are_broken_calls_or_reviews(leaders: SettableLeaders) 
     assert tally["tried"] >= QUICK_EXAMPLES["raw"]
 
 
-@pytest.mark.parametrize("depth", [2_000, 100_000])
-def test_deeply_nested_body_is_a_bad_request(depth: int, leaders: SettableLeaders) -> None:
+@pytest.mark.parametrize(
+    ("depth", "status"),
+    [(2_000, 400), (100_000, 413)],  # 100,000 arrays: beyond the JSON objects the webhook parses, unparsed
+)
+def test_deeply_nested_body_is_a_bad_request(depth: int, status: int, leaders: SettableLeaders) -> None:
     head = b'{"kind":"AdmissionReview","apiVersion":"admission.k8s.io/v1","request":'
     body = head + b"[" * depth + b"]" * depth + b"}"
     with AsgiClient(admission_app(leaders)) as client:
         response = client.post("/mutate-pods", content=body, headers={"Content-Type": "application/json"})
-    assert response.status_code == 400
+    assert response.status_code == status
     assert response.json()["error"]
 
 

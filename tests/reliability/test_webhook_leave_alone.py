@@ -21,7 +21,7 @@ from placement.constants import (
 )
 from tests.reliability.fuzz_inputs import OPERATIONS, load_fixture
 from tests.reliability.reliability_app import LEADER_STATES, SettableLeaders, admission_app
-from webhook.testing import AsgiClient
+from tests.support.asgi import AsgiClient
 
 Review = dict[str, Any]
 TOPOLOGY_KEYS = (TOPOLOGY_ANNOTATION, JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION)

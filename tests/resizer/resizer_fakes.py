@@ -22,7 +22,7 @@ class FakeKube:
         self.objects: dict[tuple[str, str, str], Obj] = {}
         self.version = 100
         self.calls: list[tuple[str, str]] = []
-        self.fail_next: list[KubeError] = []
+        self.fail_next: list[Exception] = []
         self.timeouts: list[float | None] = []
         self.deleted: list[Obj] = []
         """Pods as they were when deleted (their status shows what was written before the delete)."""
@@ -69,6 +69,9 @@ class FakeKube:
             wanted = merge_patch.get("metadata", {}).get("resourceVersion")
             if wanted is not None and wanted != job["metadata"]["resourceVersion"]:
                 raise KubeError(409, "Conflict", "the object has been modified")
+            uid = merge_patch.get("metadata", {}).get("uid")
+            if uid is not None and uid != job["metadata"].get("uid"):
+                raise KubeError(409, "Conflict", "Precondition failed: UID in precondition")
             job["metadata"].setdefault("labels", {}).update(merge_patch.get("metadata", {}).get("labels", {}))
             job["spec"].update(merge_patch.get("spec", {}))
             self.version += 1
@@ -80,17 +83,27 @@ class FakeKube:
             self._enter("get", f"pods/{name}")
             return copy.deepcopy(self._get("pods", namespace, name))
 
+    def json_patch_job(self, namespace: str, name: str, json_patch: list[Obj]) -> Obj:
+        return self._json_patch("jobs", namespace, name, json_patch)
+
     def patch_pod(self, namespace: str, name: str, json_patch: list[Obj]) -> Obj:
+        return self._json_patch("pods", namespace, name, json_patch)
+
+    def _json_patch(self, kind: str, namespace: str, name: str, json_patch: list[Obj]) -> Obj:
+        """A failed `test` (or a bad path) is 422, as kube-apiserver answers; a spec change bumps the
+        generation."""
         with self.lock:
-            self._enter("patch", f"pods/{name}")
-            pod = self._get("pods", namespace, name)
+            self._enter("patch", f"{kind}/{name}")
+            current = self._get(kind, namespace, name)
             try:
-                patched = jsonpatch.apply_patch(pod, json_patch)
+                patched = jsonpatch.apply_patch(current, json_patch)
             except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException) as error:
                 raise KubeError(422, "Invalid", str(error)) from error
             self.version += 1
             patched["metadata"]["resourceVersion"] = str(self.version)
-            self.objects[("pods", namespace, name)] = patched
+            if patched.get("spec") != current.get("spec"):
+                patched["metadata"]["generation"] = int(current["metadata"].get("generation") or 1) + 1
+            self.objects[(kind, namespace, name)] = patched
             return copy.deepcopy(patched)
 
     def patch_pod_status(self, namespace: str, name: str, strategic_merge_patch: Obj) -> Obj:

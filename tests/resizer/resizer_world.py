@@ -1,6 +1,6 @@
 """One resizer on the in-memory API (`resizer_fakes.FakeKube`), as the resizer's unit tests drive it: its
 caches filled by its own informers (`resizer.informers`) over watch feeds the test pushes events into
-(`kubekit.testing.WatchFeed`), its controllers worked key by key."""
+(`tests.support.fake_api.WatchFeed`), its controllers worked key by key."""
 
 from __future__ import annotations
 
@@ -10,13 +10,15 @@ from types import TracebackType
 from typing import Any, Self
 
 from kubekit.keys import object_key
-from kubekit.testing import WatchFeed
 from placement.constants import (
     ALL_OR_NOTHING_GATE,
+    ALL_OR_NOTHING_LABEL,
     GKE_NODEPOOL_LABEL,
+    JOB_KEY_LABEL,
     RELEASED_AT_ANNOTATION,
     TOPOLOGY_ANNOTATION,
 )
+from placement.objects import job_key
 from resizer.caches import new_caches
 from resizer.informers import resizer_informers
 from resizer.manager import Resizer
@@ -24,6 +26,7 @@ from resizer.metrics import Metrics
 from resizer.workqueue import WorkQueue
 from tests.resizer.resizer_fakes import FakeClock, FakeKube, Recording
 from tests.support.builders import make_job, make_node, make_pod
+from tests.support.fake_api import WatchFeed
 from tests.support.metrics import RESIZER_PREFIX, sample
 
 Obj = dict[str, Any]
@@ -39,6 +42,8 @@ ROUTES = {
     "leaders": ("leaders", "pods"),
     "followers": ("unbound-followers", "pods"),
     "nodes": ("nodes", "nodes"),
+    "gang_jobs": ("gang-jobs", "jobs"),
+    "holders": ("domain-holders", "pods"),
 }
 """A test's name for each informer: (the informer, the kind of object it watches)."""
 
@@ -74,9 +79,10 @@ def gang_pod(
     gate: str | None = ALL_OR_NOTHING_GATE,
     queued_at: float = T0,
     released_at: float | None = None,
+    size: int = 3,
 ) -> Obj:
-    """Completion index `index` of Job `<jobset>-w-<job>` of an all-or-nothing JobSet of 3 Jobs (a leader
-    carries the all-or-nothing gate until the queue releases it, at `released_at`)."""
+    """Completion index `index` of Job `<jobset>-w-<job>` of an all-or-nothing JobSet of `size` Jobs (a
+    leader carries the all-or-nothing gate until the queue releases it, at `released_at`)."""
     name = f"{jobset}-w-{job}"
     built = (
         make_pod(f"{name}-{index}", NS)
@@ -85,15 +91,17 @@ def gang_pod(
         .owned_by(name, f"{name}-uid")
         .index(index)
         .topology(POOL, TOPOLOGY_ANNOTATION)
-        .in_gang(jobset, 3, queued_at=stamp(queued_at))
+        .label(JOB_KEY_LABEL, job_key(NS, name))
+        .in_gang(jobset, size, queued_at=stamp(queued_at))
     )
     if released_at is not None:
         built.annotation(RELEASED_AT_ANNOTATION, stamp(released_at))
     return (built.gated(gate) if gate else built).obj()
 
 
-def gang_job(jobset: str, job: int) -> Obj:
-    """Job `<jobset>-w-<job>` of an all-or-nothing JobSet of 3, elastic: 1/1, to grow to 4."""
+def gang_job(jobset: str, job: int, *, queued_at: float = T0, size: int = 3) -> Obj:
+    """Job `<jobset>-w-<job>` of an all-or-nothing JobSet of `size` (created at `queued_at`), as the webhook
+    admitted it, elastic: 1/1, to grow to 4."""
     name = f"{jobset}-w-{job}"
     return (
         make_job(name, NS)
@@ -101,7 +109,9 @@ def gang_job(jobset: str, job: int) -> Obj:
         .indexed(1)
         .pending(4)
         .annotation(TOPOLOGY_ANNOTATION, POOL)
-        .in_gang(jobset, 3, queued_at=stamp(T0))
+        .in_gang(jobset, size, queued_at=stamp(queued_at))
+        .label(ALL_OR_NOTHING_LABEL, "true")
+        .controlled_by_jobset(jobset, f"{jobset}-uid")
         .obj()
     )
 
@@ -192,6 +202,14 @@ class World:
         self.feeds[informer].push("MODIFIED" if existed else "ADDED", stored)
         (cache,) = [each.store for each in self.informers if each.name == informer]
         return cache.get(object_key(stored))
+
+    def gang_leader(
+        self, jobset: str, job: int, *, queued_at: float = T0, size: int = 3, **pod: Any
+    ) -> Obj | None:
+        """Job `<jobset>-w-<job>` as the webhook admitted it (JobSet of `size` created at `queued_at`) into
+        the API and the admitted Jobs' cache, and its leader (`gang_pod(..., **pod)`) into the leaders'."""
+        self.upsert("gang_jobs", gang_job(jobset, job, queued_at=queued_at, size=size))
+        return self.upsert("leaders", gang_pod(jobset, job, queued_at=queued_at, size=size, **pod))
 
     def deliver_late(self, route: str, obj: Obj) -> None:
         """A watch event to the informer `route` carrying `obj` as it was before a later change (a late

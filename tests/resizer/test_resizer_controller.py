@@ -11,12 +11,16 @@ import pytest
 
 from kubekit.client import KubeError
 from placement.constants import (
+    LEADER_DOMAIN_ANNOTATION,
+    RESIZE_DONE,
     RESIZE_LABEL,
     TARGET_COMPLETIONS_ANNOTATION,
     TARGET_PARALLELISM_ANNOTATION,
     TOPOLOGY_ANNOTATION,
 )
+from placement.objects import Obj
 from placement.resize import has_gate
+from resizer.controller import Permanent
 from resizer.handlers import LeaderHandler
 from resizer.recorder import EventType, Reason, pod_reference
 from tests.resizer.resizer_world import KEY, POOL, MakeWorld, World, job, pod
@@ -162,14 +166,88 @@ def test_job_deleted_meanwhile_is_dropped_quietly(make_world: MakeWorld) -> None
     assert world.metric("errors_total", reason="404") == 0
 
 
-def test_forbidden_is_an_error_not_a_retry(make_world: MakeWorld) -> None:
+@pytest.mark.parametrize(
+    ("error", "reason"),
+    [
+        (KubeError(403, "Forbidden"), "403"),  # RBAC or a policy an operator then fixes
+        (KubeError(418, "Teapot"), "418"),  # an answer the resizer does not know
+        (RuntimeError("a bug met once"), "unexpected"),
+    ],
+)
+def test_an_unknown_error_is_retried_with_backoff_and_the_job_still_resized(
+    make_world: MakeWorld, error: Exception, reason: str, caplog: pytest.LogCaptureFixture
+) -> None:
     world = make_world()
     world.add_job(job())
     world.add_pod(pod(0, node="node-5"), "leaders")
-    world.kube.fail_next.append(KubeError(403, "Forbidden"))
+    world.kube.fail_next.append(error)
+    with caplog.at_level(logging.INFO, logger="resizer.controller"):
+        world.resizer.resize.process(KEY)
+    assert world.metric("errors_total", reason=reason) == 1
+    assert world.metric("retries_total", reason=reason) == 1
+    assert [r.levelname for r in caplog.records] == ["WARNING"]  # one line, with the delay
+    assert world.resizer.resize.queue.get(timeout=2) == KEY
     world.resizer.resize.process(KEY)
-    assert world.metric("errors_total", reason="403") == 1
+    assert world.kube.stored("jobs", "team", "train-0")["spec"]["completions"] == 8
+
+
+def _job_of_generation(world: World, generation: int) -> Obj:
+    """train-0 cached at generation 1 with its leader bound; the API server's copy at `generation`, written
+    since (a status write: a newer resourceVersion)."""
+    cached = job()
+    cached["metadata"]["generation"] = 1
+    world.add_job(cached)
+    world.add_pod(pod(0, node="node-5"), "leaders")
+    stored = world.kube.objects[("jobs", "team", "train-0")]
+    stored["metadata"].update(resourceVersion="999", generation=generation)
+    stored["status"] = {"active": 1, "ready": 1}
+    return stored
+
+
+def test_a_status_write_between_the_read_and_the_resize_refuses_nothing(make_world: MakeWorld) -> None:
+    """The Job controller writes the Job's status when its leader binds, right when the resize comes: the
+    resize tests the generation, not the resourceVersion, so the write costs no second read and patch."""
+    world = make_world()
+    _job_of_generation(world, 1)
+    world.resizer.resize.process(KEY)
+    assert world.kube.stored("jobs", "team", "train-0")["spec"]["completions"] == 8
+    assert (world.kube.count("get"), world.kube.count("patch")) == (0, 1)
+    assert world.metric("conflicts_total") == 0
+
+
+def test_a_spec_change_between_the_read_and_the_resize_is_read_and_decided_again(
+    make_world: MakeWorld,
+) -> None:
+    world = make_world()
+    _job_of_generation(world, 2)
+    world.resizer.resize.process(KEY)
+    assert world.kube.stored("jobs", "team", "train-0")["spec"]["completions"] == 8
+    assert (world.kube.count("get"), world.kube.count("patch")) == (1, 2)
+    assert world.metric("conflicts_total") == 1
+
+
+@pytest.mark.parametrize(
+    ("error", "reason"),
+    [
+        (KubeError(415, "UnsupportedMediaType"), "415"),
+        (KubeError(400, "BadRequest"), "400"),
+        (Permanent("invalid-target"), "invalid-target"),
+    ],
+)
+def test_a_permanent_error_ends_the_key(
+    make_world: MakeWorld, error: Exception, reason: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    world = make_world()
+    world.add_job(job())
+    world.add_pod(pod(0, node="node-5"), "leaders")
+    world.kube.fail_next.append(error)
+    with caplog.at_level(logging.INFO, logger="resizer.controller"):
+        world.resizer.resize.process(KEY)
+    assert world.metric("errors_total", reason=reason) == 1
     assert world.resizer.resize.queue.failures(KEY) == 0
+    assert world.resizer.resize.queue.get(timeout=0) is None
+    assert [r.levelname for r in caplog.records] == ["ERROR"]
+    assert world.kube.stored("jobs", "team", "train-0")["spec"]["completions"] == 1
 
 
 def test_standby_and_dry_run_do_not_patch(make_world: MakeWorld) -> None:
@@ -236,6 +314,42 @@ def test_gated_followers_wait_for_the_leader(make_world: MakeWorld) -> None:
     world.resizer.followers.process(KEY)
     assert world.kube.count("patch") == 0
     assert world.metric("skips_total", reason="leader-not-bound") == 1
+
+
+def test_gated_elastic_followers_whose_leader_finished_are_released_into_the_domain_the_resize_recorded(
+    make_world: MakeWorld,
+) -> None:
+    """Followers created gated because their admission did not see the resize yet, the leader finished
+    since: one read of the Job, and they go where the pod policies pin its followers."""
+    world = make_world()
+    resized = job()
+    resized["metadata"]["labels"][RESIZE_LABEL] = RESIZE_DONE
+    resized["metadata"].setdefault("annotations", {})[LEADER_DOMAIN_ANNOTATION] = "pool-4"
+    world.kube.put("jobs", resized)
+    finished = pod(0, node="node-5")
+    finished["status"] = {"phase": "Succeeded"}
+    world.add_pod(finished, "leaders")
+    for index in (1, 2):
+        world.add_pod(pod(index, gated=True), "followers")
+    world.resizer.followers.process(KEY)
+    for index in (1, 2):
+        stored = world.kube.stored("pods", "team", f"train-0-{index}")
+        assert (stored["spec"]["nodeSelector"], stored["spec"]["schedulingGates"]) == ({POOL: "pool-4"}, [])
+    assert world.metric("gate_releases_total") == 2
+    assert world.kube.count("get") == 1  # the Job, once for both
+
+
+def test_gated_followers_of_a_job_never_resized_wait_for_their_leader(make_world: MakeWorld) -> None:
+    """A scheduling-gate Job records no domain: its followers wait for a live, bound leader."""
+    world = make_world()
+    world.kube.put("jobs", job())
+    finished = pod(0, node="node-5")
+    finished["status"] = {"phase": "Succeeded"}
+    world.add_pod(finished, "leaders")
+    world.add_pod(pod(1, gated=True), "followers")
+    world.resizer.followers.process(KEY)
+    assert world.kube.count("patch") == 0
+    assert world.metric("skips_total", reason="not-resized") == 1
 
 
 # --- repair: JobSet's pod reconciler, for followers pinned to a domain their leader left ------------------

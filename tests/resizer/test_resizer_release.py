@@ -14,7 +14,6 @@ import pytest
 from kubekit.client import KubeError
 from placement.constants import TARGET_COMPLETIONS_ANNOTATION, TARGET_PARALLELISM_ANNOTATION
 from resizer.gangs import GANG_KEY
-from tests.resizer.resizer_fakes import FakeKube
 from tests.resizer.resizer_world import (
     GANG_TIMEOUT,
     KEY,
@@ -40,13 +39,17 @@ EVERY_STRUCTURE = {
     "gangs",
     "gang_leaders",
     "gang_leaders_released",
-    "gang_leaders_deleted",
+    "gang_jobs",
+    "holders",
     "resize_dry_run_notes",
     "resize_refusal_notes",
     "follower_dry_run_notes",
     "gang_dry_run_notes",
     "gang_blocked_notes",
     "gang_unfit_notes",
+    "gang_stepped_over_notes",
+    "gang_waiting_since",
+    "gang_suspended",
     *(
         f"{controller}_queue_{part}"
         for controller in ("resize", "followers", "all-or-nothing")
@@ -131,15 +134,17 @@ def bound_leader_of_a_job_never_pending(world: World) -> None:
 
 def jobset_queued(world: World, jobset: str, *, queued_at: float = T0) -> None:
     for number in range(3):
-        world.upsert("jobs", gang_job(jobset, number))
-        world.upsert("leaders", gang_pod(jobset, number, queued_at=queued_at))
+        world.upsert("jobs", gang_job(jobset, number, queued_at=queued_at))
+        world.gang_leader(jobset, number, queued_at=queued_at)
 
 
 def jobset_deleted(world: World, jobset: str) -> None:
     """One Job after the other, the resizer working each change as it comes."""
     for number in range(3):
         world.delete("jobs", gang_job(jobset, number))
+        world.delete("gang_jobs", gang_job(jobset, number))
         world.delete("leaders", gang_pod(jobset, number))
+        world.delete("holders", gang_pod(jobset, number))
         world.drain()
 
 
@@ -147,6 +152,7 @@ def bind(world: World, name: str, node: str) -> None:
     bound = world.kube.stored("pods", NS, name)
     bound["spec"]["nodeName"] = node
     world.upsert("leaders", bound)
+    world.upsert("holders", bound)
 
 
 def jobset_released_grown_and_deleted(world: World) -> None:
@@ -184,20 +190,21 @@ def jobset_timed_out(world: World) -> None:
     bind(world, "a-w-0-0", "node-0")
     world.epoch.advance(GANG_TIMEOUT)
     world.resizer.all_or_nothing.process(GANG_KEY)
-    assert (len(world.kube.deleted), world.resizer.footprint()["gang_leaders_deleted"]) == (3, 3)
+    suspended = [world.kube.stored("jobs", NS, f"a-w-{n}")["spec"].get("suspend") for n in range(3)]
+    assert (suspended, world.resizer.footprint()["gang_suspended"]) == ([True] * 3, 3)
     jobset_deleted(world, "a")  # the watch delivers the deletions
 
 
-def jobset_timed_out_with_a_leader_already_gone(world: World) -> None:
-    """Someone else deletes a released leader while the time-out's status write is under way; the watch
-    delivers that deletion before the write's 404 comes back."""
+def jobset_timed_out_with_a_job_recreated(world: World) -> None:
+    """A timed-out Job was deleted and re-created under its name (another uid) before the suspension: the
+    new Job is left alone (the uid precondition fails)."""
     jobset_queued(world, "a")
     world.drain()
     world.epoch.advance(GANG_TIMEOUT)
-    assert isinstance(world.kube, GoneWhenMarked)
-    world.kube.on_status_write = lambda name: world.delete("leaders", world.kube.stored("pods", NS, name))
+    world.kube.put("jobs", {**gang_job("a", 1), "metadata": {**gang_job("a", 1)["metadata"], "uid": "new"}})
     world.resizer.all_or_nothing.process(GANG_KEY)
-    assert world.kube.count("delete") == 0
+    suspended = [world.kube.stored("jobs", NS, f"a-w-{n}")["spec"].get("suspend") for n in range(3)]
+    assert suspended == [True, None, True]
     jobset_deleted(world, "a")
 
 
@@ -206,19 +213,6 @@ def jobset_in_dry_run(world: World) -> None:
     world.drain()
     assert world.resizer.footprint()["gang_dry_run_notes"] == 1
     jobset_deleted(world, "a")
-
-
-class GoneWhenMarked(FakeKube):
-    """A pod status write finds the pod deleted by someone else (`on_status_write` delivers that first)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.on_status_write: Callable[[str], None] | None = None
-
-    def patch_pod_status(self, namespace: str, name: str, strategic_merge_patch: Obj) -> Obj:
-        if self.on_status_write is not None:
-            self.on_status_write(name)
-        return super().patch_pod_status(namespace, name, strategic_merge_patch)
 
 
 SCENARIOS: list[tuple[Callable[[World], None], dict[str, Any]]] = [
@@ -232,7 +226,7 @@ SCENARIOS: list[tuple[Callable[[World], None], dict[str, Any]]] = [
     (jobset_waiting_behind_another, {"nodes": FOUR_POOLS}),
     (jobset_larger_than_the_cluster, {"nodes": FOUR_POOLS}),
     (jobset_timed_out, {"nodes": FOUR_POOLS}),
-    (jobset_timed_out_with_a_leader_already_gone, {"nodes": FOUR_POOLS, "kube": GoneWhenMarked()}),
+    (jobset_timed_out_with_a_job_recreated, {"nodes": FOUR_POOLS}),
     (jobset_in_dry_run, {"nodes": FOUR_POOLS, "dry_run": True}),
 ]
 

@@ -1,5 +1,5 @@
 """Fixtures of the security tests (defined in security_support)."""
 
-from tests.security.security_support import limited_webhook
+from tests.security.security_support import flooded_webhook, limited_webhook
 
-__all__ = ["limited_webhook"]
+__all__ = ["flooded_webhook", "limited_webhook"]

@@ -131,14 +131,14 @@ async def _flood(webhook: WebhookProcess, concurrency: int, seconds: float, tall
 
 
 def test_flood_is_shed_with_429_unready_and_health_checks_keep_answering(
-    limited_webhook: WebhookProcess,
+    flooded_webhook: WebhookProcess,
 ) -> None:
     tally: Counter[str] = Counter()
     health: Counter[str] = Counter()
     stop = threading.Event()
 
     def probe() -> None:
-        with limited_webhook.client(timeout=5) as client:
+        with flooded_webhook.client(timeout=5) as client:
             while not stop.is_set():
                 for path in ("/livez", "/readyz"):
                     try:
@@ -150,7 +150,7 @@ def test_flood_is_shed_with_429_unready_and_health_checks_keep_answering(
     prober = threading.Thread(target=probe)
     prober.start()
     try:
-        asyncio.run(_flood(limited_webhook, MAX_INFLIGHT * 10, 4.0, tally))
+        asyncio.run(_flood(flooded_webhook, MAX_INFLIGHT * 10, 4.0, tally))
     finally:
         stop.set()
         prober.join(30)
@@ -166,7 +166,7 @@ def test_flood_is_shed_with_429_unready_and_health_checks_keep_answering(
     assert set(health) <= {"/livez 200", "/readyz 200", "/readyz 503"}, health
     assert health["/livez 200"] >= 4
     assert health["/readyz 503"] > 0, health
-    with limited_webhook.client() as client:  # admissions recover at once, readiness after its hold
+    with flooded_webhook.client() as client:  # admissions recover at once, readiness after its hold
         assert client.post("/mutate-pods", json=fixture_review("follower-pod.json")).status_code == 200
         eventually(
             lambda: client.get("/readyz").status_code == 200, "ready again", READINESS_HOLD_SECONDS * 10

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from kubekit.testing import FakeKubeApi
 from tests.security.security_support import SECRET_MARKER, fixture_review, start_webhook, with_secrets
+from tests.support.fake_api import FakeKubeApi
 
 OBJECT_FIXTURES = (
     "leader-pod.json",

@@ -25,6 +25,7 @@ from placement.constants import (
     JOBSET_KIND,
     JOBSET_NAME_LABEL,
     JOBSET_RESTART_ATTEMPT_LABEL,
+    JOBSET_UID_LABEL,
     JOBSET_VERSION,
     LEADER_SCHEDULED_GATE,
     RESIZE_LABEL,
@@ -33,6 +34,7 @@ from placement.constants import (
     TARGET_PARALLELISM_ANNOTATION,
     TOPOLOGY_ANNOTATION,
 )
+from placement.kueue import KUEUE_GROUP, KUEUE_VERSION
 
 Obj = dict[str, Any]
 
@@ -90,8 +92,10 @@ class Wrapper:
         return self
 
     def in_gang(self, jobset: str, size: int, *, queued_at: str | None = None, attempt: str = "0") -> Self:
-        """As the webhook leaves a Job or pod of an all-or-nothing JobSet of `size` Jobs."""
+        """As JobSet's controller and the webhook leave a Job or pod of an all-or-nothing JobSet of `size`
+        Jobs (the JobSet's uid: `<jobset>-uid`)."""
         self.label(JOBSET_NAME_LABEL, jobset).label(JOBSET_RESTART_ATTEMPT_LABEL, attempt)
+        self.label(JOBSET_UID_LABEL, f"{jobset}-uid")
         self.annotation(ALL_OR_NOTHING_ANNOTATION, "true").annotation(GANG_SIZE_ANNOTATION, str(size))
         return self if queued_at is None else self.annotation(GANG_QUEUED_AT_ANNOTATION, queued_at)
 
@@ -251,6 +255,29 @@ class NodeWrapper(Wrapper):
         return self.spec(unschedulable=True)
 
 
+class WorkloadWrapper(Wrapper):
+    """A Kueue Workload (kueue.x-k8s.io/v1beta2), as Kueue's manager makes one for a Job or JobSet."""
+
+    def __init__(self, name: str, namespace: str) -> None:
+        super().__init__(
+            {
+                "apiVersion": f"{KUEUE_GROUP}/{KUEUE_VERSION}",
+                "kind": "Workload",
+                "metadata": _metadata(name, namespace),
+                "spec": {"podSets": []},
+            }
+        )
+
+    def owned_by(self, kind: str, name: str, uid: str, api_version: str) -> Self:
+        reference = {"apiVersion": api_version, "kind": kind, "name": name, "uid": uid, "controller": True}
+        self._meta.setdefault("ownerReferences", []).append(reference)
+        return self
+
+    def queue(self, name: str) -> Self:
+        self._obj["spec"]["queueName"] = name
+        return self
+
+
 def make_pod(name: str, namespace: str | None = "default") -> PodWrapper:
     """A pod in `namespace` (None: none named, for a manifest created into one)."""
     return PodWrapper(name, namespace)
@@ -259,6 +286,10 @@ def make_pod(name: str, namespace: str | None = "default") -> PodWrapper:
 def make_job(name: str, namespace: str | None = "default") -> JobWrapper:
     """A Job in `namespace` (None: none named, for a manifest created into one)."""
     return JobWrapper(name, namespace)
+
+
+def make_workload(name: str, namespace: str = "default") -> WorkloadWrapper:
+    return WorkloadWrapper(name, namespace)
 
 
 def make_node(name: str) -> NodeWrapper:

@@ -6,12 +6,12 @@ from collections.abc import Iterator
 
 import pytest
 
-from kubekit.testing import FakeKubeApi
+from tests.support.fake_api import FakeKubeApi
 
 
 @pytest.fixture
 def fake_api() -> Iterator[FakeKubeApi]:
-    """A fake API server over real HTTP on a free port (`kubekit.testing.FakeKubeApi`), closed after the
-    test."""
+    """A fake API server over real HTTP on a free port (`tests.support.fake_api.FakeKubeApi`), closed
+    after the test."""
     with FakeKubeApi() as api:
         yield api

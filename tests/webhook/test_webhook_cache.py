@@ -8,9 +8,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from kubekit.testing import FakeKubeApi
 from placement.admission import LeaderStatus, PodPlan, plan_pod
 from placement.constants import Strategy
+from tests.support.fake_api import FakeKubeApi
 from tests.support.metrics import sample
 from tests.support.waiting import eventually
 from tests.webhook.webhook_support import leader_from_fixture, node_obj, settings_for
@@ -142,7 +142,8 @@ def test_watch_restarts_and_cache_sizes_are_counted(fake_api: FakeKubeApi) -> No
 
 def test_caches_keep_only_what_the_rules_read(fake_api: FakeKubeApi, harness: Harness) -> None:
     """Issue 16: a node's status, images and annotations and a leader pod's spec, status and foreign
-    labels are never stored, from the list or from a watch event; the lookup still hits."""
+    labels are never stored, from the list or from a watch event (a node's cordon and allocatable are read on
+    arrival, beside it); the lookup still hits."""
     node = node_obj("node-1", "pool-a")
     node["metadata"]["annotations"] = {"big": "x" * 1000}
     node["status"] = {"images": [{"names": ["image"], "sizeBytes": 1}], "capacity": {"cpu": "8"}}
@@ -166,8 +167,8 @@ def test_caches_keep_only_what_the_rules_read(fake_api: FakeKubeApi, harness: Ha
     assert "managedFields" not in cached_pod["metadata"]
 
 
-def test_nodes_are_listed_and_watched_as_metadata(harness: Harness) -> None:
-    """The node informer asks for PartialObjectMetadata (kubesim serves it; the fake API server here sends
-    whole nodes, which the projection trims, as above); leader pods are read beyond their metadata."""
-    assert harness.nodes.metadata_only
+def test_nodes_are_listed_and_watched_whole_for_their_allocatable(harness: Harness) -> None:
+    """The capacity warnings read a node's allocatable and cordon, which PartialObjectMetadata lacks: whole
+    nodes are listed and watched, and the projection trims them (above)."""
+    assert not harness.nodes.metadata_only
     assert not harness.pods.metadata_only

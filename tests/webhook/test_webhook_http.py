@@ -1,4 +1,4 @@
-"""The real app in-process over ASGI (`webhook.testing.AsgiClient`), wired to a fake API server over real
+"""The real app in-process over ASGI (`tests.support.asgi.AsgiClient`), wired to a fake API server over real
 HTTP; every patch applied."""
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ import pytest
 
 from placement.constants import (
     JOB_KEY_LABEL,
+    LEADER_SCHEDULED_GATE,
     RESIZE_LABEL,
     ROLE_LABEL,
     TARGET_COMPLETIONS_ANNOTATION,
@@ -17,6 +18,7 @@ from placement.constants import (
     Strategy,
 )
 from placement.patch import apply
+from tests.support.asgi import AsgiClient
 from tests.support.waiting import eventually
 from tests.webhook.webhook_support import (
     POOL,
@@ -32,7 +34,6 @@ from webhook.metrics import Metrics
 from webhook.review import AdmissionRequest, decode_patch
 from webhook.server import build
 from webhook.settings import MAX_BODY_BYTES, WebhookSettings
-from webhook.testing import AsgiClient
 
 REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
 
@@ -115,6 +116,22 @@ def test_leader_pod_gets_labels_and_affinity(running: Running) -> None:
     assert running.post("/validate-pods", validated)["response"]["allowed"] is True
 
 
+@pytest.mark.parametrize("fixture", ["leader-pod.json", "follower-pod.json"])
+def test_a_job_pod_another_user_creates_is_denied_on_both_passes(running: Running, fixture: str) -> None:
+    """Only the Job controller creates a Job's pods (the fixtures' userInfo): a pod that claims a Job
+    but comes from anyone else is orphaned by the Job controller, and its job-key label would hold its
+    pool (issue 30, row 6)."""
+    review = fixture_review(fixture)
+    review["request"]["userInfo"] = {"username": "system:serviceaccount:team-a:tenant", "groups": []}
+    for path in ("/mutate-pods", "/validate-pods"):
+        response = _check_echo(review, running.post(path, review))
+        assert response["allowed"] is False
+        assert (
+            "system:serviceaccount:team-a:tenant is not the Job controller" in response["status"]["message"]
+        )
+        assert "patch" not in response
+
+
 def test_follower_pinned_from_cache_without_api_calls(running: Running) -> None:
     _seed_bound_leader(running)
     review = fixture_review("follower-pod.json")
@@ -130,16 +147,19 @@ def test_follower_pinned_from_cache_without_api_calls(running: Running) -> None:
     assert 'exclusive_placement_leader_cache_total{result="hit"} 2.0' in metrics
 
 
-def test_follower_of_unscheduled_leader_is_rejected_with_the_reason(running: Running) -> None:
+def test_follower_of_unscheduled_leader_is_gated_and_an_ungated_one_rejected_with_the_reason(
+    running: Running,
+) -> None:
+    """The mutation (one call per pod) creates an elastic follower whose leader it does not see bound behind
+    the leader-scheduled gate, for the resizer to pin and release; /validate-pods, which still serves the
+    check, denies the same pod without the gate, with the reason."""
     running.api.put("pods", leader_from_fixture(None))
     eventually(lambda: len(running.webhook.directory.pods.store) == 1, "the leader cached")
     review = fixture_review("follower-pod.json")
-    mutated = running.post("/mutate-pods", review)
-    pod = _patched(review, mutated)
-    assert "nodeSelector" not in pod["spec"]
-    validated = copy.deepcopy(review)
-    validated["request"]["object"] = pod
-    response = running.post("/validate-pods", validated)["response"]
+    pod = _patched(review, running.post("/mutate-pods", review))
+    assert pod["spec"]["schedulingGates"] == [{"name": LEADER_SCHEDULED_GATE}]
+    assert POOL not in (pod["spec"].get("nodeSelector") or {})
+    response = running.post("/validate-pods", review)["response"]
     assert response["allowed"] is False
     assert response["status"]["code"] == 403
     assert "trainer-workers-0-0-x7k2p is not yet scheduled" in response["status"]["message"]

@@ -4,12 +4,10 @@ follower checks JobSet's own webhook makes (no owner, several leaders)."""
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 import pytest
 
-from kubekit.testing import FakeKubeApi
 from placement.constants import (
     ALL_OR_NOTHING_ANNOTATION,
     ALL_OR_NOTHING_GATE,
@@ -18,12 +16,15 @@ from placement.constants import (
     JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION,
     JOBSET_JOB_KEY_LABEL,
     JOBSET_NODE_SELECTOR_ANNOTATION,
+    LEADER_SCHEDULED_GATE,
     RESIZE_LABEL,
     STRATEGY_ANNOTATION,
     TOPOLOGY_ANNOTATION,
 )
 from placement.objects import job_key
 from placement.patch import apply
+from tests.support.asgi import AsgiClient
+from tests.support.fake_api import FakeKubeApi
 from tests.support.metrics import sample
 from tests.support.waiting import eventually
 from tests.webhook.webhook_support import (
@@ -37,7 +38,6 @@ from tests.webhook.webhook_support import (
 )
 from webhook.review import decode_patch
 from webhook.server import build
-from webhook.testing import AsgiClient
 
 
 def admit(running: Running, endpoint: str, review: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -226,7 +226,9 @@ def test_a_follower_without_a_job_is_denied(running: Running) -> None:
         assert "has no owning Job" in response["status"]["message"]
 
 
-def test_two_leaders_in_different_domains_deny_the_follower_as_transient(running: Running) -> None:
+def test_two_leaders_in_different_domains_gate_the_follower_and_deny_it_ungated_as_transient(
+    running: Running,
+) -> None:
     running.api.put("nodes", node_obj("node-1", "pool-a"))
     running.api.put("nodes", node_obj("node-2", "pool-b"))
     running.api.put("pods", leader_from_fixture("node-1"))
@@ -242,9 +244,8 @@ def test_two_leaders_in_different_domains_deny_the_follower_as_transient(running
     review = fixture_review("follower-pod.json")
     response, pod = admit(running, "/mutate-pods", review)
     assert POOL not in (pod["spec"].get("nodeSelector") or {})
-    validated = copy.deepcopy(review)
-    validated["request"]["object"] = pod
-    response, _ = admit(running, "/validate-pods", validated)
+    assert pod["spec"]["schedulingGates"] == [{"name": LEADER_SCHEDULED_GATE}]  # the resizer waits too
+    response, _ = admit(running, "/validate-pods", review)
     assert response["allowed"] is False
     message = response["status"]["message"]
     assert "two live leader pods of this Job are bound in different domains" in message

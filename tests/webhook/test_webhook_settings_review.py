@@ -37,6 +37,13 @@ def test_flags_override_environment_over_defaults(monkeypatch: pytest.MonkeyPatc
     assert (flagged.port, flagged.default_strategy, flagged.log_format) == (8443, "affinity", "json")
 
 
+def test_the_job_controllers_usernames_are_a_comma_separated_list(tmp_path: Path) -> None:
+    default = load_settings(["--cert-dir", str(tmp_path)])
+    assert "system:serviceaccount:kube-system:job-controller" in default.job_controller_usernames
+    ours = load_settings(["--cert-dir", str(tmp_path), "--job-controller-usernames", "a, b,"])
+    assert ours.job_controller_usernames == ("a", "b")
+
+
 @pytest.mark.parametrize(
     ("options", "message"),
     [
@@ -50,6 +57,10 @@ def test_flags_override_environment_over_defaults(monkeypatch: pytest.MonkeyPatc
             "either --kubeconfig or --server",
         ),
         ({"insecure_dev": True, "port": 70000}, "less than or equal to 65535"),
+        (
+            {"insecure_dev": True, "job_controller_usernames": ""},
+            "at least one username of the Job controller",
+        ),
     ],
 )
 def test_invalid_settings_are_rejected(options: dict[str, object], message: str) -> None:
@@ -99,6 +110,8 @@ def _review(**request: object) -> bytes:
         (_review(kind="Pod"), "request.kind is missing"),
         (_review(operation="PATCH"), "request.operation must be one of"),
         (_review(object=[1]), "request.object must be an object"),
+        (_review(userInfo={"username": 7}), "request.userInfo.username must be a string"),
+        (_review(userInfo="alice"), "request.userInfo.username must be a string"),
     ],
 )
 def test_parse_review_rejects_unusable_bodies(body: bytes, message: str) -> None:

@@ -15,7 +15,7 @@ from devstack.commands import webhook_command
 from devstack.ports import free_port
 from devstack.processes import ManagedProcess
 from devstack.readiness import wait_http_ok
-from kubekit.testing import FakeKubeApi
+from tests.support.fake_api import FakeKubeApi
 from tests.support.waiting import eventually
 from tests.webhook.webhook_support import fixture_review
 from webhook.tls import server_context

@@ -10,12 +10,12 @@ import uvicorn
 
 from certs.files import write_dev_certs
 from placement.constants import Strategy
+from tests.support.asgi import ServerThread
 from tests.support.metrics import sample
 from tests.support.waiting import eventually
 from webhook.app import create_app
 from webhook.handlers import Admission
 from webhook.metrics import Metrics
-from webhook.testing import ServerThread
 from webhook.tls import ReloadingTLS
 
 
@@ -51,6 +51,39 @@ def test_reload_only_on_change_and_keep_previous_on_broken_files(tmp_path: Path)
     assert tls.reload_if_changed() is True
     assert _reloads(metrics, "ok") == 2
     assert_serves(tls.context, tmp_path / "ca.crt")
+
+
+class RotatedDuringLoad(ReloadingTLS):
+    """The certificate lands while the new key is being loaded (a rotation writing the key first): the
+    digest read before the load is of the old certificate and the new key, the pair loaded is the new one."""
+
+    def __init__(self, cert_dir: Path, metrics: Metrics) -> None:
+        super().__init__(cert_dir, metrics)
+        self.landing: bytes | None = None
+
+    def _load(self, digest: bytes) -> bool:
+        if self.landing is not None:
+            self.cert_file.write_bytes(self.landing)
+            self.landing = None
+        return super()._load(digest)
+
+
+def test_a_pair_that_changes_during_its_load_is_loaded_once_it_settles_and_counted_once(
+    tmp_path: Path,
+) -> None:
+    served, renewed = tmp_path / "served", tmp_path / "renewed"
+    write_dev_certs(served, "svc", "ns", ["localhost"], [])
+    write_dev_certs(renewed, "svc", "ns", ["localhost"], [])
+    metrics = Metrics()
+    tls = RotatedDuringLoad(served, metrics)
+    assert tls.reload_if_changed() is True
+    (served / "tls.key").write_bytes((renewed / "tls.key").read_bytes())
+    tls.landing = (renewed / "tls.crt").read_bytes()
+    assert tls.reload_if_changed() is True
+    assert tls.reload_if_changed() is False  # what is loaded is what the files hold: no second load
+    assert _reloads(metrics, "ok") == 2
+    assert _reloads(metrics, "error") == 0
+    assert_serves(tls.context, renewed / "ca.crt")
 
 
 def assert_serves(server: ssl.SSLContext, ca_file: Path) -> None:

@@ -14,12 +14,12 @@ from typing import Any
 
 import pytest
 
-from kubekit.testing import FakeKubeApi
 from placement.constants import JOB_NAME_LABEL, ROLE_LABEL, ROLE_LEADER
+from tests.support.asgi import AsgiClient
+from tests.support.fake_api import FakeKubeApi
 from tests.support.waiting import eventually
 from webhook.server import Webhook, build
 from webhook.settings import WebhookSettings
-from webhook.testing import AsgiClient
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "admission"
 POOL = "cloud.google.com/gke-nodepool"

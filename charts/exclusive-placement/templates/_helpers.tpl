@@ -69,6 +69,31 @@
 {{- printf "%s-resize-keys" (include "ep.fullname" . | trunc 51 | trimSuffix "-") -}}
 {{- end -}}
 
+{{/* The policies that bound what the resizer's ServiceAccount may write on pods and on Jobs (cluster-scoped,
+one name for a policy and its binding). */}}
+{{- define "ep.resizerPodsPolicyName" -}}
+{{- printf "%s-resizer-pods" (include "ep.fullname" . | trunc 49 | trimSuffix "-") -}}
+{{- end -}}
+
+{{- define "ep.resizerJobsPolicyName" -}}
+{{- printf "%s-resizer-jobs" (include "ep.fullname" . | trunc 49 | trimSuffix "-") -}}
+{{- end -}}
+
+{{/* The username the API server knows the resizer's ServiceAccount by. */}}
+{{- define "ep.resizer.username" -}}
+{{- printf "system:serviceaccount:%s:%s" .Release.Namespace (include "ep.resizer.serviceAccountName" .) -}}
+{{- end -}}
+
+{{/*
+CEL: true when the maps at CEL paths `new` and `old` hold the same keys with equal values, but for the keys
+in the CEL list `except` (which may differ, appear or disappear). Generic over the keys, so a field a later
+Kubernetes version adds is held unchanged too. Call with (dict "new" "object.spec" "old" "oldObject.spec"
+"except" "['nodeSelector']").
+*/}}
+{{- define "ep.cel.sameExcept" -}}
+({{ .new }}.all(k, k in {{ .except }} || (k in {{ .old }} && {{ .new }}[k] == {{ .old }}[k])) && {{ .old }}.all(k, k in {{ .except }} || k in {{ .new }}))
+{{- end -}}
+
 {{- define "ep.chart" -}}
 {{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" -}}
 {{- end -}}
@@ -178,7 +203,7 @@ creation, the resizer afterwards. Labels first, then annotations.
 {{- end -}}
 
 {{- define "ep.resizeAnnotations" -}}
-{{- toJson (list "exclusive-placement.io/target-completions" "exclusive-placement.io/target-parallelism" "exclusive-placement.io/target-max-failed-indexes") -}}
+{{- toJson (list "exclusive-placement.io/target-completions" "exclusive-placement.io/target-parallelism" "exclusive-placement.io/target-max-failed-indexes" "exclusive-placement.io/leader-domain") -}}
 {{- end -}}
 
 {{/* CEL: true when the metadata at the given CEL path carries any resize key (label or annotation). */}}
@@ -187,18 +212,47 @@ creation, the resizer afterwards. Labels first, then annotations.
 {{- end -}}
 
 {{/*
-CEL: true when no resize key differs between oldObject and object (added, removed or changed). Written
-with has() guards only: the same constructs as every other expression of the chart.
+The keys of a Job that put it in the all-or-nothing queue (placement/reserved.py GANG_KEYS): only the Job
+webhook writes them, at creation, from the owning JobSet; no one changes them afterwards. Labels first,
+then annotations.
 */}}
-{{- define "ep.cel.resizeKeysUnchanged" -}}
+{{- define "ep.gangLabels" -}}
+{{- toJson (list "exclusive-placement.io/all-or-nothing") -}}
+{{- end -}}
+
+{{- define "ep.gangAnnotations" -}}
+{{- toJson (list "exclusive-placement.io/all-or-nothing" "exclusive-placement.io/gang-size" "exclusive-placement.io/gang-queued-at") -}}
+{{- end -}}
+
+{{/* CEL: true when the metadata at the given CEL path carries any gang key (label or annotation). */}}
+{{- define "ep.cel.hasGangKey" -}}
+((has({{ . }}.labels) && {{ include "ep.gangLabels" . }}.exists(k, k in {{ . }}.labels)) || (has({{ . }}.annotations) && {{ include "ep.gangAnnotations" . }}.exists(k, k in {{ . }}.annotations)))
+{{- end -}}
+
+{{/*
+CEL: true when none of the given keys of a Job's metadata differs between oldObject and object (added,
+removed or changed); call with (dict "labels" <JSON list> "annotations" <JSON list>). Written with has()
+guards only: the same constructs as every other expression of the chart.
+*/}}
+{{- define "ep.cel.keysUnchanged" -}}
 {{- $checks := list -}}
 {{- range $field := list "labels" "annotations" -}}
-{{- $keys := ternary (include "ep.resizeLabels" $) (include "ep.resizeAnnotations" $) (eq $field "labels") -}}
+{{- $keys := index $ $field -}}
 {{- $new := printf "object.metadata.%s" $field -}}
 {{- $old := printf "oldObject.metadata.%s" $field -}}
 {{- $checks = append $checks (printf "%s.all(k, (has(%s) && k in %s) == (has(%s) && k in %s) && (!(has(%s) && k in %s) || %s[k] == %s[k]))" $keys $new $new $old $old $new $new $new $old) -}}
 {{- end -}}
 {{- join " && " $checks -}}
+{{- end -}}
+
+{{/* CEL: true when no resize key differs between oldObject and object. */}}
+{{- define "ep.cel.resizeKeysUnchanged" -}}
+{{- include "ep.cel.keysUnchanged" (dict "labels" (include "ep.resizeLabels" .) "annotations" (include "ep.resizeAnnotations" .)) -}}
+{{- end -}}
+
+{{/* CEL: true when no gang key differs between oldObject and object. */}}
+{{- define "ep.cel.gangKeysUnchanged" -}}
+{{- include "ep.cel.keysUnchanged" (dict "labels" (include "ep.gangLabels" .) "annotations" (include "ep.gangAnnotations" .)) -}}
 {{- end -}}
 
 {{/* CEL: true when the metadata at the given CEL path carries the exclusive-placement.io/job-key label. */}}
@@ -281,4 +335,65 @@ podAntiAffinity:
 
 {{- define "ep.resizer.leaderElectionRoleName" -}}
 {{- printf "%s-leader-election" (include "ep.resizer.fullname" . | trunc 47 | trimSuffix "-") -}}
+{{- end -}}
+
+{{/*
+How exclusive pods are admitted: "policy" (MutatingAdmissionPolicy + ValidatingAdmissionPolicy inside
+kube-apiserver, the webhook only for what needs a lookup) or "webhook" (the pod webhook for every exclusive
+pod). webhook.admission.pods.path "auto" picks policy exactly when the API serves
+admissionregistration.k8s.io/v1 MutatingAdmissionPolicy (Kubernetes 1.36+; `helm template` without
+--api-versions renders with Helm's built-in list).
+*/}}
+{{- define "ep.podAdmissionPath" -}}
+{{- $path := .Values.webhook.admission.pods.path -}}
+{{- if eq $path "auto" -}}
+{{- ternary "policy" "webhook" (.Capabilities.APIVersions.Has "admissionregistration.k8s.io/v1/MutatingAdmissionPolicy") -}}
+{{- else -}}
+{{- $path -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The pod MutatingAdmissionPolicy (labels, leader terms, gates) and ValidatingAdmissionPolicy, with their bindings. */}}
+{{- define "ep.podPolicyName" -}}
+{{- printf "%s-pods" (include "ep.fullname" . | trunc 58 | trimSuffix "-") -}}
+{{- end -}}
+
+{{/* The follower MutatingAdmissionPolicy and its binding (params: the resized Jobs of the pod's namespace). */}}
+{{- define "ep.followerPolicyName" -}}
+{{- printf "%s-pod-followers" (include "ep.fullname" . | trunc 48 | trimSuffix "-") -}}
+{{- end -}}
+
+{{/* CEL over a pod (`object`): its topology key (ours wins over JobSet's; blank counts as unset), '' when none. */}}
+{{- define "ep.cel.podTopologyKey" -}}
+(object.metadata.?annotations[?'exclusive-placement.io/topology'].orValue('').trim() != '' ? object.metadata.annotations['exclusive-placement.io/topology'].trim() : object.metadata.?annotations[?'alpha.jobset.sigs.k8s.io/exclusive-topology'].orValue('').trim())
+{{- end -}}
+
+{{/* CEL over a pod: its strategy annotation (trimmed), else the chart's default strategy. */}}
+{{- define "ep.cel.podStrategy" -}}
+(object.metadata.?annotations[?'exclusive-placement.io/strategy'].orValue('').trim() != '' ? object.metadata.annotations['exclusive-placement.io/strategy'].trim() : '{{ .Values.placement.defaultStrategy }}')
+{{- end -}}
+
+{{/* CEL over a pod: its completion index (annotation, else label), '' for a pod of a NonIndexed Job. */}}
+{{- define "ep.cel.podCompletionIndex" -}}
+object.metadata.?annotations[?'batch.kubernetes.io/job-completion-index'].orValue(object.metadata.?labels[?'batch.kubernetes.io/job-completion-index'].orValue('')).trim()
+{{- end -}}
+
+{{/* CEL over a pod: its controller ownerReferences of kind batch/v1 Job (the Job controller sets exactly one). */}}
+{{- define "ep.cel.podJobOwners" -}}
+object.metadata.?ownerReferences.orValue([]).filter(r, r.apiVersion == 'batch/v1' && r.kind == 'Job' && r.?controller.orValue(false))
+{{- end -}}
+
+{{/*
+CEL over a pod: admitted by the policies on the policy path (the pod webhook takes the others): an exclusive
+pod (a topology key, not JobSet's node-selector mode) whose controller is a batch/v1 Job, of strategy
+elastic or affinity, or of a NonIndexed Job (placed as affinity whatever its strategy). `gate` needs the
+leader looked up, scheduling-gate pins at creation when the leader is already bound (docs/webhook.md), a
+pod without a Job gets its answer (a warning, or a denial) and an unknown strategy its message from the
+webhook. The pods of all-or-nothing Jobs stay on the webhook too (docs/webhook.md, "Two paths for pods").
+Only pods the Job controller creates (`webhook.admission.pods.jobControllerUsernames`): their controller
+ownerReference is its own Job's, in their namespace, so its uid is a job key nobody else can claim; a pod
+created directly with a Job's ownerReference goes to the webhook, whose key hashes the namespace too.
+*/}}
+{{- define "ep.cel.podAdmittedByPolicy" -}}
+(request.userInfo.username in {{ toJson .Values.webhook.admission.pods.jobControllerUsernames | replace "\"" "'" }} && {{ include "ep.cel.podTopologyKey" . }} != '' && !{{ include "ep.cel.inNodeSelectorMode" "object.metadata" }} && !(has(object.metadata.annotations) && 'exclusive-placement.io/all-or-nothing' in object.metadata.annotations) && size({{ include "ep.cel.podJobOwners" . }}) == 1 && ({{ include "ep.cel.podStrategy" . }} in ['elastic', 'affinity'] || ({{ include "ep.cel.podCompletionIndex" . }} == '' && {{ include "ep.cel.podStrategy" . }} in ['gate', 'scheduling-gate'])))
 {{- end -}}

@@ -1,1 +1,0 @@
-"""Decoding of `application/vnd.kubernetes.protobuf` request bodies."""

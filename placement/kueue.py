@@ -1,0 +1,200 @@
+"""Jobs that Kueue queues: which of them `elastic` cannot shrink, and why (pure).
+
+Kueue builds the Workload of a plain Job labelled `kueue.x-k8s.io/queue-name` from the Job itself: it
+reserves quota for `spec.parallelism` pods and, once the Workload is admitted, checks that the Job still
+matches it (its `jobframework` reconciler). A Job `elastic` admitted at size 1 is admitted by Kueue for one
+pod, and its resize to N fails that check: Kueue stops the Job and deletes its Workload, or, with Kueue's
+`kueue.x-k8s.io/elastic-job: "true"` (workload slices), runs the new pods behind its own scheduling gate in
+a new slice. Neither keeps the Job whole and within quota, so such a Job is placed with `gate` instead (at
+full size from the start: Kueue reserves quota for all of its pods).
+
+A JobSet's child Jobs pass Kueue's quota untouched (Kueue builds a JobSet's Workload from the JobSet's spec
+and never checks the child Jobs), but not its preemption: when Kueue preempts or evicts an admitted JobSet,
+JobSet suspends the child Jobs in place and resumes them at full size, their pod template still pinning the
+followers to the previous leader's domain (`leader-domain`); at the resume every follower is created at once
+beside a leader that binds elsewhere, the follower repair deletes them, and the Job fails on its
+backoffLimit. So a child Job of a JobSet Kueue queues is placed with `gate` too (`kueue_jobset_problem`).
+
+`kueue_queued` is what `status` and `explain` say of a suspended Job Kueue has not admitted yet: its
+LocalQueue and its Workload's condition message (the Workload is owned by the Job, or by its JobSet).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from placement.constants import KUEUE_QUEUE_NAME_LABEL
+from placement.jobset import JobSetStartup, OwnerJobSet, exclusive_replicated_jobs, owning_jobset
+from placement.objects import (
+    Obj,
+    annotations_of,
+    items,
+    labels_of,
+    metadata,
+    namespace_of,
+    pod_template,
+    section,
+)
+
+KUEUE_ELASTIC_JOB_ANNOTATION = "kueue.x-k8s.io/elastic-job"
+KUEUE_GROUP = "kueue.x-k8s.io"
+KUEUE_VERSION = "v1beta2"
+WORKLOADS = "workloads"
+_PENDING_CONDITIONS = ("QuotaReserved", "Admitted")
+"""A Workload's conditions that say why it is not admitted, the most telling first."""
+
+
+def queue_name(job: Obj) -> str | None:
+    """The LocalQueue a plain Job asks Kueue to queue it in (None: not queued, or a JobSet's child Job)."""
+    name = labels_of(job).get(KUEUE_QUEUE_NAME_LABEL)
+    if not name or owning_jobset(job) is not None:
+        return None
+    return name
+
+
+def kueue_jobset_problem(owner: OwnerJobSet | None) -> str | None:
+    """Why `elastic` cannot shrink a child Job because Kueue queues its JobSet, or None."""
+    if not isinstance(owner, JobSetStartup) or not owner.kueue_queue:
+        return None
+    return (
+        f"its JobSet is queued by Kueue (label {KUEUE_QUEUE_NAME_LABEL}={owner.kueue_queue}): when Kueue "
+        "preempts or evicts it, JobSet suspends this Job in place and resumes it at full size with its "
+        "followers pinned to the previous leader's domain"
+    )
+
+
+def kueue_elastic_problem(job: Obj) -> str | None:
+    """Why `elastic` cannot shrink this Job because Kueue queues it, or None."""
+    name = queue_name(job)
+    if name is None:
+        return None
+    if annotations_of(job).get(KUEUE_ELASTIC_JOB_ANNOTATION) == "true":
+        return (
+            f"the Job is queued by Kueue (label {KUEUE_QUEUE_NAME_LABEL}={name}) as an elastic Job "
+            f'({KUEUE_ELASTIC_JOB_ANNOTATION}: "true"): Kueue would admit one pod\'s quota and put the '
+            "resized pods in a new workload slice behind its own scheduling gate, which this project does "
+            "not handle"
+        )
+    return (
+        f"the Job is queued by Kueue (label {KUEUE_QUEUE_NAME_LABEL}={name}): Kueue builds its Workload "
+        "from the Job, so it would reserve quota for one pod and stop the Job when it is resized"
+    )
+
+
+KUEUE_TAS_ANNOTATIONS = (
+    "kueue.x-k8s.io/podset-required-topology",
+    "kueue.x-k8s.io/podset-preferred-topology",
+    "kueue.x-k8s.io/podset-slice-required-topology",
+)
+"""What asks Kueue's Topology Aware Scheduling to place a PodSet (a replicated Job's pods) in a domain of a
+topology level. TAS then chooses every pod's node itself (its `kueue.x-k8s.io/topology` scheduling gate and
+node selectors), packing the pods, and knows nothing of exclusivity."""
+
+
+def tas_conflicts(jobset: Obj) -> list[str]:
+    """One problem per TAS annotation on an exclusive replicated Job of a JobSet Kueue queues (its queue-name
+    label): TAS assigns all of the replicated Job's pods to nodes of one domain without regard to other Jobs
+    (on the kube tier: the 8 pods of 2 exclusive Jobs, all to one node), so the pods of every Job but one
+    wait Pending forever against their leaders' anti-affinity."""
+    if not labels_of(jobset).get(KUEUE_QUEUE_NAME_LABEL):
+        return []
+    exclusive = exclusive_replicated_jobs(jobset)
+    return [
+        _tas_conflict(path, key, value)
+        for position, replicated in enumerate(items(section(jobset, "spec"), "replicatedJobs"))
+        if any(replicated is candidate for candidate in exclusive)
+        for path, found in _template_annotations(position, section(replicated, "template"))
+        for key, value in found.items()
+        if key in KUEUE_TAS_ANNOTATIONS
+    ]
+
+
+def job_tas_conflict(job: Obj) -> tuple[str, str] | None:
+    """(field, why) when a plain exclusive Job Kueue queues asks its TAS for a topology: TAS chooses the
+    Job's nodes by their free resources, not by the other Jobs' leaders, so it can put the Job in a domain
+    another exclusive Job holds, where its pods would wait Pending forever. None otherwise."""
+    if queue_name(job) is None:
+        return None
+    for path, found in (
+        ("metadata", annotations_of(job)),
+        ("spec.template.metadata", annotations_of(pod_template(job))),
+    ):
+        for key in KUEUE_TAS_ANNOTATIONS:
+            if key in found:
+                return f"{path}.annotations", _tas_conflict_why(key, found[key], "Job")
+    return None
+
+
+def _template_annotations(position: int, template: Obj) -> list[tuple[str, dict[str, str]]]:
+    where = f"spec.replicatedJobs[{position}].template"
+    return [
+        (f"{where}.metadata", annotations_of(template)),
+        (f"{where}.spec.template.metadata", annotations_of(pod_template(template))),
+    ]
+
+
+def _tas_conflict(path: str, key: str, value: str) -> str:
+    return f"{path}.annotations: {_tas_conflict_why(key, value, 'replicated Job')}"
+
+
+def _tas_conflict_why(key: str, value: str, what: str) -> str:
+    return (
+        f"{key}={value} asks Kueue's Topology Aware Scheduling to choose the nodes of this {what}'s pods, "
+        "which it packs into one domain without regard to exclusivity, while exclusive placement puts each "
+        "Job alone in a domain: a Job TAS packs next to another would wait Pending forever; remove one of "
+        "the two (TAS's annotation, or the exclusive topology)"
+    )
+
+
+@dataclass(frozen=True)
+class KueueQueued:
+    """A suspended Job that waits for Kueue to admit it."""
+
+    queue: str
+    """The LocalQueue (empty when only the Workload is known and names none)."""
+    message: str
+
+
+def workload_of(job: Obj, workloads: Iterable[Obj]) -> Obj | None:
+    """The Kueue Workload of a Job: the one owned by the Job itself, or by its JobSet."""
+    jobset = owning_jobset(job)
+    owners = {uid for uid in (str(metadata(job).get("uid") or ""), jobset.uid if jobset else "") if uid}
+    for workload in workloads:
+        if namespace_of(workload) != namespace_of(job):
+            continue
+        refs = items(metadata(workload), "ownerReferences")
+        if any(isinstance(ref, dict) and ref.get("uid") in owners for ref in refs):
+            return workload
+    return None
+
+
+def _condition(workload: Obj, kind: str) -> Obj | None:
+    for condition in items(section(workload, "status"), "conditions"):
+        if isinstance(condition, dict) and condition.get("type") == kind:
+            return condition
+    return None
+
+
+def _pending_message(workload: Obj | None) -> str:
+    if workload is None:
+        return "Kueue has no Workload for it yet (is Kueue running, and does the LocalQueue exist?)"
+    for kind in _PENDING_CONDITIONS:
+        condition = _condition(workload, kind)
+        if condition is not None and condition.get("status") == "False" and condition.get("message"):
+            return f"Workload {metadata(workload).get('name')}: {condition['message']}"
+    return f"Workload {metadata(workload).get('name')} not evaluated by Kueue yet"
+
+
+def kueue_queued(job: Obj, workloads: Iterable[Obj]) -> KueueQueued | None:
+    """Why a suspended Job waits for Kueue (its LocalQueue, its Workload's word), or None: it names no
+    LocalQueue and has no Workload, or its Workload is admitted (Kueue resumes it next)."""
+    workload = workload_of(job, workloads)
+    queue = labels_of(job).get(KUEUE_QUEUE_NAME_LABEL) or str(
+        section(workload or {}, "spec").get("queueName") or ""
+    )
+    admitted = workload is not None and (_condition(workload, "Admitted") or {}).get("status") == "True"
+    if admitted or (workload is None and not queue):
+        return None
+    where = f"LocalQueue {namespace_of(job)}/{queue}" if queue else "Kueue"
+    return KueueQueued(queue, f"queued by Kueue in {where}: {_pending_message(workload)}")

@@ -1,0 +1,136 @@
+"""A plain Indexed Job Kueue queues (label `kueue.x-k8s.io/queue-name`) is never shrunk by `elastic`: Kueue
+builds its Workload from the Job, so it would take one pod's quota and stop the Job at its resize. It
+falls back to `gate` at full size, with a warning naming Kueue, recorded in
+`exclusive-placement.io/elastic-fallback`.
+A JobSet's child Job is shrunk as before: Kueue builds a JobSet's Workload from the JobSet."""
+
+from __future__ import annotations
+
+import pytest
+
+from placement.admission import mutate_job
+from placement.constants import (
+    ELASTIC_FALLBACK_ANNOTATION,
+    KUEUE_QUEUE_NAME_LABEL,
+    STRATEGY_ANNOTATION,
+    TARGET_COMPLETIONS_ANNOTATION,
+    TOPOLOGY_ANNOTATION,
+    Strategy,
+)
+from placement.jobset import JobSetStartup, jobset_startup
+from placement.kueue import KUEUE_ELASTIC_JOB_ANNOTATION, kueue_elastic_problem
+from placement.patch import apply
+from tests.placement.placement_pods import ZONE, job
+
+QUEUED = {KUEUE_QUEUE_NAME_LABEL: "user-queue"}
+
+
+@pytest.mark.parametrize(
+    "annotations",
+    [{}, {KUEUE_ELASTIC_JOB_ANNOTATION: "true"}],
+    ids=["queued", "kueue-elastic-job"],
+)
+def test_a_plain_job_kueue_queues_falls_back_to_gate_at_full_size_naming_kueue(
+    annotations: dict[str, str],
+) -> None:
+    original = job(labels=QUEUED, annotations=annotations, template_annotations={TOPOLOGY_ANNOTATION: ZONE})
+    verdict = mutate_job(original, Strategy.ELASTIC)
+    admitted = apply(original, verdict.patch)
+    assert verdict.allowed
+    assert verdict.reason == "queued-by-kueue"
+    assert (admitted["spec"]["completions"], admitted["spec"]["parallelism"]) == (4, 4)
+    assert TARGET_COMPLETIONS_ANNOTATION not in admitted["metadata"].get("annotations", {})
+    assert admitted["spec"]["template"]["metadata"]["annotations"][STRATEGY_ANNOTATION] == "gate"
+    (warning,) = verdict.warnings
+    assert "Kueue" in warning
+    assert "user-queue" in warning
+    assert "using gate" in warning
+    recorded = admitted["metadata"]["annotations"][ELASTIC_FALLBACK_ANNOTATION]
+    assert "Kueue" in recorded
+    assert recorded in warning
+
+
+def test_the_kueue_elastic_job_opt_in_is_named_in_the_fallback() -> None:
+    opted_in = job(labels=QUEUED, annotations={KUEUE_ELASTIC_JOB_ANNOTATION: "true"})
+    assert KUEUE_ELASTIC_JOB_ANNOTATION in str(kueue_elastic_problem(opted_in))
+    assert KUEUE_ELASTIC_JOB_ANNOTATION not in str(kueue_elastic_problem(job(labels=QUEUED)))
+
+
+@pytest.mark.parametrize("labels", [None, {KUEUE_QUEUE_NAME_LABEL: ""}], ids=["no-label", "empty-label"])
+def test_a_job_kueue_does_not_queue_is_shrunk(labels: dict[str, str] | None) -> None:
+    original = job(labels=labels, template_annotations={TOPOLOGY_ANNOTATION: ZONE})
+    verdict = mutate_job(original, Strategy.ELASTIC)
+    admitted = apply(original, verdict.patch)
+    assert verdict.reason == "shrunk"
+    assert admitted["spec"]["completions"] == 1
+    assert kueue_elastic_problem(original) is None
+
+
+def test_a_jobset_child_job_with_kueues_label_is_still_shrunk() -> None:
+    """Kueue queues the JobSet, never its child Jobs: their resize is invisible to it."""
+    original = job(labels=QUEUED, jobset="trainer", template_annotations={TOPOLOGY_ANNOTATION: ZONE})
+    verdict = mutate_job(original, Strategy.ELASTIC, owner=JobSetStartup())
+    admitted = apply(original, verdict.patch)
+    assert verdict.reason == "shrunk"
+    assert admitted["spec"]["completions"] == 1
+    assert kueue_elastic_problem(original) is None
+
+
+def test_a_child_job_of_a_jobset_kueue_queues_falls_back_to_gate_at_full_size_naming_kueue() -> None:
+    """Kueue's preemption suspends the JobSet, and JobSet its child Jobs in place: resumed at full size with
+    the followers pinned to the previous leader's domain, an elastic Job fails (tests/kube, preemption)."""
+    original = job(jobset="trainer", template_annotations={TOPOLOGY_ANNOTATION: ZONE})
+    queued = jobset_startup({"metadata": {"name": "trainer", "labels": QUEUED}, "spec": {}})
+    verdict = mutate_job(original, Strategy.ELASTIC, owner=queued)
+    admitted = apply(original, verdict.patch)
+    assert verdict.reason == "queued-by-kueue"
+    assert (admitted["spec"]["completions"], admitted["spec"]["parallelism"]) == (4, 4)
+    assert admitted["spec"]["template"]["metadata"]["annotations"][STRATEGY_ANNOTATION] == "gate"
+    (warning,) = verdict.warnings
+    assert f"{KUEUE_QUEUE_NAME_LABEL}=user-queue" in warning
+    assert "preempts" in admitted["metadata"]["annotations"][ELASTIC_FALLBACK_ANNOTATION]
+
+
+@pytest.mark.parametrize("strategy", [Strategy.GATE, Strategy.AFFINITY])
+def test_other_strategies_of_a_queued_job_are_left_as_asked(strategy: Strategy) -> None:
+    original = job(labels=QUEUED, template_annotations={TOPOLOGY_ANNOTATION: ZONE})
+    verdict = mutate_job(original, strategy)
+    admitted = apply(original, verdict.patch)
+    assert verdict.warnings == ()
+    assert admitted["spec"]["completions"] == 4
+    assert ELASTIC_FALLBACK_ANNOTATION not in admitted["metadata"].get("annotations", {})
+
+
+def test_a_single_pod_queued_job_needs_no_fallback() -> None:
+    original = job(
+        labels=QUEUED, completions=1, parallelism=1, template_annotations={TOPOLOGY_ANNOTATION: ZONE}
+    )
+    verdict = mutate_job(original, Strategy.ELASTIC)
+    assert verdict.reason == "single-pod"
+    assert verdict.warnings == ()
+
+
+TAS_REQUIRED = "kueue.x-k8s.io/podset-required-topology"
+
+
+@pytest.mark.parametrize("strategy", list(Strategy))
+@pytest.mark.parametrize("where", ["Job", "pod template"])
+def test_a_queued_exclusive_job_asking_kueue_tas_for_a_topology_is_denied_naming_the_conflict(
+    strategy: Strategy, where: str
+) -> None:
+    tas = {TAS_REQUIRED: ZONE}
+    template = {TOPOLOGY_ANNOTATION: ZONE, STRATEGY_ANNOTATION: str(strategy)}
+    original = job(
+        labels=QUEUED,
+        annotations=tas if where == "Job" else {},
+        template_annotations=template | (tas if where == "pod template" else {}),
+    )
+    verdict = mutate_job(original, Strategy.ELASTIC)
+    assert (verdict.allowed, verdict.reason) == (False, "kueue-tas-conflict")
+    field = "metadata.annotations" if where == "Job" else "spec.template.metadata.annotations"
+    assert f": {field}: {TAS_REQUIRED}={ZONE} asks Kueue's Topology Aware Scheduling" in verdict.message
+
+
+def test_tas_annotations_on_a_job_kueue_does_not_queue_are_no_conflict() -> None:
+    original = job(template_annotations={TOPOLOGY_ANNOTATION: ZONE, TAS_REQUIRED: ZONE})
+    assert mutate_job(original, Strategy.GATE).allowed
