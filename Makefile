@@ -29,7 +29,7 @@ $(STAMP): requirements.txt requirements-tools.txt requirements-dev.txt pyproject
 venv: $(STAMP) ## Create .venv from the pinned requirements (product, tools and dev tools) and install the project
 
 test: $(STAMP) kube ## Run the whole test suite (the kube tier and quick benchmark variants included) on TEST_WORKERS processes
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup --durations=30 $(PYTEST_ARGS)
 
 test-slow: $(STAMP) ## Run only the slow tests (scale runs, full benchmarks)
 	$(PY) -m pytest -m slow $(PYTEST_ARGS)

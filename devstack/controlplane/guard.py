@@ -37,6 +37,7 @@ DELETE_TIMEOUT_SECONDS = 60.0
 START_TIMEOUT_SECONDS = 180.0
 SUPERVISE_SECONDS = 1.0
 REAP_SECONDS = 0.2
+COMPONENT_LOG_LINES = 15
 _PR_SET_CHILD_SUBREAPER = 36
 
 
@@ -125,6 +126,14 @@ def supervise(binary: str, kwok_workdir: Path, name: str, stop: threading.Event)
         print(f"{RESTARTED_LINE}: {', '.join(stopped)}{outcome}", flush=True)
 
 
+def print_component_logs(cluster_dir: Path, lines: int = COMPONENT_LOG_LINES) -> None:
+    """The last `lines` of every component's log (kwokctl's `logs/` directory): why it did not come up."""
+    for log_file in sorted((cluster_dir / "logs").glob("*.log")):
+        with contextlib.suppress(OSError):
+            tail = log_file.read_text(errors="replace").splitlines()[-lines:]
+            print(f"--- last {len(tail)} lines of {log_file.name}", *tail, sep="\n", flush=True)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m devstack.controlplane.guard", description=__doc__)
     parser.add_argument("--kwokctl", required=True)
@@ -145,6 +154,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     sys.stdout.write(created.stderr)
     if created.returncode != 0:
         print(f"kwokctl create cluster failed with exit code {created.returncode}", flush=True)
+        print_component_logs(args.kwok_workdir / "clusters" / args.name)
         delete_cluster(args.kwokctl, args.kwok_workdir, args.name)
         return 1
     print(f"{READY_LINE} name={args.name}", flush=True)
