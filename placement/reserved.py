@@ -8,9 +8,10 @@
   and admission denies it.
 - The resize keys (`RESIZE_KEYS`: the `exclusive-placement.io/resize` and `pin-followers` labels, the
   `target-*` annotations and the `leader-domain` annotation) tell the resizer how far to grow a Job, and
-  the pod admission policies whether and where its followers go. Only the Job webhook writes them, when it admits the Job's
-  creation: on the Job, and the target annotations also on its pod template, a record no client can change
-  once the Job runs (a Job's pod template is immutable but while it is suspended and has never started).
+  the pod admission policies whether and where its followers go. Only the Job webhook writes them, when
+  it admits the Job's creation: on the Job, and the target annotations also on its pod template, a record
+  no client can change once the Job runs (a Job's pod template is immutable but while it is suspended and
+  has never started).
   `strip_resize_keys(job)` removes whatever a client sent, from both places, before the webhook decides its
   own (a ValidatingAdmissionPolicy of the chart keeps everyone but the resizer from changing the Job's
   afterwards; the resizer never grows a Job past its pod template's record).

@@ -32,7 +32,7 @@ class ResizeReconciler(WithContext):
     def __init__(self, context: Context, *, pin_followers: bool = True) -> None:
         super().__init__(context)
         self.pin_followers = pin_followers
-        """Label resized Jobs `pin-followers` (the follower policy's params: `placement.resize.decide_resize`)."""
+        """Label resized Jobs `pin-followers` (the follower policy's params; `placement.resize`)."""
         self.dry_run_notes = NoteOnce[str](log)
         """Jobs a dry-run said it would resize, by key."""
         self.refusal_notes = NoteOnce[str](log)

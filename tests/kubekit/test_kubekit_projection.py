@@ -52,8 +52,8 @@ from placement.gang import (
 )
 from placement.leader import leader_problem, pick_leader, rival_leaders
 from placement.objects import JobRef, node_name
-from placement.retire import decide_retire
 from placement.resize import decide_follower_repair, decide_gate_release, decide_resize, topology_key
+from placement.retire import decide_retire
 from tests.placement.placement_pods import JOB, UID, ZONE, node, pod
 from tests.support.builders import make_job, make_pod
 
@@ -292,7 +292,9 @@ def test_the_queue_trusts_and_counts_the_same_on_projected_gang_jobs_and_holders
 def test_the_retire_decides_the_same_on_a_projected_pinning_job(conditions: tuple[str, ...]) -> None:
     """The resizer caches Jobs labelled pin-followers projected: the retire's decision and its patch (the
     uid it tests) must come out the same as from the whole Job."""
-    job = noisy(make_job("train-0", "team").uid("job-uid").indexed(8).label(PIN_FOLLOWERS_LABEL, PIN_FOLLOWERS).obj())
+    job = noisy(
+        make_job("train-0", "team").uid("job-uid").indexed(8).label(PIN_FOLLOWERS_LABEL, PIN_FOLLOWERS).obj()
+    )
     job["status"]["conditions"] = [{"type": kind, "status": "True"} for kind in ("Suspended", *conditions)]
     projected = FieldProjection(PINNING_JOB_FIELDS)(job)
     assert decide_retire(projected) == decide_retire(job)

@@ -57,7 +57,11 @@ def test_a_finished_job_loses_the_label_and_nothing_else(condition: str) -> None
         (resized().obj(), KeepReason.RUNNING),
         (resized(("Complete", "False"), ("Suspended", "True")).obj(), KeepReason.RUNNING),
         (
-            make_job("train-0", "team").uid("job-uid").label(RESIZE_LABEL, RESIZE_DONE).condition("Complete").obj(),
+            make_job("train-0", "team")
+            .uid("job-uid")
+            .label(RESIZE_LABEL, RESIZE_DONE)
+            .condition("Complete")
+            .obj(),
             KeepReason.NOT_PINNING,
         ),
         (resized(("Complete", "True")).label(PIN_FOLLOWERS_LABEL, "false").obj(), KeepReason.NOT_PINNING),

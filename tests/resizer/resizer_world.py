@@ -186,7 +186,9 @@ class World:
         for route, objects in listed.items():
             for obj in objects:
                 self.kube.put(ROUTES[route][1], obj)
-        self.feeds = {informer: WatchFeed(listed.get(route, ())) for route, (informer, _kind) in ROUTES.items()}
+        self.feeds = {
+            informer: WatchFeed(listed.get(route, ())) for route, (informer, _kind) in ROUTES.items()
+        }
         self.informers = resizer_informers(self.feeds.__getitem__, self.resizer, namespace=None)
         for informer in self.informers:
             informer.start()

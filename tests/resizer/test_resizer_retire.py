@@ -44,7 +44,10 @@ def test_a_finished_job_loses_the_label_once_and_a_running_one_keeps_it(
     running = resized_job("done-0", finished=None)
     assert world.upsert("pinning", running) is None  # not kept: nothing to do yet
     world.drain()
-    assert (world.kube.count("patch"), labels(world.kube.stored("jobs", NS, "done-0"))[PIN_FOLLOWERS_LABEL]) == (
+    assert (
+        world.kube.count("patch"),
+        labels(world.kube.stored("jobs", NS, "done-0"))[PIN_FOLLOWERS_LABEL],
+    ) == (
         0,
         PIN_FOLLOWERS,
     )
@@ -120,10 +123,17 @@ def test_a_standby_patches_nothing_and_retires_once_it_leads(make_world: MakeWor
 
 def test_the_first_list_retires_the_jobs_that_finished_while_no_resizer_ran(make_world: MakeWorld) -> None:
     """Also the upgrade: Jobs finished before this version, listed at its start."""
-    listed = [resized_job("done-0"), resized_job("done-1", finished="Failed"), resized_job("run-0", finished=None)]
+    listed = [
+        resized_job("done-0"),
+        resized_job("done-1", finished="Failed"),
+        resized_job("run-0", finished=None),
+    ]
     world = make_world(listed={"pinning": listed})
     assert world.resizer.footprint()["finished_pinning"] == 2
     world.drain()
-    pinned = {name: PIN_FOLLOWERS_LABEL in labels(world.kube.stored("jobs", NS, name)) for name in ("done-0", "done-1", "run-0")}
+    pinned = {
+        name: PIN_FOLLOWERS_LABEL in labels(world.kube.stored("jobs", NS, name))
+        for name in ("done-0", "done-1", "run-0")
+    }
     assert pinned == {"done-0": False, "done-1": False, "run-0": True}
     assert (world.kube.count("patch"), world.metric("pin_followers_retired_total")) == (2, 2)
