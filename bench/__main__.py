@@ -8,6 +8,8 @@ soak        fault-injection soak of elastic and scheduling-gate (bench/soak.py)
 scale       15,000 nodes, 2,000 Jobs: webhook/resizer RSS, admission and bind-to-resize (bench/scale.py)
 abuse       one abusive client per attack: webhook peak RSS, a legitimate admission meanwhile (bench/abuse.py)
 controlplane  the real control plane's warm start and idle memory (bench/controlplane.py)
+fanout      kube-apiserver's CPU placing an elastic JobSet beside 500 resized Jobs, pinning or retired,
+            on the policy path of pod admission (bench/fanout.py)
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ BENCHMARKS: dict[str, str] = {
     "scale": "bench.scale",
     "abuse": "bench.abuse",
     "controlplane": "bench.controlplane",
+    "fanout": "bench.fanout",
 }
 
 

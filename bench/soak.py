@@ -7,13 +7,15 @@ started cleanly; then Jobs of both strategies are submitted while a schedule of 
 stalled and reset by toxiproxy, every connection dropped, 429s from API Priority and Fairness, the resizer
 and the webhook SIGKILLed, a node pool NotReady then deleted, etcd and kube-apiserver restarted, and every
 watch expired (etcd compacted, kube-apiserver restarted: 410 Gone). The run converges when every Job has
-finished.
+finished and, on the policy path of pod admission, the resizer has retired it (its pin-followers label
+removed: docs/resizer.md).
 
 What is checked (and written to DIR/soak.json):
 - every Job reached its target size: it completed with `succeeded == target` and `spec.completions ==
   target`; nothing left pending (Jobs not complete, pods not terminal);
 - nothing resized twice: an elastic Job's spec changed exactly once (metadata.generation == 2), a
-  scheduling-gate Job's never;
+  scheduling-gate Job's never; the resizer's successful patches of an elastic Job are its resize and, on the
+  policy path, its retire;
 - zero exclusivity violations, from a replay of every pod event (one Job in two domains at the same time,
   or two Jobs in one domain at the same time);
 - every scheduled fault was injected, and the faults are gone at the end.
@@ -51,10 +53,12 @@ from devstack.interrupts import pause
 from devstack.kube import kubeconfig_credentials
 from devstack.shape import ClusterShape
 from devstack.stack import Stack, StackOptions
+from devstack.webhooks import PIN_FOLLOWERS_FLAGS, resizer_pin_followers_flag
 from placement.constants import (
     GKE_NODEPOOL_LABEL,
     GPU_RESOURCE,
     JOB_COMPLETION_INDEX_ANNOTATION,
+    PIN_FOLLOWERS_LABEL,
     RESIZE_DONE,
     RESIZE_LABEL,
     STRATEGY_ANNOTATION,
@@ -612,7 +616,12 @@ async def wait_converged(http: httpx.AsyncClient, names: dict[str, str], timeout
     started = time.monotonic()
     while time.monotonic() - started < timeout:
         jobs = (await call(http, "GET", JOBS_PATH))["items"]
-        finished = [j for j in jobs if _condition(j, "Complete") or _condition(j, "Failed")]
+        finished = [
+            j
+            for j in jobs
+            if (_condition(j, "Complete") or _condition(j, "Failed"))
+            and PIN_FOLLOWERS_LABEL not in (j["metadata"].get("labels") or {})
+        ]
         if len(jobs) == len(names) and len(finished) == len(names):
             return time.monotonic() - started
         await asyncio.sleep(2.0)
@@ -683,8 +692,10 @@ async def soak(stack: Stack, plan: SoakPlan) -> dict[str, Any]:
             await watch
     stack.check_alive()
     answers = project_answers(audit.requests(since=since), users)
+    retires = resizer_pin_followers_flag(stack.chart_objects) == PIN_FOLLOWERS_FLAGS[0]
     return report(
         plan,
+        retires=retires,
         names=names,
         jobs=jobs,
         pods=pods,
@@ -721,6 +732,7 @@ def report(
     converged_after: float | None,
     error: str,
     leftovers: list[str],
+    retires: bool = False,
 ) -> dict[str, Any]:
     outcomes = job_outcomes(jobs, names, plan.pods_per_job)
     elastic = sorted(n for n, s in names.items() if s == Strategy.ELASTIC)
@@ -744,7 +756,8 @@ def report(
         "jobs_failed": len(outcomes["failed"]),
         "pods_pending": len(pending_pods(pods)),
         "job_patches": sum(patches.values()),
-        "elastic_jobs_patched_once": sum(1 for n in elastic if patches.get(n) == 1),
+        # the resize, and the retire when the resizer labels pin-followers (the policy path)
+        "elastic_jobs_patched_once": sum(1 for n in elastic if patches.get(n) == 1 + retires),
         "elastic_jobs": len(elastic),
         "pod_creates_refused": answers["pod_creates_refused"],
         "exclusive_violations": replay.violations,

@@ -52,6 +52,7 @@ from devstack.webhooks import (
     chart_values,
     render_chart,
     resizer_exempt_namespaces,
+    resizer_pin_followers_flag,
     webhook_configurations,
 )
 from devstack.workdir import WorkdirClaim
@@ -352,7 +353,7 @@ class Stack:
             metrics_port=port,
             leader_elect=True,
             exempt_namespaces=resizer_exempt_namespaces(self.chart_objects),
-            extra_args=extra_args,
+            extra_args=[resizer_pin_followers_flag(self.chart_objects), *extra_args],
         )
         resizer = ManagedProcess(f"resizer-{index}", argv, self.log_dir / f"resizer-{index}.log")
         resizer.start()

@@ -139,12 +139,28 @@ def admission_policies(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
 EXEMPT_FLAG = "--exempt-namespaces="
 
 
+PIN_FOLLOWERS_FLAGS = ("--pin-followers-label", "--no-pin-followers-label")
+
+
+def _resizer_args(objects: list[dict[str, Any]]) -> list[str]:
+    for obj in objects:
+        if obj.get("kind") == "Deployment" and obj["metadata"]["name"].endswith("-resizer"):
+            return [str(arg) for arg in obj["spec"]["template"]["spec"]["containers"][0].get("args") or []]
+    raise ChartError("the chart rendered no resizer Deployment")
+
+
 def resizer_exempt_namespaces(objects: list[dict[str, Any]]) -> tuple[str, ...]:
     """The namespaces the chart's resizer is told to leave alone (those its webhooks are exempt from)."""
-    for obj in objects:
-        if obj.get("kind") != "Deployment" or not obj["metadata"]["name"].endswith("-resizer"):
-            continue
-        for arg in obj["spec"]["template"]["spec"]["containers"][0].get("args") or []:
-            if arg.startswith(EXEMPT_FLAG):
-                return tuple(name for name in arg.removeprefix(EXEMPT_FLAG).split(",") if name)
+    for arg in _resizer_args(objects):
+        if arg.startswith(EXEMPT_FLAG):
+            return tuple(name for name in arg.removeprefix(EXEMPT_FLAG).split(",") if name)
     raise ChartError(f"the chart's resizer Deployment has no {EXEMPT_FLAG}... argument")
+
+
+def resizer_pin_followers_flag(objects: list[dict[str, Any]]) -> str:
+    """Whether the chart's resizer labels resized Jobs pin-followers (the follower policy's params: on the
+    policy path of pod admission only), as its flag."""
+    for arg in _resizer_args(objects):
+        if arg in PIN_FOLLOWERS_FLAGS:
+            return arg
+    raise ChartError(f"the chart's resizer Deployment has neither of {', '.join(PIN_FOLLOWERS_FLAGS)}")

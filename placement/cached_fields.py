@@ -14,6 +14,8 @@ every rule decides the same on the projected object as on the full one).
   released-at annotations, its creationTimestamp, its scheduling gates and `spec.priority`.
 - The queue trusts a gang's size and place only from its Jobs (`GANG_JOB_FIELDS`), and counts a domain
   taken by the bound pods carrying the job-key label (`HOLDER_POD_FIELDS`).
+- The retire of a finished Job from the follower policy's params reads its `pin-followers` label, its
+  conditions and its uid (`PINNING_JOB_FIELDS`).
 - The queue reads a node's labels and `spec.unschedulable` (`QUEUE_NODE_FIELDS`). The webhook reads a
   node's labels (`placement.affinity.leader_domain`: the topology key is any label a Job names, so every
   label is kept), and for its capacity warnings `spec.unschedulable` and `status.allocatable`, read on
@@ -43,6 +45,7 @@ from placement.constants import (
     JOBSET_UID_LABEL,
     LEGACY_CONTROLLER_UID_LABEL,
     LEGACY_JOB_NAME_LABEL,
+    PIN_FOLLOWERS_LABEL,
     PRIORITY_LABEL,
     RELEASED_AT_ANNOTATION,
     ROLE_LABEL,
@@ -113,6 +116,19 @@ GANG_JOB_FIELDS: Final[FieldSpec] = {
 }
 """What the queue reads of an admitted all-or-nothing Job (`placement.gang.admitted_gang`): the record the
 webhook wrote, its JobSet owner, its uid (its leaders' ownerReference); whether it is suspended."""
+
+PINNING_JOB_FIELDS: Final[FieldSpec] = {
+    "metadata": {
+        "name": True,
+        "namespace": True,
+        "uid": True,
+        "resourceVersion": True,
+        "labels": frozenset({PIN_FOLLOWERS_LABEL}),
+    },
+    "status": {"conditions": True},
+}
+"""What the resizer reads of a Job labelled `pin-followers` (`placement.retire.decide_retire`): the label,
+whether a condition says it finished, its uid (the patch tests it)."""
 
 HOLDER_POD_FIELDS: Final[FieldSpec] = {
     "metadata": {

@@ -45,6 +45,12 @@ resizer in the resize patch itself. The pod MutatingAdmissionPolicy pins the fol
 RESIZE_LABEL: Final = f"{DOMAIN}/resize"
 RESIZE_PENDING: Final = "pending"
 RESIZE_DONE: Final = "done"
+PIN_FOLLOWERS_LABEL: Final = f"{DOMAIN}/pin-followers"
+"""Job label "true" while the follower MutatingAdmissionPolicy should pin the Job's followers: the binding's
+`paramRef.selector` (docs/webhook.md, "Two paths for pods"). The resizer writes it in the resize patch,
+with `leader-domain`, and removes it once the Job finished (`placement.retire`), so the policy's params are
+the resized Jobs still running, not every one a namespace ever kept. A resize key (`placement.reserved`)."""
+PIN_FOLLOWERS: Final = "true"
 
 LEADER_SCHEDULED_GATE: Final = f"{DOMAIN}/leader-scheduled"
 """Scheduling gate on followers (scheduling-gate strategy) until the leader binds."""

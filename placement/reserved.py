@@ -6,11 +6,12 @@
   text any Job template or pod may carry. One that disagrees asks to be placed as another Job, perhaps of
   another namespace: `jobset_key_problem_of_job(job, namespace)` / `jobset_key_problem_of_pod(...)` say so,
   and admission denies it.
-- The resize keys (`RESIZE_KEYS`: the `exclusive-placement.io/resize` label, the `target-*` annotations and
-  the `leader-domain` annotation) tell the resizer how far to grow a Job, and the pod admission policies
-  where its followers go. Only the Job webhook writes them, when it admits the Job's
-  creation: on the Job, and the target annotations also on its pod template, a record no client can change
-  once the Job runs (a Job's pod template is immutable but while it is suspended and has never started).
+- The resize keys (`RESIZE_KEYS`: the `exclusive-placement.io/resize` and `pin-followers` labels, the
+  `target-*` annotations and the `leader-domain` annotation) tell the resizer how far to grow a Job, and
+  the pod admission policies whether and where its followers go. Only the Job webhook writes them, when
+  it admits the Job's creation: on the Job, and the target annotations also on its pod template, a record
+  no client can change once the Job runs (a Job's pod template is immutable but while it is suspended and
+  has never started).
   `strip_resize_keys(job)` removes whatever a client sent, from both places, before the webhook decides its
   own (a ValidatingAdmissionPolicy of the chart keeps everyone but the resizer from changing the Job's
   afterwards; the resizer never grows a Job past its pod template's record).
@@ -33,6 +34,7 @@ from placement.constants import (
     JOB_KEY_LABEL,
     JOBSET_JOB_KEY_LABEL,
     LEADER_DOMAIN_ANNOTATION,
+    PIN_FOLLOWERS_LABEL,
     RESIZE_LABEL,
     TARGET_COMPLETIONS_ANNOTATION,
     TARGET_MAX_FAILED_INDEXES_ANNOTATION,
@@ -40,7 +42,7 @@ from placement.constants import (
 )
 from placement.objects import Obj, job_key, labels_of, metadata, namespace_of, pod_template
 
-RESIZE_LABELS = (RESIZE_LABEL,)
+RESIZE_LABELS = (RESIZE_LABEL, PIN_FOLLOWERS_LABEL)
 RESIZE_ANNOTATIONS = (
     TARGET_COMPLETIONS_ANNOTATION,
     TARGET_PARALLELISM_ANNOTATION,

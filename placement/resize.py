@@ -6,7 +6,8 @@ Three decisions, each returning what acts on it:
   (`resize_preconditions`) before it writes the sizes (and the original `maxFailedIndexes` when the webhook
   lowered it for size 1) and the leader's domain read from its `node`
   (`exclusive-placement.io/leader-domain`, where the pod admission policies pin the followers: no extra
-  write).
+  write), with the `pin-followers` label that makes the Job one of the policies' params until it finishes
+  (`placement.retire.decide_retire` then takes it off).
 - `decide_gate_release(follower, leader, node, rivals, gang=...)`: should a follower gated by the
   scheduling-gate strategy be pinned to its leader's domain and released? The answer carries a JSON patch
   that `test`s the gate first.
@@ -36,6 +37,8 @@ from placement.constants import (
     DISRUPTION_TARGET_CONDITION,
     LEADER_DOMAIN_ANNOTATION,
     LEADER_SCHEDULED_GATE,
+    PIN_FOLLOWERS,
+    PIN_FOLLOWERS_LABEL,
     PLACEMENT_VIOLATION_REASON,
     RESIZE_DONE,
     RESIZE_LABEL,
@@ -262,16 +265,22 @@ def job_ref(job: Obj) -> JobRef:
 
 
 def decide_resize(
-    job: Obj, leader: Obj | None, *, gang: Gang | None, node: Obj | None = None
+    job: Obj,
+    leader: Obj | None,
+    *,
+    gang: Gang | None,
+    node: Obj | None = None,
+    pin_followers: bool = True,
 ) -> ResizeDecision:
     """Does this Job need its size restored now, and with which JSON patch?
 
     `gang`: the Job's all-or-nothing gang (see the module's docstring); `node`: the leader's Node (only its
     labels are read). Never shrinks, never resizes twice (the patch sets `resize: done` together with the
     sizes, after `test`s of what the decision read: `resize_preconditions`, so a concurrent change makes
-    the API server refuse it, 422). The same patch records the leader's domain when its node shows one;
-    without it the pod admission policies pin no follower and deny them, as the webhook does a leader's
-    node without the topology label.
+    the API server refuse it, 422). The same patch records the leader's domain when its node shows one,
+    and with it (`pin_followers`: the pod admission policies are in use) the `pin-followers` label that
+    makes the Job a param of the follower policy until it finishes (`placement.retire`); without a domain
+    the policies pin no follower and gate them, and the resizer releases them.
     """
     meta = metadata(job)
     spec = section(job, "spec")
@@ -326,10 +335,13 @@ def decide_resize(
     if domain:  # the Job has annotations: the webhook's target annotation is one
         path = f"/metadata/annotations/{escape(LEADER_DOMAIN_ANNOTATION)}"
         patch.append({"op": "add", "path": path, "value": domain})
+        if pin_followers:  # the Job has labels: resize is one
+            patch.append({"op": "add", "path": PIN_FOLLOWERS_LABEL_PATH, "value": PIN_FOLLOWERS})
     return ResizeDecision(None, target, current_completions, current_parallelism, patch)
 
 
 _RESIZE_LABEL_PATH = f"/metadata/labels/{escape(RESIZE_LABEL)}"
+PIN_FOLLOWERS_LABEL_PATH = f"/metadata/labels/{escape(PIN_FOLLOWERS_LABEL)}"
 
 
 def resize_preconditions(meta: Obj) -> JsonPatch:

@@ -73,6 +73,7 @@ class ResizerApp:
             recorder=self.events,
             new_queue=lambda: WorkQueue(settings.retry_base_delay_seconds, settings.retry_max_delay_seconds),
             gang_timeout=settings.all_or_nothing_timeout_seconds,
+            pin_followers=settings.pin_followers_label,
         )
         self.informers = resizer_informers(
             lambda _name: self.kube,
@@ -103,11 +104,13 @@ class ResizerApp:
         self.events.start()
         self.health.start()
         log.info(
-            "resizer %s starting: namespace=%s exempt=%s dry_run=%s leader_elect=%s health port %d",
+            "resizer %s starting: namespace=%s exempt=%s dry_run=%s pin_followers_label=%s leader_elect=%s "
+            "health port %d",
             self.settings.identity,
             self.settings.namespace or "(all)",
             ",".join(self.settings.exempt_namespaces) or "(none)",
             self.settings.dry_run,
+            self.settings.pin_followers_label,
             self.settings.leader_elect,
             self.health.port,
         )
@@ -121,11 +124,13 @@ class ResizerApp:
                 if stop.is_set():
                     return False
         log.info(
-            "caches synced: %d pending Jobs, %d leaders, %d unbound followers, %d nodes",
+            "caches synced: %d pending Jobs, %d leaders, %d unbound followers, %d nodes, %d finished Jobs "
+            "to retire",
             len(self.caches.jobs),
             len(self.caches.leaders),
             len(self.caches.followers),
             len(self.caches.nodes),
+            len(self.caches.finished_pinning),
         )
         return True
 

@@ -6,11 +6,18 @@ from dataclasses import dataclass
 
 from kubekit.informer import Store
 from placement.constants import RESIZE_LABEL, RESIZE_PENDING
-from placement.objects import Obj, labels_of, owner_job_key
+from placement.objects import Obj, is_finished_job, labels_of, owner_job_key
+from placement.retire import pins_followers
 
 
 def is_pending_job(job: Obj) -> bool:
     return labels_of(job).get(RESIZE_LABEL) == RESIZE_PENDING
+
+
+def is_finished_pinning_job(job: Obj) -> bool:
+    """A Job still labelled `pin-followers` that has finished: one to retire from the follower policy's
+    params (`placement.retire`)."""
+    return pins_followers(job) and is_finished_job(job)
 
 
 @dataclass
@@ -31,6 +38,9 @@ class Caches:
     holders: Store
     """Bound pods carrying the job-key label (`placement.gang.held_nodes`): the domains taken against the
     queue's leaders."""
+    finished_pinning: Store
+    """Finished Jobs still labelled `pin-followers` (`is_finished_pinning_job`), projected to
+    `placement.cached_fields.PINNING_JOB_FIELDS`, by `namespace/name`: the label is to come off."""
 
 
 def new_caches() -> Caches:
@@ -41,4 +51,5 @@ def new_caches() -> Caches:
         nodes=Store(),
         gang_jobs=Store(),
         holders=Store(),
+        finished_pinning=Store(),
     )

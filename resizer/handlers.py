@@ -25,6 +25,24 @@ class JobHandler:
             self.resizer.resize.enqueue(object_key(job))
 
 
+class FinishedPinningJobHandler:
+    """Finished Jobs still labelled pin-followers: each is to be retired (the relist at start-up finds the
+    ones that finished while no resizer ran)."""
+
+    def __init__(self, resizer: Resizer) -> None:
+        self.resizer = resizer
+
+    def on_upsert(self, old: Obj | None, new: Obj) -> None:
+        self.resizer.retire.enqueue(object_key(new))
+
+    def on_delete(self, old: Obj) -> None:
+        self.resizer.retire.reconciler.forget(object_key(old))
+
+    def on_relist(self, objects: list[Obj]) -> None:
+        for job in objects:
+            self.resizer.retire.enqueue(object_key(job))
+
+
 class LeaderHandler:
     """Leader pods: a bind lets the Job grow or its followers go; a gang's leaders decide its Jobs' growth
     and the all-or-nothing queue."""

@@ -1,4 +1,4 @@
-"""The resizer's six informers: what each lists and watches, keeps, projects and tells its handler.
+"""The resizer's seven informers: what each lists and watches, keeps, projects and tells its handler.
 
 - `pending-jobs`: Jobs labelled `resize: pending`, kept while pending, into `caches.jobs`; `JobHandler`.
 - `leaders`: pods labelled `role: leader`, projected to `LEADER_POD_FIELDS`, into `caches.leaders`;
@@ -11,6 +11,8 @@
   into `caches.gang_jobs`; `GangJobHandler`.
 - `domain-holders`: bound pods carrying the job-key label, projected to `HOLDER_POD_FIELDS`, into
   `caches.holders`; any change looks at the all-or-nothing queue again.
+- `finished-pinning-jobs`: Jobs labelled `pin-followers=true`, kept once finished, projected to
+  `PINNING_JOB_FIELDS`, into `caches.finished_pinning`; `FinishedPinningJobHandler`.
 
 The namespaced ones leave out the namespaces the webhooks are exempt from (a field selector).
 """
@@ -22,10 +24,18 @@ from collections.abc import Callable, Sequence
 from kubekit.client import Resource
 from kubekit.informer import Handler, Informer, ListWatch, OnAnyChange, Store, without_managed_fields
 from kubekit.projection import FieldProjection
-from placement.cached_fields import GANG_JOB_FIELDS, HOLDER_POD_FIELDS, LEADER_POD_FIELDS, QUEUE_NODE_FIELDS
+from placement.cached_fields import (
+    GANG_JOB_FIELDS,
+    HOLDER_POD_FIELDS,
+    LEADER_POD_FIELDS,
+    PINNING_JOB_FIELDS,
+    QUEUE_NODE_FIELDS,
+)
 from placement.constants import (
     ALL_OR_NOTHING_LABEL,
     JOB_KEY_LABEL,
+    PIN_FOLLOWERS,
+    PIN_FOLLOWERS_LABEL,
     RESIZE_LABEL,
     RESIZE_PENDING,
     ROLE_FOLLOWER,
@@ -34,8 +44,14 @@ from placement.constants import (
 )
 from placement.objects import Obj
 from placement.resize import follower_to_watch
-from resizer.caches import is_pending_job
-from resizer.handlers import FollowerHandler, GangJobHandler, JobHandler, LeaderHandler
+from resizer.caches import is_finished_pinning_job, is_pending_job
+from resizer.handlers import (
+    FinishedPinningJobHandler,
+    FollowerHandler,
+    GangJobHandler,
+    JobHandler,
+    LeaderHandler,
+)
 from resizer.manager import Resizer
 
 UNBOUND_PODS = "spec.nodeName="
@@ -149,5 +165,15 @@ def resizer_informers(
             store=caches.holders,
             project=FieldProjection(HOLDER_POD_FIELDS),
             field_selector=outside(exempt_namespaces, BOUND_PODS),
+        ),
+        informer(
+            "jobs",
+            "finished-pinning-jobs",
+            f"{PIN_FOLLOWERS_LABEL}={PIN_FOLLOWERS}",
+            FinishedPinningJobHandler(resizer),
+            keep=is_finished_pinning_job,
+            store=caches.finished_pinning,
+            project=FieldProjection(PINNING_JOB_FIELDS),
+            field_selector=outside(exempt_namespaces),
         ),
     ]

@@ -1,10 +1,11 @@
-"""The resizer: three controllers over the informers' caches, as controller-runtime's manager runs them.
+"""The resizer: four controllers over the informers' caches, as controller-runtime's manager runs them.
 
 | controller | keys | reconciler |
 |---|---|---|
 | `resize` | pending Jobs | `resizer.resize.ResizeReconciler` |
 | `followers` | Jobs with unbound gated or pinned followers | `resizer.followers.FollowerReconciler` |
 | `all_or_nothing` | one, `GANG_KEY` | `resizer.gangs.GangReconciler` |
+| `retire` | finished Jobs labelled `pin-followers` | `resizer.retire.RetireReconciler` |
 
 Each has its own work queue and workers. What they share: the caches (`resizer.caches`), the gang index
 (`resizer.gang_index`), the bind times (`resizer.bind_times`), the API (`resizer.api`), the metrics and the
@@ -31,6 +32,7 @@ from resizer.gangs import DEFAULT_GANG_TIMEOUT, GANG_KEY, GangReconciler
 from resizer.metrics import Metrics
 from resizer.recorder import Discard, Recorder
 from resizer.resize import ResizeReconciler
+from resizer.retire import RetireReconciler
 from resizer.workqueue import WorkQueue
 
 
@@ -49,7 +51,10 @@ class Resizer:
         wall_clock: Callable[[], str] = rfc3339_now,
         epoch: Callable[[], float] = time.time,
         gang_timeout: float = DEFAULT_GANG_TIMEOUT,
+        pin_followers: bool = True,
     ) -> None:
+        """`pin_followers`: resized Jobs get the `pin-followers` label (the follower policy's params, on the
+        policy path of pod admission); the `retire` controller removes it from finished Jobs either way."""
         self.caches = caches
         self.metrics = metrics
         self.gang_index = GangIndex(caches.leaders, caches.gang_jobs)
@@ -63,7 +68,9 @@ class Resizer:
             recorder if recorder is not None else Discard(),
             dry_run,
         )
-        self.resize = Controller("resize", ResizeReconciler(context), new_queue(), metrics, leadership)
+        self.resize = Controller(
+            "resize", ResizeReconciler(context, pin_followers=pin_followers), new_queue(), metrics, leadership
+        )
         self.followers = Controller(
             "followers", FollowerReconciler(context, wall_clock=wall_clock), new_queue(), metrics, leadership
         )
@@ -74,13 +81,19 @@ class Resizer:
             metrics,
             leadership,
         )
+        self.retire = Controller("retire", RetireReconciler(context), new_queue(), metrics, leadership)
         metrics.queue_depth.set_function(lambda: sum(len(controller) for controller in self.controllers))
 
     @property
     def controllers(
         self,
-    ) -> tuple[Controller[ResizeReconciler], Controller[FollowerReconciler], Controller[GangReconciler]]:
-        return (self.resize, self.followers, self.all_or_nothing)
+    ) -> tuple[
+        Controller[ResizeReconciler],
+        Controller[FollowerReconciler],
+        Controller[GangReconciler],
+        Controller[RetireReconciler],
+    ]:
+        return (self.resize, self.followers, self.all_or_nothing, self.retire)
 
     # --- what to look at again -------------------------------------------------------------------------
 
@@ -98,9 +111,12 @@ class Resizer:
             self.all_or_nothing.enqueue(GANG_KEY)
 
     def enqueue_all(self) -> None:
-        """Everything that may still need work: pending Jobs, Jobs with unbound followers, the gang queue."""
+        """Everything that may still need work: pending Jobs, Jobs with unbound followers, the gang queue,
+        finished Jobs to retire."""
         for job_key in self.caches.jobs.keys():  # noqa: SIM118 (a Store, not a dict)
             self.resize.enqueue(job_key)
+        for job_key in self.caches.finished_pinning.keys():  # noqa: SIM118 (a Store, not a dict)
+            self.retire.enqueue(job_key)
         for job_key in self.caches.followers.index_values():
             self.followers.enqueue(job_key)
         self.enqueue_gangs()
@@ -115,12 +131,14 @@ class Resizer:
             "followers": len(caches.followers),
             "gang_jobs": len(caches.gang_jobs),
             "holders": len(caches.holders),
+            "finished_pinning": len(caches.finished_pinning),
             "follower_index": len(caches.followers.index_values()),
             "bind_times": len(self.bind_times),
             **self.gang_index.footprint(),
             **self.resize.reconciler.footprint(),
             **self.followers.reconciler.footprint(),
             **self.all_or_nothing.reconciler.footprint(),
+            **self.retire.reconciler.footprint(),
             **{
                 f"{controller.name}_queue_{part}": count
                 for controller in self.controllers
@@ -131,10 +149,12 @@ class Resizer:
     # --- workers ---------------------------------------------------------------------------------------
 
     def start_workers(self, count: int) -> None:
-        """`count` workers each for the resize and the followers; one for the single all-or-nothing key."""
+        """`count` workers each for the resize and the followers; one for the single all-or-nothing key, one
+        for the retire (one patch per finished Job, nobody waits on it)."""
         self.resize.start(count)
         self.followers.start(count)
         self.all_or_nothing.start(1)
+        self.retire.start(1)
 
     @property
     def workers_started(self) -> bool:

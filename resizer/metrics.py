@@ -25,6 +25,12 @@ class Metrics:
             "deleted.",
             registry=self.registry,
         )
+        self.retired = Counter(
+            f"{PREFIX}_pin_followers_retired",
+            "Finished Jobs whose pin-followers label was removed: no longer params of the follower "
+            "MutatingAdmissionPolicy.",
+            registry=self.registry,
+        )
         self.bind_to_resize = Histogram(
             f"{PREFIX}_bind_to_resize_seconds",
             "From observing the leader bound to the Job patch (or the last gate release) being acknowledged.",

@@ -29,8 +29,10 @@ NOT_PENDING = frozenset({SkipReason.ALREADY_DONE, SkipReason.NOT_PENDING})
 
 
 class ResizeReconciler(WithContext):
-    def __init__(self, context: Context) -> None:
+    def __init__(self, context: Context, *, pin_followers: bool = True) -> None:
         super().__init__(context)
+        self.pin_followers = pin_followers
+        """Label resized Jobs `pin-followers` (the follower policy's params; `placement.resize`)."""
         self.dry_run_notes = NoteOnce[str](log)
         """Jobs a dry-run said it would resize, by key."""
         self.refusal_notes = NoteOnce[str](log)
@@ -66,7 +68,13 @@ class ResizeReconciler(WithContext):
 
     def _resize(self, key: str, job: Obj) -> None:
         leader = pick_leader(self.caches.leaders.by_index(key), job_ref(job))
-        decision = decide_resize(job, leader, gang=self.gangs.gang_of(job), node=self._leader_node(leader))
+        decision = decide_resize(
+            job,
+            leader,
+            gang=self.gangs.gang_of(job),
+            node=self._leader_node(leader),
+            pin_followers=self.pin_followers,
+        )
         if decision.patch is None:
             self._skipped(key, job, decision)
             return

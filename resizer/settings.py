@@ -68,6 +68,13 @@ class ResizerSettings(ProcessSettings):
 
     # --- behaviour
     dry_run: bool = Field(default=False, description="log every decision, patch nothing")
+    pin_followers_label: bool = Field(
+        default=True,
+        description="label each resized Job exclusive-placement.io/pin-followers=true (with its leader's "
+        "domain), the params of the chart's follower MutatingAdmissionPolicy on the policy path of pod "
+        "admission; finished Jobs lose the label either way. The chart turns it off on the webhook path, "
+        "where no policy reads it",
+    )
     concurrency: int = Field(
         default=4,
         ge=1,

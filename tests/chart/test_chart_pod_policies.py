@@ -12,8 +12,17 @@ from __future__ import annotations
 import kubernetes_validate
 import pytest
 
-from placement.constants import LEADER_DOMAIN_ANNOTATION, RESIZE_DONE, RESIZE_LABEL
-from tests.chart.chart_rendering import Obj, merged, named, of_kind, render, render_templates, webhooks
+from placement.constants import LEADER_DOMAIN_ANNOTATION, PIN_FOLLOWERS, PIN_FOLLOWERS_LABEL
+from tests.chart.chart_rendering import (
+    Obj,
+    merged,
+    named,
+    of_component,
+    of_kind,
+    render,
+    render_templates,
+    webhooks,
+)
 
 POLICY_KINDS = (
     "MutatingAdmissionPolicy",
@@ -87,13 +96,18 @@ def test_pod_policies_fail_closed_are_never_reinvoked_and_see_only_pod_creations
                 assert spec["reinvocationPolicy"] == "Never"
 
 
-def test_the_follower_pin_reads_the_resized_jobs_of_the_pods_namespace(policy_path: list[Obj]) -> None:
+def test_the_follower_pin_reads_the_running_resized_jobs_of_the_pods_namespace(
+    policy_path: list[Obj],
+) -> None:
+    """The params are the Jobs labelled pin-followers (the resizer sets the label in the resize and removes
+    it once the Job finished), not every Job ever resized (`resize: done` stays until the Job is deleted:
+    one evaluation per pod and finished Job)."""
     policy = named(policy_path, "MutatingAdmissionPolicy", "-pod-followers")
     binding = named(policy_path, "MutatingAdmissionPolicyBinding", "-pod-followers")
     assert policy["spec"]["paramKind"] == {"apiVersion": "batch/v1", "kind": "Job"}
     param_ref = binding["spec"]["paramRef"]
     assert param_ref == {
-        "selector": {"matchLabels": {RESIZE_LABEL: RESIZE_DONE}},
+        "selector": {"matchLabels": {PIN_FOLLOWERS_LABEL: PIN_FOLLOWERS}},
         "parameterNotFoundAction": "Allow",
     }, "no namespace: the params are read in the namespace of the pod"
     conditions = " ".join(c["expression"] for c in policy["spec"]["matchConditions"])
@@ -199,3 +213,21 @@ def test_the_leader_has_one_anti_affinity_term_and_only_the_job_controllers_pods
     )
     conditions = {c["name"]: c["expression"] for c in webhook["matchConditions"]}
     assert conditions["not-admitted-by-policy"] == f"!{scope}"  # the webhook takes exactly the rest
+
+
+@pytest.mark.parametrize(
+    ("path", "flag"),
+    [
+        ("policy", "--pin-followers-label"),
+        ("webhook", "--no-pin-followers-label"),
+        ("auto", "--no-pin-followers-label"),  # offline: Helm's built-in list, the webhook path
+    ],
+)
+def test_the_resizer_labels_resized_jobs_pin_followers_only_on_the_policy_path(
+    mode_values: dict[str, Obj], path: str, flag: str
+) -> None:
+    """No policy reads the label on the webhook path: the resizer sets none, so its removal at the Job's
+    finish costs no request there either."""
+    resizer = of_component(render(with_path(mode_values, path)), "Deployment", "resizer")
+    args = resizer["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert [arg for arg in args if arg.endswith("pin-followers-label")] == [flag]

@@ -18,6 +18,8 @@ from placement.constants import (
     GANG_SIZE_ANNOTATION,
     JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION,
     LEADER_DOMAIN_ANNOTATION,
+    PIN_FOLLOWERS,
+    PIN_FOLLOWERS_LABEL,
     RESIZE_DONE,
     RESIZE_LABEL,
     RESIZE_PENDING,
@@ -64,7 +66,8 @@ def with_key(obj: Obj, key: str, value: str | None) -> Obj:
 
 
 SHRUNK = job(
-    {RESIZE_LABEL: RESIZE_PENDING, "app": "train"},
+    # pin-followers and leader-domain as the resize writes them; the same keys, for the test's sake
+    {RESIZE_LABEL: RESIZE_PENDING, PIN_FOLLOWERS_LABEL: PIN_FOLLOWERS, "app": "train"},
     {
         **OURS,
         TARGET_COMPLETIONS_ANNOTATION: "8",
@@ -141,6 +144,17 @@ def test_the_resizer_may_resize_and_mark_done(validations: list[str], resizer: s
     assert update(validations, SHRUNK, done) is False
     other_release = resizer.replace("exclusive-placement", "other")
     assert update(validations, SHRUNK, done, user=other_release) is False
+
+
+def test_only_the_resizer_may_retire_a_finished_job_from_the_follower_policys_params(
+    validations: list[str], resizer: str
+) -> None:
+    """Removing pin-followers takes the Job out of the follower policy's params: a tenant who could would
+    have its followers gated (the resizer releases them), one who could add it would make a Job a param."""
+    retired = with_key(SHRUNK, PIN_FOLLOWERS_LABEL, None)
+    assert update(validations, SHRUNK, retired, user=resizer) is True
+    assert update(validations, SHRUNK, retired) is False
+    assert update(validations, retired, SHRUNK) is False
 
 
 def test_policy_covers_job_writes_fails_closed_and_denies_by_default(objects: list[Obj]) -> None:

@@ -19,12 +19,15 @@ from placement.constants import (
     GKE_NODEPOOL_LABEL,
     LEADER_DOMAIN_ANNOTATION,
     LEADER_SCHEDULED_GATE,
+    PIN_FOLLOWERS,
+    PIN_FOLLOWERS_LABEL,
     TARGET_COMPLETIONS_ANNOTATION,
     TOPOLOGY_ANNOTATION,
 )
 from placement.gang import release_patch
 from placement.patch import apply
 from placement.resize import decide_gate_release, decide_resize, violation_condition
+from placement.retire import decide_retire
 from tests.chart.cel_evaluation import all_true
 from tests.chart.chart_rendering import NAMESPACE, Obj, named, of_component, of_kind, render
 from tests.support.builders import make_job, make_node, make_pod
@@ -232,7 +235,18 @@ def resized(job: Obj) -> Obj:
 def test_resizing_a_job_is_allowed(jobs: Check) -> None:
     after = resized(JOB)
     assert after["metadata"]["annotations"][LEADER_DOMAIN_ANNOTATION] == POOL  # what the pod policies read
+    assert after["metadata"]["labels"][PIN_FOLLOWERS_LABEL] == PIN_FOLLOWERS  # what their binding selects
     assert jobs(JOB, after) is True
+
+
+def test_retiring_a_finished_job_from_the_follower_policys_params_is_allowed(jobs: Check) -> None:
+    finished = changed(
+        resized(JOB), lambda j: j.update(status={"conditions": [{"type": "Complete", "status": "True"}]})
+    )
+    finished["metadata"]["uid"] = "job-uid"
+    decision = decide_retire(finished)
+    assert decision.patch is not None
+    assert jobs(finished, apply(finished, decision.patch)) is True
 
 
 def test_suspending_an_exclusive_job_is_allowed_and_resuming_denied(jobs: Check) -> None:

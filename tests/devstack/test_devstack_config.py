@@ -17,6 +17,7 @@ from devstack.webhooks import (
     local_webhook_configurations,
     point_at_url,
     render_chart,
+    resizer_pin_followers_flag,
     webhook_configurations,
 )
 from placement.constants import DEFAULT_STRATEGY
@@ -151,3 +152,11 @@ def test_the_policy_path_renders_the_pod_policies_and_narrows_the_pod_webhook() 
         if w["name"] == "pods.mutate.exclusive-placement.io"
     )
     assert "not-admitted-by-policy" in [c["name"] for c in pod_webhook["matchConditions"]]
+
+
+@pytest.mark.parametrize(("path", "label"), [("policy", True), ("webhook", False)])
+def test_devstacks_resizer_labels_pin_followers_as_the_charts_does(path: str, label: bool) -> None:
+    """The label is the follower policy's params: set on the policy path only, as the chart says."""
+    flag = resizer_pin_followers_flag(render_chart(chart_values("Q0E=", "elastic", pod_admission=path)))
+    settings = load_resizer_settings(["--no-leader-elect", flag])
+    assert settings.pin_followers_label is label

@@ -40,6 +40,8 @@ from placement.constants import (
     HOSTNAME_LABEL,
     JOB_KEY_LABEL,
     JOBSET_JOB_KEY_LABEL,
+    PIN_FOLLOWERS,
+    PIN_FOLLOWERS_LABEL,
     RESIZE_DONE,
     RESIZE_LABEL,
     RESIZE_PENDING,
@@ -261,9 +263,12 @@ def test_a_tenant_cannot_change_the_target_the_webhook_recorded(kube_stack: Stac
         }
     }
 
-    def refused(dry_run: bool) -> str:
+    # Adding pin-followers would make the Job a param of the follower policy (docs/webhook.md).
+    pinning = {"metadata": {"labels": {PIN_FOLLOWERS_LABEL: PIN_FOLLOWERS}}}
+
+    def refused(dry_run: bool, change: Obj = forged) -> str:
         try:
-            team.patch("Job", "train", forged, namespace=namespace, dry_run=dry_run)
+            team.patch("Job", "train", change, namespace=namespace, dry_run=dry_run)
         except KubeError as err:
             return str(err) if err.status == 403 and POLICY_MESSAGE in str(err) else ""
         return ""
@@ -271,6 +276,7 @@ def test_a_tenant_cannot_change_the_target_the_webhook_recorded(kube_stack: Stac
     # A new policy takes effect once kube-apiserver has loaded it: probe without storing anything.
     eventually(lambda: refused(dry_run=True), "the resize-keys policy in force", 60)
     assert refused(dry_run=False)
+    assert refused(dry_run=False, change=pinning)
     done = eventually(
         lambda: (
             kube_stack.client.get("Job", "train", namespace=namespace)["metadata"]["labels"].get(RESIZE_LABEL)
@@ -357,12 +363,12 @@ def test_a_job_created_with_forged_resize_keys_keeps_its_own_size(
         namespace,
         1,
         exclusive=exclusive,
-        labels={RESIZE_LABEL: RESIZE_PENDING},
+        labels={RESIZE_LABEL: RESIZE_PENDING, PIN_FOLLOWERS_LABEL: PIN_FOLLOWERS},
         annotations={TARGET_COMPLETIONS_ANNOTATION: "40", TARGET_PARALLELISM_ANNOTATION: "40"},
     )
     created = kube_stack.client.create(forged)
     meta = created["metadata"]
-    assert RESIZE_LABEL not in meta.get("labels", {}), meta
+    assert not {RESIZE_LABEL, PIN_FOLLOWERS_LABEL} & set(meta.get("labels", {})), meta
     assert not {TARGET_COMPLETIONS_ANNOTATION, TARGET_PARALLELISM_ANNOTATION} & set(
         meta.get("annotations", {})
     ), meta

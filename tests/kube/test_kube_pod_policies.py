@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from devstack.controlplane.kwok import run_time_annotations
 from devstack.kube import KubeError
 from devstack.stack import Stack
 from placement.constants import (
@@ -23,6 +24,8 @@ from placement.constants import (
     JOB_KEY_LABEL,
     LEADER_DOMAIN_ANNOTATION,
     LEADER_SCHEDULED_GATE,
+    PIN_FOLLOWERS,
+    PIN_FOLLOWERS_LABEL,
     PRIORITY_LABEL,
     RESIZE_DONE,
     RESIZE_LABEL,
@@ -41,6 +44,7 @@ from tests.kube.kube_support import (
 )
 from tests.kube.workloads import JOBS, PODS, jobset_deleted, placed_jobset, plain_job, pods_of, set_taint
 from tests.support import builders
+from tests.support.metrics import resizer_metric
 from tests.support.waiting import eventually
 
 pytestmark = [pytest.mark.kube, pytest.mark.xdist_group("kube-pod-policies")]
@@ -134,6 +138,80 @@ def test_an_elastic_follower_the_policies_cannot_pin_yet_is_created_gated_not_de
     assert created["spec"]["schedulingGates"] == [{"name": LEADER_SCHEDULED_GATE}]
     assert GKE_NODEPOOL_LABEL not in (created["spec"].get("nodeSelector") or {})
     assert created["metadata"]["labels"][JOB_KEY_LABEL] == uid_of(job)  # admitted by the policies
+
+
+def probe_follower(stack: Stack, namespace: str, job: dict[str, Any], attempt: int) -> dict[str, Any]:
+    """What the policies make of one more follower of `job` (index 1) created as the Job controller creates
+    it; deleted again at once (the Job controller would drop the duplicate index anyway)."""
+    name = f"{job['metadata']['name']}-1-probe-{attempt}"
+    created = stack.client.create(
+        exclusive_pod(name, namespace, job, 1), namespace=namespace, as_user=JOB_CONTROLLER
+    )
+    stack.client.delete("Pod", name, namespace=namespace)
+    return created
+
+
+def test_a_finished_elastic_job_leaves_the_follower_policys_params(kube_stack: Stack, namespace: str) -> None:
+    """docs/webhook.md, "Two paths for pods": while it runs the resized Job is a param of the follower policy
+    (labelled pin-followers in the resize patch) and its followers are pinned to the domain it records; once
+    it finished the resizer removes the label (one patch), and a follower the policies admit for it now
+    finds no param: it is gated, where before it was pinned. So kube-apiserver no longer evaluates the
+    follower policy for the finished Job on every pod created in the namespace."""
+    job = plain_job("brief", namespace, 3)
+    pod_meta = job["spec"]["template"].setdefault("metadata", {})
+    pod_meta["annotations"] = run_time_annotations(20)
+    retired_before = resizer_metric(kube_stack, "pin_followers_retired_total")
+    created = kube_stack.client.create(job, namespace=namespace)
+    assert PIN_FOLLOWERS_LABEL not in created["metadata"]["labels"]  # set by the resize, not at admission
+
+    def running_and_pinning() -> dict[str, Any] | None:
+        current = kube_stack.client.get("Job", "brief", namespace=namespace)
+        pinning = current["metadata"]["labels"].get(PIN_FOLLOWERS_LABEL) == PIN_FOLLOWERS
+        running = [p for p in pods_of(kube_stack, namespace) if p.get("status", {}).get("phase") == "Running"]
+        return current if pinning and len(running) == 3 else None
+
+    resized = eventually(running_and_pinning, "the Job resized, labelled pin-followers, running", 90)
+    assert resized["metadata"]["labels"][RESIZE_LABEL] == RESIZE_DONE
+    domain = resized["metadata"]["annotations"][LEADER_DOMAIN_ANNOTATION]
+    followers = [p for p in pods_of(kube_stack, namespace) if not is_leader(p)]
+    assert len(followers) == 2
+    for follower in followers:
+        assert follower["spec"]["nodeSelector"][GKE_NODEPOOL_LABEL] == domain
+    attempts = iter(range(100))
+    pinned = eventually(
+        lambda: (
+            (probe := probe_follower(kube_stack, namespace, resized, next(attempts)))["spec"].get(
+                "nodeSelector"
+            )
+            and probe
+        ),
+        "a follower pinned by the follower policy (the Job one of its params)",
+        30,
+    )
+    assert pinned["spec"]["nodeSelector"] == {GKE_NODEPOOL_LABEL: domain}
+    assert LEADER_SCHEDULED_GATE not in [g["name"] for g in pinned["spec"].get("schedulingGates") or []]
+
+    def retired() -> dict[str, Any] | None:
+        current = kube_stack.client.get("Job", "brief", namespace=namespace)
+        finished = any(c["type"] == "Complete" for c in current.get("status", {}).get("conditions") or [])
+        return current if finished and PIN_FOLLOWERS_LABEL not in current["metadata"]["labels"] else None
+
+    done = eventually(retired, "the finished Job without its pin-followers label", 120)
+    assert done["metadata"]["labels"][RESIZE_LABEL] == RESIZE_DONE  # the record stays
+    assert done["metadata"]["annotations"][LEADER_DOMAIN_ANNOTATION] == domain
+    assert resizer_metric(kube_stack, "pin_followers_retired_total") == retired_before + 1
+    after = eventually(
+        lambda: (
+            (probe := probe_follower(kube_stack, namespace, done, next(attempts)))["spec"].get(
+                "schedulingGates"
+            )
+            and probe
+        ),
+        "a follower the follower policy no longer pins (no param)",
+        30,
+    )
+    assert after["spec"]["schedulingGates"] == [{"name": LEADER_SCHEDULED_GATE}]
+    assert GKE_NODEPOOL_LABEL not in (after["spec"].get("nodeSelector") or {})
 
 
 def test_a_pod_created_directly_with_another_namespaces_job_as_owner_is_denied_by_the_pod_webhook(

@@ -17,6 +17,7 @@ from placement.cached_fields import (
     HOLDER_POD_FIELDS,
     LEADER_POD_FIELDS,
     NODE_FIELDS,
+    PINNING_JOB_FIELDS,
     QUEUE_NODE_FIELDS,
 )
 from placement.constants import (
@@ -31,6 +32,8 @@ from placement.constants import (
     JOBSET_NAME_LABEL,
     JOBSET_RESTART_ATTEMPT_LABEL,
     LEADER_SCHEDULED_GATE,
+    PIN_FOLLOWERS,
+    PIN_FOLLOWERS_LABEL,
     PRIORITY_LABEL,
     RELEASED_AT_ANNOTATION,
     RESIZE_LABEL,
@@ -50,6 +53,7 @@ from placement.gang import (
 from placement.leader import leader_problem, pick_leader, rival_leaders
 from placement.objects import JobRef, node_name
 from placement.resize import decide_follower_repair, decide_gate_release, decide_resize, topology_key
+from placement.retire import decide_retire
 from tests.placement.placement_pods import JOB, UID, ZONE, node, pod
 from tests.support.builders import make_job, make_pod
 
@@ -282,3 +286,17 @@ def test_the_queue_trusts_and_counts_the_same_on_projected_gang_jobs_and_holders
     assert admitted_gang(FieldProjection(GANG_JOB_FIELDS)(noisy(job))) == admitted_gang(job) is not None
     projected = [FieldProjection(HOLDER_POD_FIELDS)(noisy(pod)) for pod in holders]
     assert held_nodes(projected) == held_nodes(holders) != {}
+
+
+@pytest.mark.parametrize("conditions", [(), ("Complete",), ("FailureTarget", "Failed")], ids=repr)
+def test_the_retire_decides_the_same_on_a_projected_pinning_job(conditions: tuple[str, ...]) -> None:
+    """The resizer caches Jobs labelled pin-followers projected: the retire's decision and its patch (the
+    uid it tests) must come out the same as from the whole Job."""
+    job = noisy(
+        make_job("train-0", "team").uid("job-uid").indexed(8).label(PIN_FOLLOWERS_LABEL, PIN_FOLLOWERS).obj()
+    )
+    job["status"]["conditions"] = [{"type": kind, "status": "True"} for kind in ("Suspended", *conditions)]
+    projected = FieldProjection(PINNING_JOB_FIELDS)(job)
+    assert decide_retire(projected) == decide_retire(job)
+    assert (decide_retire(job).patch is None) == (not conditions)
+    assert set(projected["metadata"]) == {"name", "namespace", "uid", "labels"}

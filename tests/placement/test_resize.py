@@ -16,6 +16,8 @@ from placement.constants import (
     JOBSET_RESTART_ATTEMPT_LABEL,
     LEADER_DOMAIN_ANNOTATION,
     LEADER_SCHEDULED_GATE,
+    PIN_FOLLOWERS,
+    PIN_FOLLOWERS_LABEL,
     RESIZE_LABEL,
     TARGET_COMPLETIONS_ANNOTATION,
     TARGET_MAX_FAILED_INDEXES_ANNOTATION,
@@ -270,6 +272,22 @@ def test_the_resize_patch_records_the_leaders_domain_when_its_node_shows_one() -
     without_domain = decide_resize(make_job(), make_pod(), gang=None, node=unlabelled)
     assert without_domain.patch is not None
     assert LEADER_DOMAIN_ANNOTATION not in apply(make_job(), without_domain.patch)["metadata"]["annotations"]
+
+
+def test_the_resize_patch_makes_the_job_a_param_of_the_follower_policy_only_with_a_domain() -> None:
+    """The pin-followers label goes with the recorded domain (the binding selects on it), in the same
+    patch; without a domain, or with the label turned off (the webhook path), the Job is no param."""
+    pinning = decide_resize(make_job(), make_pod(), gang=None, node=NODE)
+    assert pinning.patch is not None
+    assert apply(make_job(), pinning.patch)["metadata"]["labels"][PIN_FOLLOWERS_LABEL] == PIN_FOLLOWERS
+    unlabelled = {"metadata": {"name": "node-1", "labels": {"kubernetes.io/hostname": "node-1"}}}
+    off = decide_resize(make_job(), make_pod(), gang=None, node=NODE, pin_followers=False)
+    without_domain = decide_resize(make_job(), make_pod(), gang=None, node=unlabelled)
+    for decision in (off, without_domain):
+        assert decision.patch is not None
+        assert PIN_FOLLOWERS_LABEL not in apply(make_job(), decision.patch)["metadata"]["labels"]
+    off_resized = apply(make_job(), off.patch or [])
+    assert off_resized["metadata"]["annotations"][LEADER_DOMAIN_ANNOTATION] == "pool-3"
 
 
 def test_resize_patch_applied_is_no_longer_pending() -> None:

@@ -4,7 +4,7 @@ caches filled by its own informers (`resizer.informers`) over watch feeds the te
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from types import TracebackType
 from typing import Any, Self
@@ -15,7 +15,12 @@ from placement.constants import (
     ALL_OR_NOTHING_LABEL,
     GKE_NODEPOOL_LABEL,
     JOB_KEY_LABEL,
+    LEADER_DOMAIN_ANNOTATION,
+    PIN_FOLLOWERS,
+    PIN_FOLLOWERS_LABEL,
     RELEASED_AT_ANNOTATION,
+    RESIZE_DONE,
+    RESIZE_LABEL,
     TOPOLOGY_ANNOTATION,
 )
 from placement.objects import job_key
@@ -44,6 +49,7 @@ ROUTES = {
     "nodes": ("nodes", "nodes"),
     "gang_jobs": ("gang-jobs", "jobs"),
     "holders": ("domain-holders", "pods"),
+    "pinning": ("finished-pinning-jobs", "jobs"),
 }
 """A test's name for each informer: (the informer, the kind of object it watches)."""
 
@@ -58,6 +64,20 @@ def stamp(seconds: float) -> str:
 def job() -> Obj:
     """train-0 as the webhook leaves it: 1/1, to grow to 8."""
     return make_job("train-0", NS).uid("job-uid").indexed(1).pending(8).obj()
+
+
+def resized_job(name: str = "train-0", *, finished: str | None = "Complete", uid: str = "") -> Obj:
+    """Job `name` as the resizer leaves it on the policy path (resized to 8, its leader's domain and the
+    pin-followers label recorded), with the terminal condition `finished` (None: running)."""
+    built = (
+        make_job(name, NS)
+        .uid(uid or f"{name}-uid")
+        .indexed(8)
+        .label(RESIZE_LABEL, RESIZE_DONE)
+        .label(PIN_FOLLOWERS_LABEL, PIN_FOLLOWERS)
+        .annotation(LEADER_DOMAIN_ANNOTATION, "pool-2")
+    )
+    return (built.condition(finished) if finished else built).obj()
 
 
 def pod(index: int, node: str | None = None, gated: bool = False) -> Obj:
@@ -137,9 +157,12 @@ class World:
         dry_run: bool = False,
         nodes: Mapping[str, str] | None = None,
         kube: FakeKube | None = None,
+        pin_followers: bool = True,
+        listed: Mapping[str, Sequence[Obj]] | None = None,
     ) -> None:
         """`nodes`: node name to node pool, in the API and in the node informer's cache (default: node-5
-        in pool-2)."""
+        in pool-2). `listed`: objects in the API before the resizer starts, by route: its informers' first
+        list returns them (a resizer started after they changed)."""
         self.kube = FakeKube() if kube is None else kube
         self.caches = new_caches()
         self.metrics = Metrics()
@@ -157,8 +180,15 @@ class World:
             wall_clock=lambda: stamp(self.epoch.now),
             epoch=self.epoch,
             gang_timeout=GANG_TIMEOUT,
+            pin_followers=pin_followers,
         )
-        self.feeds = {informer: WatchFeed() for informer, _kind in ROUTES.values()}
+        listed = listed or {}
+        for route, objects in listed.items():
+            for obj in objects:
+                self.kube.put(ROUTES[route][1], obj)
+        self.feeds = {
+            informer: WatchFeed(listed.get(route, ())) for route, (informer, _kind) in ROUTES.items()
+        }
         self.informers = resizer_informers(self.feeds.__getitem__, self.resizer, namespace=None)
         for informer in self.informers:
             informer.start()
@@ -216,6 +246,13 @@ class World:
         event: the API is not touched)."""
         informer, _kind = ROUTES[route]
         self.feeds[informer].push("MODIFIED", obj)
+
+    def leave(self, route: str, obj: Obj) -> None:
+        """`obj` no longer matches the label selector of the informer `route` (a label removed): its watch
+        says DELETED; the API keeps the object."""
+        informer, kind = ROUTES[route]
+        meta = obj["metadata"]
+        self.feeds[informer].push("DELETED", self.kube.stored(kind, meta.get("namespace", ""), meta["name"]))
 
     def delete(self, route: str, obj: Obj) -> None:
         """Out of the API, then to the informer `route` as a DELETED watch event."""

@@ -25,6 +25,7 @@ from tests.resizer.resizer_world import (
     gang_pod,
     job,
     pod,
+    resized_job,
 )
 
 Obj = dict[str, Any]
@@ -50,9 +51,11 @@ EVERY_STRUCTURE = {
     "gang_stepped_over_notes",
     "gang_waiting_since",
     "gang_suspended",
+    "finished_pinning",
+    "retire_dry_run_notes",
     *(
         f"{controller}_queue_{part}"
-        for controller in ("resize", "followers", "all-or-nothing")
+        for controller in ("resize", "followers", "all-or-nothing", "retire")
         for part in ("queued", "dirty", "processing", "waiting", "failures")
     ),
 }
@@ -119,6 +122,28 @@ def refused_then_deleted(world: World) -> None:
     assert world.resizer.footprint()["resize_refusal_notes"] == 1
     world.delete("jobs", forged)
     world.delete("leaders", pod(0))
+
+
+def finished_retired_then_deleted(world: World) -> None:
+    """A finished Job labelled pin-followers: retired (the watch then says it left the selector), deleted."""
+    world.upsert("pinning", resized_job("done-0"))
+    world.drain()
+    assert world.metric("pin_followers_retired_total") == 1
+    world.leave("pinning", resized_job("done-0"))
+    world.kube.objects.pop(("jobs", NS, "done-0"))
+
+
+def finished_deleted_before_the_retire(world: World) -> None:
+    """Deleted (the watch says so) before the retire worked its key: nothing to do, nothing left."""
+    world.upsert("pinning", resized_job("done-0"))
+    world.delete("pinning", resized_job("done-0"))
+
+
+def finished_in_dry_run(world: World) -> None:
+    world.upsert("pinning", resized_job("done-0"))
+    world.drain()
+    assert world.resizer.footprint()["retire_dry_run_notes"] == 1
+    world.delete("pinning", resized_job("done-0"))
 
 
 def bound_leader_of_a_job_never_pending(world: World) -> None:
@@ -222,6 +247,9 @@ SCENARIOS: list[tuple[Callable[[World], None], dict[str, Any]]] = [
     (gated_followers_in_dry_run, {"dry_run": True}),
     (refused_then_deleted, {}),
     (bound_leader_of_a_job_never_pending, {}),
+    (finished_retired_then_deleted, {}),
+    (finished_deleted_before_the_retire, {}),
+    (finished_in_dry_run, {"dry_run": True}),
     (jobset_released_grown_and_deleted, {"nodes": FOUR_POOLS}),
     (jobset_waiting_behind_another, {"nodes": FOUR_POOLS}),
     (jobset_larger_than_the_cluster, {"nodes": FOUR_POOLS}),
@@ -251,7 +279,9 @@ def test_footprint_counts_what_a_live_job_holds(make_world: MakeWorld) -> None:
     world.upsert("jobs", job())
     world.upsert("leaders", pod(0))
     world.upsert("followers", pod(1, gated=True))
+    world.upsert("pinning", resized_job("done-0"))
     footprint = world.resizer.footprint()
     assert footprint["pending_jobs"] == footprint["leaders"] == footprint["followers"] == 1
+    assert footprint["finished_pinning"] == footprint["retire_queue_queued"] == 1
     assert footprint["leader_index"] == footprint["follower_index"] == 1
     assert footprint["resize_queue_queued"] == footprint["followers_queue_queued"] == 1

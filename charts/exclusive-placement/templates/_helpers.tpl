@@ -199,7 +199,7 @@ The keys of a Job that only this project writes (placement/reserved.py RESIZE_KE
 creation, the resizer afterwards. Labels first, then annotations.
 */}}
 {{- define "ep.resizeLabels" -}}
-{{- toJson (list "exclusive-placement.io/resize") -}}
+{{- toJson (list "exclusive-placement.io/resize" "exclusive-placement.io/pin-followers") -}}
 {{- end -}}
 
 {{- define "ep.resizeAnnotations" -}}
@@ -344,6 +344,12 @@ pod). webhook.admission.pods.path "auto" picks policy exactly when the API serve
 admissionregistration.k8s.io/v1 MutatingAdmissionPolicy (Kubernetes 1.36+; `helm template` without
 --api-versions renders with Helm's built-in list).
 */}}
+{{/* "true" when the resizer labels resized Jobs pin-followers: on the policy path only, the label being
+the follower policy's params (docs/webhook.md, "Two paths for pods"); on the webhook path no one reads it. */}}
+{{- define "ep.resizer.pinFollowersLabel" -}}
+{{- ternary "true" "false" (eq (include "ep.podAdmissionPath" .) "policy") -}}
+{{- end -}}
+
 {{- define "ep.podAdmissionPath" -}}
 {{- $path := .Values.webhook.admission.pods.path -}}
 {{- if eq $path "auto" -}}
