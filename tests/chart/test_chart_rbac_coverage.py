@@ -4,7 +4,8 @@ The kube tier runs both under the chart's RBAC (tests/kube/test_kube_rbac.py), b
 scenarios happen to make; this reads every call off the sources instead. Both components reach the API
 only through `kubekit.client.Kube`: the calls are its methods (each mapped to the request it makes,
 below; a custom object's resource is the `CustomResource` its caller declares) and the resources their
-informers list and watch.
+informers list and watch, in their own sources and in the kubekit modules they import (the resizer's
+election and Event recorder are kubekit's).
 """
 
 from __future__ import annotations
@@ -61,10 +62,31 @@ def call(resource: str, verb: str) -> tuple[str, str, str, str]:
     return (scope, GROUPS[resource], resource, verb)
 
 
+KUBEKIT_MODULE = re.compile(r"\bkubekit\.(\w+)")
+
+
+def sources_of(package: str) -> list[Path]:
+    """The sources of `package`, and of the kubekit modules they import (transitively): the plumbing that
+    makes calls for a component (its election, its Event recorder) is kubekit's. `kubekit.client` defines
+    the calls and makes none of its own."""
+    sources = sorted((REPO / package).rglob("*.py"))
+    seen: set[str] = set()
+    pending = list(sources)
+    while pending:
+        for name in KUBEKIT_MODULE.findall(pending.pop().read_text()):
+            module = REPO / "kubekit" / f"{name}.py"
+            if name in seen or name == "client" or not module.is_file():
+                continue
+            seen.add(name)
+            sources.append(module)
+            pending.append(module)
+    return sources
+
+
 def api_calls(package: str) -> set[tuple[str, str, str, str]]:
     """(scope, API group, plural resource, verb) for every API call the sources of `package` make."""
     calls = set()
-    for source in (REPO / package).rglob("*.py"):
+    for source in sources_of(package):
         text = source.read_text()
         for method, (resource, verb) in KUBE_METHODS.items():
             if re.search(rf"\.{method}\b", text):  # called, or handed on as `self.kube.patch_job`
