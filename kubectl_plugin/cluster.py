@@ -18,20 +18,25 @@ from pathlib import Path
 
 from kubernetes import config
 
-from kubekit.client import Kube, KubeError, Resource, Timeouts, build_api_client
+from kubekit.client import CustomResource, Kube, KubeError, Resource, Timeouts, build_api_client
 from kubekit.informer import Informer, OnAnyChange
 from placement.constants import (
     ALL_OR_NOTHING_LABEL,
     ALL_OR_NOTHING_STEPPED_OVER_REASON,
     JOB_KEY_LABEL,
     JOB_NAME_LABEL,
+    JOBSET_GROUP,
     JOBSET_NAME_LABEL,
+    JOBSET_PLURAL,
+    JOBSET_VERSION,
 )
-from placement.kueue import KUEUE_GROUP, WORKLOADS
+from placement.kueue import KUEUE_GROUP, KUEUE_VERSION, WORKLOADS
 from placement.objects import Obj
 from placement.status import Snapshot
 
 USER_AGENT = "kubectl-exclusive_placement"
+JOBSETS = CustomResource(JOBSET_GROUP, JOBSET_VERSION, JOBSET_PLURAL)
+KUEUE_WORKLOADS = CustomResource(KUEUE_GROUP, KUEUE_VERSION, WORKLOADS)
 SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 DEFAULT_NAMESPACE = "default"
 HTTP_FORBIDDEN = 403
@@ -121,12 +126,12 @@ class Cluster:
         """Kueue's Workloads of `namespace` (None: every namespace); none where Kueue's CRDs are not
         installed (404) or the plugin may not list them (403: Kueue's reason is then not given)."""
         try:
-            return self.kube.list_workloads(namespace=namespace)
+            return self.kube.list_custom_objects(KUEUE_WORKLOADS, namespace=namespace)
         except KubeError as error:
             if error.status in (HTTP_NOT_FOUND, HTTP_FORBIDDEN):
                 return []
             where = f" in namespace {namespace}" if namespace else " in all namespaces"
-            raise ReadError(_describe(error, f"list {WORKLOADS}.{KUEUE_GROUP}{where}")) from error
+            raise ReadError(_describe(error, f"list {KUEUE_WORKLOADS}{where}")) from error
 
     def _stepped_over(self) -> frozenset[tuple[str, str]]:
         try:
@@ -153,7 +158,7 @@ class Cluster:
         readers: dict[str, Callable[[str, str], Obj]] = {
             "job": self.kube.get_job,
             "pod": self.kube.get_pod,
-            "jobset": self.kube.get_jobset,
+            "jobset": self._get_jobset,
         }
         try:
             return readers[kind](namespace, name)
@@ -161,6 +166,9 @@ class Cluster:
             if error.status == HTTP_NOT_FOUND:
                 return None
             raise ReadError(_describe(error, f"get {kind} {namespace}/{name}")) from error
+
+    def _get_jobset(self, namespace: str, name: str) -> Obj:
+        return self.kube.get_custom_object(JOBSETS, namespace, name)
 
     def jobs_of_jobset(self, namespace: str, jobset: str) -> list[Obj]:
         return self._list("jobs", namespace, f"{JOBSET_NAME_LABEL}={jobset}")

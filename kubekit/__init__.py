@@ -7,7 +7,13 @@
 - `projection`: `FieldProjection`, an informer's `project=` that keeps only the named fields (the field
   lists are `placement.cached_fields`); with `Informer(metadata_only=True)` a cache lists and watches
   `PartialObjectMetadata`.
-- `keys`: `object_key`, the `namespace/name` key of caches and work queues.
+- `keys`: `object_key`, the `namespace/name` key of caches and work queues; `objects`: `Obj` (a plain JSON
+  dict) and the accessors kubekit reads.
+- `client.CustomResource`: a custom resource (group, version, plural) its caller declares: kubekit names no
+  one's CRDs and imports nothing of `placement` (an import-linter contract).
+- `workqueue`, `controller`: client-go's work queue and controller-runtime's loop (`Result`, retries,
+  terminal errors, `Leadership`), apart from the reconcilers; `election`: leader election on a Lease;
+  `events`: the events.k8s.io recorder with its series. Their metrics are passed in.
 - `logs`: one text and one JSON log format, in UTC.
 - `settings`: the settings base (`EXCLUSIVE_PLACEMENT_*` environment, flags and `--help` generated from
   the model); `process`: how a binary starts (settings or exit 2, logging, run).

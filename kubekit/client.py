@@ -21,11 +21,24 @@ import urllib3
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
-from placement.constants import JOBSET_GROUP, JOBSET_VERSION
-from placement.kueue import KUEUE_GROUP, KUEUE_VERSION, WORKLOADS
-from placement.objects import Obj
+from kubekit.objects import Obj
 
 Resource = Literal["jobs", "pods", "nodes", "events"]
+
+
+@dataclass(frozen=True)
+class CustomResource:
+    """A custom resource by its API group, version and plural (`jobsets` of `jobset.x-k8s.io/v1alpha2`):
+    declared by the caller that reads it, so the client names no one's CRDs."""
+
+    group: str
+    version: str
+    plural: str
+
+    def __str__(self) -> str:
+        return f"{self.plural}.{self.group}"
+
+
 T = TypeVar("T")
 
 RETRYABLE_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
@@ -35,7 +48,6 @@ EVENTS = "/apis/events.k8s.io/v1"
 MERGE_PATCH = "application/merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
 STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
-JOBSETS = "jobsets"
 LIST_PAGE_SIZE = 500
 METADATA_LIST_ACCEPT = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"
 METADATA_ACCEPT = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json"
@@ -305,9 +317,11 @@ class Kube:
             if not token:
                 return items, str(page_metadata.get("resourceVersion") or "")
 
-    def list_workloads(self, *, namespace: str | None, timeout: float | None = None) -> list[Obj]:
-        """Kueue's Workloads (`kueue.x-k8s.io/v1beta2`) of `namespace` (None: every namespace), following
-        `continue` (pages of 500)."""
+    def list_custom_objects(
+        self, resource: CustomResource, *, namespace: str | None, timeout: float | None = None
+    ) -> list[Obj]:
+        """The custom objects of `resource` in `namespace` (None: every namespace), following `continue`
+        (pages of 500)."""
         function = (
             self.custom.list_cluster_custom_object
             if namespace is None
@@ -319,10 +333,10 @@ class Kube:
         while True:
             page = self._raw(
                 function,
-                KUEUE_GROUP,
-                KUEUE_VERSION,
+                resource.group,
+                resource.version,
                 *where,
-                WORKLOADS,
+                resource.plural,
                 timeout=timeout,
                 limit=LIST_PAGE_SIZE,
                 _continue=token,
@@ -397,13 +411,16 @@ class Kube:
         body = {"preconditions": {"uid": uid}, "propagationPolicy": "Background"}
         return self._raw(self.core.delete_namespaced_pod, name, namespace, body=body)
 
-    def get_jobset(self, namespace: str, name: str, timeout: float | None = None) -> Obj:
+    def get_custom_object(
+        self, resource: CustomResource, namespace: str, name: str, timeout: float | None = None
+    ) -> Obj:
+        """One namespaced custom object of `resource`."""
         return self._raw(
             self.custom.get_namespaced_custom_object,
-            JOBSET_GROUP,
-            JOBSET_VERSION,
+            resource.group,
+            resource.version,
             namespace,
-            JOBSETS,
+            resource.plural,
             name,
             timeout=timeout,
         )

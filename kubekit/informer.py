@@ -33,7 +33,7 @@ from typing import Protocol
 
 from kubekit.client import KubeError, Resource
 from kubekit.keys import object_key
-from placement.objects import Obj
+from kubekit.objects import Obj
 
 log = logging.getLogger(__name__)
 

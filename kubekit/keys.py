@@ -3,10 +3,10 @@
 
 from __future__ import annotations
 
-from placement.objects import Obj, metadata, namespace_of
+from kubekit.objects import Obj, name_of, namespace_of
 
 
 def object_key(obj: Obj) -> str:
-    name = str(metadata(obj).get("name") or "")
+    name = name_of(obj)
     namespace = namespace_of(obj)
     return f"{namespace}/{name}" if namespace else name

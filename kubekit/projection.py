@@ -21,7 +21,7 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
-from placement.objects import Obj
+from kubekit.objects import Obj
 
 Fields = Mapping[str, object]
 """Field name -> `True` (keep whole), a frozenset of keys (keep those entries) or a nested `Fields`."""

@@ -114,6 +114,7 @@ JOBSET_REPLICATED_JOB_REPLICAS_LABEL: Final = "jobset.sigs.k8s.io/replicatedjob-
 JOBSET_GROUP: Final = "jobset.x-k8s.io"
 JOBSET_VERSION: Final = "v1alpha2"
 JOBSET_KIND: Final = "JobSet"
+JOBSET_PLURAL: Final = "jobsets"
 JOBSET_IN_ORDER: Final = "InOrder"
 """spec.startupPolicy.startupPolicyOrder that starts replicated Jobs one after another."""
 JOBSET_DEPENDENCY_READY: Final = "Ready"

@@ -14,9 +14,9 @@ from datetime import UTC, datetime
 from typing import TypeVar
 
 from kubekit.client import Kube, KubeError
+from kubekit.controller import Leadership, NotLeading, Retry
 from placement.objects import Obj, labels_of
 from placement.patch import JsonPatch
-from resizer.controller import Leadership, NotLeading, Retry
 from resizer.metrics import Metrics
 
 T = TypeVar("T")

@@ -9,16 +9,17 @@ import time
 from types import FrameType
 
 from kubekit.client import Kube, Timeouts, build_api_client
+from kubekit.election import AlwaysLeader, ElectionConfig, LeaderElector
+from kubekit.events import EventRecorder
 from kubekit.settings import SettingsError
+from kubekit.workqueue import WorkQueue
 from resizer.caches import new_caches
-from resizer.election import AlwaysLeader, ElectionConfig, LeaderElector
-from resizer.events import REPORTING_CONTROLLER, EventRecorder
 from resizer.health import HealthServer
 from resizer.informers import resizer_informers
 from resizer.manager import Resizer
 from resizer.metrics import Metrics
+from resizer.recorder import REPORTING_CONTROLLER
 from resizer.settings import ResizerSettings, host_name
-from resizer.workqueue import WorkQueue
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +63,10 @@ class ResizerApp:
         else:
             self.elector = AlwaysLeader(self._started_leading)
         self.events = EventRecorder(
-            self.kube, self.metrics, reporting_instance=f"{REPORTING_CONTROLLER}-{host_name()}"
+            self.kube,
+            self.metrics,
+            reporting_controller=REPORTING_CONTROLLER,
+            reporting_instance=f"{REPORTING_CONTROLLER}-{host_name()}",
         )
         self.resizer = Resizer(
             self.kube,

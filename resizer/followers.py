@@ -18,6 +18,8 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from kubekit.controller import DONE, Result
+from kubekit.events import EventType
 from kubekit.keys import object_key
 from placement.gang import Gang
 from placement.leader import Placed, leader_problem, pick_leader, rival_leaders
@@ -42,11 +44,9 @@ from placement.resize import (
 )
 from resizer.api import CONFLICT, TEST_FAILED, rfc3339_now
 from resizer.context import Context, WithContext
-from resizer.controller import DONE, Result
 from resizer.notes import NoteOnce
 from resizer.recorder import (
     Action,
-    EventType,
     Outcome,
     Reason,
     job_reference_by_key,

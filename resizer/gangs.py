@@ -14,6 +14,8 @@ import time
 from collections.abc import Callable
 
 from kubekit.client import KubeError
+from kubekit.controller import DONE, Result
+from kubekit.events import EventType, ObjectRef
 from placement.gang import (
     AdmissionPlan,
     GangId,
@@ -30,9 +32,8 @@ from placement.gang import (
 from placement.objects import Obj, metadata, namespace_of
 from resizer.api import CONFLICT, TEST_FAILED, rfc3339_now
 from resizer.context import Context, WithContext
-from resizer.controller import DONE, Result
 from resizer.notes import NoteOnce
-from resizer.recorder import Action, EventType, ObjectRef, Outcome, Reason, jobset_reference
+from resizer.recorder import Action, Outcome, Reason, jobset_reference
 
 log = logging.getLogger(__name__)
 

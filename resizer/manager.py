@@ -21,11 +21,12 @@ import time
 from collections.abc import Callable
 
 from kubekit.client import Kube
+from kubekit.controller import Controller, Leadership
+from kubekit.workqueue import WorkQueue
 from resizer.api import Api, rfc3339_now
 from resizer.bind_times import BindTimes
 from resizer.caches import Caches
 from resizer.context import Context
-from resizer.controller import Controller, Leadership
 from resizer.followers import FollowerReconciler
 from resizer.gang_index import GangIndex
 from resizer.gangs import DEFAULT_GANG_TIMEOUT, GANG_KEY, GangReconciler
@@ -33,7 +34,6 @@ from resizer.metrics import Metrics
 from resizer.recorder import Discard, Recorder
 from resizer.resize import ResizeReconciler
 from resizer.retire import RetireReconciler
-from resizer.workqueue import WorkQueue
 
 
 class Resizer:

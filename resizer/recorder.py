@@ -3,7 +3,8 @@
 Each reconciler is given a `Recorder` and calls `record(Outcome(...))` once per thing it did (nothing in
 dry-run, nothing for a decision not to act): client-go's `events.EventRecorder`, injected as
 controller-runtime injects its recorder. `regarding` is the object the Event is about, `related` a second
-one, `reason` and `action` are fixed words (`Reason`, `Action`), `note` is for people.
+one, `reason` and `action` are fixed words (`Reason`, `Action`), `note` is for people. The app's recorder
+is `kubekit.events.EventRecorder` (an `Outcome` is its `Occurrence`), reporting as `REPORTING_CONTROLLER`.
 """
 
 from __future__ import annotations
@@ -12,9 +13,13 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Protocol
 
+from kubekit.events import EventType, ObjectRef
 from placement.constants import ALL_OR_NOTHING_STEPPED_OVER_REASON, JOBSET_GROUP, JOBSET_KIND, JOBSET_VERSION
 from placement.gang import GangId
 from placement.objects import Obj, metadata, namespace_of, uid_of
+
+REPORTING_CONTROLLER = "exclusive-placement.io/resizer"
+"""The Events' reporting controller; each replica reports as `<this>-<pod or host name>`."""
 
 
 class Reason(StrEnum):
@@ -36,22 +41,6 @@ class Action(StrEnum):
     RELEASE_LEADERS = "ReleaseLeaders"
     SUSPEND_JOBS = "SuspendJobs"
     STEP_OVER = "StepOver"
-
-
-class EventType(StrEnum):
-    NORMAL = "Normal"
-    WARNING = "Warning"
-
-
-@dataclass(frozen=True)
-class ObjectRef:
-    """An ObjectReference: what an Event's `regarding` and `related` hold."""
-
-    api_version: str
-    kind: str
-    namespace: str
-    name: str
-    uid: str = ""
 
 
 @dataclass(frozen=True)

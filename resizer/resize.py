@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import logging
 
+from kubekit.controller import DONE, Result
+from kubekit.events import EventType
 from kubekit.keys import object_key
 from placement.affinity import leader_domain
 from placement.leader import pick_leader
@@ -17,9 +19,8 @@ from placement.objects import Obj, metadata, namespace_of, node_name
 from placement.resize import ResizeDecision, SkipReason, decide_resize, job_ref, topology_key
 from resizer.api import CONFLICT, TEST_FAILED
 from resizer.context import Context, WithContext
-from resizer.controller import DONE, Result
 from resizer.notes import NoteOnce
-from resizer.recorder import Action, EventType, Outcome, Reason, job_reference, pod_reference
+from resizer.recorder import Action, Outcome, Reason, job_reference, pod_reference
 
 log = logging.getLogger(__name__)
 

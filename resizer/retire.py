@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import logging
 
+from kubekit.controller import DONE, Result
 from placement.objects import Obj, metadata, namespace_of
 from placement.retire import decide_retire
 from resizer.api import CONFLICT, TEST_FAILED
 from resizer.context import Context, WithContext
-from resizer.controller import DONE, Result
 from resizer.notes import NoteOnce
 
 log = logging.getLogger(__name__)

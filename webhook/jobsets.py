@@ -19,13 +19,15 @@ import threading
 from collections import OrderedDict
 from typing import Protocol
 
-from kubekit.client import Kube, KubeError
+from kubekit.client import CustomResource, Kube, KubeError
+from placement.constants import JOBSET_GROUP, JOBSET_PLURAL, JOBSET_VERSION
 from placement.jobset import JobSetRef, JobSetStartup, JobSetUnknown, OwnerJobSet, jobset_startup
 from placement.objects import Obj, metadata
 from webhook.metrics import Metrics
 
 DEFAULT_CAPACITY = 4096
 HTTP_NOT_FOUND = 404
+JOBSETS = CustomResource(JOBSET_GROUP, JOBSET_VERSION, JOBSET_PLURAL)
 
 
 class JobSetApi(Protocol):
@@ -38,7 +40,7 @@ class KubeJobSetApi:
         self._timeout = timeout
 
     def get_jobset(self, namespace: str, name: str) -> Obj:
-        return self._kube.get_jobset(namespace, name, timeout=self._timeout)
+        return self._kube.get_custom_object(JOBSETS, namespace, name, timeout=self._timeout)
 
 
 class JobSetSource(Protocol):

@@ -3,18 +3,21 @@
 The kube tier runs both under the chart's RBAC (tests/kube/test_kube_rbac.py), but only the calls its
 scenarios happen to make; this reads every call off the sources instead. Both components reach the API
 only through `kubekit.client.Kube`: the calls are its methods (each mapped to the request it makes,
-below) and the resources their informers list and watch.
+below; a custom object's resource is the `CustomResource` its caller declares) and the resources their
+informers list and watch, in their own sources and in the kubekit modules they import (the resizer's
+election and Event recorder are kubekit's).
 """
 
 from __future__ import annotations
 
+import importlib
 import inspect
 import re
 from pathlib import Path
 
 import pytest
 
-from kubekit.client import Kube
+from kubekit.client import CustomResource, Kube
 from tests.chart.chart_rendering import NAMESPACE, Obj, grants_of, of_component, render
 
 REPO = Path(__file__).resolve().parents[2]
@@ -37,8 +40,6 @@ KUBE_METHODS: dict[str, tuple[str, str]] = {
     "patch_pod": ("pods", "patch"),
     "patch_pod_status": ("pods/status", "patch"),
     "delete_pod": ("pods", "delete"),
-    "get_jobset": ("jobsets", "get"),
-    "list_workloads": ("workloads", "list"),
     "get_node": ("nodes", "get"),
     "get_lease": ("leases", "get"),
     "create_lease": ("leases", "create"),
@@ -46,6 +47,9 @@ KUBE_METHODS: dict[str, tuple[str, str]] = {
     "create_event": ("events", "create"),
     "patch_event": ("events", "patch"),
 }
+CUSTOM_METHODS = {"get_custom_object": "get", "list_custom_objects": "list"}
+"""method: verb; the first argument names the module's `CustomResource`."""
+CUSTOM_CALL = re.compile(rf"\.({'|'.join(CUSTOM_METHODS)})\(\s*([A-Za-z_]\w*)")
 LISTED = re.compile(
     r"\b(?:Informer|_informer|informer|list_objects)\(\s*(?:[\w.]+,\s*)?\"(jobs|pods|nodes)\""
 )
@@ -58,14 +62,40 @@ def call(resource: str, verb: str) -> tuple[str, str, str, str]:
     return (scope, GROUPS[resource], resource, verb)
 
 
+KUBEKIT_MODULE = re.compile(r"\bkubekit\.(\w+)")
+
+
+def sources_of(package: str) -> list[Path]:
+    """The sources of `package`, and of the kubekit modules they import (transitively): the plumbing that
+    makes calls for a component (its election, its Event recorder) is kubekit's. `kubekit.client` defines
+    the calls and makes none of its own."""
+    sources = sorted((REPO / package).rglob("*.py"))
+    seen: set[str] = set()
+    pending = list(sources)
+    while pending:
+        for name in KUBEKIT_MODULE.findall(pending.pop().read_text()):
+            module = REPO / "kubekit" / f"{name}.py"
+            if name in seen or name == "client" or not module.is_file():
+                continue
+            seen.add(name)
+            sources.append(module)
+            pending.append(module)
+    return sources
+
+
 def api_calls(package: str) -> set[tuple[str, str, str, str]]:
     """(scope, API group, plural resource, verb) for every API call the sources of `package` make."""
     calls = set()
-    for source in (REPO / package).rglob("*.py"):
+    for source in sources_of(package):
         text = source.read_text()
         for method, (resource, verb) in KUBE_METHODS.items():
             if re.search(rf"\.{method}\b", text):  # called, or handed on as `self.kube.patch_job`
                 calls.add(call(resource, verb))
+        for method, name in CUSTOM_CALL.findall(text):
+            module = ".".join(source.relative_to(REPO).with_suffix("").parts)
+            custom = getattr(importlib.import_module(module), name)
+            assert isinstance(custom, CustomResource), f"{module}.{name} is not a CustomResource"
+            calls.add(("cluster", custom.group, custom.plural, CUSTOM_METHODS[method]))
         for resource in LISTED.findall(text):
             calls.update({call(resource, "list"), call(resource, "watch")})
     return calls
@@ -73,7 +103,7 @@ def api_calls(package: str) -> set[tuple[str, str, str, str]]:
 
 def test_every_kube_method_is_mapped_to_its_request() -> None:
     public = {name for name, _ in inspect.getmembers(Kube, inspect.isfunction) if not name.startswith("_")}
-    assert public - {"close", "list_objects", "watch"} == set(KUBE_METHODS)
+    assert public - {"close", "list_objects", "watch"} == set(KUBE_METHODS) | set(CUSTOM_METHODS)
 
 
 @pytest.fixture(scope="module")

@@ -18,7 +18,7 @@ from devstack.kube import KubeError
 from devstack.manifests import exclusive_jobset
 from devstack.stack import Stack
 from placement.constants import ALL_OR_NOTHING_ANNOTATION, GKE_NODEPOOL_LABEL, STRATEGY_ANNOTATION
-from resizer.events import REPORTING_CONTROLLER
+from resizer.recorder import REPORTING_CONTROLLER
 from tests.kube.kube_support import wait_running
 from tests.support.describe import described_events
 from tests.support.waiting import eventually

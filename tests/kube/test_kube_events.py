@@ -13,8 +13,7 @@ from devstack.controlplane.audit import Request
 from devstack.kube import KubeError
 from devstack.manifests import exclusive_jobset
 from devstack.stack import Stack
-from resizer.events import REPORTING_CONTROLLER
-from resizer.recorder import Reason
+from resizer.recorder import REPORTING_CONTROLLER, Reason
 from tests.kube.kube_support import audit_log, wait_running
 from tests.kube.workloads import set_taint
 from tests.support.describe import described_events

@@ -52,7 +52,7 @@ from placement.constants import (
     TOPOLOGY_ANNOTATION,
 )
 from placement.objects import uid_of
-from resizer.events import REPORTING_CONTROLLER
+from resizer.recorder import REPORTING_CONTROLLER
 from tests.kube.conftest import stack_on_each_path
 from tests.kube.kube_support import (
     create_namespace,

@@ -17,9 +17,9 @@ from devstack.commands import RELEASE_NAMESPACE
 from devstack.kube import KubeError
 from devstack.shape import ClusterShape
 from devstack.stack import Stack
+from kubekit.election import LeaseRecord
 from placement.constants import RESIZE_DONE, RESIZE_LABEL, Strategy
 from placement.gang import parse_time
-from resizer.election import LeaseRecord
 from resizer.settings import ResizerSettings
 from tests.kube.conftest import kube_options
 from tests.kube.kube_support import audit_log, create_namespace, kube_cluster

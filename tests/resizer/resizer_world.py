@@ -10,6 +10,7 @@ from types import TracebackType
 from typing import Any, Self
 
 from kubekit.keys import object_key
+from kubekit.workqueue import WorkQueue
 from placement.constants import (
     ALL_OR_NOTHING_GATE,
     ALL_OR_NOTHING_LABEL,
@@ -28,7 +29,6 @@ from resizer.caches import new_caches
 from resizer.informers import resizer_informers
 from resizer.manager import Resizer
 from resizer.metrics import Metrics
-from resizer.workqueue import WorkQueue
 from tests.resizer.resizer_fakes import FakeClock, FakeKube, Recording
 from tests.support.builders import make_job, make_node, make_pod
 from tests.support.fake_api import WatchFeed

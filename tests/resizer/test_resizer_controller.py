@@ -10,6 +10,8 @@ from typing import Any
 import pytest
 
 from kubekit.client import KubeError
+from kubekit.controller import Permanent
+from kubekit.events import EventType
 from placement.constants import (
     LEADER_DOMAIN_ANNOTATION,
     RESIZE_DONE,
@@ -20,9 +22,8 @@ from placement.constants import (
 )
 from placement.objects import Obj
 from placement.resize import has_gate
-from resizer.controller import Permanent
 from resizer.handlers import LeaderHandler
-from resizer.recorder import EventType, Reason, pod_reference
+from resizer.recorder import Reason, pod_reference
 from tests.resizer.resizer_world import KEY, POOL, MakeWorld, World, job, pod
 
 
@@ -181,7 +182,7 @@ def test_an_unknown_error_is_retried_with_backoff_and_the_job_still_resized(
     world.add_job(job())
     world.add_pod(pod(0, node="node-5"), "leaders")
     world.kube.fail_next.append(error)
-    with caplog.at_level(logging.INFO, logger="resizer.controller"):
+    with caplog.at_level(logging.INFO, logger="kubekit.controller"):
         world.resizer.resize.process(KEY)
     assert world.metric("errors_total", reason=reason) == 1
     assert world.metric("retries_total", reason=reason) == 1
@@ -241,7 +242,7 @@ def test_a_permanent_error_ends_the_key(
     world.add_job(job())
     world.add_pod(pod(0, node="node-5"), "leaders")
     world.kube.fail_next.append(error)
-    with caplog.at_level(logging.INFO, logger="resizer.controller"):
+    with caplog.at_level(logging.INFO, logger="kubekit.controller"):
         world.resizer.resize.process(KEY)
     assert world.metric("errors_total", reason=reason) == 1
     assert world.resizer.resize.queue.failures(KEY) == 0

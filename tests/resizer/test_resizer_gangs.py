@@ -4,6 +4,7 @@ JobSets."""
 
 from __future__ import annotations
 
+from kubekit.events import EventType
 from placement.constants import (
     JOB_KEY_LABEL,
     LEADER_SCHEDULED_GATE,
@@ -15,7 +16,7 @@ from placement.gang import has_gang_gate, parse_time
 from placement.objects import Obj
 from placement.resize import has_gate
 from resizer.gangs import GANG_KEY, WAKE_UP_MARGIN
-from resizer.recorder import EventType, Reason
+from resizer.recorder import Reason
 from tests.resizer.resizer_fakes import FakeKube
 from tests.resizer.resizer_world import GANG_TIMEOUT, NS, POOL, T0, MakeWorld, World, gang_job, gang_pod
 from tests.support.builders import make_node, make_pod

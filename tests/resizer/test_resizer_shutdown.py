@@ -7,9 +7,9 @@ from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from typing import Any
 
+from kubekit.election import ElectionConfig, LeaderElector, LeaseRecord
 from kubekit.informer import Informer
 from resizer.caches import new_caches
-from resizer.election import ElectionConfig, LeaderElector, LeaseRecord
 from resizer.manager import Resizer
 from resizer.metrics import Metrics
 from tests.resizer.resizer_fakes import FakeClock, FakeKube

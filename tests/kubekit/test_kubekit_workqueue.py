@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from resizer.workqueue import ShutDown, WorkQueue
+from kubekit.workqueue import ShutDown, WorkQueue
 from tests.resizer.resizer_fakes import FakeClock
 
 

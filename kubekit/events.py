@@ -1,9 +1,11 @@
-"""Events (events.k8s.io/v1) of what the reconcilers did: the `Recorder` the resizer runs with.
+"""Events (events.k8s.io/v1) of what a controller did: the recorder the resizer runs with (its `Outcome`s,
+reasons and actions are the resizer's, `resizer/recorder.py`; its metrics are passed in as `EventMetrics`).
 
 client-go's `tools/events` broadcaster and recorder, with the same rules (`event_broadcaster.go`):
 
-- Each `Outcome` is an Event of reporting controller `exclusive-placement.io/resizer` and reporting instance
-  `exclusive-placement.io/resizer-<pod or host name>`, in the namespace of the object it is about.
+- Each `Occurrence` is an Event of the reporting controller and reporting instance the recorder is given
+  (the resizer's: `exclusive-placement.io/resizer`, `exclusive-placement.io/resizer-<pod or host name>`),
+  in the namespace of the object it is about.
 - Isomorphic Events (same type, action, reason, reporting controller and instance, `regarding` and
   `related`; the note and the time aside) form a **series**: the first occurrence is created; the second
   PATCHes the Event with `series: {count: 2, lastObservedTime}`; later ones only count in memory. Every
@@ -34,16 +36,15 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
+from enum import StrEnum
 from typing import Protocol
 
 from kubekit.client import KubeError
-from placement.objects import Obj
-from resizer.metrics import Metrics
-from resizer.recorder import ObjectRef, Outcome
+from kubekit.counters import LabelledCounter
+from kubekit.objects import Obj
 
 log = logging.getLogger(__name__)
 
-REPORTING_CONTROLLER = "exclusive-placement.io/resizer"
 MAX_QUEUED = 1000
 """client-go's maxQueuedEvents: writes waiting beyond this are dropped."""
 MAX_TRIES = 12
@@ -57,6 +58,56 @@ FIELD_LIMIT = 128
 """Longest reportingInstance, action and reason the API server accepts."""
 CONFLICT = 409
 NOT_FOUND = 404
+
+
+class EventType(StrEnum):
+    NORMAL = "Normal"
+    WARNING = "Warning"
+
+
+@dataclass(frozen=True)
+class ObjectRef:
+    """An ObjectReference: what an Event's `regarding` and `related` hold."""
+
+    api_version: str
+    kind: str
+    namespace: str
+    name: str
+    uid: str = ""
+
+
+class Occurrence(Protocol):
+    """One thing a controller did, as an Event tells it (the resizer's `resizer.recorder.Outcome`):
+    `reason` and `action` are fixed words, `note` is for people."""
+
+    @property
+    def regarding(self) -> ObjectRef: ...
+
+    @property
+    def related(self) -> ObjectRef | None: ...
+
+    @property
+    def reason(self) -> str: ...
+
+    @property
+    def action(self) -> str: ...
+
+    @property
+    def note(self) -> str: ...
+
+    @property
+    def type(self) -> str: ...
+
+
+class EventMetrics(Protocol):
+    """What the writer counts: requests that succeeded, by verb (`event_writes`), and writes given up, by
+    reason (`events_dropped`). The caller names them (the resizer's `resizer.metrics.Metrics`)."""
+
+    @property
+    def event_writes(self) -> LabelledCounter: ...
+
+    @property
+    def events_dropped(self) -> LabelledCounter: ...
 
 
 class EventSink(Protocol):
@@ -178,13 +229,14 @@ class EventSeries:
 
 
 class EventRecorder:
-    """Writes each reconciler's `Outcome` as an Event (see the module's docstring)."""
+    """Writes each `Occurrence` as an Event (see the module's docstring)."""
 
     def __init__(
         self,
         sink: EventSink,
-        metrics: Metrics,
+        metrics: EventMetrics,
         *,
+        reporting_controller: str,
         reporting_instance: str,
         clock: Callable[[], float] = time.time,
         max_queued: int = MAX_QUEUED,
@@ -192,6 +244,7 @@ class EventRecorder:
     ) -> None:
         self._sink = sink
         self._metrics = metrics
+        self._controller = reporting_controller
         self._instance = reporting_instance[:FIELD_LIMIT]
         self._clock = clock
         self._jitter = jitter
@@ -207,10 +260,10 @@ class EventRecorder:
 
     # --- the reconcilers' side ---------------------------------------------------------------------------
 
-    def record(self, outcome: Outcome) -> None:
+    def record(self, outcome: Occurrence) -> None:
         now = self._clock()
         event = self._event(outcome, now)
-        key: SeriesKey = (outcome.type.value, outcome.action.value, outcome.reason.value, outcome.regarding,
+        key: SeriesKey = (str(outcome.type), str(outcome.action), str(outcome.reason), outcome.regarding,
                           outcome.related)  # fmt: skip
         with self._lock:
             write = self.series.observe(key, event, now)
@@ -221,7 +274,7 @@ class EventRecorder:
         except queue.Full:
             self._dropped(write, "queue-full")
 
-    def _event(self, outcome: Outcome, now: float) -> Obj:
+    def _event(self, outcome: Occurrence, now: float) -> Obj:
         regarding = outcome.regarding
         event: Obj = {
             "apiVersion": "events.k8s.io/v1",
@@ -231,13 +284,13 @@ class EventRecorder:
                 "namespace": regarding.namespace or "default",
             },
             "eventTime": micro_time(now),
-            "reportingController": REPORTING_CONTROLLER,
+            "reportingController": self._controller,
             "reportingInstance": self._instance,
-            "action": outcome.action.value,
-            "reason": outcome.reason.value,
+            "action": str(outcome.action),
+            "reason": str(outcome.reason),
             "regarding": reference(regarding),
             "note": outcome.note[:NOTE_LIMIT],
-            "type": outcome.type.value,
+            "type": str(outcome.type),
         }
         if outcome.related is not None:
             event["related"] = reference(outcome.related)

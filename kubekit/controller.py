@@ -1,7 +1,9 @@
 """One controller: a work queue of keys, its workers, and a reconciler that says what comes next.
 
-controller-runtime's shape. Informer handlers only enqueue keys; a worker takes a key (never one another
-worker holds), asks the reconciler, and acts on the `Result` it returns:
+controller-runtime's shape, kept apart from the reconcilers as controller-runtime keeps it (the resizer's
+are in `resizer/`; its metrics are passed in as `ControllerMetrics`). Informer handlers only enqueue keys;
+a worker takes a key (never one another worker holds), asks the reconciler, and acts on the `Result` it
+returns:
 
 - done: the key's backoff is forgotten (and a pending requeue of it dropped);
 - requeue after N s: forgotten, and the key comes back after N s (0: at once);
@@ -31,8 +33,8 @@ from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
 
 from kubekit.client import KubeError
-from resizer.metrics import Metrics
-from resizer.workqueue import ShutDown, WorkQueue
+from kubekit.counters import LabelledCounter
+from kubekit.workqueue import ShutDown, WorkQueue
 
 log = logging.getLogger(__name__)
 
@@ -84,7 +86,19 @@ class Permanent(Exception):
 PERMANENT_STATUSES = frozenset({400, 405, 413, 415, 422})
 """API answers to a request that is itself wrong (malformed, not allowed on the resource, too large,
 invalid): the same request would get the same answer. A 422 of a `test` that failed is a conflict, handled
-where the write is made (`resizer.api.Api.on_conflict`); one that reaches the controller is not."""
+where the write is made (the resizer's `resizer.api.Api.on_conflict`); one that reaches the controller is
+not."""
+
+
+class ControllerMetrics(Protocol):
+    """What the loop counts, by reason: re-queues with backoff (`retries`) and failed reconciles
+    (`errors`). The caller names them (the resizer's `resizer.metrics.Metrics`)."""
+
+    @property
+    def retries(self) -> LabelledCounter: ...
+
+    @property
+    def errors(self) -> LabelledCounter: ...
 
 
 class Leadership(Protocol):
@@ -102,7 +116,12 @@ class Controller(Generic[R]):
     """A named reconciler with its own queue (its own key space) and workers."""
 
     def __init__(
-        self, name: str, reconciler: R, queue: WorkQueue, metrics: Metrics, leadership: Leadership
+        self,
+        name: str,
+        reconciler: R,
+        queue: WorkQueue,
+        metrics: ControllerMetrics,
+        leadership: Leadership,
     ) -> None:
         self.name = name
         self.reconciler = reconciler

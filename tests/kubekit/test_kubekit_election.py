@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 import pytest
 
 from kubekit.client import KubeError
-from resizer.election import (
+from kubekit.election import (
     ElectionConfig,
     LeaderElector,
     LeaseRecord,

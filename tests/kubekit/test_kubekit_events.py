@@ -1,29 +1,23 @@
-"""The resizer's Events (`resizer.events.EventRecorder`) on the in-memory API: what each occurrence writes
-(client-go's events.k8s.io series), how many requests a repeated Event costs, and that recording never
-waits for, nor fails with, the API server."""
+"""The Events of `kubekit.events.EventRecorder`, as the resizer runs it (its `Outcome`s and metrics), on the
+in-memory API: what each occurrence writes (client-go's events.k8s.io series), how many requests a repeated
+Event costs, and that recording never waits for, nor fails with, the API server."""
 
 from __future__ import annotations
 
 import pytest
 
 from kubekit.client import KubeError
-from resizer.events import (
+from kubekit.events import (
     FINISH_SECONDS,
     MAX_TRIES,
     REFRESH_SECONDS,
-    REPORTING_CONTROLLER,
     RETRY_SECONDS,
     EventRecorder,
-)
-from resizer.metrics import Metrics
-from resizer.recorder import (
-    Action,
     EventType,
     ObjectRef,
-    Outcome,
-    Reason,
-    job_reference_by_key,
 )
+from resizer.metrics import Metrics
+from resizer.recorder import REPORTING_CONTROLLER, Action, Outcome, Reason, job_reference_by_key
 from tests.resizer.resizer_fakes import FakeClock, FakeKube
 from tests.resizer.resizer_world import T0
 from tests.support.metrics import RESIZER_PREFIX, sample
@@ -58,6 +52,7 @@ class Recorded:
         self.recorder = EventRecorder(
             self.kube,
             self.metrics,
+            reporting_controller=REPORTING_CONTROLLER,
             reporting_instance=INSTANCE,
             clock=self.clock,
             max_queued=max_queued,
@@ -242,7 +237,9 @@ def test_a_transport_failure_is_given_up_after_twelve_tries() -> None:
 
 def test_the_writer_thread_writes_what_is_recorded() -> None:
     kube = FakeKube()
-    recorder = EventRecorder(kube, Metrics(), reporting_instance=INSTANCE)
+    recorder = EventRecorder(
+        kube, Metrics(), reporting_controller=REPORTING_CONTROLLER, reporting_instance=INSTANCE
+    )
     recorder.start()
     try:
         recorder.record(released())

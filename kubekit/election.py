@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
 from kubekit.client import Kube, KubeError
-from placement.objects import Obj
+from kubekit.objects import Obj
 
 log = logging.getLogger(__name__)
 
