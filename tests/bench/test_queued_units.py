@@ -255,23 +255,30 @@ def test_kueues_webhooks_are_counted_apart_from_both_projects() -> None:
             "jobset-mutating-webhook-configuration", {"mpod.kb.io": "pods", "mjobset.kb.io": "jobsets"}
         ),
         configuration(
-            "kueue-mutating-webhook-configuration", {"mjob.kb.io": "jobs", "mjobset.kueue": "jobsets"}
+            "kueue-mutating-webhook-configuration",
+            {"kueue-mjob.kb.io": "jobs", "kueue-mjobset.kb.io": "jobsets"},
         ),
     ]
     names = webhook_names(configurations, jobset_prefix="jobset-", kueue_prefix="kueue-")
-    assert names.kueue == {"mjob.kb.io", "mjobset.kueue"}
+    assert names.kueue == {"kueue-mjob.kb.io", "kueue-mjobset.kb.io"}
     assert names.project == {"pods.exclusive-placement.io"}
+    assert names.jobset_other == {"mjobset.kb.io"}
     metric = "apiserver_admission_webhook_admission_duration_seconds_count"
     grown = Samples.parse(
         "".join(
             f'{metric}{{name="{name}",rejected="false"}} {n}\n'
-            for name, n in (("mjob.kb.io", 4), ("mjobset.kueue", 2), ("mpod.kb.io", 8))
+            for name, n in (
+                ("kueue-mjob.kb.io", 4),
+                ("kueue-mjobset.kb.io", 2),
+                ("mpod.kb.io", 8),
+                ("mjobset.kb.io", 3),
+            )
         )
     )
     calls = AdmissionCalls.of(grown, names)
-    assert (calls.kueue, calls.project, calls.jobset_pods) == (6, 0, 8)
+    assert (calls.kueue, calls.project, calls.jobset_pods, calls.jobset_objects) == (6, 0, 8, 3)
     without = webhook_names(configurations, jobset_prefix="jobset-")
-    assert "mjob.kb.io" in without.project  # a stack without Kueue has none to sort apart
+    assert "kueue-mjob.kb.io" in without.project  # without the prefix nothing is sorted apart
 
 
 def fallen_back(name: str) -> dict[str, Any]:
