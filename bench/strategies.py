@@ -1,6 +1,7 @@
-"""`python -m bench strategies [--quick] [--long-wait] [--repeat N] [--out DIR]`: JobSet and this
+"""`python -m bench strategies [--quick] [--long-wait | --kueue] [--repeat N] [--out DIR]`: JobSet and this
 project's four strategies side by side on the real control plane (bench.kube), and, in the gang
-scenarios, two of them with all-or-nothing placement per JobSet.
+scenarios, two of them with all-or-nothing placement per JobSet; with `--kueue`, JobSet, `gate` and
+`elastic` next to Kueue instead.
 
 For each scenario a stack is brought up, and for each strategy run of a large scenario a fresh one
 (`FRESH_STACK_PODS`); each run has a namespace of its own on an idle cluster. This project's strategies

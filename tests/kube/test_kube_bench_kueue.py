@@ -83,13 +83,16 @@ def test_kueues_requests_and_webhook_calls_are_counted_apart(kueue_report: dict[
         by_webhook = run["admission_calls_by_webhook"]
         kueue_calls = sum(n for name, n in by_webhook.items() if name.startswith("kueue-"))
         assert kueue_calls == run["kueue_webhook_calls"], key
-        assert run["all_webhook_calls"] == run["admission_calls"] + run["jobset_webhook_calls"], key
+        # Kueue's JobSet webhooks and JobSet's own, apart (upstream names both mjobset.kb.io)
+        assert min(by_webhook["kueue-mjobset.kb.io"], by_webhook["mjobset.kb.io"]) >= jobsets, key
 
 
 def test_elastic_falls_back_to_gate_and_jobset_stays_alone(kueue_report: dict[str, Any]) -> None:
     for scenario, key, run in runs(kueue_report):
         jobs = scenario["jobsets"] * scenario["jobs"]
         assert run["elastic_fallback_jobs"] == (jobs if key == "elastic" else 0), key
-        assert run["job_patches"] == 0, key  # nothing resized: no resize patch
+        calls = run["api_requests_by_client_verb_resource_code"]
+        resizes = [call for call in calls if call.startswith("exclusive-placement-resizer patch jobs")]
+        assert resizes == [], key  # nothing resized
         if key == "jobset":
             assert (run["admission_calls"], run["resizer_requests"]) == (0, 0)
