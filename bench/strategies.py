@@ -678,7 +678,8 @@ async def _measure_queued(http: httpx.AsyncClient, run: Run) -> dict[str, Any]:
         ended = time.monotonic()
         counts = await run.counters.snapshot(http, run.namespaces)
     finally:
-        watch_ended = await stop(pod_watch) or await stop(jobset_watch)
+        ended_pods, ended_jobsets = await stop(pod_watch), await stop(jobset_watch)
+    watch_ended = ended_pods or ended_jobsets
     times = jobsets.relative_to(start)
     if watch_ended or not finished:
         done = sum(1 for t in times.values() if t.finished is not None)
