@@ -870,12 +870,21 @@ def run_scenario(scenario: Scenario, chosen: Sequence[Contender], settings: RunS
     return record
 
 
+def report_versions(scenarios: Sequence[Scenario]) -> dict[str, str]:
+    """The pinned component versions, Kueue's among them when a scenario runs it."""
+    pinned = pinned_versions()
+    versions = pinned.as_dict()
+    if any(scenario.kueue for scenario in scenarios):
+        versions["kueue"] = pinned.kueue
+    return versions
+
+
 def run_benchmark(
     scenarios: Sequence[Scenario], contenders: Sequence[Contender], settings: RunSettings
 ) -> dict[str, Any]:
     return {
         "control_plane": CONTROL_PLANE,
-        "versions": pinned_versions().as_dict(),
+        "versions": report_versions(scenarios),
         "repeat": settings.repeat,
         "ratio_range": "min-max over paired runs (run i of each contender, on the same stack)",
         "scenarios": [run_scenario(s, contenders, settings) for s in scenarios],

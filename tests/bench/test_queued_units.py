@@ -48,10 +48,12 @@ from bench.strategies import (
     local_queue,
     local_queue_active,
     measured_jobsets,
+    report_versions,
     run_scenario,
 )
 from devstack.controlplane import kueue
 from devstack.controlplane.audit import Request
+from devstack.controlplane.versions import pinned_versions
 from placement.constants import (
     ELASTIC_FALLBACK_ANNOTATION,
     KUEUE_QUEUE_NAME_LABEL,
@@ -358,6 +360,12 @@ def test_a_kueue_scenario_runs_jobset_gate_and_elastic() -> None:
 
 def parsed(*argv: str) -> argparse.Namespace:
     return build_parser().parse_args(list(argv))
+
+
+def test_the_report_names_kueues_version_only_where_it_ran() -> None:
+    pinned = pinned_versions()
+    assert report_versions(KUEUE_QUICK_SCENARIOS) == {**pinned.as_dict(), "kueue": pinned.kueue}
+    assert "kueue" not in report_versions(scenarios_named(["4x8"]))
 
 
 def test_kueue_on_the_command_line_runs_the_kueue_scenario_alone() -> None:
