@@ -18,9 +18,11 @@ Kueue's requests are counted apart by client (the audit log's user of Kueue's ma
 `bench.audit.KUEUE_CLIENT`) and its webhooks' calls apart from both projects' (`kueue_fields`), so the
 comparison of the projects (`KUEUE_HEADLINE_METRICS`) excludes them and the report shows them.
 
-Under Kueue, `elastic` is `gate`: a child Job of a JobSet Kueue queues falls back to `gate` at full size
-(placement/kueue.py, recorded in `exclusive-placement.io/elastic-fallback`); `under_kueue` says what the
-contender then must look like, `fallback_problems` checks that it did.
+Under Kueue, `elastic` is not resized: a child Job of a JobSet Kueue queues stays at full size, its fallback
+recorded in `exclusive-placement.io/elastic-fallback` (placement/kueue.py; the Job webhook names `gate`). Its
+pods still carry `elastic`, so the pod policies gate its followers until the resizer pins and releases them
+(measured: `scheduling-gate`'s way, no follower rejected). `under_kueue` says what the contender then must
+look like, `fallback_problems` checks the record.
 """
 
 from __future__ import annotations

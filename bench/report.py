@@ -317,9 +317,13 @@ def markdown_table(report: dict[str, Any]) -> str:
 
 KUEUE_NOTE = (
     "Every JobSet names its namespace's LocalQueue; the ClusterQueue's GPU quota fits one JobSet, so Kueue "
-    "admits them one after the other as each completes. **Under Kueue `elastic` is `gate`**: the child Jobs "
-    "of a JobSet Kueue queues fall back to `gate` at full size (`exclusive-placement.io/elastic-fallback`, "
-    "docs/kueue.md), so elastic / gate is the fallback's cost and elastic / jobset is gate's against JobSet. "
+    "admits them one after the other as each completes. **Under Kueue `elastic` is not elastic**: the child "
+    "Jobs of a JobSet Kueue queues stay at full size, their fallback recorded in "
+    "`exclusive-placement.io/elastic-fallback` (the Job webhook names `gate`, docs/kueue.md); their pods "
+    "still carry `elastic`, so the pod policies admit them inside kube-apiserver and put each follower "
+    "behind the leader-scheduled gate until the resizer pins and releases it (`scheduling-gate`'s way, "
+    "measured: no follower create is rejected, the resizer patches every follower). Elastic / gate compares "
+    "that fallback with `gate`, elastic / jobset with JobSet. "
     "Admitted: the JobSet first seen unsuspended on a JobSet watch; s to all complete: from the JobSets' "
     "creation to the last one's `Completed` condition; admitted → all running: per JobSet, until all of its "
     "pods had run; completed → next admitted: Kueue's and JobSet's reaction. Kueue's requests: those of its "

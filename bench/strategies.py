@@ -24,8 +24,8 @@ watch into the partial-placement figures and the domain timeline.
 A Kueue scenario (`--kueue`) gives each run's namespace a LocalQueue of the stack's ClusterQueue, whose
 GPU quota fits one JobSet, creates its JobSets at once, and follows them (a JobSet watch beside the pod
 watch) until all of them completed: Kueue admits them one after the other. Kueue's requests and webhook
-calls are counted apart (bench.queued). Under Kueue `elastic` is `gate`: the child Jobs of a JobSet Kueue
-queues fall back to `gate` at full size (placement/kueue.py, docs/kueue.md).
+calls are counted apart (bench.queued). Under Kueue `elastic` is not resized: the child Jobs of a JobSet
+Kueue queues fall back to full size (placement/kueue.py, docs/kueue.md; how they are placed: bench.queued).
 
 A scenario with a backlog first submits plain, non-exclusive pods in a second namespace and creates the
 measured JobSet once all of them exist, so its leaders queue behind what the scheduler has not bound yet;
@@ -921,8 +921,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--kueue",
         action="store_true",
         help="the comparison next to Kueue instead: 3 JobSets of 4x4 queued at once through a LocalQueue "
-        "whose quota fits one, Kueue's requests counted apart; jobset, gate and elastic (which falls back to "
-        "gate for what Kueue queues): ~2 min per contender and repetition, ~30 s with --quick (2 JobSets "
+        "whose quota fits one, Kueue's requests counted apart; jobset, gate and elastic (not resized for "
+        "what Kueue queues): ~2 min per contender and repetition, ~30 s with --quick (2 JobSets "
         "of 2x4)",
     )
     parser.add_argument(

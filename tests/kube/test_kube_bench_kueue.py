@@ -52,7 +52,7 @@ def test_every_contender_ran_the_kueue_scenario_without_a_problem(kueue_report: 
             key
         )
     assert set(scenario["elastic_vs_jobset"]) == {key for key, _ in KUEUE_HEADLINE_METRICS}
-    assert "**Under Kueue `elastic` is `gate`**" in kueue_report["markdown"]
+    assert "**Under Kueue `elastic` is not elastic**" in kueue_report["markdown"]
 
 
 def test_kueue_admitted_the_jobsets_one_at_a_time_and_each_completed(kueue_report: dict[str, Any]) -> None:
