@@ -62,6 +62,9 @@ bench-quick: $(STAMP) kube ## The quick comparison (4x8, every contender 3 times
 bench-kube: $(STAMP) kube ## make bench plus the long wait in real minutes (4 Jobs x 4 pods on 2 pools, pods run 4 min, ~5 min per contender and run): ~3 h (writes bench/results/)
 	$(PY) -m bench strategies --repeat 3 --long-wait --out bench/results
 
+bench-kueue: $(STAMP) kube ## JobSet, gate and elastic next to Kueue (3 JobSets of 4x4 queued, quota for one), each 3 times: ~20 min (writes bench/results/kueue/)
+	$(PY) -m bench strategies --kueue --repeat 3 --no-plots --out bench/results/kueue
+
 bench-webhook: $(STAMP) ## Webhook admission load vs a no-op endpoint (needs hey: apt-get install hey)
 	@command -v hey >/dev/null 2>&1 || { \
 		echo "make bench-webhook needs the load generator hey, which is not installed:"; \
@@ -98,4 +101,4 @@ kube: $(STAMP) ## Build the real control plane (kube-apiserver, KCM, scheduler, 
 clean: ## Remove the venv, caches and dev state
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis .dev .bench-quick .bench
 
-.PHONY: help venv kube test test-slow lint fmt certs run demo bench bench-quick bench-kube bench-webhook bench-resizer bench-scale bench-abuse bench-controlplane soak helm-lint helm-template clean
+.PHONY: help venv kube test test-slow lint fmt certs run demo bench bench-quick bench-kube bench-kueue bench-webhook bench-resizer bench-scale bench-abuse bench-controlplane soak helm-lint helm-template clean

@@ -11,8 +11,9 @@ What counts (docs/results.md, "Counting on the real control plane"):
 - a request counts once, as answered, if it was *received* inside the window;
 - its client is the component behind the user and the user agent (`client_of`): kube-controller-manager's
   controllers by their ServiceAccount (`job-controller`, `endpoint-controller`, ...), JobSet's controller
-  (`jobset-controller`), the scheduler, kwok (the fake kubelets), and any other client by the product of
-  its user agent (`exclusive-placement-webhook`, `exclusive-placement-resizer`, `bench`);
+  (`jobset-controller`), Kueue's manager (`kueue-controller-manager`, by its ServiceAccount), the
+  scheduler, kwok (the fake kubelets), and any other client by the product of its user agent
+  (`exclusive-placement-webhook`, `exclusive-placement-resizer`, `bench`);
 - background requests (`background_reason`) count in no figure and are reported apart: watches (the log has
   a watch only when it ends), non-resource requests (discovery, `/metrics`), the API server's loopback
   requests, Leases (leader election, node heartbeats), kwok's writes to Node objects, the node lifecycle
@@ -32,12 +33,15 @@ from datetime import datetime
 
 from devstack.controlplane.audit import Request
 from devstack.controlplane.jobset import IDENTITY as JOBSET_IDENTITY
+from devstack.controlplane.kueue import IDENTITY as KUEUE_IDENTITY
 
 WRITE_VERBS = frozenset({"create", "update", "patch", "delete", "deletecollection"})
 NOT_REJECTIONS = frozenset({409, 422})
 """Pod create errors that are no rejection: the name exists, or the object is invalid."""
 
 API_SERVER_USER = "system:apiserver"
+KUEUE_CLIENT = "kueue-controller-manager"
+"""Kueue's manager as a client: its ServiceAccount (devstack.controlplane.kueue.IDENTITY)."""
 CONTROLLER_MANAGER_SERVICE_ACCOUNTS = "system:serviceaccount:kube-system:"
 """kube-controller-manager runs each controller as its own ServiceAccount
 (--use-service-account-credentials)."""
@@ -78,6 +82,8 @@ def client_of(request: Request) -> str:
         return request.user.removeprefix(CONTROLLER_MANAGER_SERVICE_ACCOUNTS)
     if request.user == JOBSET_IDENTITY.username:
         return "jobset-controller"
+    if request.user == KUEUE_IDENTITY.username:
+        return KUEUE_CLIENT
     if request.user == API_SERVER_USER:
         return "kube-apiserver"
     product = agent(request)

@@ -10,7 +10,7 @@ JobSet-like rejection, not JobSet (its webhook looks a leader up live when its c
 
 The `+all-or-nothing` contenders are their strategy with `exclusive-placement.io/all-or-nothing: "true"` on
 each JobSet (leaders released together once enough domains are free); they only run in gang scenarios,
-which in turn run only `GANG_CONTENDER_KEYS`.
+which in turn run only `GANG_CONTENDER_KEYS`. A Kueue scenario runs `KUEUE_CONTENDER_KEYS`.
 """
 
 from __future__ import annotations
@@ -98,6 +98,9 @@ GANG_CONTENDER_KEYS: frozenset[str] = frozenset(
 )
 """What a gang scenario measures: JobSet, the two strategies that never reject a pod, and both with
 all-or-nothing."""
+KUEUE_CONTENDER_KEYS: frozenset[str] = frozenset({JOBSET_BASELINE, Strategy.GATE, Strategy.ELASTIC})
+"""What a Kueue scenario measures: JobSet, `elastic` (not resized for a JobSet Kueue queues: its fallback,
+bench.queued) and `gate`, which the fallback names."""
 CONTENDER_KEYS: tuple[str, ...] = tuple(c.key for c in CONTENDERS)
 BY_KEY: dict[str, Contender] = {c.key: c for c in CONTENDERS}
 
@@ -111,11 +114,14 @@ def contenders(keys: Sequence[str]) -> tuple[Contender, ...]:
     return tuple(c for c in CONTENDERS if c.key in wanted)
 
 
-def for_scenario(chosen: Sequence[Contender], *, gang: bool) -> tuple[Contender, ...]:
-    """The chosen contenders a scenario runs: a gang scenario's among GANG_CONTENDER_KEYS, any other's
-    without the all-or-nothing ones (they need several JobSets racing to mean anything)."""
+def for_scenario(chosen: Sequence[Contender], *, gang: bool, kueue: bool = False) -> tuple[Contender, ...]:
+    """The chosen contenders a scenario runs: a gang scenario's among GANG_CONTENDER_KEYS, a Kueue
+    scenario's among KUEUE_CONTENDER_KEYS, any other's without the all-or-nothing ones (they need several
+    JobSets racing to mean anything)."""
     if gang:
         return tuple(c for c in chosen if c.key in GANG_CONTENDER_KEYS)
+    if kueue:
+        return tuple(c for c in chosen if c.key in KUEUE_CONTENDER_KEYS)
     return tuple(c for c in chosen if not c.all_or_nothing)
 
 

@@ -57,31 +57,38 @@ async def _get(http: httpx.AsyncClient, path: str, **kwargs: Any) -> httpx.Respo
 @dataclass(frozen=True)
 class WebhookNames:
     """The registered admission webhooks by owner: this project's, JobSet's pod webhooks, JobSet's others
-    (its JobSet defaulting and validation)."""
+    (its JobSet defaulting and validation), Kueue's (when it runs)."""
 
     project: frozenset[str]
     jobset_pods: frozenset[str]
     jobset_other: frozenset[str]
+    kueue: frozenset[str] = frozenset()
 
 
-def webhook_names(configurations: Sequence[dict[str, Any]], *, jobset_prefix: str) -> WebhookNames:
+def webhook_names(
+    configurations: Sequence[dict[str, Any]], *, jobset_prefix: str, kueue_prefix: str | None = None
+) -> WebhookNames:
     """Sort the webhooks of the cluster's Mutating/ValidatingWebhookConfigurations: those of configurations
-    named `jobset_prefix…` are JobSet's (a pod webhook if one of its rules names pods), the rest this
-    project's."""
+    named `jobset_prefix…` are JobSet's (a pod webhook if one of its rules names pods), those named
+    `kueue_prefix…` Kueue's, the rest this project's."""
     project: set[str] = set()
     jobset_pods: set[str] = set()
     jobset_other: set[str] = set()
+    kueue: set[str] = set()
     for configuration in configurations:
-        jobset = str(configuration["metadata"]["name"]).startswith(jobset_prefix)
+        name = str(configuration["metadata"]["name"])
+        jobset = name.startswith(jobset_prefix)
         for webhook in configuration.get("webhooks") or []:
             resources = {r for rule in webhook.get("rules") or [] for r in rule.get("resources") or []}
-            if not jobset:
+            if kueue_prefix is not None and name.startswith(kueue_prefix):
+                kueue.add(webhook["name"])
+            elif not jobset:
                 project.add(webhook["name"])
             elif "pods" in resources:
                 jobset_pods.add(webhook["name"])
             else:
                 jobset_other.add(webhook["name"])
-    return WebhookNames(frozenset(project), frozenset(jobset_pods), frozenset(jobset_other))
+    return WebhookNames(frozenset(project), frozenset(jobset_pods), frozenset(jobset_other), frozenset(kueue))
 
 
 @dataclass(frozen=True)
@@ -97,6 +104,8 @@ class AdmissionCalls:
     jobset_objects: int
     """Calls to JobSet's other webhooks (its JobSet defaulting and validation)."""
     by_webhook: Mapping[str, int]
+    kueue: int = 0
+    """Calls to Kueue's webhooks (its JobSet, Job and own kinds' defaulting and validation)."""
 
     @classmethod
     def of(cls, grown: Samples, names: WebhookNames) -> AdmissionCalls:
@@ -114,6 +123,7 @@ class AdmissionCalls:
             jobset_pods_denied=total(denied, names.jobset_pods),
             jobset_objects=total(calls, names.jobset_other),
             by_webhook={name: round(n) for name, n in sorted(calls.items()) if n},
+            kueue=total(calls, names.kueue),
         )
 
 

@@ -22,7 +22,7 @@ import yaml
 from bench.counters import KubeCounters, scrape_unverified, webhook_names
 from bench.scenarios import GPUS_PER_NODE, Scenario
 from devstack.clusters import KubeCluster
-from devstack.controlplane import jobset
+from devstack.controlplane import jobset, kueue
 from devstack.controlplane.audit import AuditLog
 from devstack.controlplane.kwok import run_time_annotations
 from devstack.kube import KubeClient, kubeconfig_credentials
@@ -60,11 +60,15 @@ def connection(stack: Stack) -> Connection:
 
 def stack_options(scenario: Scenario, exempt_namespaces: Sequence[str]) -> StackOptions:
     """The real control plane shaped for `scenario` (its pools of eight-GPU nodes), with the namespaces
-    JobSet alone places exempt from this project's webhooks (as a user would exempt them)."""
+    JobSet alone places exempt from this project's webhooks (as a user would exempt them); for a Kueue
+    scenario, Kueue with a ClusterQueue whose GPU quota fits one of its JobSets (`Scenario.kueue_gpu_quota`;
+    each run's namespace gets its LocalQueue from the run)."""
     return StackOptions(
         cluster=ClusterShape(nodes=scenario.nodes, pools=scenario.pools, gpus_per_node=GPUS_PER_NODE),
         startup_timeout=120,
         exempt_namespaces=tuple(exempt_namespaces),
+        kueue=scenario.kueue,
+        kueue_gpu_quota=scenario.kueue_gpu_quota if scenario.kueue else StackOptions.kueue_gpu_quota,
     )
 
 
@@ -126,6 +130,6 @@ def kube_counters(stack: Stack) -> KubeCounters:
     ]
     return KubeCounters(
         AuditLog(control_plane.audit_log),
-        webhook_names(configurations, jobset_prefix=jobset.NAME_PREFIX),
+        webhook_names(configurations, jobset_prefix=jobset.NAME_PREFIX, kueue_prefix=kueue.NAME_PREFIX),
         functools.partial(scrape_unverified, component_metrics_url(kwok_config, KWOK_SCHEDULER)),
     )

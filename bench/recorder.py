@@ -81,25 +81,32 @@ async def watch_pods(
     connected: asyncio.Event,
     observe: Callable[[str, dict[str, Any]], None],
 ) -> None:
-    """Feed every pod event of `namespace` to `observe` until cancelled. kube-apiserver ends a watch whose
-    client falls behind its events (a burst of a thousand pods on a busy machine) and every watch at its
-    timeout; the watch is then resumed from the last resourceVersion it delivered, so no event is missed.
-    An ERROR event (e.g. 410 Expired: that version is no longer served) ends it with the error."""
+    """Feed every pod event of `namespace` to `observe` until cancelled (`watch_objects`)."""
+    await watch_objects(http, f"/api/v1/namespaces/{namespace}/pods", connected, observe)
+
+
+async def watch_objects(
+    http: httpx.AsyncClient,
+    path: str,
+    connected: asyncio.Event,
+    observe: Callable[[str, dict[str, Any]], None],
+) -> None:
+    """Feed every event of the collection at `path` (a namespace's pods, its JobSets) to `observe` until
+    cancelled. kube-apiserver ends a watch whose client falls behind its events (a burst of a thousand pods
+    on a busy machine) and every watch at its timeout; the watch is then resumed from the last
+    resourceVersion it delivered, so no event is missed. An ERROR event (e.g. 410 Expired: that version is
+    no longer served) ends it with the error."""
     version: str | None = None
     for attempt in range(WATCH_RESUMES + 1):
         if attempt:
-            log.info(
-                "the API server ended the pod watch of %s: resumed from resourceVersion %s",
-                namespace,
-                version,
-            )
-        version = await _watch_from(http, namespace, version, connected, observe)
-    raise RuntimeError(f"the API server ended the pod watch {WATCH_RESUMES + 1} times")
+            log.info("the API server ended the watch of %s: resumed from resourceVersion %s", path, version)
+        version = await _watch_from(http, path, version, connected, observe)
+    raise RuntimeError(f"the API server ended the watch of {path} {WATCH_RESUMES + 1} times")
 
 
 async def _watch_from(
     http: httpx.AsyncClient,
-    namespace: str,
+    path: str,
     version: str | None,
     connected: asyncio.Event,
     observe: Callable[[str, dict[str, Any]], None],
@@ -108,7 +115,7 @@ async def _watch_from(
     params = {"watch": "true", "timeoutSeconds": "86400", "allowWatchBookmarks": "true"}
     if version is not None:
         params["resourceVersion"] = version
-    async with http.stream("GET", f"/api/v1/namespaces/{namespace}/pods", params=params) as response:
+    async with http.stream("GET", path, params=params) as response:
         response.raise_for_status()
         connected.set()
         async for line in response.aiter_lines():
@@ -117,7 +124,7 @@ async def _watch_from(
             event = json.loads(line)
             kind = event.get("type")
             if kind == "ERROR":
-                raise RuntimeError(f"pod watch failed: {event.get('object')}")
+                raise RuntimeError(f"watch of {path} failed: {event.get('object')}")
             version = (event.get("object") or {}).get("metadata", {}).get("resourceVersion") or version
             if kind in {"ADDED", "MODIFIED", "DELETED"}:
                 observe(kind, event["object"])

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.measures import HEADLINE_METRICS
+from bench.queued import KUEUE_HEADLINE_METRICS
 from bench.repeats import is_figure, median_of
 
 COLUMNS: tuple[tuple[str, str], ...] = (
@@ -76,8 +77,31 @@ GANG_COLUMNS: tuple[tuple[str, str], ...] = (
 )
 
 
+KUEUE_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("jobsets_completed", "JobSets completed"),
+    ("seconds_to_all_complete", "s to all complete"),
+    ("admitted_to_all_running_seconds_p50", "s admitted → all running p50"),
+    ("admitted_to_all_running_seconds_max", "max"),
+    ("handover_seconds_p50", "s completed → next admitted p50"),
+    ("max_jobsets_admitted_at_once", "max admitted at once"),
+    ("api_requests_in_namespace_without_kueue", "API requests (namespace, without Kueue's)"),
+    ("api_writes_in_namespace_without_kueue", "API writes (namespace, without Kueue's)"),
+    ("kueue_requests", "Kueue's requests"),
+    ("kueue_writes", "Kueue's writes"),
+    ("kueue_webhook_calls", "Kueue webhook calls"),
+    ("all_webhook_calls", "both projects' webhook calls"),
+    ("apiserver_cpu_seconds", "kube-apiserver CPU s"),
+    ("pod_creates_rejected", "rejected pod creates"),
+    ("elastic_fallback_jobs", "Jobs fallen back to gate"),
+    ("exclusive_violations", "violations"),
+)
+
+
 def scenario_label(scenario: dict[str, Any]) -> str:
     label = f"{scenario['jobs']}x{scenario['pods_per_job']} on {scenario['pools']} pools"
+    if scenario.get("kueue"):
+        quota = scenario.get("kueue_gpu_quota")
+        return f"{scenario['jobsets']} JobSets of {label} queued by Kueue (quota {quota} GPUs: one JobSet)"
     if scenario.get("gang"):
         label = f"{scenario['jobsets']} gang JobSets of {label}"
     if scenario.get("long_wait"):
@@ -124,17 +148,23 @@ def _ratio_cell(ratio: dict[str, Any] | None) -> str:
     return f"{ratio['median']:.2f}{spread} {ratio['verdict']}"
 
 
-def ratios_table(report: dict[str, Any], key: str) -> list[str]:
-    """The scenarios' `key` ratios (e.g. elastic_vs_jobset) of the headline figures; no lines when no
-    scenario has them (one of the two strategies did not run)."""
-    header = ["scenario", *(title for _, title in HEADLINE_METRICS)]
-    lines = ["| " + " | ".join(header) + " |", "|---|" + "---:|" * len(HEADLINE_METRICS)]
-    measured = [s for s in report["scenarios"] if any(v is not None for v in (s.get(key) or {}).values())]
+def ratios_table(report: dict[str, Any], key: str, *, kueue: bool = False) -> list[str]:
+    """The scenarios' `key` ratios (e.g. elastic_vs_jobset) of the headline figures (with `kueue`: the Kueue
+    scenarios' and theirs, else the others'); no lines when no scenario has them (one of the two strategies
+    did not run)."""
+    metrics = KUEUE_HEADLINE_METRICS if kueue else HEADLINE_METRICS
+    header = ["scenario", *(title for _, title in metrics)]
+    lines = ["| " + " | ".join(header) + " |", "|---|" + "---:|" * len(metrics)]
+    measured = [
+        s
+        for s in report["scenarios"]
+        if bool(s.get("kueue")) is kueue and any(v is not None for v in (s.get(key) or {}).values())
+    ]
     if not measured:
         return []
     for scenario in measured:
         ratios = scenario.get(key) or {}
-        cells = [_ratio_cell(ratios.get(metric)) for metric, _ in HEADLINE_METRICS]
+        cells = [_ratio_cell(ratios.get(metric)) for metric, _ in metrics]
         lines.append("| " + " | ".join([scenario_label(scenario), *cells]) + " |")
     return lines
 
@@ -178,7 +208,8 @@ def _counters_note(report: dict[str, Any]) -> str:
     return runs + (
         f"On the real control plane: kube-apiserver, kube-controller-manager and kube-scheduler "
         f"{versions.get('kube-apiserver', '?')}, etcd {versions.get('etcd', '?')}, JobSet "
-        f"{versions.get('jobset', '?')}, kwok {versions.get('kwok', '?')}'s nodes; times are wall seconds. "
+        f"{versions.get('jobset', '?')}, {_kueue_version(report)}kwok {versions.get('kwok', '?')}'s nodes; "
+        "times are wall seconds. "
         "Counters from JobSet creation to the moment every pod had run: requests, rejected pod creates, "
         "patches and Event writes from the API server's audit log by client, verb, resource and code "
         "(background traffic set aside: `background_requests` in the JSON), webhook calls from "
@@ -186,6 +217,12 @@ def _counters_note(report: dict[str, Any]) -> str:
         "from its `process_cpu_seconds_total`, scheduling attempts and preemptions from kube-scheduler's "
         "metrics."
     )
+
+
+def _kueue_version(report: dict[str, Any]) -> str:
+    if not any(scenario.get("kueue") for scenario in report["scenarios"]):
+        return ""
+    return f"Kueue {(report.get('versions') or {}).get('kueue', '?')}, "
 
 
 def _plot_context(report: dict[str, Any]) -> str:
@@ -250,13 +287,22 @@ def markdown_table(report: dict[str, Any]) -> str:
             "Which JobSet held which pool when (first run): gang_domains_<scenario>.png, `domain_timeline` "
             "in each run of the JSON."
         )
-    for key, title in (
-        ("elastic_vs_jobset", "elastic / jobset (below 1: elastic needs less):"),
-        ("elastic_vs_gate", "elastic / gate (same webhook transport):"),
-    ):
-        table = ratios_table(report, key)
-        if table:
-            lines += ["", title, "", *table]
+    if any(scenario.get("kueue") for scenario in report["scenarios"]):
+        lines += ["", "Queued by Kueue:", "", *_rows(report, KUEUE_COLUMNS, only="kueue"), ""]
+        lines.append(KUEUE_NOTE)
+    for kueue in (False, True):
+        for key, title in (
+            ("elastic_vs_jobset", "elastic / jobset (below 1: elastic needs less):"),
+            ("elastic_vs_gate", "elastic / gate (same webhook transport):"),
+        ):
+            table = ratios_table(report, key, kueue=kueue)
+            if table:
+                lines += [
+                    "",
+                    ("Under Kueue, " + title[0].lower() + title[1:]) if kueue else title,
+                    "",
+                    *table,
+                ]
     lines.append("")
     lines.append(
         "Each ratio: the median over the paired runs (run i of elastic over run i of the other, on the same "
@@ -267,6 +313,24 @@ def markdown_table(report: dict[str, Any]) -> str:
         "kube-apiserver calls: times against `jobset` compare like with like."
     )
     return "\n".join(lines) + "\n"
+
+
+KUEUE_NOTE = (
+    "Every JobSet names its namespace's LocalQueue; the ClusterQueue's GPU quota fits one JobSet, so Kueue "
+    "admits them one after the other as each completes. **Under Kueue `elastic` is not elastic**: the child "
+    "Jobs of a JobSet Kueue queues stay at full size, their fallback recorded in "
+    "`exclusive-placement.io/elastic-fallback` (the Job webhook names `gate`, docs/kueue.md); their pods "
+    "still carry `elastic`, so the pod policies admit them inside kube-apiserver and put each follower "
+    "behind the leader-scheduled gate until the resizer pins and releases it (`scheduling-gate`'s way, "
+    "measured: no follower create is rejected, the resizer patches every follower). Elastic / gate compares "
+    "that fallback with `gate`, elastic / jobset with JobSet. "
+    "Admitted: the JobSet first seen unsuspended on a JobSet watch; s to all complete: from the JobSets' "
+    "creation to the last one's `Completed` condition; admitted → all running: per JobSet, until all of its "
+    "pods had run; completed → next admitted: Kueue's and JobSet's reaction. Kueue's requests: those of its "
+    "manager's ServiceAccount in the audit log, counted apart from every other figure named 'without "
+    "Kueue's'; Kueue webhook calls: kube-apiserver's calls to Kueue's webhooks, in no other webhook figure "
+    "(kube-apiserver's CPU seconds include its work for Kueue: they cannot be split)."
+)
 
 
 def _cell(value: Any) -> str:
@@ -432,7 +496,9 @@ def write_outputs(report: dict[str, Any], out: Path, *, plots: bool = True) -> l
                 paths.append(out / name)
         if any(BASELINE in scenario["results"] for scenario in report["scenarios"]):
             name = f"api_requests_vs_{BASELINE}.png"
-            title = "API requests (JobSet's namespace)"
-            plot(report, "api_requests_in_namespace", title, out / name, relative_to=BASELINE)
+            kueue = all(scenario.get("kueue") for scenario in report["scenarios"])
+            key = "api_requests_in_namespace_without_kueue" if kueue else "api_requests_in_namespace"
+            title = "API requests (JobSet's namespace" + (", without Kueue's)" if kueue else ")")
+            plot(report, key, title, out / name, relative_to=BASELINE)
             paths.append(out / name)
     return paths

@@ -8,7 +8,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from devstack.manifests import exclusive_jobset
-from placement.constants import ALL_OR_NOTHING_ANNOTATION, GKE_NODEPOOL_LABEL, Strategy
+from placement.constants import (
+    ALL_OR_NOTHING_ANNOTATION,
+    GKE_NODEPOOL_LABEL,
+    KUEUE_QUEUE_NAME_LABEL,
+    Strategy,
+)
 
 GPUS_PER_NODE = 8
 TOPOLOGY_KEY = GKE_NODEPOOL_LABEL
@@ -65,6 +70,11 @@ class Scenario:
     bench.rendezvous). A JobSet holding some pools while waiting for the rest computes nothing, and
     JobSets holding each other's missing pools never finish: the run ends at `gang_deadline_seconds`.
 
+    Kueue: `jobsets` JobSets of J Jobs each are created at once, each labelled with the run namespace's
+    LocalQueue (`KUEUE_LOCAL_QUEUE`); the ClusterQueue's GPU quota fits one JobSet (`kueue_gpu_quota`), so
+    Kueue admits them one after the other, each once the previous one completed (pods run
+    `pod_run_seconds`). One JobSet fits the pools: the queue is Kueue's alone.
+
     A new kind of scenario adds its own fields here with a validation in
     `__post_init__`, describes itself in `fields()` and `bench.report.scenario_label`, and, if it needs
     more than the JobSet in its namespace, a hook in `bench.strategies` like the backlog's."""
@@ -89,6 +99,8 @@ class Scenario:
     gang_deadline_seconds: float | None = None
     """Seconds after the JobSets' creation at which a gang run ends, whether or not every JobSet
     completed (a deadlock never does)."""
+    kueue: bool = False
+    """`jobsets` JobSets queued through Kueue at once, its quota one JobSet's (the class docstring)."""
 
     def __post_init__(self) -> None:
         if min(self.jobs, self.pods_per_job, self.pools, self.jobsets) < 1:
@@ -103,8 +115,12 @@ class Scenario:
             self._check_preemption()
         if self.gang:
             self._check_gang()
+        elif self.kueue:
+            self._check_kueue()
         elif self.jobsets != 1 or self.gang_deadline_seconds is not None:
-            raise ValueError(f"scenario {self.name}: several JobSets and a deadline need a gang scenario")
+            raise ValueError(
+                f"scenario {self.name}: several JobSets need a gang or Kueue scenario, a deadline a gang one"
+            )
         if self.backlog is not None:
             free_slots = self.nodes * (PODS_PER_NODE - GPUS_PER_NODE)
             if self.backlog.pods > free_slots:
@@ -143,6 +159,23 @@ class Scenario:
             raise ValueError(
                 f"scenario {self.name}: a gang combines with neither a backlog, a long wait nor preemption"
             )
+
+    def _check_kueue(self) -> None:
+        if self.pod_run_seconds is None:
+            raise ValueError(f"scenario {self.name}: Kueue admits the next JobSet only once pods finish")
+        if self.pools < self.jobs:
+            raise ValueError(f"scenario {self.name}: one queued JobSet must fit the pools")
+        if self.gang_deadline_seconds is not None:
+            raise ValueError(f"scenario {self.name}: a Kueue scenario has no deadline")
+        if self.backlog is not None or self.long_wait or self.preemption:
+            raise ValueError(
+                f"scenario {self.name}: Kueue combines with neither a backlog, a long wait nor preemption"
+            )
+
+    @property
+    def kueue_gpu_quota(self) -> int:
+        """The ClusterQueue's `nvidia.com/gpu` quota in a Kueue scenario: one JobSet's GPUs."""
+        return self.jobset_pods * self.gpus_per_pod
 
     @property
     def contended(self) -> bool:
@@ -187,6 +220,8 @@ class Scenario:
             "gang": self.gang,
             "jobsets": self.jobsets,
             "gang_deadline_seconds": self.gang_deadline_seconds,
+            "kueue": self.kueue,
+            "kueue_gpu_quota": self.kueue_gpu_quota if self.kueue else None,
         }
 
 
@@ -241,15 +276,27 @@ QUICK_SCENARIOS: tuple[Scenario, ...] = FULL_SCENARIOS[:1]
 """`--quick`: one small scenario, every contender on one stack."""
 
 
+KUEUE_SCENARIOS: tuple[Scenario, ...] = (
+    # 3 JobSets of 4 Jobs x 4 pods queued at once; Kueue's quota (16 GPUs) admits one at a time.
+    Scenario("kueue-3x4x4", jobs=4, pods_per_job=4, pools=4, pod_run_seconds=30.0, jobsets=3, kueue=True),
+)
+"""`--kueue`: the comparison next to Kueue, about 2 minutes per contender and repetition."""
+KUEUE_QUICK_SCENARIOS: tuple[Scenario, ...] = (
+    Scenario("kueue-2x2x4", jobs=2, pods_per_job=4, pools=2, pod_run_seconds=10.0, jobsets=2, kueue=True),
+)
+"""`--kueue --quick`: 2 JobSets of 2 Jobs x 4 pods, pods running 10 s: about 30 s per contender and
+repetition."""
+
 LARGE_SCENARIOS: tuple[Scenario, ...] = (Scenario("64x64", jobs=64, pods_per_job=64, pools=64),)
 """Beyond `make bench`'s budget on 2 cores: run by name (`--scenario 64x64`)."""
 
 
 def scenarios_named(names: Sequence[str]) -> tuple[Scenario, ...]:
-    """The scenarios called `names` (full, long-wait, quick and large ones, and gang-3x3), in that order;
-    ValueError naming any unknown name."""
+    """The scenarios called `names` (full, long-wait, quick, large and Kueue ones, and gang-3x3), in that
+    order; ValueError naming any unknown name."""
     known: dict[str, Scenario] = {}
-    for scenario in FULL_SCENARIOS + LONG_WAIT_SCENARIOS + QUICK_SCENARIOS + LARGE_SCENARIOS + (GANG_3X3,):
+    named = FULL_SCENARIOS + LONG_WAIT_SCENARIOS + QUICK_SCENARIOS + LARGE_SCENARIOS + (GANG_3X3,)
+    for scenario in named + KUEUE_SCENARIOS + KUEUE_QUICK_SCENARIOS:
         known.setdefault(scenario.name, scenario)
     unknown = [name for name in names if name not in known]
     if unknown or not names:
@@ -307,6 +354,31 @@ def gang_jobset_manifest(
     manifest = jobset_manifest(scenario, strategy, name=name, namespace=namespace, pod_annotations=gang)
     if all_or_nothing:
         manifest["metadata"]["annotations"][ALL_OR_NOTHING_ANNOTATION] = "true"
+    return manifest
+
+
+KUEUE_LOCAL_QUEUE = "bench-queue"
+"""The LocalQueue each Kueue run creates in its namespace (of the stack's ClusterQueue)."""
+
+
+def queued_jobset_names(scenario: Scenario) -> list[str]:
+    return [f"queued-{index}" for index in range(scenario.jobsets)]
+
+
+def queued_jobset_manifest(
+    scenario: Scenario,
+    strategy: Strategy | None,
+    *,
+    name: str,
+    namespace: str,
+    pod_annotations: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """One JobSet of a Kueue scenario: the scenario's JobSet labelled with the LocalQueue
+    `KUEUE_LOCAL_QUEUE` (Kueue's webhook creates it suspended), `pod_annotations` on its pod template."""
+    manifest = jobset_manifest(
+        scenario, strategy, name=name, namespace=namespace, pod_annotations=pod_annotations
+    )
+    manifest["metadata"].setdefault("labels", {})[KUEUE_QUEUE_NAME_LABEL] = KUEUE_LOCAL_QUEUE
     return manifest
 
 

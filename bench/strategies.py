@@ -1,6 +1,7 @@
-"""`python -m bench strategies [--quick] [--long-wait] [--repeat N] [--out DIR]`: JobSet and this
+"""`python -m bench strategies [--quick] [--long-wait | --kueue] [--repeat N] [--out DIR]`: JobSet and this
 project's four strategies side by side on the real control plane (bench.kube), and, in the gang
-scenarios, two of them with all-or-nothing placement per JobSet.
+scenarios, two of them with all-or-nothing placement per JobSet; with `--kueue`, JobSet, `gate` and
+`elastic` next to Kueue instead.
 
 For each scenario a stack is brought up, and for each strategy run of a large scenario a fresh one
 (`FRESH_STACK_PODS`); each run has a namespace of its own on an idle cluster. This project's strategies
@@ -19,6 +20,12 @@ each, ...): every figure is reported as its median, min and max, and every ratio
 A gang scenario creates several JobSets at once, each one gang (bench.rendezvous), and follows them until
 all completed or its deadline passed (a deadlock is a result, not a failure): `bench.gang` turns the pod
 watch into the partial-placement figures and the domain timeline.
+
+A Kueue scenario (`--kueue`) gives each run's namespace a LocalQueue of the stack's ClusterQueue, whose
+GPU quota fits one JobSet, creates its JobSets at once, and follows them (a JobSet watch beside the pod
+watch) until all of them completed: Kueue admits them one after the other. Kueue's requests and webhook
+calls are counted apart (bench.queued). Under Kueue `elastic` is not resized: the child Jobs of a JobSet
+Kueue queues fall back to full size (placement/kueue.py, docs/kueue.md; how they are placed: bench.queued).
 
 A scenario with a backlog first submits plain, non-exclusive pods in a second namespace and creates the
 measured JobSet once all of them exist, so its leaders queue behind what the scheduler has not bound yet;
@@ -74,11 +81,24 @@ from bench.measures import (
     workload_requests,
 )
 from bench.paths import SCRATCH
+from bench.queued import (
+    KUEUE_HEADLINE_METRICS,
+    JobSetRecorder,
+    elastic_fallback_jobs,
+    fallback_problems,
+    kueue_fields,
+    queue_problems,
+    queued_fields,
+    under_kueue,
+)
 from bench.recorder import BacklogTracker, GangRecorder, PodRecorder, stop
 from bench.rendezvous import play_rendezvous
 from bench.repeats import aggregate, paired_ratios
 from bench.scenarios import (
     FULL_SCENARIOS,
+    KUEUE_LOCAL_QUEUE,
+    KUEUE_QUICK_SCENARIOS,
+    KUEUE_SCENARIOS,
     LONG_WAIT_SCENARIOS,
     QUICK_SCENARIOS,
     TOPOLOGY_KEY,
@@ -88,8 +108,11 @@ from bench.scenarios import (
     gang_jobset_manifest,
     gang_jobset_names,
     jobset_manifest,
+    queued_jobset_manifest,
+    queued_jobset_names,
     scenarios_named,
 )
+from devstack.controlplane import kueue
 from devstack.controlplane.binaries import MissingBinaries, require_built
 from devstack.controlplane.versions import pinned_versions
 from devstack.exclusivity import node_domains
@@ -104,6 +127,9 @@ DEFAULT_OUT = SCRATCH
 JOBSET_NAME = "bench"
 JOBSETS_PATH = f"/apis/{JOBSET_GROUP}/{JOBSET_VERSION}/namespaces/{{namespace}}/jobsets"
 PRIORITY_CLASSES_PATH = "/apis/scheduling.k8s.io/v1/priorityclasses"
+LOCAL_QUEUES_PATH = f"/apis/{kueue.API_VERSION}/namespaces/{{namespace}}/localqueues"
+LOCAL_QUEUE_ACTIVE_TIMEOUT = 60.0
+"""Seconds for Kueue to report a run's new LocalQueue Active before the run counts as failed."""
 FULL_RUN_TIMEOUT = 600.0
 QUICK_RUN_TIMEOUT = 180.0
 """Wall seconds a quick run may take: a quick run takes seconds, even loaded; a stuck one fails in time."""
@@ -292,6 +318,8 @@ async def run_strategy(run: Run, *, clean_up: bool) -> dict[str, Any]:
         for name in namespaces:
             ns = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
             (await http.post("/api/v1/namespaces", json=ns)).raise_for_status()
+        if run.scenario.kueue:
+            await _create_local_queue(http, run.namespace)
         try:
             result = await _measure_scenario(http, run)
             events = await _events(http, namespaces)
@@ -311,7 +339,38 @@ async def run_strategy(run: Run, *, clean_up: bool) -> dict[str, Any]:
                     await _wait_pods_gone(http, name, timeout=120)
 
 
+def local_queue(namespace: str) -> dict[str, Any]:
+    """The run's LocalQueue `KUEUE_LOCAL_QUEUE` of the stack's ClusterQueue."""
+    return {
+        "apiVersion": kueue.API_VERSION,
+        "kind": "LocalQueue",
+        "metadata": {"name": KUEUE_LOCAL_QUEUE, "namespace": namespace},
+        "spec": {"clusterQueue": kueue.CLUSTER_QUEUE},
+    }
+
+
+def local_queue_active(queue: dict[str, Any]) -> bool:
+    conditions = (queue.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "Active" and c.get("status") == "True" for c in conditions)
+
+
+async def _create_local_queue(http: httpx.AsyncClient, namespace: str) -> None:
+    """Create the run's LocalQueue and wait until Kueue reports it Active (before the window opens: a JobSet
+    naming a LocalQueue Kueue has not seen yet would wait for it)."""
+    path = LOCAL_QUEUES_PATH.format(namespace=namespace)
+    await _request(http, "POST", path, json=local_queue(namespace))
+    deadline = time.monotonic() + LOCAL_QUEUE_ACTIVE_TIMEOUT
+    while not local_queue_active(await _request(http, "GET", f"{path}/{KUEUE_LOCAL_QUEUE}")):
+        if time.monotonic() > deadline:
+            raise BenchError(
+                f"LocalQueue {namespace}/{KUEUE_LOCAL_QUEUE} not Active after {LOCAL_QUEUE_ACTIVE_TIMEOUT:g}s"
+            )
+        await asyncio.sleep(0.2)
+
+
 async def _measure_scenario(http: httpx.AsyncClient, run: Run) -> dict[str, Any]:
+    if run.scenario.kueue:
+        return await _measure_queued(http, run)
     if run.scenario.preemption:
         return await _measure_preemption(http, run)
     if run.scenario.gang:
@@ -329,6 +388,8 @@ async def _events(http: httpx.AsyncClient, namespaces: Sequence[str]) -> list[di
 
 
 def measured_jobsets(scenario: Scenario) -> list[str]:
+    if scenario.kueue:
+        return queued_jobset_names(scenario)
     return gang_jobset_names(scenario) if scenario.gang else [JOBSET_NAME]
 
 
@@ -588,6 +649,72 @@ async def _measure_gang(http: httpx.AsyncClient, run: Run) -> dict[str, Any]:
     return result
 
 
+async def _measure_queued(http: httpx.AsyncClient, run: Run) -> dict[str, Any]:
+    """Create every JobSet of the Kueue scenario at once, each naming the run's LocalQueue, and follow them
+    until all completed (Kueue admitting them one at a time); a timeout fails the run."""
+    scenario, namespace = run.scenario, run.namespace
+    names = queued_jobset_names(scenario)
+    sizes = dict.fromkeys(names, scenario.jobset_pods)
+    pods, jobsets = GangRecorder(run.nodes, sizes), JobSetRecorder(names)
+    path = JOBSETS_PATH.format(namespace=namespace)
+    pod_watch = asyncio.create_task(pods.follow(http, namespace))
+    jobset_watch = asyncio.create_task(jobsets.follow(http, path))
+    manifests = [
+        queued_jobset_manifest(
+            scenario,
+            run.contender.strategy,
+            name=name,
+            namespace=namespace,
+            pod_annotations=run.pod_annotations,
+        )
+        for name in names
+    ]
+    try:
+        await asyncio.wait_for(asyncio.gather(pods.connected.wait(), jobsets.connected.wait()), 30)
+        await run.counters.reset(http)
+        start = time.monotonic()
+        await asyncio.gather(*(_request(http, "POST", path, json=manifest) for manifest in manifests))
+        finished = await _wait_for(jobsets.all_finished, jobset_watch, run.run_timeout)
+        ended = time.monotonic()
+        counts = await run.counters.snapshot(http, run.namespaces)
+    finally:
+        ended_pods, ended_jobsets = await stop(pod_watch), await stop(jobset_watch)
+    watch_ended = ended_pods or ended_jobsets
+    times = jobsets.relative_to(start)
+    if watch_ended or not finished:
+        done = sum(1 for t in times.values() if t.finished is not None)
+        reason = watch_ended or f"timeout after {run.run_timeout:.0f}s"
+        raise BenchError(
+            f"{scenario.name}/{run.contender.key}: {done}/{len(names)} JobSets finished ({reason})"
+        )
+    jobs = (await _request(http, "GET", f"/apis/batch/v1/namespaces/{namespace}/jobs"))["items"]
+    pod_items = (await _request(http, "GET", f"/api/v1/namespaces/{namespace}/pods"))["items"]
+    all_running = None if pods.all_running_at is None else pods.all_running_at - start
+    result = result_from_counts(counts, all_running or 0.0, pods.replay.violations, namespace=namespace)
+    result["seconds_to_all_running"] = None if all_running is None else round(all_running, 3)
+    result.update(timeline_fields(pods.timelines, scenario.pods_per_job))
+    result.update(kueue_fields(counts, namespace))
+    outcome = gang_outcome(pods.relative_to(start), sizes, ended - start)
+    result.update(queued_fields(times, outcome.whole_at))
+    result["elastic_fallback_jobs"] = elastic_fallback_jobs(jobs)
+    problems = (
+        placement_problems(
+            under_kueue(run.contender),
+            jobs,
+            pod_items,
+            expected_jobs=scenario.jobs * scenario.jobsets,
+            topology_key=TOPOLOGY_KEY,
+        )
+        + fallback_problems(run.contender, jobs)
+        + baseline_problems(run.contender, result)
+        + queue_problems(times, names)
+        + pods.replay.describe()
+    )
+    if problems:
+        result["problems"] = problems
+    return result
+
+
 @dataclass(frozen=True)
 class _RendezvousTask:
     task: asyncio.Task[None]
@@ -725,7 +852,7 @@ RATIO_BASELINES: tuple[tuple[str, str], ...] = (
 
 
 def run_scenario(scenario: Scenario, chosen: Sequence[Contender], settings: RunSettings) -> dict[str, Any]:
-    group = for_scenario(chosen, gang=scenario.gang)
+    group = for_scenario(chosen, gang=scenario.gang, kueue=scenario.kueue)
     runs = _run_contenders(scenario, group, settings) if group else {}
     record = scenario.fields()
     record["results"] = {key: aggregate(key_runs) for key, key_runs in runs.items()}
@@ -737,10 +864,19 @@ def run_scenario(scenario: Scenario, chosen: Sequence[Contender], settings: RunS
             if "waiting_job_minutes" in r
         ]
         record["waiting_job_minutes"] = round(statistics.median(minutes), 1) if minutes else None
-    keys = [key for key, _ in HEADLINE_METRICS]
+    keys = [key for key, _ in (KUEUE_HEADLINE_METRICS if scenario.kueue else HEADLINE_METRICS)]
     for name, baseline in RATIO_BASELINES:
         record[name] = paired_ratios(record["results"], keys, baseline=baseline)
     return record
+
+
+def report_versions(scenarios: Sequence[Scenario]) -> dict[str, str]:
+    """The pinned component versions, Kueue's among them when a scenario runs it."""
+    pinned = pinned_versions()
+    versions = pinned.as_dict()
+    if any(scenario.kueue for scenario in scenarios):
+        versions["kueue"] = pinned.kueue
+    return versions
 
 
 def run_benchmark(
@@ -748,7 +884,7 @@ def run_benchmark(
 ) -> dict[str, Any]:
     return {
         "control_plane": CONTROL_PLANE,
-        "versions": pinned_versions().as_dict(),
+        "versions": report_versions(scenarios),
         "repeat": settings.repeat,
         "ratio_range": "min-max over paired runs (run i of each contender, on the same stack)",
         "scenarios": [run_scenario(s, contenders, settings) for s in scenarios],
@@ -780,6 +916,14 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="also run the long wait (4 Jobs x 4 pods on 2 pools, pods running 4 minutes): ~5 min per "
         "contender and repetition",
+    )
+    parser.add_argument(
+        "--kueue",
+        action="store_true",
+        help="the comparison next to Kueue instead: 3 JobSets of 4x4 queued at once through a LocalQueue "
+        "whose quota fits one, Kueue's requests counted apart; jobset, gate and elastic (not resized for "
+        "what Kueue queues): ~2 min per contender and repetition, ~30 s with --quick (2 JobSets "
+        "of 2x4)",
     )
     parser.add_argument(
         "--control-plane",
@@ -829,9 +973,13 @@ def build_parser() -> argparse.ArgumentParser:
 def chosen_scenarios(args: argparse.Namespace) -> tuple[Scenario, ...]:
     """The scenarios the command line asks for; ValueError for a bad choice."""
     if args.scenarios:
-        if args.quick or args.long_wait:
-            raise ValueError("--scenario names the scenarios: not with --quick or --long-wait")
+        if args.quick or args.long_wait or args.kueue:
+            raise ValueError("--scenario names the scenarios: not with --quick, --long-wait or --kueue")
         return scenarios_named(args.scenarios)
+    if args.kueue:
+        if args.long_wait:
+            raise ValueError("--kueue runs the Kueue scenario alone: not with --long-wait")
+        return KUEUE_QUICK_SCENARIOS if args.quick else KUEUE_SCENARIOS
     chosen = QUICK_SCENARIOS if args.quick else FULL_SCENARIOS
     return chosen + (LONG_WAIT_SCENARIOS if args.long_wait else ())
 

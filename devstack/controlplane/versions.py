@@ -60,7 +60,7 @@ class Versions:
             "kwok": self.kwok,
             "jobset": self.jobset,
             "toxiproxy": self.toxiproxy,
-        }  # no Kueue: no benchmark runs it yet
+        }  # Kueue's only where a benchmark runs it (bench.strategies.report_versions)
 
 
 def module_requirements(go_mod: Path) -> dict[str, str]:

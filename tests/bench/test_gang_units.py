@@ -231,7 +231,7 @@ def test_the_gang_scenario_is_in_the_full_bench() -> None:
         ({"pod_run_seconds": None}, "needs pod_run_seconds and a deadline"),
         ({"pools": 2}, "one gang JobSet alone must fit"),
         ({"jobsets": 0}, "must be >= 1"),
-        ({"gang": False}, "need a gang scenario"),
+        ({"gang": False}, "need a gang or Kueue scenario"),
         ({"backlog": Backlog(1, 1)}, "a gang combines with neither"),
     ],
 )

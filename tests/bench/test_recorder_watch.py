@@ -84,6 +84,6 @@ def test_an_error_event_ends_the_watch_with_it() -> None:
 def test_a_server_that_keeps_ending_the_watch_is_given_up_on() -> None:
     server = EndingWatches([])
 
-    with pytest.raises(RuntimeError, match="ended the pod watch"):
+    with pytest.raises(RuntimeError, match="ended the watch of /api/v1/namespaces/ns/pods"):
         watch(server, lambda kind, pod: None)
     assert len(server.started_from) == WATCH_RESUMES + 1

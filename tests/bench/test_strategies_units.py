@@ -718,7 +718,11 @@ def test_dispatcher_rejects_unknown_benchmarks(capsys: pytest.CaptureFixture[str
     assert bench_main(["strategies", "--repeat", "0"]) == 2
     assert "--repeat must be 1 to 20" in capsys.readouterr().err
     assert bench_main(["strategies", "--quick", "--scenario", "4x8"]) == 2
-    assert "not with --quick or --long-wait" in capsys.readouterr().err
+    assert "not with --quick, --long-wait or --kueue" in capsys.readouterr().err
+    assert bench_main(["strategies", "--kueue", "--scenario", "4x8"]) == 2
+    assert "not with --quick, --long-wait or --kueue" in capsys.readouterr().err
+    assert bench_main(["strategies", "--kueue", "--long-wait"]) == 2
+    assert "--kueue runs the Kueue scenario alone: not with --long-wait" in capsys.readouterr().err
 
 
 def test_scenarios_are_found_by_name_in_order() -> None:

@@ -43,11 +43,13 @@ def test_only_kueues_own_and_the_enabled_integrations_webhooks_are_installed_by_
         "kueue-validating-webhook-configuration",
     }
     webhooks = {w["name"]: w for c in configurations for w in c["webhooks"]}
-    assert {"mjob.kb.io", "vjob.kb.io", "mjobset.kb.io", "vjobset.kb.io", "vclusterqueue.kb.io"} <= set(
-        webhooks
-    )
-    assert not {"mpod.kb.io", "vpod.kb.io", "mdeployment.kb.io", "mstatefulset.kb.io"} & set(webhooks)
-    for name in ("mjob.kb.io", "mjobset.kb.io"):
+    # upstream's names prefixed: its JobSet webhooks are named as JobSet's own (mjobset.kb.io, vjobset.kb.io)
+    upstream = {"mjob.kb.io", "vjob.kb.io", "mjobset.kb.io", "vjobset.kb.io", "vclusterqueue.kb.io"}
+    assert {f"kueue-{name}" for name in upstream} <= set(webhooks)
+    assert not upstream & set(webhooks)
+    skipped = {"mpod.kb.io", "vpod.kb.io", "mdeployment.kb.io", "mstatefulset.kb.io"}
+    assert not {f"kueue-{name}" for name in skipped} & set(webhooks)
+    for name in ("kueue-mjob.kb.io", "kueue-mjobset.kb.io"):
         values = webhooks[name]["namespaceSelector"]["matchExpressions"][0]["values"]
         assert set(values) == {"kube-system", kueue.NAMESPACE}
     for webhook in webhooks.values():

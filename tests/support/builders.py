@@ -278,6 +278,23 @@ class WorkloadWrapper(Wrapper):
         return self
 
 
+class JobSetWrapper(Wrapper):
+    """A JobSet (jobset.x-k8s.io) as a watch delivers it: its suspension and its conditions."""
+
+    def __init__(self, name: str, namespace: str) -> None:
+        super().__init__(
+            {
+                "apiVersion": f"{JOBSET_GROUP}/{JOBSET_VERSION}",
+                "kind": JOBSET_KIND,
+                "metadata": _metadata(name, namespace),
+                "spec": {"replicatedJobs": []},
+            }
+        )
+
+    def suspended(self, suspend: bool = True) -> Self:
+        return self.spec(suspend=suspend)
+
+
 def make_pod(name: str, namespace: str | None = "default") -> PodWrapper:
     """A pod in `namespace` (None: none named, for a manifest created into one)."""
     return PodWrapper(name, namespace)
@@ -290,6 +307,10 @@ def make_job(name: str, namespace: str | None = "default") -> JobWrapper:
 
 def make_workload(name: str, namespace: str = "default") -> WorkloadWrapper:
     return WorkloadWrapper(name, namespace)
+
+
+def make_jobset(name: str, namespace: str = "default") -> JobSetWrapper:
+    return JobSetWrapper(name, namespace)
 
 
 def make_node(name: str) -> NodeWrapper:
