@@ -3,44 +3,38 @@ that left its cache. They run on the informers' threads and are quick."""
 
 from __future__ import annotations
 
+from typing import Generic, Protocol, TypeVar
+
+from kubekit.controller import Controller, Reconciler
 from kubekit.keys import object_key
 from placement.objects import Obj, is_leader, node_name, owner_job_key
 from resizer.manager import Resizer
 
 
-class JobHandler:
-    """Pending Jobs: every change is a reason to look again."""
+class ForgettingReconciler(Reconciler, Protocol):
+    def forget(self, key: str) -> None: ...
 
-    def __init__(self, resizer: Resizer) -> None:
-        self.resizer = resizer
+
+F = TypeVar("F", bound=ForgettingReconciler)
+
+
+class JobKeysHandler(Generic[F]):
+    """The Jobs of one controller's own cache (pending Jobs for `resize`, finished pinning Jobs for
+    `retire`, whose first list finds the ones that finished while no resizer ran): every change is a
+    reason to look again, and a Job gone is forgotten."""
+
+    def __init__(self, controller: Controller[F]) -> None:
+        self.controller = controller
 
     def on_upsert(self, old: Obj | None, new: Obj) -> None:
-        self.resizer.resize.enqueue(object_key(new))
+        self.controller.enqueue(object_key(new))
 
     def on_delete(self, old: Obj) -> None:
-        self.resizer.resize.reconciler.forget(object_key(old))
+        self.controller.reconciler.forget(object_key(old))
 
     def on_relist(self, objects: list[Obj]) -> None:
         for job in objects:
-            self.resizer.resize.enqueue(object_key(job))
-
-
-class FinishedPinningJobHandler:
-    """Finished Jobs still labelled pin-followers: each is to be retired (the relist at start-up finds the
-    ones that finished while no resizer ran)."""
-
-    def __init__(self, resizer: Resizer) -> None:
-        self.resizer = resizer
-
-    def on_upsert(self, old: Obj | None, new: Obj) -> None:
-        self.resizer.retire.enqueue(object_key(new))
-
-    def on_delete(self, old: Obj) -> None:
-        self.resizer.retire.reconciler.forget(object_key(old))
-
-    def on_relist(self, objects: list[Obj]) -> None:
-        for job in objects:
-            self.resizer.retire.enqueue(object_key(job))
+            self.controller.enqueue(object_key(job))
 
 
 class LeaderHandler:

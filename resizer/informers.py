@@ -1,6 +1,7 @@
 """The resizer's seven informers: what each lists and watches, keeps, projects and tells its handler.
 
-- `pending-jobs`: Jobs labelled `resize: pending`, kept while pending, into `caches.jobs`; `JobHandler`.
+- `pending-jobs`: Jobs labelled `resize: pending`, kept while pending, into `caches.jobs`;
+  `JobKeysHandler` of `resize`.
 - `leaders`: pods labelled `role: leader`, projected to `LEADER_POD_FIELDS`, into `caches.leaders`;
   `LeaderHandler`.
 - `unbound-followers`: unbound pods labelled `role: follower`, kept while gated or pinned, into
@@ -12,7 +13,7 @@
 - `domain-holders`: bound pods carrying the job-key label, projected to `HOLDER_POD_FIELDS`, into
   `caches.holders`; any change looks at the all-or-nothing queue again.
 - `finished-pinning-jobs`: Jobs labelled `pin-followers=true`, kept once finished, projected to
-  `PINNING_JOB_FIELDS`, into `caches.finished_pinning`; `FinishedPinningJobHandler`.
+  `PINNING_JOB_FIELDS`, into `caches.finished_pinning`; `JobKeysHandler` of `retire`.
 
 The namespaced ones leave out the namespaces the webhooks are exempt from (a field selector).
 """
@@ -46,10 +47,9 @@ from placement.objects import Obj
 from placement.resize import follower_to_watch
 from resizer.caches import is_finished_pinning_job, is_pending_job
 from resizer.handlers import (
-    FinishedPinningJobHandler,
     FollowerHandler,
     GangJobHandler,
-    JobHandler,
+    JobKeysHandler,
     LeaderHandler,
 )
 from resizer.manager import Resizer
@@ -116,7 +116,7 @@ def resizer_informers(
             "jobs",
             "pending-jobs",
             f"{RESIZE_LABEL}={RESIZE_PENDING}",
-            JobHandler(resizer),
+            JobKeysHandler(resizer.resize),
             keep=is_pending_job,
             store=caches.jobs,
             field_selector=outside(exempt_namespaces),
@@ -170,7 +170,7 @@ def resizer_informers(
             "jobs",
             "finished-pinning-jobs",
             f"{PIN_FOLLOWERS_LABEL}={PIN_FOLLOWERS}",
-            FinishedPinningJobHandler(resizer),
+            JobKeysHandler(resizer.retire),
             keep=is_finished_pinning_job,
             store=caches.finished_pinning,
             project=FieldProjection(PINNING_JOB_FIELDS),
