@@ -32,29 +32,13 @@ from placement.constants import (
     ROLE_LEADER,
 )
 from tests.kube.workloads import plain_job
+from tests.kubekit.test_kubekit_projection import LEADER_POD_KEYS, assert_only
 from tests.support.waiting import eventually
 
 pytestmark = [pytest.mark.kube, pytest.mark.xdist_group("kube-clients")]
 
 Obj = dict[str, Any]
 REPO = Path(__file__).resolve().parents[2]
-LEADER_POD_KEYS = {
-    "metadata": {
-        "name",
-        "namespace",
-        "uid",
-        "resourceVersion",
-        "deletionTimestamp",
-        "creationTimestamp",
-        "ownerReferences",
-        "labels",
-        "annotations",
-    },
-    "spec": {"nodeName", "schedulingGates", "priority"},
-    "status": {"phase"},
-}
-
-
 NODE_KEYS = {
     "metadata": {"name", "resourceVersion", "labels"},
     "spec": {"unschedulable"},
@@ -65,12 +49,6 @@ NODE_KEYS = {
 def kube_client(stack: Stack) -> Kube:
     """kubekit's client with the stack's admin kubeconfig, as a binary builds it."""
     return Kube(build_api_client(stack.kubeconfig, None, user_agent="test"), Timeouts(read=10))
-
-
-def assert_only(obj: Obj, allowed: dict[str, set[str]]) -> None:
-    assert set(obj) <= set(allowed), obj
-    for section, fields in allowed.items():
-        assert set(obj.get(section) or {}) <= fields, (section, obj.get(section))
 
 
 def leader_pod(name: str) -> Obj:
