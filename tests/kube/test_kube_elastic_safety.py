@@ -159,6 +159,13 @@ def bound_leader(stack: Stack, namespace: str) -> Obj | None:
     )
 
 
+def running_leader(stack: Stack, namespace: str) -> Obj | None:
+    """The bound leader once kwok has marked it Running. A status set to Failed before that can be
+    overwritten: kwok's `pod-ready` stage, which matches Pending pods, may still patch the pod Running."""
+    leader = bound_leader(stack, namespace)
+    return leader if leader is not None and leader["status"].get("phase") == "Running" else None
+
+
 def job_failed(stack: Stack, namespace: str, name: str) -> bool:
     job = stack.client.get("Job", name, namespace=namespace)
     return any(c["type"] == "Failed" and c["status"] == "True" for c in job["status"].get("conditions") or [])
@@ -281,7 +288,7 @@ def test_followers_are_pinned_to_the_leader_that_replaced_a_failed_one(
     with resizer_stopped(kube_stack):  # the Job stays at size 1: its followers come after the failure
         kube_stack.client.create(plain_job("relead", namespace, 3))
         first = eventually(
-            lambda: bound_leader(kube_stack, namespace), "the first leader bound", 90, ignoring=(KubeError,)
+            lambda: running_leader(kube_stack, namespace), "the first leader running", 90, ignoring=(KubeError,)
         )
         old_pool = pools[first["spec"]["nodeName"]]
         old_nodes = [name for name, pool in pools.items() if pool == old_pool]
