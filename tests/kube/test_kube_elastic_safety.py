@@ -288,7 +288,10 @@ def test_followers_are_pinned_to_the_leader_that_replaced_a_failed_one(
     with resizer_stopped(kube_stack):  # the Job stays at size 1: its followers come after the failure
         kube_stack.client.create(plain_job("relead", namespace, 3))
         first = eventually(
-            lambda: running_leader(kube_stack, namespace), "the first leader running", 90, ignoring=(KubeError,)
+            lambda: running_leader(kube_stack, namespace),
+            "the first leader running",
+            90,
+            ignoring=(KubeError,),
         )
         old_pool = pools[first["spec"]["nodeName"]]
         old_nodes = [name for name, pool in pools.items() if pool == old_pool]
