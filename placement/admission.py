@@ -64,7 +64,7 @@ from placement.jobset import (
     take_over_exclusive_topology,
     uses_node_selector_mode,
 )
-from placement.kueue import job_tas_conflict, kueue_elastic_problem, kueue_jobset_problem
+from placement.kueue import job_tas_conflict, kueue_elastic_problem
 from placement.leader import LeaderProblem, Placed, leader_problem
 from placement.objects import (
     JobRef,
@@ -279,7 +279,7 @@ def _shrink_for_elastic(job: Obj, owner: OwnerJobSet | None) -> tuple[str, tuple
         why_not = owner.early_readiness(replicated_job_of(job))
     reason = "elastic-ineligible"
     if why_not is None:
-        why_not = kueue_elastic_problem(job) or kueue_jobset_problem(owner)
+        why_not = kueue_elastic_problem(job)
         reason = "queued-by-kueue"
     if why_not is not None:
         _ensure_map(job.setdefault("metadata", {}), "annotations")[ELASTIC_FALLBACK_ANNOTATION] = why_not

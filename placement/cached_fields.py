@@ -16,6 +16,8 @@ every rule decides the same on the projected object as on the full one).
   taken by the bound pods carrying the job-key label (`HOLDER_POD_FIELDS`).
 - The retire of a finished Job from the follower policy's params reads its `pin-followers` label, its
   conditions and its uid (`PINNING_JOB_FIELDS`).
+- The rewind of a suspended, resized Job reads its resize keys, `spec.suspend` and its progress
+  (`REWIND_JOB_FIELDS`).
 - The queue reads a node's labels and `spec.unschedulable` (`QUEUE_NODE_FIELDS`). The webhook reads a
   node's labels (`placement.affinity.leader_domain`: the topology key is any label a Job names, so every
   label is kept), and for its capacity warnings `spec.unschedulable` and `status.allocatable`, read on
@@ -43,12 +45,16 @@ from placement.constants import (
     JOBSET_NAME_LABEL,
     JOBSET_RESTART_ATTEMPT_LABEL,
     JOBSET_UID_LABEL,
+    LEADER_DOMAIN_ANNOTATION,
     LEGACY_CONTROLLER_UID_LABEL,
     LEGACY_JOB_NAME_LABEL,
     PIN_FOLLOWERS_LABEL,
     PRIORITY_LABEL,
     RELEASED_AT_ANNOTATION,
+    RESIZE_LABEL,
     ROLE_LABEL,
+    TARGET_COMPLETIONS_ANNOTATION,
+    TARGET_MAX_FAILED_INDEXES_ANNOTATION,
     TOPOLOGY_ANNOTATION,
 )
 
@@ -129,6 +135,31 @@ PINNING_JOB_FIELDS: Final[FieldSpec] = {
 }
 """What the resizer reads of a Job labelled `pin-followers` (`placement.retire.decide_retire`): the label,
 whether a condition says it finished, its uid (the patch tests it)."""
+
+REWIND_JOB_FIELDS: Final[FieldSpec] = {
+    "metadata": {
+        "name": True,
+        "namespace": True,
+        "uid": True,
+        "resourceVersion": True,
+        "generation": True,
+        "deletionTimestamp": True,
+        "labels": frozenset({RESIZE_LABEL, PIN_FOLLOWERS_LABEL}),
+        "annotations": frozenset(
+            {LEADER_DOMAIN_ANNOTATION, TARGET_COMPLETIONS_ANNOTATION, TARGET_MAX_FAILED_INDEXES_ANNOTATION}
+        ),
+    },
+    "spec": {"suspend": True},
+    "status": {
+        "conditions": True,
+        "succeeded": True,
+        "completedIndexes": True,
+        "failedIndexes": True,
+    },
+}
+"""What the resizer reads of a resized Job to rewind it while suspended (`placement.rewind.decide_rewind`):
+its resize state and recorded domain, the webhook's record, whether it is suspended, finished or made any
+progress, its uid and generation (the patch tests them)."""
 
 HOLDER_POD_FIELDS: Final[FieldSpec] = {
     "metadata": {

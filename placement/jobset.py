@@ -35,7 +35,6 @@ from placement.constants import (
     JOBSET_KIND,
     JOBSET_NODE_SELECTOR_ANNOTATION,
     JOBSET_REPLICATED_JOB_NAME_LABEL,
-    KUEUE_QUEUE_NAME_LABEL,
     STRATEGY_ANNOTATION,
     TOPOLOGY_ANNOTATION,
 )
@@ -78,8 +77,6 @@ class JobSetStartup:
     """The JobSet's creationTimestamp."""
     strategy: str | None = None
     """The JobSet's own `exclusive-placement.io/strategy` (unchecked): its child Jobs' default."""
-    kueue_queue: str | None = None
-    """The LocalQueue the JobSet names (`kueue.x-k8s.io/queue-name`): Kueue may suspend it once admitted."""
 
     def waits_for_readiness(self) -> bool:
         """JobSet creates some child Jobs only once others are ready: they cannot all hold a domain first."""
@@ -151,7 +148,6 @@ def jobset_startup(jobset: Obj) -> JobSetStartup:
         exclusive_jobs=exclusive_jobs(jobset),
         created=str(metadata(jobset).get("creationTimestamp") or ""),
         strategy=annotations_of(jobset).get(STRATEGY_ANNOTATION, "").strip() or None,
-        kueue_queue=labels_of(jobset).get(KUEUE_QUEUE_NAME_LABEL) or None,
     )
 
 

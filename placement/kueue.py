@@ -8,12 +8,10 @@ pod, and its resize to N fails that check: Kueue stops the Job and deletes its W
 a new slice. Neither keeps the Job whole and within quota, so such a Job is placed with `gate` instead (at
 full size from the start: Kueue reserves quota for all of its pods).
 
-A JobSet's child Jobs pass Kueue's quota untouched (Kueue builds a JobSet's Workload from the JobSet's spec
-and never checks the child Jobs), but not its preemption: when Kueue preempts or evicts an admitted JobSet,
-JobSet suspends the child Jobs in place and resumes them at full size, their pod template still pinning the
-followers to the previous leader's domain (`leader-domain`); at the resume every follower is created at once
-beside a leader that binds elsewhere, the follower repair deletes them, and the Job fails on its
-backoffLimit. So a child Job of a JobSet Kueue queues is placed with `gate` too (`kueue_jobset_problem`).
+A JobSet's child Jobs are shrunk as anywhere else: Kueue builds a JobSet's Workload from the JobSet's spec
+(quota for every pod) and never checks the child Jobs. When Kueue preempts or evicts an admitted JobSet,
+JobSet suspends the child Jobs in place; the resizer puts a suspended Job it had resized back to size 1
+(`placement.rewind`), so the resume places it as at its first start.
 
 `kueue_queued` is what `status` and `explain` say of a suspended Job Kueue has not admitted yet: its
 LocalQueue and its Workload's condition message (the Workload is owned by the Job, or by its JobSet).
@@ -25,7 +23,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from placement.constants import KUEUE_QUEUE_NAME_LABEL
-from placement.jobset import JobSetStartup, OwnerJobSet, exclusive_replicated_jobs, owning_jobset
+from placement.jobset import exclusive_replicated_jobs, owning_jobset
 from placement.objects import (
     Obj,
     annotations_of,
@@ -51,17 +49,6 @@ def queue_name(job: Obj) -> str | None:
     if not name or owning_jobset(job) is not None:
         return None
     return name
-
-
-def kueue_jobset_problem(owner: OwnerJobSet | None) -> str | None:
-    """Why `elastic` cannot shrink a child Job because Kueue queues its JobSet, or None."""
-    if not isinstance(owner, JobSetStartup) or not owner.kueue_queue:
-        return None
-    return (
-        f"its JobSet is queued by Kueue (label {KUEUE_QUEUE_NAME_LABEL}={owner.kueue_queue}): when Kueue "
-        "preempts or evicts it, JobSet suspends this Job in place and resumes it at full size with its "
-        "followers pinned to the previous leader's domain"
-    )
 
 
 def kueue_elastic_problem(job: Obj) -> str | None:

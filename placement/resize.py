@@ -76,6 +76,9 @@ class SkipReason(StrEnum):
     ALREADY_DONE = "already-done"
     JOB_TERMINATING = "job-terminating"
     JOB_FINISHED = "job-finished"
+    JOB_SUSPENDED = "job-suspended"
+    """Suspended: the Job controller is deleting its pods, a leader the caches still show bound included,
+    and a resume creates every pod again (`placement.rewind`)."""
     NOT_INDEXED = "not-indexed"
     NOT_ADMITTED = "not-admitted"
     """No topology annotation on its pod template: the Job webhook never admitted it as exclusive."""
@@ -299,6 +302,8 @@ def decide_resize(
         return skip(SkipReason.JOB_TERMINATING)
     if is_finished_job(job):
         return skip(SkipReason.JOB_FINISHED)
+    if spec.get("suspend") is True:
+        return skip(SkipReason.JOB_SUSPENDED)
     if spec.get("completionMode") != "Indexed":
         return skip(SkipReason.NOT_INDEXED)
     if topology_key_of_pod(pod_template(job)) is None:
@@ -324,7 +329,7 @@ def decide_resize(
 
     patch = resize_preconditions(meta)
     patch += [
-        {"op": "replace", "path": _RESIZE_LABEL_PATH, "value": RESIZE_DONE},
+        {"op": "replace", "path": RESIZE_LABEL_PATH, "value": RESIZE_DONE},
         {"op": "add", "path": "/spec/parallelism", "value": target},
         {"op": "add", "path": "/spec/completions", "value": target},
     ]
@@ -340,7 +345,7 @@ def decide_resize(
     return ResizeDecision(None, target, current_completions, current_parallelism, patch)
 
 
-_RESIZE_LABEL_PATH = f"/metadata/labels/{escape(RESIZE_LABEL)}"
+RESIZE_LABEL_PATH = f"/metadata/labels/{escape(RESIZE_LABEL)}"
 PIN_FOLLOWERS_LABEL_PATH = f"/metadata/labels/{escape(PIN_FOLLOWERS_LABEL)}"
 
 
@@ -357,7 +362,7 @@ def resize_preconditions(meta: Obj) -> JsonPatch:
         tests.append({"op": "test", "path": "/metadata/generation", "value": meta["generation"]})
     elif meta.get("resourceVersion"):
         tests.append({"op": "test", "path": "/metadata/resourceVersion", "value": meta["resourceVersion"]})
-    tests.append({"op": "test", "path": _RESIZE_LABEL_PATH, "value": RESIZE_PENDING})
+    tests.append({"op": "test", "path": RESIZE_LABEL_PATH, "value": RESIZE_PENDING})
     return tests
 
 

@@ -129,12 +129,13 @@ class ResizerApp:
                     return False
         log.info(
             "caches synced: %d pending Jobs, %d leaders, %d unbound followers, %d nodes, %d finished Jobs "
-            "to retire",
+            "to retire, %d suspended Jobs to rewind",
             len(self.caches.jobs),
             len(self.caches.leaders),
             len(self.caches.followers),
             len(self.caches.nodes),
             len(self.caches.finished_pinning),
+            len(self.caches.suspended_resized),
         )
         return True
 

@@ -8,6 +8,7 @@ from kubekit.informer import Store
 from placement.constants import RESIZE_LABEL, RESIZE_PENDING
 from placement.objects import Obj, is_finished_job, labels_of, owner_job_key
 from placement.retire import pins_followers
+from placement.rewind import is_resized, is_suspended
 
 
 def is_pending_job(job: Obj) -> bool:
@@ -18,6 +19,11 @@ def is_finished_pinning_job(job: Obj) -> bool:
     """A Job still labelled `pin-followers` that has finished: one to retire from the follower policy's
     params (`placement.retire`)."""
     return pins_followers(job) and is_finished_job(job)
+
+
+def is_suspended_resized_job(job: Obj) -> bool:
+    """A Job the resizer resized that is suspended: one to rewind to size 1 (`placement.rewind`)."""
+    return is_resized(job) and is_suspended(job)
 
 
 @dataclass
@@ -41,6 +47,9 @@ class Caches:
     finished_pinning: Store
     """Finished Jobs still labelled `pin-followers` (`is_finished_pinning_job`), projected to
     `placement.cached_fields.PINNING_JOB_FIELDS`, by `namespace/name`: the label is to come off."""
+    suspended_resized: Store
+    """Suspended Jobs labelled `resize: done` (`is_suspended_resized_job`), projected to
+    `placement.cached_fields.REWIND_JOB_FIELDS`, by `namespace/name`: to go back to size 1."""
 
 
 def new_caches() -> Caches:
@@ -52,4 +61,5 @@ def new_caches() -> Caches:
         gang_jobs=Store(),
         holders=Store(),
         finished_pinning=Store(),
+        suspended_resized=Store(),
     )

@@ -1,4 +1,4 @@
-"""The resizer's seven informers: what each lists and watches, keeps, projects and tells its handler.
+"""The resizer's eight informers: what each lists and watches, keeps, projects and tells its handler.
 
 - `pending-jobs`: Jobs labelled `resize: pending`, kept while pending, into `caches.jobs`;
   `JobKeysHandler` of `resize`.
@@ -14,6 +14,8 @@
   `caches.holders`; any change looks at the all-or-nothing queue again.
 - `finished-pinning-jobs`: Jobs labelled `pin-followers=true`, kept once finished, projected to
   `PINNING_JOB_FIELDS`, into `caches.finished_pinning`; `JobKeysHandler` of `retire`.
+- `suspended-resized-jobs`: Jobs labelled `resize: done`, kept while suspended, projected to
+  `REWIND_JOB_FIELDS`, into `caches.suspended_resized`; `JobKeysHandler` of `rewind`.
 
 The namespaced ones leave out the namespaces the webhooks are exempt from (a field selector).
 """
@@ -31,12 +33,14 @@ from placement.cached_fields import (
     LEADER_POD_FIELDS,
     PINNING_JOB_FIELDS,
     QUEUE_NODE_FIELDS,
+    REWIND_JOB_FIELDS,
 )
 from placement.constants import (
     ALL_OR_NOTHING_LABEL,
     JOB_KEY_LABEL,
     PIN_FOLLOWERS,
     PIN_FOLLOWERS_LABEL,
+    RESIZE_DONE,
     RESIZE_LABEL,
     RESIZE_PENDING,
     ROLE_FOLLOWER,
@@ -45,7 +49,7 @@ from placement.constants import (
 )
 from placement.objects import Obj
 from placement.resize import follower_to_watch
-from resizer.caches import is_finished_pinning_job, is_pending_job
+from resizer.caches import is_finished_pinning_job, is_pending_job, is_suspended_resized_job
 from resizer.handlers import (
     FollowerHandler,
     GangJobHandler,
@@ -174,6 +178,16 @@ def resizer_informers(
             keep=is_finished_pinning_job,
             store=caches.finished_pinning,
             project=FieldProjection(PINNING_JOB_FIELDS),
+            field_selector=outside(exempt_namespaces),
+        ),
+        informer(
+            "jobs",
+            "suspended-resized-jobs",
+            f"{RESIZE_LABEL}={RESIZE_DONE}",
+            JobKeysHandler(resizer.rewind),
+            keep=is_suspended_resized_job,
+            store=caches.suspended_resized,
+            project=FieldProjection(REWIND_JOB_FIELDS),
             field_selector=outside(exempt_namespaces),
         ),
     ]

@@ -1,4 +1,4 @@
-"""The resizer: four controllers over the informers' caches, as controller-runtime's manager runs them.
+"""The resizer: five controllers over the informers' caches, as controller-runtime's manager runs them.
 
 | controller | keys | reconciler |
 |---|---|---|
@@ -6,6 +6,7 @@
 | `followers` | Jobs with unbound gated or pinned followers | `resizer.followers.FollowerReconciler` |
 | `all_or_nothing` | one, `GANG_KEY` | `resizer.gangs.GangReconciler` |
 | `retire` | finished Jobs labelled `pin-followers` | `resizer.retire.RetireReconciler` |
+| `rewind` | suspended Jobs labelled `resize: done` | `resizer.rewind.RewindReconciler` |
 
 Each has its own work queue and workers. What they share: the caches (`resizer.caches`), the gang index
 (`resizer.gang_index`), the bind times (`resizer.bind_times`), the API (`resizer.api`), the metrics and the
@@ -34,6 +35,7 @@ from resizer.metrics import Metrics
 from resizer.recorder import Discard, Recorder
 from resizer.resize import ResizeReconciler
 from resizer.retire import RetireReconciler
+from resizer.rewind import RewindReconciler
 
 
 class Resizer:
@@ -82,6 +84,7 @@ class Resizer:
             leadership,
         )
         self.retire = Controller("retire", RetireReconciler(context), new_queue(), metrics, leadership)
+        self.rewind = Controller("rewind", RewindReconciler(context), new_queue(), metrics, leadership)
         metrics.queue_depth.set_function(lambda: sum(len(controller) for controller in self.controllers))
 
     @property
@@ -92,8 +95,9 @@ class Resizer:
         Controller[FollowerReconciler],
         Controller[GangReconciler],
         Controller[RetireReconciler],
+        Controller[RewindReconciler],
     ]:
-        return (self.resize, self.followers, self.all_or_nothing, self.retire)
+        return (self.resize, self.followers, self.all_or_nothing, self.retire, self.rewind)
 
     # --- what to look at again -------------------------------------------------------------------------
 
@@ -112,11 +116,13 @@ class Resizer:
 
     def enqueue_all(self) -> None:
         """Everything that may still need work: pending Jobs, Jobs with unbound followers, the gang queue,
-        finished Jobs to retire."""
+        finished Jobs to retire, suspended Jobs to rewind."""
         for job_key in self.caches.jobs.keys():  # noqa: SIM118 (a Store, not a dict)
             self.resize.enqueue(job_key)
         for job_key in self.caches.finished_pinning.keys():  # noqa: SIM118 (a Store, not a dict)
             self.retire.enqueue(job_key)
+        for job_key in self.caches.suspended_resized.keys():  # noqa: SIM118 (a Store, not a dict)
+            self.rewind.enqueue(job_key)
         for job_key in self.caches.followers.index_values():
             self.followers.enqueue(job_key)
         self.enqueue_gangs()
@@ -132,6 +138,7 @@ class Resizer:
             "gang_jobs": len(caches.gang_jobs),
             "holders": len(caches.holders),
             "finished_pinning": len(caches.finished_pinning),
+            "suspended_resized": len(caches.suspended_resized),
             "follower_index": len(caches.followers.index_values()),
             "bind_times": len(self.bind_times),
             **self.gang_index.footprint(),
@@ -139,6 +146,7 @@ class Resizer:
             **self.followers.reconciler.footprint(),
             **self.all_or_nothing.reconciler.footprint(),
             **self.retire.reconciler.footprint(),
+            **self.rewind.reconciler.footprint(),
             **{
                 f"{controller.name}_queue_{part}": count
                 for controller in self.controllers
@@ -150,11 +158,12 @@ class Resizer:
 
     def start_workers(self, count: int) -> None:
         """`count` workers each for the resize and the followers; one for the single all-or-nothing key, one
-        for the retire (one patch per finished Job, nobody waits on it)."""
+        each for the retire and the rewind (one patch per finished or suspended Job)."""
         self.resize.start(count)
         self.followers.start(count)
         self.all_or_nothing.start(1)
         self.retire.start(1)
+        self.rewind.start(1)
 
     @property
     def workers_started(self) -> bool:

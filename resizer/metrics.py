@@ -31,6 +31,12 @@ class Metrics:
             "MutatingAdmissionPolicy.",
             registry=self.registry,
         )
+        self.rewound = Counter(
+            f"{PREFIX}_suspended_jobs_rewound",
+            "Resized Jobs put back to size 1 (resize: pending, no recorded domain) while suspended, so that "
+            "their resume places them as at their first start.",
+            registry=self.registry,
+        )
         self.bind_to_resize = Histogram(
             f"{PREFIX}_bind_to_resize_seconds",
             "From observing the leader bound to the Job patch (or the last gate release) being acknowledged.",

@@ -9,11 +9,12 @@ preemptor is deleted is placed so again, no follower ever binds in a pool other 
 leader bound at that moment (JobSet #1021: a terminating leader from before the eviction misplacing the
 followers), and no two Jobs' pods ever share a pool.
 
-JobSet suspends a preempted JobSet's child Jobs in place and resumes them at full size: an `elastic` Job
-(resized, its followers pinned to its previous leader's domain by `leader-domain`) had every follower
-created at once beside a new leader bound elsewhere, the follower repair deleted them and the Job failed on
-its backoffLimit. So the webhook admits a child Job of a JobSet Kueue queues with `gate` instead
-(`placement.kueue.kueue_jobset_problem`): the `elastic` case here runs as `gate`.
+JobSet suspends a preempted JobSet's child Jobs in place and resumes them at full size. An `elastic` Job,
+resized and with its followers pinned to its previous leader's domain (`leader-domain`), had every
+follower created at once beside a new leader bound elsewhere, the follower repair deleted them and the Job
+failed on its backoffLimit. The resizer's rewind (`placement.rewind`) puts a suspended, resized Job back to
+size 1 with no recorded domain: here each of the victim's Jobs is rewound once, resized again beside its
+new leader after the re-admission, and no follower is repaired.
 """
 
 from __future__ import annotations
@@ -33,12 +34,15 @@ from placement.constants import (
     GKE_NODEPOOL_LABEL,
     JOB_COMPLETION_INDEX_ANNOTATION,
     JOBSET_NAME_LABEL,
+    RESIZE_DONE,
+    RESIZE_LABEL,
     STRATEGIES,
     Strategy,
 )
 from tests.kube.conftest import kube_options
 from tests.kube.kueue_support import condition, create_local_queue, pods_of_jobset, running, workload_of
 from tests.kube.workloads import Watch, assert_each_job_whole_in_its_own_pool, pods_of
+from tests.support.metrics import resizer_metric
 from tests.support.waiting import eventually
 
 pytestmark = [pytest.mark.kube, pytest.mark.xdist_group("kube-kueue-preemption")]
@@ -183,6 +187,8 @@ def test_kueue_preempts_an_exclusive_jobset_for_a_higher_priority_one_and_both_s
     kube_stack: Stack, namespace: str, queue: str, strategy: Strategy
 ) -> None:
     stack = kube_stack
+    rewound = resizer_metric(stack, "suspended_jobs_rewound_total")
+    repairs = resizer_metric(stack, "follower_repairs_total")
     with Watch(stack, "Pod", namespace) as pods:
         stack.client.create(prioritized_jobset("victim", namespace, queue, "low", str(strategy)))
         placed_alone(stack, namespace, "victim")
@@ -210,3 +216,17 @@ def test_kueue_preempts_an_exclusive_jobset_for_a_higher_priority_one_and_both_s
         if is_live_bound(k, p) and p["metadata"]["labels"].get(JOBSET_NAME_LABEL) == "victim"
     }
     assert len(victims_bound) == 2 * JOBS * PODS  # placed twice: before the eviction and re-admitted
+    if strategy is Strategy.ELASTIC:
+        assert resizer_metric(stack, "follower_repairs_total") == repairs
+        assert resizer_metric(stack, "suspended_jobs_rewound_total") == rewound + JOBS
+        victims = [
+            job
+            for job in stack.client.list("Job", namespace=namespace)
+            if job["metadata"]["labels"].get(JOBSET_NAME_LABEL) == "victim"
+        ]
+        assert len(victims) == JOBS
+        for job in victims:
+            assert job["metadata"]["labels"][RESIZE_LABEL] == RESIZE_DONE, job["metadata"]
+            assert (job["spec"]["completions"], job["spec"]["parallelism"]) == (PODS, PODS)
+    else:
+        assert resizer_metric(stack, "suspended_jobs_rewound_total") == rewound

@@ -76,19 +76,17 @@ def test_a_jobset_child_job_with_kueues_label_is_still_shrunk() -> None:
     assert kueue_elastic_problem(original) is None
 
 
-def test_a_child_job_of_a_jobset_kueue_queues_falls_back_to_gate_at_full_size_naming_kueue() -> None:
-    """Kueue's preemption suspends the JobSet, and JobSet its child Jobs in place: resumed at full size with
-    the followers pinned to the previous leader's domain, an elastic Job fails (tests/kube, preemption)."""
+def test_a_child_job_of_a_jobset_kueue_queues_is_shrunk() -> None:
+    """Kueue takes the JobSet's quota from the JobSet's spec; a preemption's suspension in place is undone by
+    the resizer's rewind (tests/placement/test_placement_rewind.py, tests/kube: preemption)."""
     original = job(jobset="trainer", template_annotations={TOPOLOGY_ANNOTATION: ZONE})
     queued = jobset_startup({"metadata": {"name": "trainer", "labels": QUEUED}, "spec": {}})
     verdict = mutate_job(original, Strategy.ELASTIC, owner=queued)
     admitted = apply(original, verdict.patch)
-    assert verdict.reason == "queued-by-kueue"
-    assert (admitted["spec"]["completions"], admitted["spec"]["parallelism"]) == (4, 4)
-    assert admitted["spec"]["template"]["metadata"]["annotations"][STRATEGY_ANNOTATION] == "gate"
-    (warning,) = verdict.warnings
-    assert f"{KUEUE_QUEUE_NAME_LABEL}=user-queue" in warning
-    assert "preempts" in admitted["metadata"]["annotations"][ELASTIC_FALLBACK_ANNOTATION]
+    assert verdict.reason == "shrunk"
+    assert verdict.warnings == ()
+    assert (admitted["spec"]["completions"], admitted["spec"]["parallelism"]) == (1, 1)
+    assert ELASTIC_FALLBACK_ANNOTATION not in admitted["metadata"]["annotations"]
 
 
 @pytest.mark.parametrize("strategy", [Strategy.GATE, Strategy.AFFINITY])

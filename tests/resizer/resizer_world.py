@@ -50,6 +50,7 @@ ROUTES = {
     "gang_jobs": ("gang-jobs", "jobs"),
     "holders": ("domain-holders", "pods"),
     "pinning": ("finished-pinning-jobs", "jobs"),
+    "suspended": ("suspended-resized-jobs", "jobs"),
 }
 """A test's name for each informer: (the informer, the kind of object it watches)."""
 
