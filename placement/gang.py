@@ -317,7 +317,11 @@ def gang_state(gang: Gang) -> GangState:
         return GangState.IDLE
     ungated = [leader for leader in live if not leader.gated]
     if not ungated:
-        return GangState.QUEUED if len(_jobs(gang.leaders)) >= gang.size else GangState.WAITING_FOR_PODS
+        # Live leaders only: while a suspension (Kueue's eviction) deletes them, the Jobs whose leader is
+        # already terminating need a domain again later, and releasing the rest would split the gang.
+        done = _jobs(leader for leader in gang.leaders if leader.succeeded)
+        whole = len(_jobs(live) | done) >= gang.size
+        return GangState.QUEUED if whole else GangState.WAITING_FOR_PODS
     if any(leader.gated or leader.node is None for leader in live):
         return GangState.RELEASING
     return GangState.PLACED

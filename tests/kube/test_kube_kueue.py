@@ -2,8 +2,8 @@
 ClusterQueue of QUOTA GPUs, this project's webhook and resizer under the default strategy `elastic`.
 
 - A JobSet Kueue queues is admitted with quota for all of its pods (Kueue builds its Workload from the
-  JobSet's spec), its Jobs each whole in a pool of their own, placed with `gate` where they asked for
-  `elastic` (tests/kube/test_kube_kueue_preemption.py: why); a second one beyond the free quota stays
+  JobSet's spec), its Jobs each whole in a pool of their own, created at size 1 and resized by `elastic`
+  (Kueue never checks a JobSet's child Jobs); a second one beyond the free quota stays
   suspended, none of its pods bound (so none of its leaders holds a pool), until the first is deleted.
   Every other strategy places a queued JobSet whole too, with quota for all its pods.
 - A plain Indexed Job Kueue queues falls back to `gate` at full size (its Workload is built from the Job:
@@ -29,6 +29,7 @@ from placement.constants import (
     ELASTIC_FALLBACK_ANNOTATION,
     GKE_NODEPOOL_LABEL,
     JOBSET_NAME_LABEL,
+    RESIZE_DONE,
     RESIZE_LABEL,
     STRATEGIES,
     STRATEGY_ANNOTATION,
@@ -107,8 +108,8 @@ def most_running_at_once(events: list[tuple[str, Obj]]) -> int:
 
 
 def admitted_and_placed(stack: Stack, namespace: str, name: str, *, elastic: bool = True) -> None:
-    """`elastic`: asked for the default strategy, so each Job fell back to gate, naming Kueue (a JobSet
-    Kueue queues may be preempted, and JobSet then resumes its Jobs in place at full size)."""
+    """`elastic`: asked for the default strategy, so each Job was admitted at size 1 and resized once its
+    leader bound, with no fallback recorded."""
     eventually(
         lambda: condition(workload_of(stack, namespace, name), "Admitted") == "True",
         f"JobSet {name}'s Workload Admitted",
@@ -138,9 +139,10 @@ def admitted_and_placed(stack: Stack, namespace: str, name: str, *, elastic: boo
     for job in stack.client.list("Job", namespace=namespace):
         if job["metadata"]["labels"].get(JOBSET_NAME_LABEL) == name:
             if elastic:
-                assert "Kueue" in job["metadata"]["annotations"][ELASTIC_FALLBACK_ANNOTATION], job["metadata"]
-                assert RESIZE_LABEL not in job["metadata"]["labels"], job["metadata"]
-                assert job["spec"]["template"]["metadata"]["annotations"][STRATEGY_ANNOTATION] == "gate"
+                assert ELASTIC_FALLBACK_ANNOTATION not in job["metadata"]["annotations"], job["metadata"]
+                assert job["metadata"]["labels"][RESIZE_LABEL] == RESIZE_DONE, job["metadata"]
+                template = job["spec"]["template"]["metadata"].get("annotations", {})
+                assert template.get(STRATEGY_ANNOTATION, "elastic") == "elastic", template
             assert job["spec"]["parallelism"] == PODS
 
 

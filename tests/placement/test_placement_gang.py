@@ -247,6 +247,23 @@ def test_a_jobset_not_all_of_whose_leaders_exist_waits_without_blocking_the_queu
     assert plan.states[GangId(NS, "partial")] is GangState.WAITING_FOR_PODS
 
 
+def test_a_gang_whose_suspension_is_deleting_some_leaders_is_not_released_in_part() -> None:
+    """Kueue evicts an admitted all-or-nothing JobSet waiting for 3 domains with 1 free: JobSet suspends its
+    Jobs and the Job controller deletes their gated leaders one by one. The one still live fits the free
+    domain, but it is a third of the gang: it waits (measured on the kube tier before this: released, bound
+    beside the JobSet holding the other pools)."""
+    terminating = [leader("evicted", job) for job in (1, 2)]
+    for pod in terminating:
+        pod["metadata"]["deletionTimestamp"] = stamp(T0 + 30)
+    evicted = gang("evicted", [leader("evicted", 0), *terminating])
+    plan = plan_admission([evicted], pools(), held("node-0", "node-1", "node-2"), T0 + 30, TIMEOUT)
+    assert plan.releases == ()
+    assert plan.states[GangId(NS, "evicted")] is GangState.WAITING_FOR_PODS
+    whole = gated_gang("evicted")
+    assert plan_admission([whole], pools(), held("node-0", "node-1", "node-2"), T0 + 30, TIMEOUT).releases == ()
+    assert released(plan_admission([whole], pools(), {}, T0 + 30, TIMEOUT).releases) == ["evicted"]
+
+
 def test_a_release_cut_short_is_finished_first_and_its_domains_stay_promised() -> None:
     """A resizer killed after ungating one of three leaders: the next one ungates the other two (and only
     them), before anything else, even when the domains look short."""
