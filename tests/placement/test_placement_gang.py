@@ -260,7 +260,8 @@ def test_a_gang_whose_suspension_is_deleting_some_leaders_is_not_released_in_par
     assert plan.releases == ()
     assert plan.states[GangId(NS, "evicted")] is GangState.WAITING_FOR_PODS
     whole = gated_gang("evicted")
-    assert plan_admission([whole], pools(), held("node-0", "node-1", "node-2"), T0 + 30, TIMEOUT).releases == ()
+    taken = held("node-0", "node-1", "node-2")
+    assert plan_admission([whole], pools(), taken, T0 + 30, TIMEOUT).releases == ()
     assert released(plan_admission([whole], pools(), {}, T0 + 30, TIMEOUT).releases) == ["evicted"]
 
 
