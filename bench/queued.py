@@ -18,11 +18,9 @@ Kueue's requests are counted apart by client (the audit log's user of Kueue's ma
 `bench.audit.KUEUE_CLIENT`) and its webhooks' calls apart from both projects' (`kueue_fields`), so the
 comparison of the projects (`KUEUE_HEADLINE_METRICS`) excludes them and the report shows them.
 
-Under Kueue, `elastic` is not resized: a child Job of a JobSet Kueue queues stays at full size, its fallback
-recorded in `exclusive-placement.io/elastic-fallback` (placement/kueue.py; the Job webhook names `gate`). Its
-pods still carry `elastic`, so the pod policies gate its followers until the resizer pins and releases them
-(measured: `scheduling-gate`'s way, no follower rejected). `under_kueue` says what the contender then must
-look like, `fallback_problems` checks the record.
+Under Kueue, `elastic` is elastic: a child Job of a JobSet Kueue queues is admitted at size 1 and resized
+once its leader binds (Kueue takes the JobSet's quota from its spec and never checks the child Jobs).
+`fallback_problems` checks that no Job fell back to `gate` (`exclusive-placement.io/elastic-fallback`).
 """
 
 from __future__ import annotations
@@ -39,11 +37,10 @@ from typing import Any
 import httpx
 
 from bench.audit import KUEUE_CLIENT
-from bench.contenders import Contender
 from bench.counters import WindowCounts
 from bench.measures import nearest_rank
 from bench.recorder import watch_objects
-from placement.constants import ELASTIC_FALLBACK_ANNOTATION, Strategy
+from placement.constants import ELASTIC_FALLBACK_ANNOTATION
 
 KUEUE_HEADLINE_METRICS: tuple[tuple[str, str], ...] = (
     ("api_requests_in_namespace_without_kueue", "API requests (namespace, Kueue's apart)"),
@@ -253,24 +250,13 @@ def _kueue_by_verb_resource(counts: WindowCounts) -> dict[str, int]:
     return dict(sorted(sums.items()))
 
 
-def under_kueue(contender: Contender) -> Contender:
-    """The contender as it runs for a JobSet Kueue queues: `elastic` falls back to `gate` (not resized)."""
-    if contender.strategy is Strategy.ELASTIC:
-        return dataclasses.replace(contender, resized=False)
-    return contender
-
-
-def fallback_problems(contender: Contender, jobs: Sequence[Mapping[str, Any]]) -> list[str]:
-    """Under Kueue every `elastic` Job carries the fallback record; no Job of another contender does."""
-    problems = []
-    for job in jobs:
-        name = job["metadata"]["name"]
-        fallback = ELASTIC_FALLBACK_ANNOTATION in (job["metadata"].get("annotations") or {})
-        if contender.strategy is Strategy.ELASTIC and not fallback:
-            problems.append(f"Job {name}: elastic under Kueue without {ELASTIC_FALLBACK_ANNOTATION}")
-        if contender.strategy is not Strategy.ELASTIC and fallback:
-            problems.append(f"Job {name}: {contender.key} with {ELASTIC_FALLBACK_ANNOTATION}")
-    return problems
+def fallback_problems(jobs: Sequence[Mapping[str, Any]]) -> list[str]:
+    """No child Job of a JobSet Kueue queues falls back from `elastic` (whatever the contender)."""
+    return [
+        f"Job {job['metadata']['name']}: fell back ({ELASTIC_FALLBACK_ANNOTATION})"
+        for job in jobs
+        if ELASTIC_FALLBACK_ANNOTATION in (job["metadata"].get("annotations") or {})
+    ]
 
 
 def elastic_fallback_jobs(jobs: Sequence[Mapping[str, Any]]) -> int:

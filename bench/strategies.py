@@ -89,7 +89,6 @@ from bench.queued import (
     kueue_fields,
     queue_problems,
     queued_fields,
-    under_kueue,
 )
 from bench.recorder import BacklogTracker, GangRecorder, PodRecorder, stop
 from bench.rendezvous import play_rendezvous
@@ -699,13 +698,13 @@ async def _measure_queued(http: httpx.AsyncClient, run: Run) -> dict[str, Any]:
     result["elastic_fallback_jobs"] = elastic_fallback_jobs(jobs)
     problems = (
         placement_problems(
-            under_kueue(run.contender),
+            run.contender,
             jobs,
             pod_items,
             expected_jobs=scenario.jobs * scenario.jobsets,
             topology_key=TOPOLOGY_KEY,
         )
-        + fallback_problems(run.contender, jobs)
+        + fallback_problems(jobs)
         + baseline_problems(run.contender, result)
         + queue_problems(times, names)
         + pods.replay.describe()

@@ -26,7 +26,6 @@ from bench.queued import (
     max_admitted_at_once,
     queue_problems,
     queued_fields,
-    under_kueue,
 )
 from bench.repeats import aggregate
 from bench.report import markdown_table, scenario_label
@@ -287,22 +286,19 @@ def fallen_back(name: str) -> dict[str, Any]:
     return make_job(name).annotation(ELASTIC_FALLBACK_ANNOTATION, "queued-by-kueue").obj()
 
 
-def test_under_kueue_elastic_is_gate_and_carries_the_fallback_record() -> None:
+def test_under_kueue_elastic_is_resized_and_no_job_falls_back() -> None:
     elastic = BY_KEY[Strategy.ELASTIC]
-    jobs = [fallen_back("a"), fallen_back("b")]
-    assert not under_kueue(elastic).resized
-    assert under_kueue(BY_KEY["gate"]) == BY_KEY["gate"]
-    assert (
-        placement_problems(under_kueue(elastic), jobs, [], expected_jobs=2, topology_key=TOPOLOGY_KEY) == []
-    )
-    assert len(placement_problems(elastic, jobs, [], expected_jobs=2, topology_key=TOPOLOGY_KEY)) == 2
-    assert fallback_problems(elastic, jobs) == []
-    resized = make_job("c").label(RESIZE_LABEL, RESIZE_DONE).obj()
-    assert fallback_problems(elastic, [resized]) == [
-        f"Job c: elastic under Kueue without {ELASTIC_FALLBACK_ANNOTATION}"
+    resized = [make_job(name).label(RESIZE_LABEL, RESIZE_DONE).obj() for name in ("a", "b")]
+    assert placement_problems(elastic, resized, [], expected_jobs=2, topology_key=TOPOLOGY_KEY) == []
+    assert fallback_problems(resized) == []
+    assert fallback_problems([make_job("d").obj()]) == []
+    assert fallback_problems([resized[0], fallen_back("c")]) == [
+        f"Job c: fell back ({ELASTIC_FALLBACK_ANNOTATION})"
     ]
-    assert fallback_problems(BY_KEY["gate"], jobs[:1]) == [f"Job a: gate with {ELASTIC_FALLBACK_ANNOTATION}"]
-    assert fallback_problems(BY_KEY["jobset"], [make_job("d").obj()]) == []
+    assert (
+        len(placement_problems(elastic, [fallen_back("c")], [], expected_jobs=1, topology_key=TOPOLOGY_KEY))
+        == 1
+    )
 
 
 def test_the_kueue_scenarios_quota_fits_one_jobset_and_the_pools_fit_it() -> None:
