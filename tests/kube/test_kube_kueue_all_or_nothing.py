@@ -13,8 +13,10 @@ A released JobSet whose leaders cannot bind (pods without a job key fill 2 pools
 free pools) is undone first by the resizer's safety net, the shorter timeout: its Jobs are suspended and
 resumed, the JobSet stays admitted. Kueue's clock is not reset by that (it runs from admission until
 PodsReady), so Kueue evicts it at its own timeout as well; once the pools are free it is placed, no Job
-failed. Before a queued JobSet's child Jobs fell back from elastic to gate, it failed 3 runs of 3: the
-eviction raced the gang's resize (docs/kueue.md).
+failed. With elastic before the resizer skipped suspended Jobs and rewound resized ones, it failed 3 runs of
+3: the eviction raced the gang's resize (docs/kueue.md); and while the eviction deleted the waiting
+JobSet's gated leaders one by one, the queue released the one still live into the one free pool, until a
+gang counted only live leaders as present.
 """
 
 from __future__ import annotations
