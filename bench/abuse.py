@@ -373,7 +373,7 @@ def report(results: dict[str, Outcome]) -> bool:
 def report_flood(flood: dict[str, Any]) -> bool:
     for phase, figures in (
         ("default flow control", flood["default_flow_control"]),
-        ("tenants' level", flood),
+        (f"tenants' level, {flood['tenant_seats']} seats", flood),
     ):
         during = figures["legit_during"]
         print(
@@ -406,14 +406,26 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--flood-seconds", type=float, default=FloodCounts.seconds, help="how long the flood lasts"
     )
+    parser.add_argument(
+        "--tenant-shares",
+        type=int,
+        default=FloodCounts.tenant_shares,
+        help="nominalConcurrencyShares of the tenants' level in the flood's second half (1: 3 seats)",
+    )
     args = parser.parse_args(argv)
+    if args.tenant_shares < 1:
+        parser.error("--tenant-shares must be at least 1")
     chosen = args.attack or [*ATTACKS, *([] if args.quick else [FLOOD])]
     local = [name for name in chosen if name in ATTACKS]
     results = run(QUICK if args.quick else Counts(), local) if local else {}
     met = report(results)
     written: dict[str, Any] = {name: asdict(outcome) for name, outcome in results.items()}
     if FLOOD in chosen:
-        shape = QUICK_FLOOD if args.quick else FloodCounts(args.flood_threads, seconds=args.flood_seconds)
+        shape = (
+            QUICK_FLOOD
+            if args.quick
+            else FloodCounts(args.flood_threads, seconds=args.flood_seconds, tenant_shares=args.tenant_shares)
+        )
         written[FLOOD] = dry_run_flood(shape)
         met = report_flood(written[FLOOD]) and met
     write(args.out, written)

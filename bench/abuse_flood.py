@@ -63,19 +63,22 @@ class FloodCounts:
     terms: int = 100_000
     seconds: float = 60.0
     baseline_seconds: float = 15.0
+    tenant_shares: int = 2
+    """nominalConcurrencyShares of the tenants' priority level (`tenant_flow_control`)."""
 
 
 QUICK_FLOOD = FloodCounts(attackers=4, terms=100_000, seconds=10.0, baseline_seconds=5.0)
 WEBHOOK_DURATION = "apiserver_admission_webhook_admission_duration_seconds"
 OUR_WEBHOOKS = ("pods.mutate.exclusive-placement.io", "pods.validate.exclusive-placement.io")
 TENANTS_LEVEL = "tenants"
-TENANT_SEATS_SHARE = 2
-"""nominalConcurrencyShares of the tenants' priority level: 600 seats (kube-apiserver's default
-max-requests-inflight 400 + max-mutating-requests-inflight 200) shared by about 245 default shares give it
-about 5 seats."""
+NOMINAL_SEATS = "apiserver_flowcontrol_nominal_limit_seats"
+"""kube-apiserver's seats per priority level: its 600 (the default max-requests-inflight 400 +
+max-mutating-requests-inflight 200) shared in proportion to nominalConcurrencyShares, about 245 of them by
+default, each level's rounded up: 2 shares give the tenants' level 5 seats, 1 share 3 (the fewest an
+integer share gives)."""
 
 
-def tenant_flow_control() -> list[dict[str, Any]]:
+def tenant_flow_control(shares: int) -> list[dict[str, Any]]:
     """A PriorityLevelConfiguration of a few seats for the tenants' ServiceAccounts and the FlowSchema that
     puts them there, one flow per user (what an operator would apply: SECURITY.md, "Availability under
     abuse")."""
@@ -87,7 +90,7 @@ def tenant_flow_control() -> list[dict[str, Any]]:
     everything = {"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"], "namespaces": ["*"]}
     queuing = {"queues": 64, "handSize": 4, "queueLengthLimit": 100}
     limited = {
-        "nominalConcurrencyShares": TENANT_SEATS_SHARE,
+        "nominalConcurrencyShares": shares,
         "lendablePercent": 0,
         "limitResponse": {"type": "Queue", "queuing": queuing},
     }
@@ -311,12 +314,33 @@ def flood_on(stack: Stack, counts: FloodCounts) -> dict[str, Any]:
     try:
         _eventually(lambda: _answered(dry_run_create(victim, VICTIM, probe)))
         by_default = one_flood(stack, victim, counts)
-        for obj in tenant_flow_control():
+        for obj in tenant_flow_control(counts.tenant_shares):
             stack.client.create_or_replace(obj)
+        seats = _eventually(lambda: tenant_seats(stack))
         limited = one_flood(stack, victim, counts)
     finally:
         victim.close()
-    return {**limited, "flow_control": TENANTS_LEVEL, "default_flow_control": by_default}
+    return {
+        **limited,
+        "flow_control": TENANTS_LEVEL,
+        "tenant_shares": counts.tenant_shares,
+        "tenant_seats": seats,
+        "default_flow_control": by_default,
+    }
+
+
+def tenant_seats(stack: Stack) -> int:
+    """The tenants' level's seats as kube-apiserver computed them (raises until it has)."""
+    seats = seats_of(stack.client.text("/metrics"), TENANTS_LEVEL)
+    if seats is None:
+        raise KubeError(0, "no seats yet", f"{NOMINAL_SEATS} has no priority_level={TENANTS_LEVEL}")
+    return seats
+
+
+def seats_of(metrics: str, level: str) -> int | None:
+    """A priority level's nominal seats on a kube-apiserver `/metrics` page, None when it shows none."""
+    seats = Samples.parse(metrics).by_label(NOMINAL_SEATS, "priority_level").get(level)
+    return None if seats is None else int(seats)
 
 
 def _answered(sample: tuple[float, str]) -> bool:
