@@ -317,13 +317,11 @@ def markdown_table(report: dict[str, Any]) -> str:
 
 KUEUE_NOTE = (
     "Every JobSet names its namespace's LocalQueue; the ClusterQueue's GPU quota fits one JobSet, so Kueue "
-    "admits them one after the other as each completes. **Under Kueue `elastic` is not elastic**: the child "
-    "Jobs of a JobSet Kueue queues stay at full size, their fallback recorded in "
-    "`exclusive-placement.io/elastic-fallback` (the Job webhook names `gate`, docs/kueue.md); their pods "
-    "still carry `elastic`, so the pod policies admit them inside kube-apiserver and put each follower "
-    "behind the leader-scheduled gate until the resizer pins and releases it (`scheduling-gate`'s way, "
-    "measured: no follower create is rejected, the resizer patches every follower). Elastic / gate compares "
-    "that fallback with `gate`, elastic / jobset with JobSet. "
+    "admits them one after the other as each completes. Under Kueue `elastic` is elastic: the child Jobs "
+    "of a JobSet Kueue queues are created (suspended) at size 1 and resized once their leader binds; Kueue "
+    "takes the quota from the JobSet's spec and never checks the child Jobs, but its Job webhooks are called "
+    "on each resize (in Kueue webhook calls). Elastic / gate compares it with `gate`, elastic / jobset with "
+    "JobSet. "
     "Admitted: the JobSet first seen unsuspended on a JobSet watch; s to all complete: from the JobSets' "
     "creation to the last one's `Completed` condition; admitted → all running: per JobSet, until all of its "
     "pods had run; completed → next admitted: Kueue's and JobSet's reaction. Kueue's requests: those of its "

@@ -405,7 +405,7 @@ def test_a_kueue_scenarios_ratios_leave_kueues_requests_out_and_show_them(
     assert record["elastic_vs_gate"]["api_requests_in_namespace_without_kueue"]["median"] == 1.0
     table = markdown_table({"repeat": 2, "versions": {"kueue": "v0.19.2"}, "scenarios": [record]})
     assert "Queued by Kueue:" in table
-    assert "**Under Kueue `elastic` is not elastic**" in table
+    assert "Under Kueue `elastic` is elastic" in table
     assert "Under Kueue, elastic / jobset" in table
     assert "Kueue v0.19.2" in table
     label = scenario_label(record)
