@@ -1,10 +1,11 @@
 """Any kind by name: the generic client of the tools (devstack, the benchmarks, the kube test tier).
 
-Plain dicts in, plain dicts out, on `Kube`'s transport (the official client's `ApiClient`, no hidden
-retries, one `KubeError` with the HTTP status): the tools talk to kube-apiserver (TLS, a client certificate
-or a bearer token) exactly as the binaries do, and to a plain-HTTP URL with no credentials (a test's
-in-memory fake). `create` takes any kind the API server serves (`served_type`); the other calls take a kind
-of the client's table (`kubekit.resources.BUILTIN_KINDS` and the custom kinds its caller declares).
+Plain dicts in, plain dicts out, on the binaries' `kubekit.client.Transport` (the official client's
+`ApiClient`, no hidden retries, one `KubeError` with the HTTP status): the tools talk to kube-apiserver
+(TLS, a client certificate or a bearer token) exactly as the binaries do, and to a plain-HTTP URL with no
+credentials (a test's in-memory fake). `create` takes any kind the API server serves (`served_type`); the
+other calls take a kind of the client's table (`kubekit.resources.BUILTIN_KINDS` and the custom kinds its
+caller declares).
 """
 
 from __future__ import annotations
@@ -15,9 +16,9 @@ from typing import Any
 
 from kubekit.client import (
     MERGE_PATCH,
-    Kube,
     KubeError,
     Timeouts,
+    Transport,
     cluster_configuration,
     configured_api_client,
 )
@@ -43,8 +44,8 @@ BACKGROUND_DELETE = {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPo
 class GenericClient:
     """Create, read, list, watch, patch and delete objects of any kind, as a tool does."""
 
-    def __init__(self, kube: Kube, kinds: Mapping[str, ResourceType] | None = None) -> None:
-        self.kube = kube
+    def __init__(self, transport: Transport, kinds: Mapping[str, ResourceType] | None = None) -> None:
+        self.transport = transport
         self.kinds: Mapping[str, ResourceType] = {**BUILTIN_KINDS, **(kinds or {})}
 
     @classmethod
@@ -60,7 +61,7 @@ class GenericClient:
         api_client = configured_api_client(
             configuration(server, credentials), user_agent=USER_AGENT, pool_size=POOL_SIZE
         )
-        return cls(Kube(api_client, Timeouts(connect=timeout, read=timeout)), kinds)
+        return cls(Transport(api_client, Timeouts(connect=timeout, read=timeout)), kinds)
 
     @classmethod
     def from_kubeconfig(
@@ -70,15 +71,15 @@ class GenericClient:
         api_client = configured_api_client(
             cluster_configuration(path, None), user_agent=USER_AGENT, pool_size=POOL_SIZE
         )
-        return cls(Kube(api_client, Timeouts(connect=timeout, read=timeout)), kinds)
+        return cls(Transport(api_client, Timeouts(connect=timeout, read=timeout)), kinds)
 
     @property
     def server(self) -> str:
-        host: str = self.kube.api_client.configuration.host
+        host: str = self.transport.api_client.configuration.host
         return host
 
     def close(self) -> None:
-        self.kube.close()
+        self.transport.close()
 
     def __enter__(self) -> GenericClient:
         return self
@@ -100,7 +101,7 @@ class GenericClient:
             return known
         prefix = api_prefix(api_version)
         try:
-            resources = self.kube.request("GET", f"/{prefix}").get("resources") or []
+            resources = self.transport.request("GET", f"/{prefix}").get("resources") or []
         except KubeError as err:
             if err.status == 404:
                 raise UnservedKind(f"the API server does not serve {api_version} (kind {kind})") from None
@@ -117,7 +118,7 @@ class GenericClient:
         rtype = self.served_type(str(obj.get("apiVersion") or ""), obj["kind"])
         headers = {"Impersonate-User": as_user} if as_user else None
         path = collection_path(rtype, _namespace(obj, namespace, rtype))
-        return self.kube.request("POST", path, body=obj, headers=headers)
+        return self.transport.request("POST", path, body=obj, headers=headers)
 
     def create_or_replace(self, obj: Obj, *, namespace: str | None = None) -> Obj:
         """Create, or on 409 AlreadyExists replace the existing object (cluster-scoped configs)."""
@@ -128,13 +129,13 @@ class GenericClient:
                 raise
         rtype = self.served_type(str(obj.get("apiVersion") or ""), obj["kind"])
         path = object_path(rtype, obj["metadata"]["name"], _namespace(obj, namespace, rtype))
-        current = self.kube.request("GET", path)
+        current = self.transport.request("GET", path)
         version = current["metadata"]["resourceVersion"]
         replacement = {**obj, "metadata": {**obj["metadata"], "resourceVersion": version}}
-        return self.kube.request("PUT", path, body=replacement)
+        return self.transport.request("PUT", path, body=replacement)
 
     def get(self, kind: str, name: str, *, namespace: str | None = None) -> Obj:
-        return self.kube.request("GET", object_path(self.resource_type(kind), name, namespace))
+        return self.transport.request("GET", object_path(self.resource_type(kind), name, namespace))
 
     def list(self, kind: str, *, namespace: str | None = None, label_selector: str | None = None) -> Items:
         return self.list_with_version(kind, namespace=namespace, label_selector=label_selector)[0]
@@ -144,14 +145,16 @@ class GenericClient:
     ) -> tuple[Items, str]:
         """The items and the list's resourceVersion, to watch from."""
         query = {"labelSelector": label_selector} if label_selector else None
-        listed = self.kube.request("GET", collection_path(self.resource_type(kind), namespace), query=query)
+        listed = self.transport.request(
+            "GET", collection_path(self.resource_type(kind), namespace), query=query
+        )
         return listed.get("items") or [], str((listed.get("metadata") or {}).get("resourceVersion") or "")
 
     def delete(self, kind: str, name: str, *, namespace: str | None = None) -> None:
         """Delete in the background (dependents collected after); already gone is not an error."""
         path = object_path(self.resource_type(kind), name, namespace)
         try:
-            self.kube.request("DELETE", path, body=BACKGROUND_DELETE)
+            self.transport.request("DELETE", path, body=BACKGROUND_DELETE)
         except KubeError as err:
             if err.status != 404:
                 raise
@@ -170,7 +173,7 @@ class GenericClient:
         """`dry_run`: admitted (webhooks, policies) and validated, never stored."""
         path = object_path(self.resource_type(kind), name, namespace, subresource)
         query = {"dryRun": "All"} if dry_run else None
-        return self.kube.request("PATCH", path, body=body, content_type=patch_type, query=query)
+        return self.transport.request("PATCH", path, body=body, content_type=patch_type, query=query)
 
     def watch(
         self, kind: str, *, namespace: str | None = None, resource_version: str, timeout_seconds: int = 600
@@ -178,7 +181,7 @@ class GenericClient:
         """(type, object) of every event from `resource_version` on, until the server ends the watch or
         the caller stops iterating (the connection is closed then, not returned half read)."""
         query = {"watch": "true", "resourceVersion": resource_version, "timeoutSeconds": str(timeout_seconds)}
-        stream = self.kube.stream(
+        stream = self.transport.stream(
             collection_path(self.resource_type(kind), namespace), query, timeout_seconds
         )
         try:
@@ -195,7 +198,7 @@ class GenericClient:
             "spec": {"expirationSeconds": seconds},
         }
         path = f"/api/v1/namespaces/{namespace}/serviceaccounts/{service_account}/token"
-        return str(self.kube.request("POST", path, body=body)["status"]["token"])
+        return str(self.transport.request("POST", path, body=body)["status"]["token"])
 
     def service_account_may(
         self, namespace: str, service_account: str, verb: str, resource: str, group: str = ""
@@ -227,7 +230,7 @@ class GenericClient:
 
     def text(self, path: str) -> str:
         """A non-JSON endpoint (`/metrics`, `/readyz`), as text; `KubeError` on an error status."""
-        return self.kube.text(path)
+        return self.transport.text(path)
 
 
 def _namespace(obj: Obj, namespace: str | None, rtype: ResourceType) -> str | None:

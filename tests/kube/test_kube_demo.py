@@ -162,7 +162,7 @@ def test_run_says_once_why_the_example_stalls_on_pools_too_small_for_it(
 
 
 @pytest.mark.parametrize(("obj", "collection"), [(CONFIG_MAP, "configmaps"), (SERVICE, "services")])
-def test_kinds_outside_devstacks_table_are_found_in_discovery(
+def test_kinds_outside_the_clients_table_are_found_in_discovery(
     kube_stack: Stack, namespace: str, obj: Obj, collection: str
 ) -> None:
     created = kube_stack.client.create(obj, namespace=namespace)
