@@ -43,9 +43,11 @@ import httpx
 from bench.promtext import Samples
 from bench.webhook_load import percentile
 from devstack.controlplane.identities import ensure_namespace
-from devstack.kube import KubeClient, KubeError, kubeconfig_credentials
 from devstack.shape import ClusterShape
 from devstack.stack import Stack, StackOptions
+from kubekit.client import KubeError
+from kubekit.credentials import kubeconfig_credentials
+from kubekit.generic import GenericClient
 from placement.constants import GKE_NODEPOOL_LABEL, JOB_COMPLETION_INDEX_ANNOTATION, TOPOLOGY_ANNOTATION
 
 T = TypeVar("T")
@@ -178,7 +180,7 @@ def tenant_client(stack: Stack, namespace: str) -> httpx.Client:
     )
 
 
-def _create(client: KubeClient, obj: dict[str, Any], namespace: str) -> None:
+def _create(client: GenericClient, obj: dict[str, Any], namespace: str) -> None:
     try:
         client.create(obj, namespace=namespace)
     except KubeError as err:
@@ -186,7 +188,7 @@ def _create(client: KubeClient, obj: dict[str, Any], namespace: str) -> None:
             raise
 
 
-def _authorized(client: KubeClient, namespace: str) -> None:
+def _authorized(client: GenericClient, namespace: str) -> None:
     """Returns once the RBAC authorizer lets the tenant create pods (it reads the binding from an informer);
     `KubeError` (a 403, retried by `_eventually`) until then."""
     if not client.service_account_may(namespace, TENANT, "create", "pods"):

@@ -34,10 +34,11 @@ from bench.controlplane import component_pids
 from bench.paths import SCRATCH
 from bench.probes import RssSampler
 from devstack.interrupts import pause
-from devstack.kube import KubeClient
+from devstack.kinds import stack_client
 from devstack.manifests import exclusive_jobset
 from devstack.shape import ClusterShape
 from devstack.stack import Stack, StackOptions
+from kubekit.generic import GenericClient
 from placement.constants import (
     GKE_NODEPOOL_LABEL,
     LEADER_DOMAIN_ANNOTATION,
@@ -90,7 +91,7 @@ RETIRE: dict[str, Any] = {"metadata": {"labels": {PIN_FOLLOWERS_LABEL: None}}}
 """What the resizer's retire removes (its own patch `test`s the uid and the label first)."""
 
 
-def running_pods(client: KubeClient, namespace: str) -> int:
+def running_pods(client: GenericClient, namespace: str) -> int:
     return sum(
         1
         for pod in client.list("Pod", namespace=namespace)
@@ -131,7 +132,7 @@ def park_jobs(stack: Stack, namespace: str, jobs: int) -> list[str]:
 
 
 def relabel(stack: Stack, namespace: str, names: Sequence[str], patch: dict[str, Any]) -> None:
-    with KubeClient.from_kubeconfig(stack.connection("resizer")) as resizer:
+    with stack_client(stack.connection("resizer")) as resizer:
         for name in names:
             resizer.patch("Job", name, patch, namespace=namespace)
     pause(SETTLE_SECONDS)

@@ -25,9 +25,10 @@ from devstack.clusters import KubeCluster
 from devstack.controlplane import jobset, kueue
 from devstack.controlplane.audit import AuditLog
 from devstack.controlplane.kwok import run_time_annotations
-from devstack.kube import KubeClient, kubeconfig_credentials
 from devstack.shape import ClusterShape
 from devstack.stack import Stack, StackOptions
+from kubekit.credentials import kubeconfig_credentials
+from kubekit.generic import GenericClient
 
 KWOK_SCHEDULER = "kube-scheduler"
 NODE_LIFECYCLE_TAINTS = frozenset({"node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"})
@@ -85,7 +86,7 @@ def unsettled_nodes(nodes: Sequence[dict[str, Any]]) -> list[str]:
     return sorted(unsettled)
 
 
-def wait_nodes_settled(client: KubeClient, timeout: float = NODES_SETTLED_TIMEOUT) -> None:
+def wait_nodes_settled(client: GenericClient, timeout: float = NODES_SETTLED_TIMEOUT) -> None:
     """Return once every node is Ready and untainted: a run whose window opened while the node lifecycle
     controller was still lifting the start's taints measured the taints (docs/results.md, "The 32x32
     anomaly, traced")."""
@@ -123,7 +124,7 @@ def kube_counters(stack: Stack) -> KubeCounters:
         raise TypeError("kube_counters needs a stack on the real control plane")
     control_plane = stack.cluster.control_plane
     kwok_config = list(yaml.safe_load_all((control_plane.cluster_dir / "kwok.yaml").read_text()))
-    client: KubeClient = stack.client
+    client: GenericClient = stack.client
     configurations = [
         *client.list("MutatingWebhookConfiguration"),
         *client.list("ValidatingWebhookConfiguration"),

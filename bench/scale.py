@@ -44,9 +44,9 @@ from bench.probes import ResizeWatch, RssSampler, wait_until
 from devstack.clusters import KubeCluster
 from devstack.controlplane.cluster import NodeHeartbeat
 from devstack.controlplane.components import COMPONENTS, component_pid
-from devstack.kube import kubeconfig_credentials
 from devstack.shape import ClusterShape
 from devstack.stack import Stack, StackOptions
+from kubekit.credentials import kubeconfig_credentials
 from placement.constants import GKE_NODEPOOL_LABEL, GPU_RESOURCE, TOPOLOGY_ANNOTATION
 
 NAMESPACE = "scale"

@@ -50,10 +50,10 @@ from devstack.controlplane.audit import AuditLog, Request
 from devstack.controlplane.kwok import run_time_annotations
 from devstack.exclusivity import PodState, node_domains, pod_state
 from devstack.interrupts import pause
-from devstack.kube import kubeconfig_credentials
 from devstack.shape import ClusterShape
 from devstack.stack import Stack, StackOptions
 from devstack.webhooks import PIN_FOLLOWERS_FLAGS, resizer_pin_followers_flag
+from kubekit.credentials import kubeconfig_credentials
 from placement.constants import (
     GKE_NODEPOOL_LABEL,
     GPU_RESOURCE,

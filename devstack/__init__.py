@@ -2,7 +2,8 @@
 (`python -m devstack`).
 
 Library: `Stack` / `StackOptions` (devstack.stack), shaped by `ClusterShape` (devstack.shape), for
-end-to-end tests and benchmarks; the command lines of every component live in `devstack.commands`. Runs
+end-to-end tests and benchmarks; the command lines of every component live in `devstack.commands`; its
+client is kubekit's (`Stack.client`: `kubekit.generic.GenericClient` with `devstack.kinds`). Runs
 from a checkout (it renders charts/ and applies examples/) with requirements-tools.txt installed.
 """
 

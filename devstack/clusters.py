@@ -22,9 +22,9 @@ from devstack.controlplane.identities import (
     rbac_objects,
     write_kubeconfig,
 )
-from devstack.kube import KubeClient
 from devstack.processes import ManagedProcess, ProcessError
 from devstack.webhooks import admission_policies
+from kubekit.generic import GenericClient
 
 COMPONENTS = ("webhook", "resizer")
 
@@ -49,7 +49,7 @@ class KubeCluster:
         self.server = ""
         self.kubeconfig = self.control_plane.kubeconfig
 
-    def start(self) -> KubeClient:
+    def start(self) -> GenericClient:
         client = self.control_plane.start()
         self.server = client.server
         ensure_namespace(client, RELEASE_NAMESPACE)

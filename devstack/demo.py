@@ -9,7 +9,6 @@ from typing import Any
 
 from devstack.diagnosis import diagnose, read_snapshot
 from devstack.interrupts import pause
-from devstack.kube import KubeClient, KubeError, UnservedKind
 from devstack.report import DONE_STATES, JobState, Timeline, state_summary
 from devstack.scenario import (
     Observation,
@@ -21,6 +20,9 @@ from devstack.scenario import (
 )
 from devstack.stack import Stack
 from devstack.stall import StallWatcher
+from kubekit.client import KubeError
+from kubekit.generic import GenericClient
+from kubekit.resources import UnservedKind
 
 Printer = Callable[[str], None]
 SETTLED: frozenset[JobState] = DONE_STATES | {"failed"}
@@ -50,7 +52,7 @@ class ProgressReporter:
             self._echo(f"[{now - self._start:6.2f}s] {report}")
 
 
-def stall_watcher(client: KubeClient, namespace: str | None, seconds: float | None) -> StallWatcher | None:
+def stall_watcher(client: GenericClient, namespace: str | None, seconds: float | None) -> StallWatcher | None:
     if seconds is None:
         return None
     return StallWatcher(after=seconds, diagnose=lambda: diagnose(read_snapshot(client, namespace)))

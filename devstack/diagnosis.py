@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from devstack.hints import JobFacts, hints_for
-from devstack.kube import KubeClient
 from devstack.report import DONE_STATES, job_status, node_label_map
+from kubekit.generic import GenericClient
 from kubekit.keys import object_key
 from placement.capacity import (
     CapacityProblem,
@@ -63,7 +63,7 @@ class Snapshot:
     events: list[Obj]
 
 
-def read_snapshot(client: KubeClient, namespace: str | None) -> Snapshot:
+def read_snapshot(client: GenericClient, namespace: str | None) -> Snapshot:
     """`namespace` None: every namespace."""
     return Snapshot(
         nodes=client.list("Node"),

@@ -50,10 +50,12 @@ from devstack.controlplane.components import stop_component, wait_restarted
 from devstack.controlplane.faultproxy import FaultProxy, Toxic
 from devstack.controlplane.kwok import NODE_FAULT_ANNOTATION
 from devstack.interrupts import pause
-from devstack.kube import KubeClient, KubeError, kubeconfig_credentials
 from devstack.processes import ProcessError
 from devstack.readiness import wait_http_ok
 from devstack.stack import Stack
+from kubekit.client import KubeError
+from kubekit.credentials import kubeconfig_credentials
+from kubekit.generic import GenericClient
 from placement.constants import GKE_NODEPOOL_LABEL
 
 log = logging.getLogger(__name__)
@@ -297,11 +299,11 @@ def expire_watches(stack: Stack) -> int:
     return revision
 
 
-def wait_apiserver_ready(client: KubeClient, timeout: float = APISERVER_READY_SECONDS) -> None:
+def wait_apiserver_ready(client: GenericClient, timeout: float = APISERVER_READY_SECONDS) -> None:
     def ready() -> bool:
         try:
             return client.text("/readyz").strip() == "ok"
-        except (KubeError, httpx.HTTPError):
+        except KubeError:
             return False
 
     _poll(ready, what="kube-apiserver /readyz", timeout=timeout)
@@ -310,7 +312,7 @@ def wait_apiserver_ready(client: KubeClient, timeout: float = APISERVER_READY_SE
 # --- nodes (kwok) -----------------------------------------------------------------------------------------
 
 
-def pool_nodes(client: KubeClient, pool: str) -> list[str]:
+def pool_nodes(client: GenericClient, pool: str) -> list[str]:
     nodes = client.list("Node", label_selector=f"{GKE_NODEPOOL_LABEL}={pool}")
     return sorted(node["metadata"]["name"] for node in nodes)
 

@@ -13,7 +13,6 @@ import yaml
 from devstack.diagnosis import diagnose, read_snapshot
 from devstack.exclusivity import ExclusivityReplay, node_domains, pod_state
 from devstack.interrupts import pause
-from devstack.kube import KubeClient, KubeError
 from devstack.report import (
     DONE_STATES,
     JobStatus,
@@ -23,6 +22,8 @@ from devstack.report import (
     node_label_map,
 )
 from devstack.stack import Stack
+from kubekit.client import KubeError
+from kubekit.generic import GenericClient
 from placement.objects import metadata, namespace_of, topology_key_of_job
 
 
@@ -57,7 +58,7 @@ def expected_jobs(objects: Iterable[Mapping[str, Any]]) -> int:
     return total
 
 
-def ensure_namespace(client: KubeClient, namespace: str) -> None:
+def ensure_namespace(client: GenericClient, namespace: str) -> None:
     try:
         client.get("Namespace", namespace)
     except KubeError as err:
@@ -79,7 +80,7 @@ class Observation:
 
 
 def observe(
-    client: KubeClient, namespace: str | None, timeline: Timeline, nodes: list[dict[str, Any]]
+    client: GenericClient, namespace: str | None, timeline: Timeline, nodes: list[dict[str, Any]]
 ) -> Observation:
     """The exclusive Jobs of `namespace` (None: every namespace), their states and any violation."""
     jobs = [j for j in client.list("Job", namespace=namespace) if topology_key_of_job(j)]

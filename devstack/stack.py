@@ -42,7 +42,6 @@ from devstack.commands import (
 )
 from devstack.controlplane.cluster import KubeClusterOptions, NodeHeartbeat
 from devstack.controlplane.kueue import WaitForPodsReady
-from devstack.kube import KubeClient, KubeError
 from devstack.ports import free_port
 from devstack.processes import ManagedProcess, ProcessError, stop_all
 from devstack.readiness import wait_http_ok
@@ -56,6 +55,8 @@ from devstack.webhooks import (
     webhook_configurations,
 )
 from devstack.workdir import WorkdirClaim
+from kubekit.client import KubeError
+from kubekit.generic import GenericClient
 from placement.constants import DEFAULT_STRATEGY, STRATEGIES
 
 log = logging.getLogger(__name__)
@@ -166,7 +167,7 @@ class Stack:
         self.webhook: ManagedProcess | None = None
         self.resizers: list[ManagedProcess] = []
         self.resizer_metrics_ports: list[int] = []
-        self._client: KubeClient | None = None
+        self._client: GenericClient | None = None
         self._claim: WorkdirClaim | None = None
         self.chart_objects: list[dict[str, Any]] = []
         """What the chart renders for this stack: its webhook configurations, RBAC and resizer arguments."""
@@ -194,7 +195,7 @@ class Stack:
         return self.cluster.kubeconfig if self.cluster is not None else Path()
 
     @property
-    def client(self) -> KubeClient:
+    def client(self) -> GenericClient:
         if self._client is None:
             raise ProcessError("the stack is not started")
         return self._client
@@ -278,7 +279,7 @@ class Stack:
         if result.returncode != 0:
             raise ProcessError(f"certificate generation failed ({' '.join(argv)}):\n{result.stderr}")
 
-    def _start_cluster(self) -> KubeClient:
+    def _start_cluster(self) -> GenericClient:
         options = self.options
         self.cluster = KubeCluster(
             options.kube_cluster(),

@@ -2,6 +2,11 @@
 
 - `client`: the API client (one `--server` / `--kubeconfig` / `$KUBECONFIG` / in-cluster / `~/.kube/config`
   order), `Kube` (raw JSON calls with client-side timeouts), `KubeError` (every failure, one shape).
+- `generic`: `GenericClient`, any kind by name (create, get, list, watch, patch, delete, discovery, tokens,
+  access reviews) on `client.Transport` (`Kube`'s own): the one client of devstack, the benchmarks and the
+  kube tier.
+  `resources`: the built-in kinds' collections and paths; `credentials`: a CA with a client certificate or
+  a token (`kubeconfig_credentials`), for `GenericClient.connect` and the benchmarks' own httpx clients.
 - `informer`: list + watch into a thread-safe `Store` (bookmarks, 410 Gone → re-list, jittered backoff,
   readiness once synced, one secondary index, a pluggable projection of what is kept).
 - `projection`: `FieldProjection`, an informer's `project=` that keeps only the named fields (the field
@@ -9,8 +14,9 @@
   `PartialObjectMetadata`.
 - `keys`: `object_key`, the `namespace/name` key of caches and work queues; `objects`: `Obj` (a plain JSON
   dict) and the accessors kubekit reads.
-- `client.CustomResource`: a custom resource (group, version, plural) its caller declares: kubekit names no
-  one's CRDs and imports nothing of `placement` (an import-linter contract).
+- `client.CustomResource`: a custom resource (group, version, plural) its caller declares, as
+  `GenericClient(kinds=...)` takes the custom kinds it addresses by name (devstack's: `devstack.kinds`):
+  kubekit names no one's CRDs and imports nothing of `placement` (an import-linter contract).
 - `workqueue`, `controller`: client-go's work queue and controller-runtime's loop (`Result`, retries,
   terminal errors, `Leadership`), apart from the reconcilers; `election`: leader election on a Lease;
   `events`: the events.k8s.io recorder with its series. Their metrics are passed in.

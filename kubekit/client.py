@@ -12,7 +12,7 @@ import contextlib
 import json
 import os
 import socket
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, TypeVar
@@ -117,6 +117,13 @@ def build_api_client(
     renew deadline). The callers retry where they know the deadline. `pool_size`: connections kept per
     host (the client's default, 5 per CPU, when None)."""
     configuration = cluster_configuration(kubeconfig, server, context)
+    return configured_api_client(configuration, user_agent=user_agent, pool_size=pool_size)
+
+
+def configured_api_client(
+    configuration: client.Configuration, *, user_agent: str, pool_size: int | None = None
+) -> client.ApiClient:
+    """`build_api_client` for a configuration the caller made (`kubekit.credentials.configuration`)."""
     if pool_size is not None:
         configuration.connection_pool_maxsize = pool_size
     configuration.retries = urllib3.Retry(total=0, redirect=False, raise_on_status=False)
@@ -185,6 +192,20 @@ class Timeouts:
     def watch(self) -> tuple[float, float]:
         return (self.connect, self.watch_server_seconds + self.read)
 
+    def call(self, total: float | None) -> tuple[float, float]:
+        """(connect, read) of one call: the default, or `total` when the caller has a deadline of its own."""
+        return self.request if total is None else (min(self.connect, total), total)
+
+
+def _json(response: Any) -> Obj:
+    """The JSON body of a response read unparsed (`_preload_content=False`); then pooled again."""
+    try:
+        data = response.data
+    finally:
+        response.release_conn()
+    parsed: Obj = json.loads(data)
+    return parsed
+
 
 class WatchStream:
     """One open watch response: iterate its events; `interrupt()` from another thread ends the iteration."""
@@ -223,12 +244,96 @@ class WatchStream:
             self._response.close()
 
 
+class Transport:
+    """Calls by path, raw JSON in and out, on the binaries' `ApiClient`: its TLS, token, timeouts and no
+    retries, every failure one `KubeError`. `Kube`'s writes that must go out as written use it; so does
+    `kubekit.generic`'s client of the tools, so there is one way to reach the API server. Not part of
+    `Kube`'s methods: the chart's RBAC is checked against those, one request each."""
+
+    def __init__(self, api_client: client.ApiClient, timeouts: Timeouts) -> None:
+        self.api_client = api_client
+        self.timeouts = timeouts
+
+    def close(self) -> None:
+        self.api_client.close()  # type: ignore[no-untyped-call]
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: Any = None,
+        query: Mapping[str, str] | None = None,
+        headers: Mapping[str, str] | None = None,
+        content_type: str = "application/json",
+        timeout: float | None = None,
+    ) -> Obj:
+        """Any call by its path, the JSON answer as a dict: what the typed methods have no method for
+        (`kubekit.generic`). `body` goes out as given (JSON), `headers` add to the client's own."""
+        sent = {"Accept": "application/json", **(headers or {})}
+        if body is not None:
+            sent["Content-Type"] = content_type
+        return _call(
+            lambda: _json(
+                self._open(method, path, self.timeouts.call(timeout), query=query, headers=sent, body=body)
+            )
+        )
+
+    def text(self, path: str, timeout: float | None = None) -> str:
+        """A non-JSON endpoint (`/metrics`, `/readyz`, `/version`) as text."""
+
+        def call() -> str:
+            response = self._open("GET", path, self.timeouts.call(timeout), headers={"Accept": "*/*"})
+            try:
+                data: bytes = response.data
+            finally:
+                response.release_conn()
+            return data.decode(errors="replace")
+
+        return _call(call)
+
+    def stream(self, path: str, query: Mapping[str, str], server_seconds: int) -> WatchStream:
+        """A watch by its path (`query` says `watch=true` and from where), open for `server_seconds` and
+        the read timeout after them."""
+        timeout = (self.timeouts.connect, server_seconds + self.timeouts.read)
+        return WatchStream(_call(lambda: self._open("GET", path, timeout, query=query)))
+
+    def _open(
+        self,
+        method: str,
+        path: str,
+        timeout: tuple[float, float],
+        *,
+        query: Mapping[str, str] | None = None,
+        headers: dict[str, str] | None = None,
+        body: Any = None,
+    ) -> Any:
+        """The urllib3 response of a 2xx answer, its body unread; else an `ApiException` with the body."""
+        params = self.api_client.param_serialize(
+            method,
+            path,
+            query_params=list(query.items()) if query else None,
+            header_params=dict(headers or {}),
+            body=body,
+            auth_settings=["BearerToken"],
+        )
+        response = self.api_client.call_api(*params, _request_timeout=timeout).response
+        if not 200 <= response.status <= 299:
+            try:
+                text = response.data.decode(errors="replace")
+            finally:
+                response.release_conn()
+            raise ApiException(status=response.status, reason=response.reason, body=text)
+        return response
+
+
 class Kube:
     """Typed, dict-based wrapper over the calls the webhook and the resizer make."""
 
     def __init__(self, api_client: client.ApiClient, timeouts: Timeouts) -> None:
         self.api_client = api_client
         self.timeouts = timeouts
+        self.transport = Transport(api_client, timeouts)
         self.core = client.CoreV1Api(api_client)
         self.batch = client.BatchV1Api(api_client)
         self.coordination = client.CoordinationV1Api(api_client)
@@ -237,24 +342,14 @@ class Kube:
     def close(self) -> None:
         self.api_client.close()  # type: ignore[no-untyped-call]
 
-    @staticmethod
-    def _json(response: Any) -> Obj:
-        try:
-            data = response.data
-        finally:
-            response.release_conn()
-        parsed: Obj = json.loads(data)
-        return parsed
-
     def _timeout(self, total: float | None) -> tuple[float, float]:
-        """(connect, read) of one call: the default, or `total` when the caller has a deadline of its own."""
-        return self.timeouts.request if total is None else (min(self.timeouts.connect, total), total)
+        return self.timeouts.call(total)
 
     def _raw(
         self, function: Callable[..., Any], *args: Any, timeout: float | None = None, **kwargs: Any
     ) -> Obj:
         return _call(
-            lambda: self._json(
+            lambda: _json(
                 function(*args, _preload_content=False, _request_timeout=self._timeout(timeout), **kwargs)
             )
         )
@@ -465,21 +560,4 @@ class Kube:
 
         The generated Lease and Event methods coerce the body into their models, whose datetimes then
         serialise with `+00:00` offsets; a MicroTime must go out as written (RFC 3339, microseconds, `Z`)."""
-
-        def call() -> Obj:
-            params = self.api_client.param_serialize(
-                method,
-                path,
-                header_params={"Content-Type": content_type, "Accept": "application/json"},
-                body=body,
-                auth_settings=["BearerToken"],
-            )
-            response = self.api_client.call_api(*params, _request_timeout=self._timeout(timeout))
-            data: bytes = response.response.data
-            if not 200 <= response.status <= 299:
-                text = data.decode(errors="replace")
-                raise ApiException(status=response.status, reason=response.reason, body=text)
-            parsed: Obj = json.loads(data)
-            return parsed
-
-        return _call(call)
+        return self.transport.request(method, path, body=body, content_type=content_type, timeout=timeout)

@@ -43,10 +43,12 @@ from devstack.controlplane.kueue import WaitForPodsReady
 from devstack.controlplane.kwok import kwok_nodes, stages
 from devstack.controlplane.versions import BuildLayout, Versions, pinned_versions
 from devstack.interrupts import pause
-from devstack.kube import KubeClient, KubeError
+from devstack.kinds import stack_client
 from devstack.ports import free_port
 from devstack.processes import ManagedProcess
 from devstack.readiness import NotReadyError, wait_for_log_line, wait_http_ok
+from kubekit.client import KubeError
+from kubekit.generic import GenericClient
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -182,7 +184,7 @@ class KubeControlPlane:
         self.fault_proxy: FaultProxy | None = None
         self.ports: dict[str, int] = {}
         """kwokctl's port options (`etcdPort`, `kubeApiserverPort`, ...), as this cluster was given them."""
-        self._client: KubeClient | None = None
+        self._client: GenericClient | None = None
 
     # --- paths --------------------------------------------------------------------------------------
     @property
@@ -211,7 +213,7 @@ class KubeControlPlane:
         return self.cluster_dir / "logs"
 
     @property
-    def client(self) -> KubeClient:
+    def client(self) -> GenericClient:
         if self._client is None:
             raise RuntimeError("the control plane is not started")
         return self._client
@@ -227,11 +229,11 @@ class KubeControlPlane:
         return [p for p in processes if p is not None]
 
     # --- start --------------------------------------------------------------------------------------
-    def start(self) -> KubeClient:
+    def start(self) -> GenericClient:
         self.layout = require_built()
         started = time.monotonic()
         self._start_cluster(self.layout)
-        self._client = KubeClient.from_kubeconfig(self.kubeconfig)
+        self._client = stack_client(self.kubeconfig)
         eventually(
             lambda: self.client.get("ServiceAccount", "default", namespace="default"),
             what="the default ServiceAccount (kube-controller-manager's serviceaccount controller)",

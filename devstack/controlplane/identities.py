@@ -14,7 +14,8 @@ from typing import Any
 
 import yaml
 
-from devstack.kube import KubeClient, KubeError
+from kubekit.client import KubeError
+from kubekit.generic import GenericClient
 
 Obj = dict[str, Any]
 
@@ -78,13 +79,13 @@ def chart_identities(objects: list[Obj]) -> dict[str, Identity]:
     return identities
 
 
-def apply_objects(client: KubeClient, objects: list[Obj]) -> None:
+def apply_objects(client: GenericClient, objects: list[Obj]) -> None:
     """Create each object, or replace it when it exists (a restarted stack against the same cluster)."""
     for obj in objects:
         client.create_or_replace(obj, namespace=obj["metadata"].get("namespace"))
 
 
-def ensure_namespace(client: KubeClient, name: str) -> None:
+def ensure_namespace(client: GenericClient, name: str) -> None:
     try:
         client.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
     except KubeError as err:
@@ -107,7 +108,7 @@ def token_kubeconfig(server: str, ca_file: Path, token: str, user: str) -> str:
 
 
 def write_kubeconfig(
-    client: KubeClient, identity: Identity, ca_file: Path, path: Path, *, server: str | None = None
+    client: GenericClient, identity: Identity, ca_file: Path, path: Path, *, server: str | None = None
 ) -> Path:
     """A kubeconfig that authenticates as `identity` with a fresh token (file mode 0600), for `server`
     (default: the one `client` talks to; the fault proxy's listener for this project's processes)."""

@@ -19,9 +19,12 @@ from certs.files import ca_bundle_b64
 from devstack.clusters import KubeCluster
 from devstack.controlplane.audit import AuditLog, Request, pod_creations
 from devstack.controlplane.kwok import run_time_annotations
-from devstack.kube import Credentials, KubeClient, KubeError
+from devstack.kinds import stack_client_at
 from devstack.ports import free_port
 from devstack.stack import Stack
+from kubekit.client import KubeError
+from kubekit.credentials import Credentials
+from kubekit.generic import GenericClient
 from tests.kube.workloads import running_pods
 from tests.support.waiting import eventually
 
@@ -224,7 +227,7 @@ TENANT_WORKLOADS = (("", "pods"), ("batch", "jobs"), ("jobset.x-k8s.io", "jobset
 
 def tenant_client(
     stack: Stack, namespace: str, role_ref: Obj, creates: Iterable[tuple[str, str]] = TENANT_WORKLOADS
-) -> KubeClient:
+) -> GenericClient:
     """A client as ServiceAccount `tenant` of `namespace`, bound there to `role_ref`, once the authorizer
     lets it create what `creates` lists ((API group, resource) pairs the role grants): kube-apiserver's RBAC
     authorizer reads bindings from an informer, so a binding just written may not authorize the next
@@ -252,4 +255,4 @@ def tenant_client(
     )
     token = stack.client.request_token(namespace, TENANT, seconds=3600)
     ca_file = kube_cluster(stack).control_plane.ca_file
-    return KubeClient(stack.client.server, credentials=Credentials(ca_file=ca_file, token=token))
+    return stack_client_at(stack.client.server, Credentials(ca_file=ca_file, token=token))

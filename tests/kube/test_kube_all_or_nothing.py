@@ -20,12 +20,11 @@ from collections import defaultdict
 from collections.abc import Callable
 from typing import Any
 
-import httpx
 import pytest
 
-from devstack.kube import KubeError
 from devstack.manifests import exclusive_jobset
 from devstack.stack import Stack
+from kubekit.client import KubeError
 from placement.constants import (
     ALL_OR_NOTHING_ANNOTATION,
     ALL_OR_NOTHING_GATE,
@@ -111,7 +110,7 @@ def run_to_completion(
         lambda: completed(stack, namespace, names),
         "every JobSet completed",
         timeout,
-        ignoring=(httpx.HTTPError, KubeError),
+        ignoring=(KubeError,),
     )
     stack.check_alive()
     placement = Placement()
@@ -141,7 +140,7 @@ def create_gated(stack: Stack, namespace: str, names: list[str], run_seconds: fl
             all_gated(stack, namespace, name),
             f"the {JOBS} leaders of {name} created, gated",
             30,
-            ignoring=(httpx.HTTPError, KubeError),
+            ignoring=(KubeError,),
         )
 
 

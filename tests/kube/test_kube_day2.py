@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 import yaml
 
-from devstack.kube import KubeError
 from devstack.manifests import exclusive_jobset
 from devstack.stack import Stack
+from kubekit.client import KubeError
 from placement.constants import ALL_OR_NOTHING_ANNOTATION, GKE_NODEPOOL_LABEL, STRATEGY_ANNOTATION
 from resizer.recorder import REPORTING_CONTROLLER
 from tests.kube.kube_support import wait_running

@@ -18,10 +18,10 @@ import pytest
 from devstack.__main__ import main as devstack_main
 from devstack.__main__ import place
 from devstack.demo import apply, apply_and_follow
-from devstack.kube import UnservedKind
 from devstack.scenario import PlacementError, load_manifests
 from devstack.shape import ClusterShape
 from devstack.stack import Stack
+from kubekit.resources import UnservedKind
 from placement.constants import GKE_NODEPOOL_LABEL, JOBSET_REPLICATED_JOB_NAME_LABEL, RESIZE_LABEL, ROLE_LABEL
 from tests.kube.conftest import kube_options
 from tests.kube.kube_support import audit_log, pod_creates
@@ -162,7 +162,7 @@ def test_run_says_once_why_the_example_stalls_on_pools_too_small_for_it(
 
 
 @pytest.mark.parametrize(("obj", "collection"), [(CONFIG_MAP, "configmaps"), (SERVICE, "services")])
-def test_kinds_outside_devstacks_table_are_found_in_discovery(
+def test_kinds_outside_the_clients_table_are_found_in_discovery(
     kube_stack: Stack, namespace: str, obj: Obj, collection: str
 ) -> None:
     created = kube_stack.client.create(obj, namespace=namespace)

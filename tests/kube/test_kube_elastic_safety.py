@@ -28,9 +28,9 @@ from typing import Any
 import pytest
 
 from devstack.exclusivity import node_domains
-from devstack.kube import KubeError
 from devstack.manifests import exclusive_jobset
 from devstack.stack import Stack
+from kubekit.client import KubeError
 from placement.constants import (
     GKE_NODEPOOL_LABEL,
     JOB_COMPLETION_INDEX_ANNOTATION,

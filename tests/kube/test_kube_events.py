@@ -10,9 +10,9 @@ from collections import Counter
 import pytest
 
 from devstack.controlplane.audit import Request
-from devstack.kube import KubeError
 from devstack.manifests import exclusive_jobset
 from devstack.stack import Stack
+from kubekit.client import KubeError
 from resizer.recorder import REPORTING_CONTROLLER, Reason
 from tests.kube.kube_support import audit_log, wait_running
 from tests.kube.workloads import set_taint

@@ -15,8 +15,11 @@ from devstack import faults
 from devstack.commands import RELEASE_NAMESPACE
 from devstack.controlplane.components import COMPONENTS, component_pid, is_running
 from devstack.exclusivity import node_domains
-from devstack.kube import KubeClient, KubeError, kubeconfig_credentials
+from devstack.kinds import stack_client
 from devstack.stack import Stack
+from kubekit.client import KubeError
+from kubekit.credentials import kubeconfig_credentials
+from kubekit.generic import GenericClient
 from placement.constants import GKE_NODEPOOL_LABEL
 from tests.kube.conftest import kube_options
 from tests.kube.kube_support import create_namespace, kube_cluster
@@ -40,9 +43,9 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         yield started
 
 
-def as_resizer(stack: Stack, *, timeout: float = 30.0) -> KubeClient:
+def as_resizer(stack: Stack, *, timeout: float = 30.0) -> GenericClient:
     """A client with the resizer's kubeconfig: its ServiceAccount, through the fault proxy."""
-    return KubeClient.from_kubeconfig(kube_cluster(stack).component_kubeconfig("resizer"), timeout=timeout)
+    return stack_client(kube_cluster(stack).component_kubeconfig("resizer"), timeout=timeout)
 
 
 def test_the_projects_processes_reach_kube_apiserver_through_the_proxy(stack: Stack) -> None:
@@ -68,25 +71,27 @@ def test_slow_api_delays_every_answer_until_healed(stack: Stack) -> None:
 
 def test_stalled_api_times_requests_out(stack: Stack) -> None:
     with as_resizer(stack, timeout=1.0) as client:
-        with faults.stalled_api(stack, close_after_ms=60_000), pytest.raises(httpx.TransportError):
+        with faults.stalled_api(stack, close_after_ms=60_000), pytest.raises(KubeError) as stalled:
             client.text("/version")
+        assert stalled.value.status is None, "a connection-level failure, not an answer"
         eventually(
             lambda: client.text("/version"),
             "an answer once the stall is over",
             30,
-            ignoring=(httpx.TransportError,),
+            ignoring=(KubeError,),
         )
 
 
 def test_reset_api_resets_connections(stack: Stack) -> None:
     with as_resizer(stack) as client:
-        with faults.reset_api(stack), pytest.raises(httpx.TransportError):
+        with faults.reset_api(stack), pytest.raises(KubeError) as reset:
             client.text("/version")
+        assert reset.value.status is None, "a connection-level failure, not an answer"
         eventually(
             lambda: client.text("/version"),
             "an answer once resets stop",
             30,
-            ignoring=(httpx.TransportError,),
+            ignoring=(KubeError,),
         )
 
 
@@ -229,7 +234,7 @@ def test_expire_watches_makes_an_old_resource_version_gone_and_the_resizer_relis
     )
 
 
-def _watch_events(client: KubeClient, version: str) -> Iterator[tuple[str, dict[str, object]]]:
+def _watch_events(client: GenericClient, version: str) -> Iterator[tuple[str, dict[str, object]]]:
     try:
         for kind, obj in client.watch("Pod", resource_version=version, timeout_seconds=5):
             yield (kind, {"code": obj.get("code")} if kind == "ERROR" else obj)

@@ -27,9 +27,9 @@ import httpx
 import jsonpatch
 import pytest
 
-from devstack.kube import KubeError
 from devstack.stack import Stack
 from devstack.webhooks import POD_ADMISSION_PATHS
+from kubekit.client import KubeError
 from placement.admission import DEFAULT_JOB_CONTROLLER_USERNAMES
 from placement.constants import LEADER_SCHEDULED_GATE, ROLE_LABEL
 from tests.kube.conftest import stack_on_each_path

@@ -32,9 +32,10 @@ import pytest
 
 from devstack.commands import RELEASE_NAMESPACE
 from devstack.exclusivity import node_domains
-from devstack.kube import KubeClient, KubeError
 from devstack.stack import Stack
 from devstack.webhooks import POD_ADMISSION_PATHS
+from kubekit.client import KubeError
+from kubekit.generic import GenericClient
 from placement.constants import (
     GKE_NODEPOOL_LABEL,
     HOSTNAME_LABEL,
@@ -85,7 +86,7 @@ def jobset_key(namespace: str, job: str) -> str:
     return hashlib.sha1(f"{namespace}/{job}".encode(), usedforsecurity=False).hexdigest()
 
 
-def tenant(stack: Stack, namespace: str) -> KubeClient:
+def tenant(stack: Stack, namespace: str) -> GenericClient:
     """A client as ServiceAccount `tenant` of `namespace`, allowed what `edit` allows there."""
     return tenant_client(
         stack, namespace, {"kind": "ClusterRole", "name": "edit"}, creates=[("", "pods"), ("batch", "jobs")]

@@ -22,9 +22,9 @@ import pytest
 
 from devstack.controlplane import kueue
 from devstack.exclusivity import node_domains
-from devstack.kube import KubeError
 from devstack.manifests import exclusive_jobset
 from devstack.stack import Stack
+from kubekit.client import KubeError
 from placement.constants import (
     ELASTIC_FALLBACK_ANNOTATION,
     GKE_NODEPOOL_LABEL,

@@ -30,9 +30,9 @@ import pytest
 from devstack.controlplane import kueue
 from devstack.controlplane.kueue import WaitForPodsReady
 from devstack.exclusivity import node_domains
-from devstack.kube import KubeError
 from devstack.manifests import exclusive_jobset
 from devstack.stack import Stack
+from kubekit.client import KubeError
 from placement.constants import (
     ALL_OR_NOTHING_ANNOTATION,
     ALL_OR_NOTHING_GATE,

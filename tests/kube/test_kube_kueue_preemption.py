@@ -26,9 +26,9 @@ import pytest
 
 from devstack.controlplane import kueue
 from devstack.exclusivity import node_domains
-from devstack.kube import KubeError
 from devstack.manifests import exclusive_jobset
 from devstack.stack import Stack
+from kubekit.client import KubeError
 from placement.constants import (
     CONTROLLER_UID_LABEL,
     GKE_NODEPOOL_LABEL,

@@ -17,9 +17,9 @@ from collections.abc import Iterator
 import pytest
 
 from devstack.controlplane import kueue
-from devstack.kube import KubeError
 from devstack.manifests import exclusive_jobset
 from devstack.stack import Stack
+from kubekit.client import KubeError
 from placement.constants import GKE_NODEPOOL_LABEL, HOSTNAME_LABEL, STRATEGIES, Strategy
 from tests.kube.conftest import kube_options
 from tests.kube.workloads import plain_job

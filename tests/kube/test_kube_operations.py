@@ -20,10 +20,10 @@ from typing import Any
 
 import pytest
 
-from devstack.kube import KubeError
 from devstack.manifests import exclusive_jobset
 from devstack.scenario import wait_until_placed
 from devstack.stack import Stack
+from kubekit.client import KubeError
 from placement.constants import GKE_NODEPOOL_LABEL, RESIZE_LABEL, TOPOLOGY_ANNOTATION
 from tests.kube.kube_support import audit_log, pod_creates
 from tests.reliability.reliability_processes import dev_certs, file_certificate_der, served_certificate_der

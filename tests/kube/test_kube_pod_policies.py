@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 from devstack.controlplane.kwok import run_time_annotations
-from devstack.kube import KubeError
 from devstack.stack import Stack
+from kubekit.client import KubeError
 from placement.constants import (
     GKE_NODEPOOL_LABEL,
     JOB_KEY_LABEL,

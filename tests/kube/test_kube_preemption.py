@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
-from devstack.kube import KubeError
 from devstack.manifests import exclusive_jobset, priority_class
 from devstack.stack import Stack
+from kubekit.client import KubeError
 from placement.constants import Strategy
 from tests.kube.kube_support import audit_log, create_namespace, empty_namespace, preemptions
 from tests.kube.workloads import assert_each_job_whole_in_its_own_pool, exclusive_violations, running_pods

@@ -26,9 +26,9 @@ from typing import Any
 
 import pytest
 
-from devstack.kube import KubeClient
 from devstack.manifests import exclusive_jobset
 from devstack.stack import Stack
+from kubekit.generic import GenericClient
 from placement.constants import (
     ALL_OR_NOTHING_ANNOTATION,
     ALL_OR_NOTHING_GATE,
@@ -85,7 +85,7 @@ def victim(kube_stack: Stack, namespace: str) -> Iterator[str]:
     empty_namespace(kube_stack, name)
 
 
-def tenant(stack: Stack, namespace: str) -> KubeClient:
+def tenant(stack: Stack, namespace: str) -> GenericClient:
     """A client as ServiceAccount `tenant` of `namespace`, with a Role on jobs, pods and jobsets there."""
     verbs = ["create", "get", "list", "watch", "delete", "patch"]
     stack.client.create(
@@ -120,7 +120,7 @@ def pause_pod(name: str, pool: str, labels: dict[str, str], gpus: int = 0) -> Ob
     }
 
 
-def squat(stack: Stack, team: KubeClient, namespace: str, pods: list[Obj]) -> None:
+def squat(stack: Stack, team: GenericClient, namespace: str, pods: list[Obj]) -> None:
     for pod in pods:
         team.create(pod, namespace=namespace)
     eventually(

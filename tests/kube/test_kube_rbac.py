@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
-from devstack.kube import KubeError
 from devstack.manifests import exclusive_jobset
 from devstack.stack import Stack
+from kubekit.client import KubeError
 from placement.constants import RESIZE_LABEL, STRATEGY_ANNOTATION, Strategy
 from tests.kube.kube_support import audit_log, kube_cluster
 from tests.kube.workloads import pods_of, running_pods, set_taint

@@ -19,11 +19,11 @@ import httpx
 import pytest
 
 from devstack.commands import RELEASE_NAMESPACE, resizer_command
-from devstack.kube import KubeError
 from devstack.ports import free_port
 from devstack.processes import ManagedProcess
 from devstack.shape import ClusterShape
 from devstack.stack import Stack
+from kubekit.client import KubeError
 from placement.constants import RESIZE_DONE, RESIZE_LABEL, RESIZE_PENDING
 from tests.kube.conftest import kube_options
 from tests.kube.kube_support import audit_log, create_namespace, empty_namespace, kube_cluster

@@ -14,10 +14,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from devstack.kube import KubeError
 from devstack.manifests import exclusive_jobset
 from devstack.stack import Stack
-from kubekit.client import Kube, Timeouts, build_api_client
+from kubekit.client import Kube, KubeError, Timeouts, build_api_client
 from kubekit.client import KubeError as ResizerError
 from placement.constants import (
     DISRUPTION_TARGET_CONDITION,

@@ -14,12 +14,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import httpx
-
 from devstack.exclusivity import node_domains
-from devstack.kube import KubeError
 from devstack.manifests import exclusive_jobset
 from devstack.stack import Stack
+from kubekit.client import KubeError
 from placement.constants import GKE_NODEPOOL_LABEL, JOB_NAME_LABEL, PRIORITY_LABEL, TOPOLOGY_ANNOTATION
 from tests.support.waiting import eventually
 
@@ -76,7 +74,7 @@ class Watch:
         return self
 
     def _follow(self, version: str) -> None:
-        with contextlib.suppress(httpx.HTTPError, KubeError):
+        with contextlib.suppress(KubeError):
             for kind, obj in self.stack.client.watch(
                 self.kind, namespace=self.namespace, resource_version=version
             ):

@@ -14,9 +14,9 @@ import pytest
 
 from bench.soak import project_answers, soak_job
 from devstack.commands import RELEASE_NAMESPACE
-from devstack.kube import KubeError
 from devstack.shape import ClusterShape
 from devstack.stack import Stack
+from kubekit.client import KubeError
 from kubekit.election import LeaseRecord
 from placement.constants import RESIZE_DONE, RESIZE_LABEL, Strategy
 from placement.gang import parse_time
