@@ -24,8 +24,8 @@ watch into the partial-placement figures and the domain timeline.
 A Kueue scenario (`--kueue`) gives each run's namespace a LocalQueue of the stack's ClusterQueue, whose
 GPU quota fits one JobSet, creates its JobSets at once, and follows them (a JobSet watch beside the pod
 watch) until all of them completed: Kueue admits them one after the other. Kueue's requests and webhook
-calls are counted apart (bench.queued). Under Kueue `elastic` is not resized: the child Jobs of a JobSet
-Kueue queues fall back to full size (placement/kueue.py, docs/kueue.md; how they are placed: bench.queued).
+calls are counted apart (bench.queued). Under Kueue `elastic` is elastic: the child Jobs of a
+JobSet Kueue queues are admitted at size 1 and resized once their leader binds (docs/kueue.md, bench.queued).
 
 A scenario with a backlog first submits plain, non-exclusive pods in a second namespace and creates the
 measured JobSet once all of them exist, so its leaders queue behind what the scheduler has not bound yet;

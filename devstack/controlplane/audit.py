@@ -17,6 +17,8 @@ from typing import Any
 
 Obj = dict[str, Any]
 
+_TAIL_CHUNK = 64 * 1024
+
 
 @dataclass(frozen=True)
 class Request:
@@ -59,8 +61,22 @@ class AuditLog:
         self.path = path
 
     def mark(self) -> int:
-        """The current end of the log: requests made after this are in `requests(since=mark)`."""
-        return self.path.stat().st_size if self.path.exists() else 0
+        """The end of the last complete line: requests logged after it are in `requests(since=mark)`.
+
+        The file's size alone can fall inside a line: the kernel grows a file page by page while one write
+        is copied, so a line the API server is still writing may be partly visible."""
+        if not self.path.exists():
+            return 0
+        with self.path.open("rb") as log:
+            end = log.seek(0, 2)
+            while end > 0:
+                start = max(0, end - _TAIL_CHUNK)
+                log.seek(start)
+                newline = log.read(end - start).rfind(b"\n")
+                if newline >= 0:
+                    return start + newline + 1
+                end = start
+        return 0
 
     def requests(self, *, since: int = 0) -> Iterator[Request]:
         """Every complete request logged after byte offset `since` (a line still being written is not)."""

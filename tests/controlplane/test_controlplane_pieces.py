@@ -140,3 +140,26 @@ def test_the_audit_log_counts_pod_creations_from_a_mark(tmp_path: Path) -> None:
     assert pod_creations(log.requests(since=mark), "ns") == {201: 1, 403: 1}
     assert pod_creations(log.requests(), "ns") == {201: 2, 403: 1}
     assert list(AuditLog(tmp_path / "absent.log").requests()) == []
+
+
+def test_an_audit_mark_taken_while_a_line_is_half_written_starts_at_that_line(tmp_path: Path) -> None:
+    path = tmp_path / "audit.log"
+    written = audit_line("create", "pods", 201)
+    half = audit_line("create", "pods", 403)
+    path.write_text(written + half[: len(half) // 2])  # the API server's write, partly visible
+    log = AuditLog(path)
+    mark = log.mark()
+    assert mark == len(written.encode())
+    with path.open("a") as out:
+        out.write(half[len(half) // 2 :])
+    assert pod_creations(log.requests(since=mark), "ns") == {403: 1}
+    assert AuditLog(tmp_path / "absent.log").mark() == 0
+
+
+def test_an_audit_mark_finds_the_last_line_end_beyond_one_read(tmp_path: Path) -> None:
+    path = tmp_path / "audit.log"
+    first = audit_line("create", "pods", 201)
+    path.write_text(first + "x" * 200_000)  # a line longer than the reader's backward step, unfinished
+    assert AuditLog(path).mark() == len(first.encode())
+    path.write_text("y" * 70_000)
+    assert AuditLog(path).mark() == 0

@@ -52,7 +52,7 @@ def test_every_contender_ran_the_kueue_scenario_without_a_problem(kueue_report: 
             key
         )
     assert set(scenario["elastic_vs_jobset"]) == {key for key, _ in KUEUE_HEADLINE_METRICS}
-    assert "**Under Kueue `elastic` is not elastic**" in kueue_report["markdown"]
+    assert "Under Kueue `elastic` is elastic" in kueue_report["markdown"]
 
 
 def test_kueue_admitted_the_jobsets_one_at_a_time_and_each_completed(kueue_report: dict[str, Any]) -> None:
@@ -87,12 +87,19 @@ def test_kueues_requests_and_webhook_calls_are_counted_apart(kueue_report: dict[
         assert min(by_webhook["kueue-mjobset.kb.io"], by_webhook["mjobset.kb.io"]) >= jobsets, key
 
 
-def test_elastic_falls_back_to_gate_and_jobset_stays_alone(kueue_report: dict[str, Any]) -> None:
+def test_elastic_is_resized_under_kueue_and_jobset_stays_alone(kueue_report: dict[str, Any]) -> None:
     for scenario, key, run in runs(kueue_report):
         jobs = scenario["jobsets"] * scenario["jobs"]
-        assert run["elastic_fallback_jobs"] == (jobs if key == "elastic" else 0), key
+        assert run["elastic_fallback_jobs"] == 0, key
         calls = run["api_requests_by_client_verb_resource_code"]
-        resizes = [call for call in calls if call.startswith("exclusive-placement-resizer patch jobs")]
-        assert resizes == [], key  # nothing resized
+        job_patches = sum(
+            n for call, n in calls.items() if call.startswith("exclusive-placement-resizer patch jobs ")
+        )
+        # elastic: each child Job resized once its leader bound (Kueue never checks child Jobs), and on the
+        # policy path its pin-followers label retired once it finished; no other contender's Jobs are patched
+        if key == "elastic":
+            assert jobs <= job_patches <= 2 * jobs, key
+        else:
+            assert job_patches == 0, key
         if key == "jobset":
             assert (run["admission_calls"], run["resizer_requests"]) == (0, 0)

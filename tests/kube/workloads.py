@@ -6,7 +6,6 @@ exact answer).
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import threading
 from collections import defaultdict
@@ -58,7 +57,10 @@ def set_taint(stack: Stack, nodes: list[str], taint: Obj | None) -> None:
 
 @dataclass
 class Watch:
-    """A watch on one kind in one namespace, from now, in a background thread: every event in order."""
+    """A watch on one kind in one namespace, from now, in a background thread: every event in order.
+
+    The watch stays open after the block (a stack stopped later breaks it then: that is no failure); one
+    that broke inside the block fails it, since events may be missing."""
 
     stack: Stack
     kind: str
@@ -66,6 +68,7 @@ class Watch:
     events: list[tuple[str, Obj]] = field(default_factory=list)
     _thread: threading.Thread | None = None
     _stop: threading.Event = field(default_factory=threading.Event)
+    _broken: BaseException | None = None
 
     def __enter__(self) -> Watch:
         _, version = self.stack.client.list_with_version(self.kind, namespace=self.namespace)
@@ -74,16 +77,21 @@ class Watch:
         return self
 
     def _follow(self, version: str) -> None:
-        with contextlib.suppress(KubeError):
+        try:
             for kind, obj in self.stack.client.watch(
                 self.kind, namespace=self.namespace, resource_version=version
             ):
                 if self._stop.is_set():
                     return
                 self.events.append((kind, obj))
+        except Exception as error:  # the connection broke: the block's end says whether it matters
+            if not self._stop.is_set():
+                self._broken = error
 
-    def __exit__(self, *_: object) -> None:
+    def __exit__(self, kind: type[BaseException] | None, *_: object) -> None:
         self._stop.set()
+        if self._broken is not None and kind is None:
+            raise AssertionError(f"the {self.kind} watch in {self.namespace} broke: {self._broken!r}")
 
 
 REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
