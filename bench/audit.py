@@ -243,6 +243,11 @@ class RequestCounts:
         """Successful patches of whole `resource` objects (not their subresources)."""
         return self.count(lambda key: key.verb == "patch" and key.resource == resource and key.succeeded)
 
+    def create_attempts(self, resource: str) -> int:
+        """Creations of `resource` asked for, whatever the answer: each one was admitted (a 409 for a name
+        already taken comes after admission)."""
+        return self.count(lambda key: key.verb == "create" and key.resource == resource)
+
     def client_requests(self, client: str, verbs: Iterable[str] | None = None) -> int:
         """Requests `client` made in the window (only those with one of `verbs`, if given)."""
         wanted = None if verbs is None else frozenset(verbs)

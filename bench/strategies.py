@@ -194,6 +194,7 @@ def result_from_counts(
         "webhook_lookups": requests.client_requests(WEBHOOK_CLIENT, LOOKUP_VERBS),
         "resizer_requests": workload_requests(counts, RESIZER_CLIENT),
         "job_patches": requests.patched("jobs"),
+        "job_create_attempts": requests.create_attempts("jobs"),
         "pod_patches": requests.patched("pods"),
         "seconds_to_all_running": round(seconds, 3),
         "exclusive_violations": violations,

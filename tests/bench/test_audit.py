@@ -223,3 +223,13 @@ def test_only_whole_lines_logged_after_the_mark_are_read(tmp_path: Path) -> None
     half = json.dumps(json.loads(lines[6]))[:100]
     log.write_text("\n".join(lines[:6]) + "\n" + half)  # the API server is writing line 7
     assert [r.audit_id for r in audit.requests(since=mark)] == [json.loads(lines[5])["auditID"]]
+
+
+def test_a_create_refused_for_a_name_already_taken_is_still_a_create_attempt() -> None:
+    created = dataclasses.replace(the("create", "pods/binding"), resource="jobs", subresource="", code=201)
+    counts = RequestCounts()
+    counts.add(created)
+    counts.add(dataclasses.replace(created, code=409))
+    counts.add(dataclasses.replace(created, verb="patch", code=200))
+    assert counts.create_attempts("jobs") == 2
+    assert counts.create_attempts("pods") == 0

@@ -139,7 +139,10 @@ def test_jobset_alone_places_its_namespace_and_the_strategies_never_reject(
         assert run["jobset_webhook_denied"] == 0, key  # the takeover: JobSet's webhooks pass them
         # (every creation attempt is a call: a gate follower denied is created again)
         pod_calls = PROJECT_POD_WEBHOOK_CALLS_PER_POD[key] * (pods + run["pod_creates_rejected"])
-        # one Job mutation per Job, one JobSet validation per JobSet
-        assert run["admission_calls"] == pod_calls + scenario["jobs"] + scenario["jobsets"], key
+        # one Job mutation per Job creation asked for (JobSet's controller, behind its cache, sometimes asks
+        # twice: the second gets 409 after admission), one JobSet validation per JobSet
+        assert scenario["jobs"] <= run["job_create_attempts"], key
+        job_calls = run["job_create_attempts"]
+        assert run["admission_calls"] == pod_calls + job_calls + scenario["jobsets"], key
         if key == "elastic":
             assert run["job_patches"] == scenario["jobs"]  # one resize patch per Job

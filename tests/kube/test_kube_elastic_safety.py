@@ -171,12 +171,13 @@ def job_failed(stack: Stack, namespace: str, name: str) -> bool:
     return any(c["type"] == "Failed" and c["status"] == "True" for c in job["status"].get("conditions") or [])
 
 
-def pinned_pods(stack: Stack, namespace: str, pods: int) -> list[Obj] | None:
-    """Once the namespace has `pods` pods: those with a node-pool nodeSelector (None before)."""
+def pinned_followers(stack: Stack, namespace: str, pods: int) -> list[Obj] | None:
+    """Once the namespace has `pods` pods and every follower has a node-pool nodeSelector: the followers
+    (None before). A follower created before the follower policy's params reached kube-apiserver's
+    informer is created unpinned behind the leader-scheduled gate, and the resizer pins it a moment later."""
     current = pods_of(stack, namespace)
-    if len(current) != pods:
-        return None
-    return [p for p in current if (p["spec"].get("nodeSelector") or {}).get(GKE_NODEPOOL_LABEL)]
+    pinned = [p for p in current if (p["spec"].get("nodeSelector") or {}).get(GKE_NODEPOOL_LABEL)]
+    return pinned if len(current) == pods and len(pinned) == pods - 1 else None
 
 
 def marked_for_violation(events: Events) -> set[str]:
@@ -209,7 +210,7 @@ def followers_pinned_where_a_re_created_leader_is_not_are_repaired(stack: Stack,
         set_taint(stack, old_nodes, FULL)
     try:
         pinned = eventually(
-            lambda: pinned_pods(stack, namespace, 3),
+            lambda: pinned_followers(stack, namespace, 3),
             "the followers created, pinned to the old pool",
             90,
             ignoring=(KubeError,),
