@@ -254,8 +254,8 @@ one, and it deadlocked in about half of the baseline's runs (docs/results.md); g
 FULL_SCENARIOS: tuple[Scenario, ...] = (
     Scenario("4x8", jobs=4, pods_per_job=8, pools=4),
     Scenario("contended-16x8-on-4", jobs=16, pods_per_job=8, pools=4, pod_run_seconds=30.0),
-    # 1,024 pods at once: the real scheduler runs as fast as the machine lets it (the previous wave named
-    # it throttled-32x32 after the simulated scheduler's 60 pods/s, which the real one never had).
+    # 1,024 pods at once: the scheduler runs as fast as the machine lets it (the previous wave's results
+    # name it throttled-32x32).
     Scenario("32x32", jobs=32, pods_per_job=32, pools=32),
     # Leaders arriving behind 800 plain pods the scheduler has not all bound yet (upstream's case).
     Scenario("backlog-16x16", jobs=16, pods_per_job=16, pools=16, backlog=Backlog(jobs=8, pods_per_job=100)),

@@ -24,7 +24,7 @@ from devstack.extra import DISTRIBUTIONS
 
 ROOT = Path(__file__).resolve().parents[2]
 PRODUCT = ("placement", "kubekit", "webhook", "resizer", "certs", "kubectl_plugin")
-TOOLS = ("devstack", "bench", "tests", "kubesim", "helm_python", "matplotlib", "celpy")
+TOOLS = ("devstack", "bench", "tests", "helm_python", "matplotlib", "celpy")
 """What a checkout adds to the product: never needed by an entry point of the wheel."""
 WITHOUT = """
 import runpy, sys

@@ -1,7 +1,7 @@
 """Objects the webhook must leave alone get `allowed: true`, no patch, and cost no leader lookup.
 
 (Namespaces the webhook must not see — its own and kube-system — are exempted by the webhook configuration's
-namespaceSelector; `test_lifecycle_faults.py` checks that end to end on kubesim.)
+namespaceSelector; `test_lifecycle_faults.py` checks that end to end on the real control plane.)
 """
 
 from __future__ import annotations
