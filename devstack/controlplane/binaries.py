@@ -24,7 +24,7 @@ def require_built(layout: BuildLayout | None = None) -> BuildLayout:
             what = "no " + ", ".join(missing[:4]) + (", ..." if len(missing) > 4 else "")
         raise MissingBinaries(
             f"the real control plane is not built for cluster/go.mod's pins ({what}; expected in "
-            f"{layout.bin_dir}): run `{BUILD_TARGET}` first (a cold build: about 5-6 minutes on an idle "
+            f"{layout.bin_dir}): run `{BUILD_TARGET}` first (a cold build: about 7-8 minutes on an idle "
             "2-core machine)"
         )
     return layout

@@ -300,7 +300,7 @@ def build_estimate(cache: Path | None) -> str:
     """What this build will cost, as far as can be told before it runs: the Go build cache is either
     empty (every package compiles, a cold build) or holds packages `go build` reuses (unchanged pins
     only relink). Whether it holds these very packages only `go build` finds out."""
-    cold = "a cold build, about 5-6 min on an idle 2-core machine (longer when it is busy)"
+    cold = "a cold build, about 7-8 min on an idle 2-core machine (longer when it is busy)"
     if cache is None or not cache.is_dir() or not any(cache.iterdir()):
         return f"the Go build cache is empty: {cold}"
     return (
