@@ -74,13 +74,13 @@ bench-webhook: $(STAMP) ## Webhook admission load vs a no-op endpoint (needs hey
 		exit 2; }
 	$(PY) -m bench webhook --tool hey --out bench/results/webhook.json
 
-bench-resizer: $(STAMP) ## Bind-to-resize latency and resizer RSS over 1,000 Jobs (writes bench/results/resizer.json)
+bench-resizer: $(STAMP) kube ## Bind-to-resize latency and resizer RSS over 1,000 Jobs on the real control plane (kwok nodes; writes bench/results/resizer.json)
 	$(PY) -m bench resizer --out bench/results
 
 bench-scale: $(STAMP) kube ## kwok nodes on the real control plane, Jobs at 50/s: RSS, admission, bind-to-resize (BENCH_SCALE_ARGS; writes bench/results/scale.json)
 	$(PY) -m bench scale --out bench/results $(BENCH_SCALE_ARGS)
 
-bench-abuse: $(STAMP) ## One abusive client per attack vs the webhook: peak RSS, a legitimate admission meanwhile (writes bench/results/abuse.json)
+bench-abuse: $(STAMP) kube ## One abusive client per attack vs the webhook: peak RSS, a legitimate admission meanwhile; the dry-run flood on the real control plane (writes bench/results/abuse.json)
 	$(PY) -m bench abuse
 
 bench-controlplane: $(STAMP) kube ## The real control plane: warm start and idle RSS, 16 nodes (writes bench/results/controlplane.json)

@@ -99,8 +99,8 @@ GANG_CONTENDER_KEYS: frozenset[str] = frozenset(
 """What a gang scenario measures: JobSet, the two strategies that never reject a pod, and both with
 all-or-nothing."""
 KUEUE_CONTENDER_KEYS: frozenset[str] = frozenset({JOBSET_BASELINE, Strategy.GATE, Strategy.ELASTIC})
-"""What a Kueue scenario measures: JobSet, `elastic` (not resized for a JobSet Kueue queues: its fallback,
-bench.queued) and `gate`, which the fallback names."""
+"""What a Kueue scenario measures: JobSet, `elastic` (the child Jobs of a JobSet Kueue queues are resized as
+anywhere else, bench.queued) and `gate`, what a plain Job Kueue queues falls back to."""
 CONTENDER_KEYS: tuple[str, ...] = tuple(c.key for c in CONTENDERS)
 BY_KEY: dict[str, Contender] = {c.key: c for c in CONTENDERS}
 

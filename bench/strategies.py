@@ -113,6 +113,7 @@ from bench.scenarios import (
 )
 from devstack.controlplane import kueue
 from devstack.controlplane.binaries import MissingBinaries, require_built
+from devstack.controlplane.choice import CONTROL_PLANE, add_control_plane_argument
 from devstack.controlplane.versions import pinned_versions
 from devstack.exclusivity import node_domains
 from devstack.manifests import priority_class
@@ -121,7 +122,6 @@ from placement.constants import JOBSET_GROUP, JOBSET_VERSION, Strategy
 
 log = logging.getLogger("bench.strategies")
 
-CONTROL_PLANE = "kube"
 DEFAULT_OUT = SCRATCH
 JOBSET_NAME = "bench"
 JOBSETS_PATH = f"/apis/{JOBSET_GROUP}/{JOBSET_VERSION}/namespaces/{{namespace}}/jobsets"
@@ -921,16 +921,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--kueue",
         action="store_true",
         help="the comparison next to Kueue instead: 3 JobSets of 4x4 queued at once through a LocalQueue "
-        "whose quota fits one, Kueue's requests counted apart; jobset, gate and elastic (not resized for "
-        "what Kueue queues): ~2 min per contender and repetition, ~30 s with --quick (2 JobSets "
-        "of 2x4)",
+        "whose quota fits one, Kueue's requests counted apart; jobset, gate and elastic (the child Jobs of "
+        "a JobSet Kueue queues are resized as anywhere else: Kueue takes the quota from the JobSet's spec; "
+        "only a plain Job Kueue queues falls back to gate): ~2 min per contender and repetition, ~30 s "
+        "with --quick (2 JobSets of 2x4)",
     )
-    parser.add_argument(
-        "--control-plane",
-        choices=(CONTROL_PLANE,),
-        default=CONTROL_PLANE,
-        help="the real control plane built by `make kube` (the only one)",
-    )
+    add_control_plane_argument(parser)
     parser.add_argument(
         "--repeat",
         type=int,

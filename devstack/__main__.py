@@ -1,7 +1,8 @@
 """`python -m devstack run|demo`: the whole system locally (the real control plane + webhook + resizer).
 
 The control plane is the one `make kube` builds: etcd, kube-apiserver, kube-controller-manager,
-kube-scheduler, kwok's fake nodes and JobSet's controller and webhooks (about 15 s to start once built).
+kube-scheduler, kwok's fake nodes and JobSet's controller and webhooks (about 15 s to start once built);
+`--control-plane kube` names it, the only choice.
 
 run   brings the stack up, applies a manifest (default examples/jobset-exclusive.yaml), shows progress and
       the placement table, then keeps serving until Ctrl-C (kubectl works against the printed kubeconfig),
@@ -21,6 +22,7 @@ from typing import Any
 
 from devstack import chart
 from devstack.controlplane.binaries import MissingBinaries, require_built
+from devstack.controlplane.choice import add_control_plane_argument
 from devstack.controlplane.kueue import WaitForPodsReady
 from devstack.controlplane.versions import pinned_versions
 from devstack.demo import apply, apply_and_follow, follow_forever
@@ -58,6 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     for name, help_text, workdir, timeout in modes:
         cmd = sub.add_parser(name, help=help_text, description=help_text)
+        add_control_plane_argument(cmd)
         cmd.add_argument(
             "-f", "--manifest", type=Path, default=EXAMPLE, help="YAML to apply (default: %(default)s)"
         )
@@ -123,7 +126,9 @@ def build_parser() -> argparse.ArgumentParser:
             action="store_true",
             help="also run Kueue (its manager and webhooks, the batch/job and JobSet integrations) with a "
             "ResourceFlavor, a ClusterQueue and a LocalQueue `user-queue` in --namespace: label a JobSet or "
-            "Job `kueue.x-k8s.io/queue-name: user-queue` to queue it (docs/kueue.md)",
+            "Job `kueue.x-k8s.io/queue-name: user-queue` to queue it. elastic still resizes the child Jobs "
+            "of a JobSet Kueue queues; a plain Job Kueue queues falls back to gate, with an admission "
+            "warning naming Kueue (docs/kueue.md)",
         )
         cmd.add_argument(
             "--kueue-gpu-quota",

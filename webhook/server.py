@@ -52,7 +52,7 @@ class Webhook:
             "loop": "uvloop",
             "lifespan": "on",
             "timeout_keep_alive": KEEP_ALIVE_SECONDS,
-            "timeout_graceful_shutdown": 10,
+            "timeout_graceful_shutdown": GRACEFUL_SHUTDOWN_SECONDS,
         }
         options.update(overrides)
         return GuardedServer(
@@ -62,6 +62,11 @@ class Webhook:
             self.metrics,
         )
 
+
+GRACEFUL_SHUTDOWN_SECONDS = 10
+"""After SIGTERM the server stops accepting, closes idle connections and answers the requests in flight for at
+most this long, then stops its informers. The chart's terminationGracePeriodSeconds must exceed its preStop
+sleep plus this (`ep.webhook.gracefulShutdownSeconds`, checked at render)."""
 
 KEEP_ALIVE_SECONDS = 120
 """An idle keep-alive connection is closed after this: longer than kube-apiserver's own idle-connection

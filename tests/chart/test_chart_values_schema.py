@@ -68,6 +68,27 @@ BAD_VALUES = [
         "minItems",
     ),
     (
+        {"webhook": {"rollingUpdate": {"maxSurge": 0}}},
+        "/webhook/rollingUpdate/maxSurge",
+        "minimum: got 0, want 1",
+    ),
+    (
+        {"webhook": {"rollingUpdate": {"maxUnavailable": 1}}},
+        "/webhook/rollingUpdate",
+        "additional properties 'maxUnavailable' not allowed",
+    ),
+    ({"webhook": {"preStopSleepSeconds": -1}}, "/webhook/preStopSleepSeconds", "minimum: got -1, want 0"),
+    (
+        {"webhook": {"preStopSleepSeconds": "5s"}},
+        "/webhook/preStopSleepSeconds",
+        "got string, want integer",
+    ),
+    (
+        {"webhook": {"terminationGracePeriodSeconds": 0}},
+        "/webhook/terminationGracePeriodSeconds",
+        "minimum: got 0, want 1",
+    ),
+    (
         {"webhook": {"networkPolicy": {"apiServerCIDRs": ["10.0.0.1"]}}},
         "/webhook/networkPolicy/apiServerCIDRs/0",
         "does not match pattern",

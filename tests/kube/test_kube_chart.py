@@ -27,7 +27,7 @@ from placement.constants import (
     ROLE_LABEL,
     TARGET_COMPLETIONS_ANNOTATION,
 )
-from tests.chart.chart_rendering import NAMESPACE, Obj, render, webhooks
+from tests.chart.chart_rendering import NAMESPACE, Obj, of_component, render, webhooks
 from tests.kube.kube_support import webhook_admissions
 from tests.support.builders import make_job
 from tests.support.waiting import eventually
@@ -111,6 +111,26 @@ def test_the_charts_rbac_objects_are_installed_as_rendered(kube_stack: Stack) ->
         stored = stack.client.get(obj["kind"], obj["metadata"]["name"], namespace=namespace)
         for field in ("rules", "roleRef", "subjects"):
             assert stored.get(field) == obj.get(field), (obj["kind"], obj["metadata"]["name"], field)
+
+
+def test_the_charts_deployments_pass_kube_apiservers_validation(kube_stack: Stack) -> None:
+    """A server-side dry run of the rendered Deployments: kube-apiserver accepts the webhook's preStop sleep
+    action within its termination grace period and the rolling update that never takes a pod down first."""
+    chart = render({})
+    path = f"/apis/apps/v1/namespaces/{NAMESPACE}/deployments"
+    accepted = {
+        component: kube_stack.client.transport.request(
+            "POST", path, body=of_component(chart, "Deployment", component), query={"dryRun": "All"}
+        )
+        for component in ("webhook", "resizer")
+    }
+    webhook = accepted["webhook"]["spec"]
+    assert webhook["strategy"]["rollingUpdate"] == {"maxUnavailable": 0, "maxSurge": 1}
+    pod = webhook["template"]["spec"]
+    assert pod["containers"][0]["lifecycle"] == {"preStop": {"sleep": {"seconds": 5}}}
+    assert pod["terminationGracePeriodSeconds"] == 30
+    assert "lifecycle" not in accepted["resizer"]["spec"]["template"]["spec"]["containers"][0]
+    assert kube_stack.client.transport.request("GET", path)["items"] == []  # a dry run stores nothing
 
 
 def test_pods_without_the_annotation_never_reach_the_webhooks(kube_stack: Stack, namespace: str) -> None:

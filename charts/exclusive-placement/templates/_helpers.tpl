@@ -22,6 +22,12 @@
 {{- printf "%s-webhook" (include "ep.fullname" . | trunc 55 | trimSuffix "-") -}}
 {{- end -}}
 
+{{/* Seconds the webhook answers in-flight admissions after SIGTERM (uvicorn's timeout_graceful_shutdown,
+webhook/server.py GRACEFUL_SHUTDOWN_SECONDS). */}}
+{{- define "ep.webhook.gracefulShutdownSeconds" -}}
+10
+{{- end -}}
+
 {{- define "ep.resizer.fullname" -}}
 {{- printf "%s-resizer" (include "ep.fullname" . | trunc 55 | trimSuffix "-") -}}
 {{- end -}}
