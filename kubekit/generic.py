@@ -38,7 +38,13 @@ POOL_SIZE = 16
 """Connections kept: the tools watch from several threads while their main thread keeps calling."""
 Items = list[Obj]
 """A list's items (the name `list` is the client's method inside the class)."""
-BACKGROUND_DELETE = {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Background"}
+PROPAGATION_POLICIES = ("Background", "Foreground", "Orphan")
+
+
+def delete_options(propagation: str) -> dict[str, str]:
+    if propagation not in PROPAGATION_POLICIES:
+        raise ValueError(f"propagation must be one of {', '.join(PROPAGATION_POLICIES)}, got {propagation!r}")
+    return {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": propagation}
 
 
 class GenericClient:
@@ -150,11 +156,15 @@ class GenericClient:
         )
         return listed.get("items") or [], str((listed.get("metadata") or {}).get("resourceVersion") or "")
 
-    def delete(self, kind: str, name: str, *, namespace: str | None = None) -> None:
-        """Delete in the background (dependents collected after); already gone is not an error."""
+    def delete(
+        self, kind: str, name: str, *, namespace: str | None = None, propagation: str = "Background"
+    ) -> None:
+        """Delete, by default in the background (dependents collected after; `Foreground`: the object stays,
+        with a deletionTimestamp, until its dependents are gone); already gone is not an error."""
+        options = delete_options(propagation)
         path = object_path(self.resource_type(kind), name, namespace)
         try:
-            self.transport.request("DELETE", path, body=BACKGROUND_DELETE)
+            self.transport.request("DELETE", path, body=options)
         except KubeError as err:
             if err.status != 404:
                 raise

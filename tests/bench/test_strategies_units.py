@@ -298,6 +298,7 @@ def test_result_has_the_issue_fields_and_the_waste_by_cause() -> None:
         "webhook_lookups": 16,
         "resizer_requests": 0,  # its watches and its Lease are not requests the workload made
         "job_patches": 4,
+        "job_create_attempts": 0,
         "pod_patches": 3,
         "seconds_to_all_running": 1.235,
         "exclusive_violations": 0,

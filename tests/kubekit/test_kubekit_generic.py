@@ -36,6 +36,7 @@ class ObjectStore:
         self.objects: dict[str, dict[str, Obj]] = {}
         self.events: list[tuple[int, str, str, Obj]] = []
         self.requests: list[tuple[str, str, dict[str, str]]] = []
+        self.propagations: list[str] = []
         self.version = 0
         self.lock = threading.Lock()
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
@@ -105,6 +106,7 @@ def _item(
         return 200, current
     if method == "DELETE":
         del store.objects[collection][name]
+        store.propagations.append(body["propagationPolicy"])
         return 200, {"kind": "Status", "status": "Success", "propagation": body["propagationPolicy"]}
     if method == "PUT":
         if body["metadata"].get("resourceVersion") != current["metadata"]["resourceVersion"]:
@@ -190,6 +192,17 @@ def test_objects_are_created_read_listed_patched_and_deleted_by_kind(client: Gen
     client.delete("ConfigMap", "a", namespace="ns")
     client.delete("ConfigMap", "a", namespace="ns")  # already gone: not an error
     assert [o["metadata"]["name"] for o in client.list("ConfigMap", namespace="ns")] == ["b"]
+
+
+def test_a_deletion_says_how_dependents_go(client: GenericClient, store: ObjectStore) -> None:
+    client.create(config_map("a"), namespace="ns")
+    client.create(config_map("b"), namespace="ns")
+    client.delete("ConfigMap", "a", namespace="ns")
+    client.delete("ConfigMap", "b", namespace="ns", propagation="Foreground")
+    assert store.propagations == ["Background", "Foreground"]
+    with pytest.raises(ValueError, match="propagation must be one of Background, Foreground, Orphan"):
+        client.delete("ConfigMap", "b", namespace="ns", propagation="foreground")
+    assert len(store.propagations) == 2  # refused before any request
 
 
 def test_a_namespaced_object_without_a_namespace_goes_to_default(

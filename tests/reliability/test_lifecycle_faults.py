@@ -142,8 +142,13 @@ def test_job_deleted_mid_resize_then_recreated(stack: Stack) -> None:
             "the leader bound",
             60,
         )
-        # The resizer is reacting to this bind right now: delete the Job under it.
-        stack.client.delete("Job", "churn", namespace=NS)
+        # The resizer is reacting to this bind right now: delete the Job under it. In the foreground: the
+        # Job stays, terminating, until its pods are gone, so the Job controller sees the followers it was
+        # creating while the Job is still there. Deleted in the background, it may not: kube-controller-
+        # manager v1.36.3 keys its creation expectations by namespace/name, and a pod whose controller Job
+        # is gone from its cache observes nothing (addPod), so a Job recreated under the same name at once
+        # could wait out the expectations' 5-minute TTL for its first pod (docs/reliability.md).
+        stack.client.delete("Job", "churn", namespace=NS, propagation="Foreground")
         eventually(
             lambda: (
                 not stack.client.list("Job", namespace=NS, label_selector=None)
