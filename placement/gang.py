@@ -461,6 +461,9 @@ class AdmissionPlan:
     stepped_over: tuple[Waiting, ...] = ()
     """Gangs that waited longer than `bound` without fitting: they keep their place (each is the first
     offered the domains at every pass) but no longer hold up the gangs behind them."""
+    behind: tuple[Waiting, ...] = ()
+    """Queued gangs behind the blocked one that do not fit either: their clocks run too, so that gangs
+    which cannot be placed hold up the queue for `bound` in all, not for `bound` each in turn."""
     next_deadline: float | None = None
     """When to look again, if nothing is due now: the earliest release time-out or step-over."""
     states: Mapping[GangId, GangState] = field(default_factory=dict)
@@ -493,8 +496,10 @@ def plan_admission(
        behind it (strict FIFO) — for `bound` seconds at most, counted from `waiting_since[gang]` (when the
        caller first saw it so; `now` for a gang it did not). Past that it is stepped over: it keeps its
        place, the gangs behind it are released as they fit, and the next one that does not fit holds up
-       the rest, on its own clock. A gang needing more domains than exist at all (`unfit`) is passed over
-       at once: waiting could not help it.
+       the rest, on its own clock — which ran while it waited behind (`behind`: every queued gang that
+       does not fit is timed, wherever it stands), so k such gangs in a row hold up the queue for `bound`,
+       not k × `bound`. A gang needing more domains than exist at all (`unfit`) is passed over at once:
+       waiting could not help it.
     `held_nodes` are the nodes held against leaders (`held_nodes`); `bound` None: never stepped over.
     """
     since_of = waiting_since or {}
@@ -522,6 +527,7 @@ def plan_admission(
                 releases.append(Release(gang.id, gated, resumed=True))
     blocked: Waiting | None = None
     stepped_over: list[Waiting] = []
+    behind: list[Waiting] = []
     unfit: list[tuple[GangId, int, int]] = []
     for gang in sorted(queued, key=queue_order):
         need = needed(gang)
@@ -532,13 +538,17 @@ def plan_admission(
         free = len(free_domains(gang.topology_key, nodes, held_nodes, gang.priority)) - promises
         if need > free:
             waiting = Waiting(gang.id, need, max(free, 0), since_of.get(gang.id, now))
-            if bound is not None and now - waiting.since >= bound:
+            if blocked is not None:
+                behind.append(waiting)
+            elif bound is not None and now - waiting.since >= bound:
                 stepped_over.append(waiting)
-                continue
-            blocked = waiting
-            if bound is not None:
-                deadlines.append(waiting.since + bound)
-            break
+            else:
+                blocked = waiting
+                if bound is not None:
+                    deadlines.append(waiting.since + bound)
+            continue
+        if blocked is not None:
+            continue  # it fits, but waits behind the blocked gang (strict FIFO)
         promises += need
         gated = tuple(leader.key for leader in live_leaders(gang) if leader.gated)
         releases.append(Release(gang.id, gated, resumed=False))
@@ -548,6 +558,7 @@ def plan_admission(
         timeouts=tuple(timeouts),
         blocked=blocked,
         stepped_over=tuple(stepped_over),
+        behind=tuple(behind),
         next_deadline=min(deadlines, default=None),
         states=states,
         unfit=tuple(unfit),

@@ -90,7 +90,7 @@ class GangReconciler(WithContext):
             bound=self.step_over_after,
         )
         self._forget_all_but({gang.id for gang in gangs})
-        waiting = [*plan.stepped_over, *([plan.blocked] if plan.blocked is not None else [])]
+        waiting = [*plan.stepped_over, *([plan.blocked] if plan.blocked is not None else []), *plan.behind]
         self._waiting_since = {each.gang: each.since for each in waiting}
         queued = sum(1 for state in plan.states.values() if state is GangState.QUEUED)
         self.metrics.gangs_queued.set(queued - sum(1 for release in plan.releases if not release.resumed))

@@ -707,3 +707,28 @@ def test_the_next_gang_that_does_not_fit_holds_up_the_rest_on_its_own_clock() ->
         GangId(NS, "mid"),
         [],
     )
+
+
+def test_gangs_that_cannot_be_placed_hold_up_the_queue_for_the_bound_in_all_not_each_in_turn() -> None:
+    gangs = [
+        gated_gang("h1", jobs=3),
+        gated_gang("h2", jobs=3, queued_at=T0 + 1),
+        gated_gang("h3", jobs=3, queued_at=T0 + 2),
+        gated_gang("g", jobs=1, queued_at=T0 + 3),
+    ]
+    first = plan_admission(gangs, pools(3), held("node-0"), T0, TIMEOUT, bound=TIMEOUT)
+    assert (blocked(first), [w.gang.jobset for w in first.behind], released(first.releases)) == (
+        GangId(NS, "h1"),
+        ["h2", "h3"],  # g fits: it waits behind h1 without a clock
+        [],
+    )
+    assert first.blocked is not None
+    since = {w.gang: w.since for w in (first.blocked, *first.behind)}
+    late = plan_admission(
+        gangs, pools(3), held("node-0"), T0 + TIMEOUT, TIMEOUT, waiting_since=since, bound=TIMEOUT
+    )
+    assert ([w.gang.jobset for w in late.stepped_over], blocked(late), released(late.releases)) == (
+        ["h1", "h2", "h3"],
+        None,
+        ["g"],
+    )
