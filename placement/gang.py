@@ -498,7 +498,7 @@ def plan_admission(
        place, the gangs behind it are released as they fit, and the next one that does not fit holds up
        the rest, on its own clock — which ran while it waited behind (`behind`: every queued gang that
        does not fit is timed, wherever it stands), so k such gangs in a row hold up the queue for `bound`,
-       not k × `bound`. A gang needing more domains than exist at all (`unfit`) is passed over at once:
+       not k times `bound`. A gang needing more domains than exist at all (`unfit`) is passed over at once:
        waiting could not help it.
     `held_nodes` are the nodes held against leaders (`held_nodes`); `bound` None: never stepped over.
     """
