@@ -11,13 +11,18 @@
 - `gang-jobs`: Jobs labelled `all-or-nothing=true` (the webhook's record), projected to `GANG_JOB_FIELDS`,
   into `caches.gang_jobs`; `GangJobHandler`.
 - `domain-holders`: bound pods carrying the job-key label, projected to `HOLDER_POD_FIELDS`, into
-  `caches.holders`; any change looks at the all-or-nothing queue again.
+  `caches.holders`, in every namespace even with `namespace` set (a leader's anti-affinity keeps it out of
+  a domain held by an exclusive pod of any namespace, so the queue counts them all); any change looks at
+  the all-or-nothing queue again.
 - `finished-pinning-jobs`: Jobs labelled `pin-followers=true`, kept once finished, projected to
   `PINNING_JOB_FIELDS`, into `caches.finished_pinning`; `JobKeysHandler` of `retire`.
 - `suspended-resized-jobs`: Jobs labelled `resize: done`, kept while suspended, projected to
   `REWIND_JOB_FIELDS`, into `caches.suspended_resized`; `JobKeysHandler` of `rewind`.
 
-The namespaced ones leave out the namespaces the webhooks are exempt from (a field selector).
+With `namespace` set, each informer lists and watches that namespace only, but `nodes` (cluster-scoped)
+and `domain-holders` (every namespace): the resizer reads pods cluster-wide and Nodes, and reads Jobs and
+writes only in `namespace` (the chart's `resizer.namespace` binds its writes there alone). The namespaced
+ones leave out the namespaces the webhooks are exempt from (a field selector).
 """
 
 from __future__ import annotations
@@ -85,8 +90,9 @@ def resizer_informers(
     on_restart: Callable[[str, str], None] = _ignore_restart,
 ) -> list[Informer]:
     """The informers filling `resizer.caches`; each lists and watches through `source(its name)` (the API
-    client in the app, a test's `tests.support.fake_api.WatchFeed`), in `namespace` (None: all) but Nodes,
-    never in `exempt_namespaces` (the namespaces the webhooks are exempt from)."""
+    client in the app, a test's `tests.support.fake_api.WatchFeed`), in `namespace` (None: all) but Nodes
+    and domain holders (all namespaces), never in `exempt_namespaces` (the namespaces the webhooks are
+    exempt from)."""
     caches = resizer.caches
 
     def informer(
@@ -99,13 +105,13 @@ def resizer_informers(
         keep: Callable[[Obj], bool] = lambda _obj: True,
         field_selector: str | None = None,
         project: Callable[[Obj], Obj] = without_managed_fields,
-        cluster_scoped: bool = False,
+        every_namespace: bool = False,
     ) -> Informer:
         return Informer(
             source(name),
             resource,
             name=name,
-            namespace=None if cluster_scoped else namespace,
+            namespace=None if every_namespace else namespace,
             label_selector=label_selector,
             field_selector=field_selector,
             handler=handler,
@@ -150,7 +156,7 @@ def resizer_informers(
             OnAnyChange(resizer.enqueue_gangs),  # a change can free or take a domain of the queue
             store=caches.nodes,
             project=FieldProjection(QUEUE_NODE_FIELDS),
-            cluster_scoped=True,
+            every_namespace=True,  # cluster-scoped
         ),
         informer(
             "jobs",
@@ -169,6 +175,7 @@ def resizer_informers(
             store=caches.holders,
             project=FieldProjection(HOLDER_POD_FIELDS),
             field_selector=outside(exempt_namespaces, BOUND_PODS),
+            every_namespace=True,  # a holder in any namespace keeps a leader out of its domain
         ),
         informer(
             "jobs",

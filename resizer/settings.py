@@ -58,7 +58,9 @@ class ResizerSettings(ProcessSettings):
     }
 
     namespace: str | None = Field(
-        default=None, description="only watch this namespace (default: all namespaces)"
+        default=None,
+        description="act only in this namespace: its Jobs and pods (default: all namespaces). Nodes and the "
+        "pods that hold domains are still read in every namespace (the all-or-nothing queue's free domains)",
     )
     exempt_namespaces: Annotated[tuple[str, ...], NoDecode] = Field(
         default=(),

@@ -87,6 +87,17 @@ def test_resizer_flags_parse_into_the_chart_settings(
     assert settings.concurrency == 8
     assert settings.log_format == "text"
     assert settings.all_or_nothing_timeout_seconds == 300
+    assert settings.namespace is None  # every namespace
+
+
+def test_the_resizer_namespace_value_reaches_the_resizer(
+    mode_values: dict[str, Obj], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    objects = render(merged(mode_values["generate"], {"resizer": {"namespace": "team-a"}}))
+    in_the_pod(objects, "resizer", monkeypatch)
+    settings = load_resizer_settings(args(objects, "resizer"))
+    assert settings.namespace == "team-a"
+    assert settings.lease_namespace == NAMESPACE  # the Lease stays in the release namespace
 
 
 def test_the_resizer_leaves_alone_the_namespaces_the_webhooks_are_exempt_from(

@@ -59,7 +59,10 @@ VARIANTS: dict[str, Obj] = {
             },
             "clientCA": {"secretName": "apiserver-client-ca"},
         },
-        "resizer": {"extraEnv": [{"name": "EXCLUSIVE_PLACEMENT_RETRY_MAX_DELAY_SECONDS", "value": "60"}]},
+        "resizer": {
+            "extraEnv": [{"name": "EXCLUSIVE_PLACEMENT_RETRY_MAX_DELAY_SECONDS", "value": "60"}],
+            "namespace": "team-a",
+        },
     },
     "pdb-off": {"webhook": {"podDisruptionBudget": {"enabled": False}}},
     "job-key-policy-dry-run": {

@@ -18,7 +18,10 @@ from pathlib import Path
 import pytest
 
 from kubekit.client import CustomResource, Kube
-from tests.chart.chart_rendering import NAMESPACE, Obj, grants_of, of_component, render
+from resizer.informers import resizer_informers
+from tests.chart.chart_rendering import NAMESPACE, Obj, grants_of, merged, of_component, render
+from tests.resizer.resizer_world import World
+from tests.support.fake_api import WatchFeed
 
 REPO = Path(__file__).resolve().parents[2]
 GROUPS = {
@@ -146,3 +149,61 @@ def test_nothing_is_granted_that_the_component_never_calls(objects: list[Obj], c
         for verb in verbs
     }
     assert granted - calls == set()
+
+
+# --- resizer.namespace: the writes bound in the served namespace alone ---------------------------------
+
+SERVED = "team-a"
+CLUSTER_SCOPED = {"nodes"}
+
+
+def every_namespace_reads() -> set[tuple[str, str, str, str]]:
+    """The list and watch calls the resizer still makes in every namespace when it serves one: those of its
+    informers that list with no namespace although given one (read off `resizer.informers` itself)."""
+    with World() as world:
+        informers = resizer_informers(lambda _name: WatchFeed(), world.resizer, namespace=SERVED)
+    return {
+        call(informer.resource, verb)
+        for informer in informers
+        if informer.namespace is None
+        for verb in ("list", "watch")
+    }
+
+
+def test_the_resizer_reads_pods_and_nodes_in_every_namespace_when_it_serves_one() -> None:
+    assert every_namespace_reads() == {
+        call("pods", "list"),
+        call("pods", "watch"),
+        call("nodes", "list"),
+        call("nodes", "watch"),
+    }
+
+
+def test_serving_one_namespace_every_call_is_granted_where_it_is_made_and_writes_only_there(
+    mode_values: dict[str, Obj],
+) -> None:
+    objects = render(merged(mode_values["generate"], {"resizer": {"namespace": SERVED}}))
+    account = of_component(objects, "Deployment", "resizer")["spec"]["template"]["spec"]["serviceAccountName"]
+    grants = grants_of(objects, account)
+    assert set(grants) == {"cluster", SERVED, NAMESPACE}
+    cluster_wide = every_namespace_reads() | {
+        call for call in api_calls("resizer") if call[2] in CLUSTER_SCOPED
+    }
+    expected: dict[str, set[tuple[str, str, str]]] = {"cluster": set(), SERVED: set(), NAMESPACE: set()}
+    for scope, group, resource, verb in api_calls("resizer"):
+        where = (
+            scope
+            if scope != "cluster"
+            else "cluster"
+            if (scope, group, resource, verb) in cluster_wide
+            else SERVED
+        )
+        expected[where].add((group, resource, verb))
+    granted = {
+        scope: {(group, resource, verb) for (group, resource), verbs in scoped.items() for verb in verbs}
+        for scope, scoped in grants.items()
+    }
+    assert granted == expected
+    writes = {"patch", "delete", "create", "update"}
+    assert {verb for _, _, verb in granted["cluster"]} & writes == set()
+    assert ("", "pods", "patch") in granted[SERVED]

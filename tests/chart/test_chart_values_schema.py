@@ -23,6 +23,9 @@ BAD_VALUES = [
     ({"resizer": {"replicas": -2}}, "/resizer/replicas", "minimum: got -2, want 1"),
     ({"webhook": {"replicas": "two"}}, "/webhook/replicas", "got string, want integer"),
     ({"resizer": {"concurrency": 0}}, "/resizer/concurrency", "minimum: got 0, want 1"),
+    ({"resizer": {"namespace": "Team_A"}}, "/resizer/namespace", "does not match pattern"),
+    ({"resizer": {"namespace": ["team-a"]}}, "/resizer/namespace", "got array, want string"),
+    ({"resizer": {"namespace": "a" * 64}}, "/resizer/namespace", "maxLength: got 64, want 63"),
     ({"webhook": {"replica": 3}}, "/webhook", "additional properties 'replica' not allowed"),
     (
         {"webhook": {"admission": {"mutatePods": {"failurePolicy": "Retry"}}}},

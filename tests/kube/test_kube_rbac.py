@@ -3,8 +3,8 @@
 Every stack of the kube tier runs the webhook and the resizer as the chart's ServiceAccounts under the
 chart's roles exactly as rendered: the other kube tests show that it grants enough for what they exercise,
 and here the audit log shows that not one of their requests was refused. Then one rule at a time is
-taken away from the live ClusterRole, and the behaviour that needs it breaks, with the refusal (403) for
-that process's user in the audit log: the rule is needed, so the chart grants no more than that.
+taken away from the live ClusterRole granting it, and the behaviour that needs it breaks, with the refusal
+(403) for that process's user in the audit log: the rule is needed, so the chart grants no more than that.
 """
 
 from __future__ import annotations
@@ -54,35 +54,45 @@ def refusals(stack: Stack, component: str, *, since: int) -> set[tuple[str, str,
     }
 
 
-def cluster_role(stack: Stack, component: str) -> Obj:
-    """The chart's ClusterRole bound to `component`'s ServiceAccount, as the cluster has it now."""
+def cluster_roles(stack: Stack, component: str) -> list[Obj]:
+    """The chart's ClusterRoles bound cluster-wide to `component`'s ServiceAccount, as the cluster has them
+    now (the resizer's are two: its reads and its writes)."""
     identity = kube_cluster(stack).identities[component]
-    for binding in stack.client.list("ClusterRoleBinding"):
-        for subject in binding.get("subjects") or []:
-            if (subject.get("name"), subject.get("namespace")) == (
-                identity.service_account,
-                identity.namespace,
-            ):
-                return stack.client.get("ClusterRole", binding["roleRef"]["name"])
-    raise AssertionError(f"no ClusterRole bound to {identity.username}")
+    names = {
+        binding["roleRef"]["name"]
+        for binding in stack.client.list("ClusterRoleBinding")
+        for subject in binding.get("subjects") or []
+        if (subject.get("name"), subject.get("namespace")) == (identity.service_account, identity.namespace)
+    }
+    assert names, f"no ClusterRole bound to {identity.username}"
+    return [stack.client.get("ClusterRole", name) for name in sorted(names)]
+
+
+def grants(role: Obj, rule: Rule) -> bool:
+    return any(
+        rule.api_group in granted.get("apiGroups", [])
+        and rule.resource in granted.get("resources", [])
+        and rule.verb in granted["verbs"]
+        for granted in role["rules"]
+    )
 
 
 @contextlib.contextmanager
 def without(stack: Stack, rule: Rule) -> Iterator[None]:
-    """The live ClusterRole of `rule.component` without that one verb, restored afterwards."""
-    current = cluster_role(stack, rule.component)
+    """The live ClusterRole of `rule.component` that grants `rule` without that one verb, restored
+    afterwards."""
+    granting = [role for role in cluster_roles(stack, rule.component) if grants(role, rule)]
+    assert len(granting) == 1, f"the chart grants {rule} in {len(granting)} ClusterRoles, not one"
+    current = granting[0]
     original = {**current, "metadata": {"name": current["metadata"]["name"]}}
     trimmed = copy.deepcopy(original)
-    found = False
     for granted in trimmed["rules"]:
         if (
             rule.api_group in granted.get("apiGroups", [])
             and rule.resource in granted.get("resources", [])
             and rule.verb in granted["verbs"]
         ):
-            found = True
             granted["verbs"] = [v for v in granted["verbs"] if v != rule.verb]
-    assert found, f"the chart grants no {rule}"
     trimmed["rules"] = [r for r in trimmed["rules"] if r["verbs"]]
     stack.client.create_or_replace(trimmed)
     try:

@@ -339,6 +339,15 @@ podAntiAffinity:
 /etc/exclusive-placement/client-ca
 {{- end -}}
 
+{{/* The resizer's ClusterRoles (templates/rbac.yaml): what it reads in every namespace, and its writes. */}}
+{{- define "ep.resizer.readsRoleName" -}}
+{{- printf "%s-reads" (include "ep.resizer.fullname" . | trunc 57 | trimSuffix "-") -}}
+{{- end -}}
+
+{{- define "ep.resizer.writesRoleName" -}}
+{{- printf "%s-writes" (include "ep.resizer.fullname" . | trunc 56 | trimSuffix "-") -}}
+{{- end -}}
+
 {{- define "ep.resizer.leaderElectionRoleName" -}}
 {{- printf "%s-leader-election" (include "ep.resizer.fullname" . | trunc 47 | trimSuffix "-") -}}
 {{- end -}}
