@@ -28,6 +28,14 @@ SERVED_WRITES = {
     ("batch", "jobs"): {"get", "list", "watch", "patch"},
     ("events.k8s.io", "events"): {"create", "patch"},
 }
+WEBHOOKS_AND_BINDINGS = (
+    ("MutatingWebhookConfiguration", "webhooks"),
+    ("ValidatingWebhookConfiguration", "webhooks"),
+    ("MutatingAdmissionPolicyBinding", ""),
+    ("ValidatingAdmissionPolicyBinding", ""),
+)
+"""Where the chart's shared namespaceSelector goes: each webhook of a configuration, each binding's
+matchResources."""
 LEASE = {NAMESPACE: {("coordination.k8s.io", "leases"): {"get", "create", "update"}}}
 
 
@@ -87,6 +95,33 @@ def test_serving_one_namespace_its_writes_are_bound_there_alone(serving_one: lis
 
 def test_serving_one_namespace_the_resizer_is_told_which(serving_one: list[Obj]) -> None:
     assert f"--namespace={SERVED}" in resizer_args(serving_one)
+
+
+def test_serving_one_namespace_the_webhooks_and_policies_act_there_alone(
+    default: list[Obj], serving_one: list[Obj]
+) -> None:
+    """Else a Job shrunk in another namespace would never be resized back: no resizer serves it."""
+    served = {"key": "kubernetes.io/metadata.name", "operator": "In", "values": [SERVED]}
+    configurations = [
+        (kind, entry)
+        for kind, list_key in WEBHOOKS_AND_BINDINGS
+        for configuration in of_kind(serving_one, kind)
+        for entry in (configuration.get(list_key) or [configuration.get("spec", {}).get("matchResources")])
+        if entry is not None
+    ]
+    # (MutatingAdmissionPolicyBindings only where the pod path is `policy`)
+    assert {kind for kind, _ in configurations} >= {
+        "MutatingWebhookConfiguration",
+        "ValidatingWebhookConfiguration",
+        "ValidatingAdmissionPolicyBinding",
+    }
+    for kind, entry in configurations:
+        assert served in entry["namespaceSelector"]["matchExpressions"], kind
+    for kind, list_key in WEBHOOKS_AND_BINDINGS:
+        for configuration in of_kind(default, kind):
+            for entry in configuration.get(list_key) or [configuration.get("spec", {}).get("matchResources")]:
+                if entry is not None:
+                    assert served not in entry["namespaceSelector"]["matchExpressions"], kind
 
 
 def test_the_roles_are_the_same_either_way(default: list[Obj], serving_one: list[Obj]) -> None:

@@ -160,6 +160,12 @@ namespaceSelector:
     - key: kubernetes.io/metadata.name
       operator: NotIn
       values: {{ include "ep.webhook.exemptNamespaces" . }}
+    {{- with .Values.resizer.namespace }}
+    {{- /* A resizer serving one namespace could not resize back a Job shrunk anywhere else. */}}
+    - key: kubernetes.io/metadata.name
+      operator: In
+      values: [{{ . | quote }}]
+    {{- end }}
     {{- with .Values.webhook.admission.namespaceSelectorExpressions }}
     {{- toYaml . | nindent 4 }}
     {{- end }}
