@@ -220,16 +220,10 @@ def test_every_other_strategy_places_a_queued_jobset_whole_with_quota_for_all_it
     admitted_and_placed(kube_stack, namespace, str(strategy), elastic=False)
 
 
-@pytest.mark.parametrize(
-    "annotations", [{}, {KUEUE_ELASTIC_JOB_ANNOTATION: "true"}], ids=["queued", "kueue-elastic-job"]
-)
-def test_a_plain_job_kueue_queues_falls_back_to_gate_and_runs_whole_never_suspended_after_admission(
-    kube_stack: Stack, namespace: str, queue: str, annotations: dict[str, str]
-) -> None:
-    stack = kube_stack
-    job = plain_job("queued", namespace, PODS)
-    job["metadata"]["labels"] = {kueue.QUEUE_NAME_LABEL: queue}
-    job["metadata"]["annotations"].update(annotations)
+def queued_plain_job_runs_whole(stack: Stack, namespace: str, job: Obj) -> Obj:
+    """Create `job` (labelled for a LocalQueue); once its PODS pods run: Kueue admitted a Workload of all of
+    them, never more ran at once, the Job was admitted (resumed) and never suspended again, and it runs
+    whole in one pool. Returns the Job as stored."""
     with Watch(stack, "Job", namespace) as jobs, Watch(stack, "Pod", namespace) as pods:
         stack.client.create(job)
         eventually(
@@ -239,22 +233,48 @@ def test_a_plain_job_kueue_queues_falls_back_to_gate_and_runs_whole_never_suspen
             ignoring=(KubeError,),
         )
         stack.check_alive()
-        workload = workload_of(stack, namespace, "queued")
+        workload = workload_of(stack, namespace, job["metadata"]["name"])
         assert condition(workload, "Admitted") == "True"
         assert workload is not None
         assert [pod_set["count"] for pod_set in workload["spec"]["podSets"]] == [PODS]
-    # Without the fallback, elastic admitted the Job at 1 pod: Kueue admitted a Workload of 1 and the resize
-    # ran 4 pods against it.
     assert most_running_at_once(pods.events) <= PODS
-    stored = stack.client.get("Job", "queued", namespace=namespace)
-    assert "Kueue" in stored["metadata"]["annotations"][ELASTIC_FALLBACK_ANNOTATION]
-    assert TARGET_COMPLETIONS_ANNOTATION not in stored["metadata"]["annotations"]
-    assert stored["spec"]["template"]["metadata"]["annotations"][STRATEGY_ANNOTATION] == "gate"
-    assert (stored["spec"]["completions"], stored["spec"]["parallelism"]) == (PODS, PODS)
     suspended = [obj["spec"].get("suspend") is True for _, obj in jobs.events]
     assert False in suspended, suspended  # it was admitted (resumed) ...
     assert True not in suspended[suspended.index(False) :], suspended  # ... and never suspended again
     assert_each_job_whole_in_its_own_pool(stack, namespace, 1)
+    stored: Obj = stack.client.get("Job", job["metadata"]["name"], namespace=namespace)
+    return stored
+
+
+@pytest.mark.parametrize(
+    "annotations", [{}, {KUEUE_ELASTIC_JOB_ANNOTATION: "true"}], ids=["queued", "kueue-elastic-job"]
+)
+def test_a_plain_job_kueue_queues_falls_back_to_gate_and_runs_whole_never_suspended_after_admission(
+    kube_stack: Stack, namespace: str, queue: str, annotations: dict[str, str]
+) -> None:
+    job = plain_job("queued", namespace, PODS)
+    job["metadata"]["labels"] = {kueue.QUEUE_NAME_LABEL: queue}
+    job["metadata"]["annotations"].update(annotations)
+    # Without the fallback, elastic admitted the Job at 1 pod: Kueue admitted a Workload of 1 and the resize
+    # ran 4 pods against it.
+    stored = queued_plain_job_runs_whole(kube_stack, namespace, job)
+    assert "Kueue" in stored["metadata"]["annotations"][ELASTIC_FALLBACK_ANNOTATION]
+    assert TARGET_COMPLETIONS_ANNOTATION not in stored["metadata"]["annotations"]
+    assert stored["spec"]["template"]["metadata"]["annotations"][STRATEGY_ANNOTATION] == "gate"
+    assert (stored["spec"]["completions"], stored["spec"]["parallelism"]) == (PODS, PODS)
+
+
+@pytest.mark.parametrize("strategy", [s for s in STRATEGIES if s is not Strategy.ELASTIC], ids=str)
+def test_a_plain_job_kueue_queues_under_every_other_strategy_runs_whole_as_asked(
+    kube_stack: Stack, namespace: str, queue: str, strategy: Strategy
+) -> None:
+    job = plain_job("queued", namespace, PODS)
+    job["metadata"]["labels"] = {kueue.QUEUE_NAME_LABEL: queue}
+    job["metadata"]["annotations"][STRATEGY_ANNOTATION] = str(strategy)
+    stored = queued_plain_job_runs_whole(kube_stack, namespace, job)
+    assert ELASTIC_FALLBACK_ANNOTATION not in stored["metadata"]["annotations"]
+    assert stored["spec"]["template"]["metadata"]["annotations"][STRATEGY_ANNOTATION] == str(strategy)
+    assert (stored["spec"]["completions"], stored["spec"]["parallelism"]) == (PODS, PODS)
 
 
 def test_the_plugin_reports_a_jobset_beyond_the_quota_queued_by_kueue_with_its_queue_and_message(
