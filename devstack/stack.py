@@ -53,6 +53,7 @@ from devstack.webhooks import (
     resizer_exempt_namespaces,
     resizer_pin_followers_flag,
     webhook_configurations,
+    webhook_follower_shards_flag,
 )
 from devstack.workdir import WorkdirClaim
 from kubekit.client import KubeError
@@ -317,6 +318,7 @@ class Stack:
             kubeconfig=self.connection("webhook"),
             default_strategy=self.options.default_strategy,
             jobset_takeover=self.options.jobset_takeover,
+            extra_args=[webhook_follower_shards_flag(self.chart_objects)],
         )
         self.webhook = ManagedProcess("webhook", argv, self.log_dir / "webhook.log")
         self.webhook.start()

@@ -157,6 +157,21 @@ def resizer_exempt_namespaces(objects: list[dict[str, Any]]) -> tuple[str, ...]:
     raise ChartError(f"the chart's resizer Deployment has no {EXEMPT_FLAG}... argument")
 
 
+FOLLOWER_SHARDS_FLAG = "--follower-shards="
+
+
+def webhook_follower_shards_flag(objects: list[dict[str, Any]]) -> str:
+    """The chart's webhook `--follower-shards=<S>`: the shard labels it writes must be those its follower
+    policy bindings match."""
+    for obj in objects:
+        if obj.get("kind") == "Deployment" and obj["metadata"]["name"].endswith("-webhook"):
+            for arg in obj["spec"]["template"]["spec"]["containers"][0].get("args") or []:
+                if str(arg).startswith(FOLLOWER_SHARDS_FLAG):
+                    return str(arg)
+            raise ChartError(f"the chart's webhook Deployment has no {FOLLOWER_SHARDS_FLAG}... argument")
+    raise ChartError("the chart rendered no webhook Deployment")
+
+
 def resizer_pin_followers_flag(objects: list[dict[str, Any]]) -> str:
     """Whether the chart's resizer labels resized Jobs pin-followers (the follower policy's params: on the
     policy path of pod admission only), as its flag."""

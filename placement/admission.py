@@ -33,6 +33,7 @@ from placement.constants import (
     ALL_OR_NOTHING_ANNOTATION,
     ALL_OR_NOTHING_GATE,
     ALL_OR_NOTHING_LABEL,
+    DEFAULT_FOLLOWER_SHARDS,
     ELASTIC_FALLBACK_ANNOTATION,
     GANG_QUEUED_AT_ANNOTATION,
     GANG_SIZE_ANNOTATION,
@@ -40,6 +41,7 @@ from placement.constants import (
     JOB_NAME_LABEL,
     LEADER_COMPLETION_INDEX,
     LEADER_SCHEDULED_GATE,
+    PIN_SHARD_LABEL,
     PRIORITY_LABEL,
     RESIZE_LABEL,
     RESIZE_PENDING,
@@ -79,6 +81,7 @@ from placement.objects import (
     metadata,
     namespace_of,
     node_name,
+    pin_shard,
     pod_template,
     section,
     topology_key_from_annotations,
@@ -188,6 +191,7 @@ def mutate_job(
     owner: OwnerJobSet | None = None,
     take_over_jobset: bool = False,
     all_or_nothing: bool = False,
+    follower_shards: int = DEFAULT_FOLLOWER_SHARDS,
 ) -> Verdict:
     """CREATE of a Job that asks for exclusive placement or carries a resize key (others: allowed
     untouched, no patch).
@@ -196,11 +200,13 @@ def mutate_job(
     records a target or puts a Job in the all-or-nothing queue (`placement.reserved`). An exclusive Job
     whose JobSet job-key label names another Job is denied.
     `elastic`: shrink to completions = parallelism = 1 and record the target (or fall back to `gate` with a
-    warning saying why); `owner` is what `jobset_to_read` asked for (a JobSet child Job without it falls
-    back). Every strategy: the pod template must tell the pod webhook the same topology key and strategy
-    the Job resolved to, so they are copied into it when it would resolve differently (a Job annotated only
-    on its metadata, or a fallback to `gate`); with `take_over_jobset`, JobSet's exclusive-topology
-    annotation on the template becomes ours, so JobSet's pod webhooks and reconciler leave the pods alone.
+    warning saying why), and label the Job and its pod template with its follower shard (`PIN_SHARD_LABEL`,
+    one of `follower_shards`: which of the follower policy's bindings pins its followers); `owner` is what
+    `jobset_to_read` asked for (a JobSet child Job without it falls back). Every strategy: the pod template
+    must tell the pod webhook the same topology key and strategy the Job resolved to, so they are copied into
+    it when it would resolve differently (a Job annotated only on its metadata, or a fallback to `gate`); with
+    `take_over_jobset`, JobSet's exclusive-topology annotation on the template becomes ours, so JobSet's pod
+    webhooks and reconciler leave the pods alone.
     JobSet's node-selector mode is left entirely to JobSet and the user's nodeSelector. A child Job of an
     all-or-nothing JobSet (its annotation, else `all_or_nothing` as the default) that the webhook could read
     gets the all-or-nothing annotations, derived from that JobSet alone, on itself and its pod template (so
@@ -230,7 +236,7 @@ def mutate_job(
         reason, warnings = "non-indexed", (*warnings, non_indexed_warning(job, strategy))
         strategy = Strategy.AFFINITY
     elif strategy is Strategy.ELASTIC:
-        reason, shrink_warnings, strategy = _shrink_for_elastic(mutated, owner)
+        reason, shrink_warnings, strategy = _shrink_for_elastic(mutated, owner, namespace, follower_shards)
         warnings = (*warnings, *shrink_warnings)
     gang, gang_warning = gang_annotations(owner, all_or_nothing)
     if gang:
@@ -269,8 +275,11 @@ def _owner_or_unknown(job: Obj, owner: OwnerJobSet | None) -> OwnerJobSet | None
     return owner
 
 
-def _shrink_for_elastic(job: Obj, owner: OwnerJobSet | None) -> tuple[str, tuple[str, ...], Strategy]:
-    """Shrinks `job` in place; returns (reason, warnings, effective strategy)."""
+def _shrink_for_elastic(
+    job: Obj, owner: OwnerJobSet | None, namespace: str, follower_shards: int
+) -> tuple[str, tuple[str, ...], Strategy]:
+    """Shrinks `job` in place (and labels its follower shard); returns (reason, warnings, effective
+    strategy)."""
     spec = section(job, "spec")
     if _is_single_pod(spec):
         return "single-pod", (), Strategy.ELASTIC
@@ -297,7 +306,19 @@ def _shrink_for_elastic(job: Obj, owner: OwnerJobSet | None) -> tuple[str, tuple
     _ensure_map(meta, "labels")[RESIZE_LABEL] = RESIZE_PENDING
     job["spec"]["completions"] = 1
     job["spec"]["parallelism"] = 1
+    _label_pin_shard(job, namespace, follower_shards)
     return "shrunk", (), Strategy.ELASTIC
+
+
+def _label_pin_shard(job: Obj, namespace: str, shards: int) -> None:
+    """The follower shard on the Job (the follower policy's params are selected by it) and on its pod
+    template (its pods are matched by it), whatever value the client sent. The name is not known yet for a
+    Job created with generateName: its generateName is hashed instead (stable, the same shard for all)."""
+    meta = job.setdefault("metadata", {})
+    name = str(meta.get("name") or meta.get("generateName") or "")
+    shard = pin_shard(namespace or namespace_of(job), name, shards)
+    _ensure_map(meta, "labels")[PIN_SHARD_LABEL] = shard
+    _ensure_map(_template_metadata(job), "labels")[PIN_SHARD_LABEL] = shard
 
 
 def gang_annotations(owner: OwnerJobSet | None, default: bool) -> tuple[dict[str, str], str | None]:

@@ -51,6 +51,18 @@ PIN_FOLLOWERS_LABEL: Final = f"{DOMAIN}/pin-followers"
 with `leader-domain`, and removes it once the Job finished (`placement.retire`), so the policy's params are
 the resized Jobs still running, not every one a namespace ever kept. A resize key (`placement.reserved`)."""
 PIN_FOLLOWERS: Final = "true"
+PIN_SHARD_LABEL: Final = f"{DOMAIN}/pin-shard"
+"""Label the Job webhook writes on a Job it shrinks (elastic) and on its pod template, so the Job's pods carry
+it: `placement.objects.pin_shard`, a stable hash of `<namespace>/<name>` modulo the follower shards. The
+chart binds the follower policy once per shard, each binding matching the pods of one shard and taking as
+params only the pin-followers Jobs of that shard, so a follower is evaluated against the running resized
+Jobs of its shard, not of its whole namespace (docs/webhook.md, "Two paths for pods"). Not a resize key: a
+wrong value only makes the Job's own followers unpinnable by the API server (they are then gated and the
+resizer pins them)."""
+DEFAULT_FOLLOWER_SHARDS: Final = 16
+"""How many shards the follower policy's bindings split a namespace's resized Jobs into (the webhook's
+`--follower-shards`, the chart's `webhook.admission.pods.followerShards`). 1: one shard, label "0"."""
+MAX_FOLLOWER_SHARDS: Final = 64
 
 LEADER_SCHEDULED_GATE: Final = f"{DOMAIN}/leader-scheduled"
 """Scheduling gate on followers (scheduling-gate strategy) until the leader binds."""

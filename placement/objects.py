@@ -32,6 +32,7 @@ from placement.constants import (
     LEADER_COMPLETION_INDEX,
     LEGACY_CONTROLLER_UID_LABEL,
     LEGACY_JOB_NAME_LABEL,
+    MAX_FOLLOWER_SHARDS,
     TARGET_COMPLETIONS_ANNOTATION,
     TOPOLOGY_ANNOTATION,
 )
@@ -130,6 +131,16 @@ def job_key(namespace: str, job_name: str) -> str:
     """sha1 hex of `<namespace>/<job name>` (40 chars: a valid label value), as JobSet computes its
     `jobset.sigs.k8s.io/job-key` (`jobHashKey` in its JobSet controller)."""
     return hashlib.sha1(f"{namespace}/{job_name}".encode(), usedforsecurity=False).hexdigest()
+
+
+def pin_shard(namespace: str, job_name: str, shards: int) -> str:
+    """The follower shard of a Job (`PIN_SHARD_LABEL`), "0" to `shards - 1`: the first 32 bits of the sha1
+    of `<namespace>/<job name>` modulo `shards`; stable across processes and releases (no salted hash).
+    Raises ValueError unless 1 <= shards <= MAX_FOLLOWER_SHARDS."""
+    if not 1 <= shards <= MAX_FOLLOWER_SHARDS:
+        raise ValueError(f"follower shards must be 1 to {MAX_FOLLOWER_SHARDS}, not {shards}")
+    digest = hashlib.sha1(f"{namespace}/{job_name}".encode(), usedforsecurity=False).digest()
+    return str(int.from_bytes(digest[:4], "big") % shards)
 
 
 def completion_index(pod: Obj) -> str | None:

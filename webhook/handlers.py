@@ -32,7 +32,7 @@ from placement.admission import (
     validation_needs_leader,
 )
 from placement.capacity import NodeRoom, with_capacity_warning
-from placement.constants import JOBSET_KIND, Strategy
+from placement.constants import DEFAULT_FOLLOWER_SHARDS, JOBSET_KIND, Strategy
 from placement.jobset_validation import validate_jobset
 from placement.objects import Obj, topology_key_of_job
 from placement.topology import with_topology_warning
@@ -105,6 +105,7 @@ class Admission:
         *,
         take_over_jobset: bool = True,
         all_or_nothing: bool = False,
+        follower_shards: int = DEFAULT_FOLLOWER_SHARDS,
         node_labels: NodeLabelSource | None = None,
         job_controllers: frozenset[str] = DEFAULT_JOB_CONTROLLER_USERNAMES,
     ) -> None:
@@ -113,6 +114,7 @@ class Admission:
         self.jobsets = jobsets
         self.take_over_jobset = take_over_jobset
         self.all_or_nothing = all_or_nothing
+        self.follower_shards = follower_shards
         self.node_labels = node_labels or NoNodeLabels()
         self.job_controllers = job_controllers
 
@@ -187,6 +189,7 @@ class Admission:
             owner=owner,
             take_over_jobset=self.take_over_jobset,
             all_or_nothing=self.all_or_nothing,
+            follower_shards=self.follower_shards,
         )
         verdict = with_topology_warning(verdict, job, self.node_labels.label_keys())
         if topology_key_of_job(job) is not None:

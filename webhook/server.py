@@ -161,6 +161,7 @@ def build(settings: WebhookSettings) -> Webhook:
                 "strategy": settings.default_strategy,
                 "jobset_takeover": settings.jobset_takeover,
                 "all_or_nothing": settings.all_or_nothing,
+                "follower_shards": settings.follower_shards,
             },
         )
         try:
@@ -177,6 +178,7 @@ def build(settings: WebhookSettings) -> Webhook:
             jobsets,
             take_over_jobset=settings.jobset_takeover,
             all_or_nothing=settings.all_or_nothing,
+            follower_shards=settings.follower_shards,
             node_labels=node_labels,
             job_controllers=frozenset(settings.job_controller_usernames),
         ),

@@ -11,7 +11,7 @@ from pydantic_settings import NoDecode
 
 from kubekit.settings import ProcessSettings, load
 from placement.admission import DEFAULT_JOB_CONTROLLER_USERNAMES
-from placement.constants import DEFAULT_STRATEGY, Strategy
+from placement.constants import DEFAULT_FOLLOWER_SHARDS, DEFAULT_STRATEGY, MAX_FOLLOWER_SHARDS, Strategy
 from webhook.limits import DEFAULT_ADMISSION_MEMORY_MIB, DEFAULT_BODY_TIMEOUT_SECONDS, DEFAULT_MAX_INFLIGHT
 from webhook.listener import (
     DEFAULT_MAX_CONNECTIONS,
@@ -117,6 +117,16 @@ class WebhookSettings(ProcessSettings):
         description="place the exclusive Jobs of a JobSet all or nothing (its leaders gated until the "
         "resizer admits the whole JobSet) unless the JobSet's exclusive-placement.io/all-or-nothing "
         "annotation says otherwise",
+    )
+
+    follower_shards: int = Field(
+        default=DEFAULT_FOLLOWER_SHARDS,
+        ge=1,
+        le=MAX_FOLLOWER_SHARDS,
+        description="shards of the chart's follower MutatingAdmissionPolicy bindings: a Job shrunk for "
+        "elastic and its pod template are labelled exclusive-placement.io/pin-shard with a stable hash of "
+        "its namespace and name modulo this; the chart passes webhook.admission.pods.followerShards, which "
+        "renders one binding per shard",
     )
 
     job_controller_usernames: Annotated[tuple[str, ...], NoDecode] = Field(

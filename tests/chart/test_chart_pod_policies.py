@@ -12,7 +12,13 @@ from __future__ import annotations
 import kubernetes_validate
 import pytest
 
-from placement.constants import LEADER_DOMAIN_ANNOTATION, PIN_FOLLOWERS, PIN_FOLLOWERS_LABEL
+from placement.constants import (
+    DEFAULT_FOLLOWER_SHARDS,
+    LEADER_DOMAIN_ANNOTATION,
+    PIN_FOLLOWERS,
+    PIN_FOLLOWERS_LABEL,
+    PIN_SHARD_LABEL,
+)
 from tests.chart.chart_rendering import (
     Obj,
     merged,
@@ -44,12 +50,32 @@ def pod_webhook(objects: list[Obj]) -> Obj:
 
 POD_POLICY_NAMES = ("placement-pods", "placement-pod-followers")
 """`<fullname>-pods` and `<fullname>-pod-followers` (not the resizer's `<fullname>-resizer-pods`)."""
+FOLLOWERS = "exclusive-placement-pod-followers"
 
 
 def pod_policy_objects(objects: list[Obj]) -> list[Obj]:
     return [
-        o for o in objects if o["kind"] in POLICY_KINDS and o["metadata"]["name"].endswith(POD_POLICY_NAMES)
+        o
+        for o in objects
+        if o["kind"] in POLICY_KINDS
+        and (
+            o["metadata"]["name"].endswith(POD_POLICY_NAMES)
+            or o["metadata"]["name"].startswith(f"{FOLLOWERS}-")
+        )
     ]
+
+
+def follower_bindings(objects: list[Obj]) -> dict[str, Obj]:
+    """The follower policy's bindings by name: `<fullname>-pod-followers-<k>` per shard, and the catch-all."""
+    return {
+        b["metadata"]["name"]: b
+        for b in of_kind(objects, "MutatingAdmissionPolicyBinding")
+        if b["spec"]["policyName"] == FOLLOWERS
+    }
+
+
+def shard_expression(operator: str, shards: list[str]) -> Obj:
+    return {"key": PIN_SHARD_LABEL, "operator": operator, "values": shards}
 
 
 @pytest.fixture(scope="module")
@@ -67,12 +93,16 @@ def test_policy_path_renders_both_mutating_policies_and_the_validating_one_with_
             ("MutatingAdmissionPolicyBinding", "exclusive-placement-pods"),
             ("MutatingAdmissionPolicy", "exclusive-placement-pod-followers"),
             ("MutatingAdmissionPolicyBinding", "exclusive-placement-pod-followers"),
+            *(
+                ("MutatingAdmissionPolicyBinding", f"exclusive-placement-pod-followers-{k}")
+                for k in range(DEFAULT_FOLLOWER_SHARDS)
+            ),
             ("ValidatingAdmissionPolicy", "exclusive-placement-pods"),
             ("ValidatingAdmissionPolicyBinding", "exclusive-placement-pods"),
         ]
     )
     for binding in of_kind(policy_path, "MutatingAdmissionPolicyBinding"):
-        assert binding["spec"]["policyName"] == binding["metadata"]["name"]
+        assert binding["metadata"]["name"].startswith(binding["spec"]["policyName"])
 
 
 def test_every_pod_policy_is_valid_kubernetes_1_36(policy_path: list[Obj]) -> None:
@@ -103,13 +133,12 @@ def test_the_follower_pin_reads_the_running_resized_jobs_of_the_pods_namespace(
     it once the Job finished), not every Job ever resized (`resize: done` stays until the Job is deleted:
     one evaluation per pod and finished Job)."""
     policy = named(policy_path, "MutatingAdmissionPolicy", "-pod-followers")
-    binding = named(policy_path, "MutatingAdmissionPolicyBinding", "-pod-followers")
     assert policy["spec"]["paramKind"] == {"apiVersion": "batch/v1", "kind": "Job"}
-    param_ref = binding["spec"]["paramRef"]
-    assert param_ref == {
-        "selector": {"matchLabels": {PIN_FOLLOWERS_LABEL: PIN_FOLLOWERS}},
-        "parameterNotFoundAction": "Allow",
-    }, "no namespace: the params are read in the namespace of the pod"
+    for binding in follower_bindings(policy_path).values():
+        param_ref = binding["spec"]["paramRef"]
+        assert param_ref["selector"]["matchLabels"][PIN_FOLLOWERS_LABEL] == PIN_FOLLOWERS
+        assert param_ref["parameterNotFoundAction"] == "Allow"
+        assert "namespace" not in param_ref, "the params are read in the namespace of the pod"
     conditions = " ".join(c["expression"] for c in policy["spec"]["matchConditions"])
     assert "params.metadata.uid ==" in conditions
     assert LEADER_DOMAIN_ANNOTATION in conditions
@@ -130,11 +159,67 @@ def test_policy_bindings_cover_the_namespaces_the_webhooks_cover(mode_values: di
     objects = render(values)
     webhook = pod_webhook(objects)
     bindings = [o for o in pod_policy_objects(objects) if o["kind"].endswith("Binding")]
-    assert len(bindings) == 3
+    assert len(bindings) == 3 + DEFAULT_FOLLOWER_SHARDS
+    assert webhook["objectSelector"] == {"matchLabels": {"a": "b"}}
     for binding in bindings:
         resources = binding["spec"]["matchResources"]
         assert resources["namespaceSelector"] == webhook["namespaceSelector"]
-        assert resources["objectSelector"] == webhook["objectSelector"] == {"matchLabels": {"a": "b"}}
+        if binding["spec"]["policyName"] != FOLLOWERS:
+            assert resources["objectSelector"] == webhook["objectSelector"]
+        else:  # the user's objectSelector ANDed with the binding's shard
+            assert resources["objectSelector"]["matchLabels"] == {"a": "b"}
+            assert [e["key"] for e in resources["objectSelector"]["matchExpressions"]] == [PIN_SHARD_LABEL]
+
+
+@pytest.mark.parametrize("shards", [1, 4, DEFAULT_FOLLOWER_SHARDS, 64])
+def test_the_follower_policy_is_bound_once_per_shard_and_once_for_pods_without_a_shard(
+    mode_values: dict[str, Obj], shards: int
+) -> None:
+    """Binding k matches the pods of shard k and takes as params the pin-followers Jobs of shard k; the
+    catch-all keeps today's name and pins the pods of Jobs without a shard of this count (created before
+    the shards, or under another count) from the Jobs likewise without one (NotIn matches a missing label).
+    The user's objectSelector (matchLabels and matchExpressions) is ANDed with each."""
+    user = {"matchLabels": {"team": "a"}, "matchExpressions": [{"key": "tier", "operator": "Exists"}]}
+    values = merged(
+        with_path(mode_values, "policy"),
+        {"webhook": {"admission": {"objectSelector": user, "pods": {"followerShards": shards}}}},
+    )
+    objects = render(values)
+    bindings = follower_bindings(objects)
+    all_shards = [str(k) for k in range(shards)]
+    assert sorted(bindings) == sorted([FOLLOWERS, *(f"{FOLLOWERS}-{k}" for k in all_shards)])
+    for k in all_shards:
+        spec = bindings[f"{FOLLOWERS}-{k}"]["spec"]
+        assert spec["paramRef"]["selector"] == {
+            "matchLabels": {PIN_FOLLOWERS_LABEL: PIN_FOLLOWERS, PIN_SHARD_LABEL: k}
+        }
+        assert spec["matchResources"]["objectSelector"] == {
+            "matchLabels": {"team": "a"},
+            "matchExpressions": [{"key": "tier", "operator": "Exists"}, shard_expression("In", [k])],
+        }
+    catch_all = bindings[FOLLOWERS]["spec"]
+    assert catch_all["paramRef"]["selector"] == {
+        "matchLabels": {PIN_FOLLOWERS_LABEL: PIN_FOLLOWERS},
+        "matchExpressions": [shard_expression("NotIn", all_shards)],
+    }
+    assert catch_all["matchResources"]["objectSelector"] == {
+        "matchLabels": {"team": "a"},
+        "matchExpressions": [{"key": "tier", "operator": "Exists"}, shard_expression("NotIn", all_shards)],
+    }
+    for binding in bindings.values():
+        kubernetes_validate.validate(binding, "1.36.0", strict=True)
+
+
+def test_the_webhook_is_told_the_charts_follower_shards(mode_values: dict[str, Obj]) -> None:
+    for shards in (1, 7):
+        values = merged(
+            mode_values["provided"], {"webhook": {"admission": {"pods": {"followerShards": shards}}}}
+        )
+        webhook = [
+            d for d in of_kind(render(values), "Deployment") if d["metadata"]["name"].endswith("-webhook")
+        ]
+        args = webhook[0]["spec"]["template"]["spec"]["containers"][0]["args"]
+        assert f"--follower-shards={shards}" in args
 
 
 def test_on_the_policy_path_the_pod_webhook_takes_only_what_the_policies_do_not(

@@ -80,6 +80,21 @@ BAD_VALUES = [
         "/webhook/rollingUpdate",
         "additional properties 'maxUnavailable' not allowed",
     ),
+    (
+        {"webhook": {"admission": {"pods": {"followerShards": 0}}}},
+        "/webhook/admission/pods/followerShards",
+        "minimum: got 0, want 1",
+    ),
+    (
+        {"webhook": {"admission": {"pods": {"followerShards": 65}}}},
+        "/webhook/admission/pods/followerShards",
+        "maximum: got 65, want 64",
+    ),
+    (
+        {"webhook": {"admission": {"pods": {"followerShards": 2.5}}}},
+        "/webhook/admission/pods/followerShards",
+        "want integer",
+    ),
     ({"webhook": {"preStopSleepSeconds": -1}}, "/webhook/preStopSleepSeconds", "minimum: got -1, want 0"),
     (
         {"webhook": {"preStopSleepSeconds": "5s"}},

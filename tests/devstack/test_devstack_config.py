@@ -19,6 +19,7 @@ from devstack.webhooks import (
     render_chart,
     resizer_pin_followers_flag,
     webhook_configurations,
+    webhook_follower_shards_flag,
 )
 from placement.constants import DEFAULT_STRATEGY
 from resizer.settings import load_settings as load_resizer_settings
@@ -160,3 +161,12 @@ def test_devstacks_resizer_labels_pin_followers_as_the_charts_does(path: str, la
     flag = resizer_pin_followers_flag(render_chart(chart_values("Q0E=", "elastic", pod_admission=path)))
     settings = load_resizer_settings(["--no-leader-elect", flag])
     assert settings.pin_followers_label is label
+
+
+def test_devstacks_webhook_shards_followers_as_the_charts_does() -> None:
+    """The pin-shard labels the webhook writes are those the chart's follower policy bindings match."""
+    values = chart_values("Q0E=", "elastic", pod_admission="policy")
+    values["webhook"]["admission"]["pods"]["followerShards"] = 5
+    flag = webhook_follower_shards_flag(render_chart(values))
+    assert flag == "--follower-shards=5"
+    assert load_webhook_settings(["--insecure-dev", flag]).follower_shards == 5

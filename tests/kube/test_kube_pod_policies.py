@@ -61,8 +61,12 @@ def pod_webhook_calls(before: Counter[tuple[str, bool]], after: Counter[tuple[st
 
 def exclusive_pod(name: str, namespace: str, job: dict[str, Any], index: int) -> dict[str, Any]:
     """Pod `name` in `namespace`, created directly: completion `index` of `job` (its ownerReference),
-    exclusive on node pools."""
+    exclusive on node pools, with the labels of the Job's pod template, as the Job controller copies them
+    (the follower shard the Job webhook wrote, `PIN_SHARD_LABEL`, among them)."""
     owner = builders.make_pod(name, namespace).owned_by(job["metadata"]["name"], uid_of(job))
+    template_labels = ((job.get("spec") or {}).get("template") or {}).get("metadata", {}).get("labels") or {}
+    for key, value in template_labels.items():
+        owner = owner.label(key, value)
     return owner.index(index).topology(GKE_NODEPOOL_LABEL).obj()
 
 

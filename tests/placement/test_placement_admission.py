@@ -29,6 +29,7 @@ from placement.constants import (
     JOBSET_JOB_KEY_LABEL,
     JOBSET_NODE_SELECTOR_ANNOTATION,
     LEADER_SCHEDULED_GATE,
+    PIN_SHARD_LABEL,
     PRIORITY_LABEL,
     RESIZE_LABEL,
     ROLE_LABEL,
@@ -40,7 +41,7 @@ from placement.constants import (
     Strategy,
 )
 from placement.jobset import JobSetStartup
-from placement.objects import JobRef, job_key
+from placement.objects import JobRef, job_key, pin_shard
 from placement.patch import apply
 from tests.placement.placement_pods import JOB, NS, UID, ZONE, job, node, pod
 
@@ -128,20 +129,75 @@ def test_elastic_job_is_shrunk_and_target_recorded() -> None:
         TARGET_COMPLETIONS_ANNOTATION: "4",
         TARGET_PARALLELISM_ANNOTATION: "4",
     }
-    assert shrunk["metadata"]["labels"] == {RESIZE_LABEL: "pending"}
+    shard = pin_shard(NS, JOB, 16)
+    assert shrunk["metadata"]["labels"] == {RESIZE_LABEL: "pending", PIN_SHARD_LABEL: shard}
     # The same record on the pod template: what the resizer trusts (no client changes it once the Job runs).
     assert shrunk["spec"]["template"]["metadata"]["annotations"] == {
         **original["spec"]["template"]["metadata"]["annotations"],
         **shrunk["metadata"]["annotations"],
     }
+    # The shard on the pod template too: the pods carry it, what the follower policy's bindings match.
+    assert shrunk["spec"]["template"]["metadata"]["labels"] == {PIN_SHARD_LABEL: shard}
     # The Job webhook is called once per Job (reinvocationPolicy: Never): a Job that arrives already
-    # shrunk comes from a client, which may not choose its target. It keeps the size it came with.
+    # shrunk comes from a client, which may not choose its target. It keeps the size it came with (and
+    # the shard label, no resize key: a wrong one only leaves its own followers to the resizer).
     again = mutate_job(shrunk, Strategy.ELASTIC)
     readmitted = apply(shrunk, again.patch)
-    assert (readmitted["metadata"]["labels"], readmitted["metadata"]["annotations"]) == ({}, {})
-    assert readmitted["spec"] == {**shrunk["spec"], "template": original["spec"]["template"]}
+    assert (readmitted["metadata"]["labels"], readmitted["metadata"]["annotations"]) == (
+        {PIN_SHARD_LABEL: shard},
+        {},
+    )
+    template = copy.deepcopy(original["spec"]["template"])
+    template["metadata"]["labels"] = {PIN_SHARD_LABEL: shard}
+    assert readmitted["spec"] == {**shrunk["spec"], "template": template}
     assert "removed" in again.warnings[0]
     assert f"{TARGET_COMPLETIONS_ANNOTATION} (pod template)" in again.warnings[0]
+
+
+@pytest.mark.parametrize(("shards", "namespace"), [(1, NS), (16, NS), (64, NS), (16, "other")])
+def test_a_shrunk_job_and_its_pod_template_are_labelled_with_its_follower_shard(
+    shards: int, namespace: str
+) -> None:
+    """Whatever shard the client wrote is replaced; the request's namespace is hashed (the Job's own may be
+    unset at admission)."""
+    original = job(
+        template_annotations={TOPOLOGY_ANNOTATION: ZONE},
+        labels={PIN_SHARD_LABEL: "forged"},
+    )
+    original["metadata"].pop("namespace", None)
+    verdict = mutate_job(original, Strategy.ELASTIC, namespace=namespace, follower_shards=shards)
+    assert verdict.reason == "shrunk"
+    shrunk = apply(original, verdict.patch)
+    expected = pin_shard(namespace, JOB, shards)
+    assert shards > 1 or expected == "0"
+    assert shrunk["metadata"]["labels"][PIN_SHARD_LABEL] == expected
+    assert shrunk["spec"]["template"]["metadata"]["labels"][PIN_SHARD_LABEL] == expected
+
+
+def test_a_job_created_with_generate_name_is_sharded_by_its_generate_name() -> None:
+    original = job(template_annotations={TOPOLOGY_ANNOTATION: ZONE})
+    original["metadata"].pop("name")
+    original["metadata"]["generateName"] = "sweep-"
+    shrunk = apply(original, mutate_job(original, Strategy.ELASTIC, namespace=NS).patch)
+    assert shrunk["metadata"]["labels"][PIN_SHARD_LABEL] == pin_shard(NS, "sweep-", 16)
+
+
+@pytest.mark.parametrize(
+    ("strategy", "spec"),
+    [
+        (Strategy.GATE, {}),
+        (Strategy.AFFINITY, {}),
+        (Strategy.SCHEDULING_GATE, {}),
+        (Strategy.ELASTIC, {"completions": 1, "parallelism": 1}),  # one pod: no follower
+        (Strategy.ELASTIC, {"completions": 4, "parallelism": 2}),  # falls back to gate
+    ],
+)
+def test_only_a_shrunk_job_gets_a_follower_shard(strategy: Strategy, spec: dict[str, int]) -> None:
+    original = job(template_annotations={TOPOLOGY_ANNOTATION: ZONE})
+    original["spec"].update(spec)
+    mutated = apply(original, mutate_job(original, strategy, namespace=NS).patch)
+    assert PIN_SHARD_LABEL not in mutated["metadata"].get("labels", {})
+    assert PIN_SHARD_LABEL not in mutated["spec"]["template"]["metadata"].get("labels", {})
 
 
 @pytest.mark.parametrize(

@@ -21,6 +21,7 @@ from placement.constants import (
     JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION,
     LEGACY_CONTROLLER_UID_LABEL,
     LEGACY_JOB_NAME_LABEL,
+    MAX_FOLLOWER_SHARDS,
     PRIORITY_LABEL,
     STRATEGY_ANNOTATION,
     TARGET_COMPLETIONS_ANNOTATION,
@@ -34,6 +35,7 @@ from placement.objects import (
     job_key,
     job_ref_of_pod,
     owner_job_key,
+    pin_shard,
     target_size,
     topology_key_of_job,
     topology_key_of_pod,
@@ -114,6 +116,42 @@ def test_job_key_is_jobsets_hash_of_namespace_and_job() -> None:
     assert len(expected) == 40
     assert job_key("other", JOB) != expected
     assert job_key(NS, "other") != expected
+
+
+@pytest.mark.parametrize(
+    ("namespace", "name", "shards", "expected"),
+    [
+        (NS, JOB, 16, "7"),
+        (NS, "trainer-workers-1", 16, "13"),
+        ("bench-x-elastic", "job-3", 64, "31"),
+        (NS, JOB, 1, "0"),
+    ],
+)
+def test_pin_shard_is_a_stable_hash_of_namespace_and_name(
+    namespace: str, name: str, shards: int, expected: str
+) -> None:
+    """Literal values: the first 32 bits of sha1(namespace/name) modulo the shards, the same in every process
+    and release (Python's hash() is salted per process)."""
+    digest = hashlib.sha1(f"{namespace}/{name}".encode(), usedforsecurity=False).digest()
+    assert str(int.from_bytes(digest[:4], "big") % shards) == expected
+    assert pin_shard(namespace, name, shards) == expected
+
+
+@pytest.mark.parametrize("shards", [1, 2, 16, MAX_FOLLOWER_SHARDS])
+def test_pin_shard_is_in_range_and_spreads_jobs_over_every_shard(shards: int) -> None:
+    found = [pin_shard(NS, f"job-{i}", shards) for i in range(shards * 50)]
+    assert set(found) == {str(k) for k in range(shards)}
+    assert pin_shard("other", JOB, shards) in set(found)
+
+
+def test_one_shard_is_shard_zero_for_every_job() -> None:
+    assert {pin_shard(f"ns-{i}", f"job-{i}", 1) for i in range(100)} == {"0"}
+
+
+@pytest.mark.parametrize("shards", [0, -1, MAX_FOLLOWER_SHARDS + 1])
+def test_pin_shard_rejects_a_shard_count_out_of_range(shards: int) -> None:
+    with pytest.raises(ValueError, match=f"1 to {MAX_FOLLOWER_SHARDS}"):
+        pin_shard(NS, JOB, shards)
 
 
 @pytest.mark.parametrize(

@@ -9,16 +9,20 @@ from typing import Any
 import pytest
 
 from placement.constants import (
+    DEFAULT_FOLLOWER_SHARDS,
     JOB_KEY_LABEL,
     LEADER_SCHEDULED_GATE,
+    PIN_SHARD_LABEL,
     RESIZE_LABEL,
     ROLE_LABEL,
     TARGET_COMPLETIONS_ANNOTATION,
     TARGET_PARALLELISM_ANNOTATION,
     Strategy,
 )
+from placement.objects import pin_shard
 from placement.patch import apply
 from tests.support.asgi import AsgiClient
+from tests.support.fake_api import FakeKubeApi
 from tests.support.waiting import eventually
 from tests.webhook.webhook_support import (
     POOL,
@@ -27,6 +31,7 @@ from tests.webhook.webhook_support import (
     jobset_of_fixture,
     leader_from_fixture,
     node_obj,
+    settings_for,
 )
 from webhook.app import create_app
 from webhook.handlers import Admission, Handled
@@ -79,6 +84,11 @@ def test_elastic_jobs_are_shrunk(running: Running, fixture: str) -> None:
     assert job["metadata"]["annotations"][TARGET_COMPLETIONS_ANNOTATION] == target
     assert job["metadata"]["annotations"][TARGET_PARALLELISM_ANNOTATION] == target
     assert job["metadata"]["labels"][RESIZE_LABEL] == "pending"
+    # Its follower shard, on the Job (the follower policy binding's params) and its pods (its objectSelector).
+    meta = _object(review)["metadata"]
+    shard = pin_shard(review["request"]["namespace"], meta["name"], DEFAULT_FOLLOWER_SHARDS)
+    assert job["metadata"]["labels"][PIN_SHARD_LABEL] == shard
+    assert job["spec"]["template"]["metadata"]["labels"][PIN_SHARD_LABEL] == shard
     # The Job webhook is never re-invoked (reinvocationPolicy: Never): a Job arriving with the keys comes
     # from a client, and loses them.
     again = copy.deepcopy(review)
@@ -87,6 +97,20 @@ def test_elastic_jobs_are_shrunk(running: Running, fixture: str) -> None:
     assert RESIZE_LABEL not in readmitted["metadata"]["labels"]
     assert TARGET_COMPLETIONS_ANNOTATION not in readmitted["metadata"]["annotations"]
     assert readmitted["spec"]["completions"] == 1
+
+
+@pytest.mark.parametrize("shards", [1, 3])
+def test_the_follower_shards_setting_reaches_the_job_mutation(fake_api: FakeKubeApi, shards: int) -> None:
+    review = fixture_review("indexed-job.json")
+    meta = _object(review)["metadata"]
+    webhook = build(settings_for(fake_api.url, follower_shards=shards))
+    with AsgiClient(webhook.app) as client:
+        eventually(lambda: client.get("/readyz").status_code == 200, "the webhook ready")
+        job = _patched(review, Running(client, webhook, fake_api).post("/mutate-jobs", review))
+    shard = pin_shard(review["request"]["namespace"], meta["name"], shards)
+    assert int(shard) < shards
+    assert job["metadata"]["labels"][PIN_SHARD_LABEL] == shard
+    assert job["spec"]["template"]["metadata"]["labels"][PIN_SHARD_LABEL] == shard
 
 
 def test_nonindexed_job_is_placed_with_affinity_and_a_warning(running: Running) -> None:

@@ -12,6 +12,7 @@ import pytest
 from pydantic import ValidationError
 
 from placement.admission import Verdict
+from placement.constants import DEFAULT_FOLLOWER_SHARDS
 from webhook.__main__ import main
 from webhook.review import (
     BadReview,
@@ -35,6 +36,11 @@ def test_flags_override_environment_over_defaults(monkeypatch: pytest.MonkeyPatc
     assert from_env.host == "0.0.0.0"
     flagged = load_settings(["--port", "8443", "--default-strategy", "affinity", "--log-format", "json"])
     assert (flagged.port, flagged.default_strategy, flagged.log_format) == (8443, "affinity", "json")
+
+
+def test_follower_shards_default_to_the_charts_and_are_a_flag(tmp_path: Path) -> None:
+    assert load_settings(["--cert-dir", str(tmp_path)]).follower_shards == DEFAULT_FOLLOWER_SHARDS == 16
+    assert load_settings(["--cert-dir", str(tmp_path), "--follower-shards=1"]).follower_shards == 1
 
 
 def test_the_job_controllers_usernames_are_a_comma_separated_list(tmp_path: Path) -> None:
@@ -61,6 +67,8 @@ def test_the_job_controllers_usernames_are_a_comma_separated_list(tmp_path: Path
             {"insecure_dev": True, "job_controller_usernames": ""},
             "at least one username of the Job controller",
         ),
+        ({"insecure_dev": True, "follower_shards": 0}, "greater than or equal to 1"),
+        ({"insecure_dev": True, "follower_shards": 65}, "less than or equal to 64"),
     ],
 )
 def test_invalid_settings_are_rejected(options: dict[str, object], message: str) -> None:

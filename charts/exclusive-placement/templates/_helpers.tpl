@@ -177,6 +177,25 @@ namespaceSelector:
 objectSelector: {{ toJson .Values.webhook.admission.objectSelector }}
 {{- end -}}
 
+{{/* ep.webhook.selectors with one more objectSelector expression ANDed to the user's objectSelector: call
+with (dict "ctx" $ "expression" <matchExpressions item>). The follower policy's shard bindings. */}}
+{{- define "ep.webhook.selectorsAnd" -}}
+{{- $object := deepCopy .ctx.Values.webhook.admission.objectSelector -}}
+{{- $expressions := concat (get $object "matchExpressions" | default list) (list .expression) -}}
+{{- $_ := set $object "matchExpressions" $expressions -}}
+{{ include "ep.webhook.namespaceSelector" .ctx }}
+objectSelector: {{ toJson $object }}
+{{- end -}}
+
+{{/* The follower shards' label values, "0" to followerShards - 1, as a JSON list of strings. */}}
+{{- define "ep.followerShards" -}}
+{{- $shards := list -}}
+{{- range $k := until (int .Values.webhook.admission.pods.followerShards) -}}
+{{- $shards = append $shards (toString $k) -}}
+{{- end -}}
+{{- toJson $shards -}}
+{{- end -}}
+
 {{/*
 CEL: true when an object's annotations carry a topology key (ours or JobSet's): exactly the objects the
 webhook acts on (placement/objects.py). Call with the CEL path of the metadata, e.g. "object.metadata".
