@@ -142,11 +142,16 @@ EXEMPT_FLAG = "--exempt-namespaces="
 PIN_FOLLOWERS_FLAGS = ("--pin-followers-label", "--no-pin-followers-label")
 
 
-def _resizer_args(objects: list[dict[str, Any]]) -> list[str]:
+def _deployment_args(objects: list[dict[str, Any]], component: str) -> list[str]:
+    """The arguments of the chart's `<fullname>-<component>` Deployment (webhook, resizer)."""
     for obj in objects:
-        if obj.get("kind") == "Deployment" and obj["metadata"]["name"].endswith("-resizer"):
+        if obj.get("kind") == "Deployment" and obj["metadata"]["name"].endswith(f"-{component}"):
             return [str(arg) for arg in obj["spec"]["template"]["spec"]["containers"][0].get("args") or []]
-    raise ChartError("the chart rendered no resizer Deployment")
+    raise ChartError(f"the chart rendered no {component} Deployment")
+
+
+def _resizer_args(objects: list[dict[str, Any]]) -> list[str]:
+    return _deployment_args(objects, "resizer")
 
 
 def resizer_exempt_namespaces(objects: list[dict[str, Any]]) -> tuple[str, ...]:
@@ -163,13 +168,10 @@ FOLLOWER_SHARDS_FLAG = "--follower-shards="
 def webhook_follower_shards_flag(objects: list[dict[str, Any]]) -> str:
     """The chart's webhook `--follower-shards=<S>`: the shard labels it writes must be those its follower
     policy bindings match."""
-    for obj in objects:
-        if obj.get("kind") == "Deployment" and obj["metadata"]["name"].endswith("-webhook"):
-            for arg in obj["spec"]["template"]["spec"]["containers"][0].get("args") or []:
-                if str(arg).startswith(FOLLOWER_SHARDS_FLAG):
-                    return str(arg)
-            raise ChartError(f"the chart's webhook Deployment has no {FOLLOWER_SHARDS_FLAG}... argument")
-    raise ChartError("the chart rendered no webhook Deployment")
+    for arg in _deployment_args(objects, "webhook"):
+        if arg.startswith(FOLLOWER_SHARDS_FLAG):
+            return arg
+    raise ChartError(f"the chart's webhook Deployment has no {FOLLOWER_SHARDS_FLAG}... argument")
 
 
 def resizer_pin_followers_flag(objects: list[dict[str, Any]]) -> str:

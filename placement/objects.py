@@ -134,13 +134,12 @@ def job_key(namespace: str, job_name: str) -> str:
 
 
 def pin_shard(namespace: str, job_name: str, shards: int) -> str:
-    """The follower shard of a Job (`PIN_SHARD_LABEL`), "0" to `shards - 1`: the first 32 bits of the sha1
-    of `<namespace>/<job name>` modulo `shards`; stable across processes and releases (no salted hash).
-    Raises ValueError unless 1 <= shards <= MAX_FOLLOWER_SHARDS."""
+    """The follower shard of a Job (`PIN_SHARD_LABEL`), "0" to `shards - 1`: the first 32 bits of its
+    `job_key` (the sha1 of `<namespace>/<job name>`) modulo `shards`; stable across processes and releases
+    (no salted hash). Raises ValueError unless 1 <= shards <= MAX_FOLLOWER_SHARDS."""
     if not 1 <= shards <= MAX_FOLLOWER_SHARDS:
         raise ValueError(f"follower shards must be 1 to {MAX_FOLLOWER_SHARDS}, not {shards}")
-    digest = hashlib.sha1(f"{namespace}/{job_name}".encode(), usedforsecurity=False).digest()
-    return str(int.from_bytes(digest[:4], "big") % shards)
+    return str(int(job_key(namespace, job_name)[:8], 16) % shards)
 
 
 def completion_index(pod: Obj) -> str | None:
