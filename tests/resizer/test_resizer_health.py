@@ -22,7 +22,9 @@ def test_a_client_that_resets_its_connection_leaves_no_traceback(
     try:
         with caplog.at_level(logging.DEBUG, logger="resizer.health"):
             with socket.create_connection(("127.0.0.1", server.port)) as client:
-                client.sendall(b"GET /readyz HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\n")
+                # Headers left unfinished: the server is reading when the reset comes. A whole request may
+                # be answered first and then read as a clean EOF (29 of 500 tries on this machine).
+                client.sendall(b"GET /readyz HTTP/1.1\r\nHost: x\r\n")
                 client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # RST
             eventually(
                 lambda: [r for r in caplog.records if r.name == "resizer.health"],
