@@ -72,8 +72,7 @@ from placement.objects import (
     JobRef,
     Obj,
     annotations_of,
-    completion_index,
-    is_leader,
+    completion_index_in,
     items,
     job_key,
     job_ref_of_pod,
@@ -86,9 +85,8 @@ from placement.objects import (
     section,
     topology_key_from_annotations,
     topology_key_of_job,
-    topology_key_of_pod,
 )
-from placement.patch import JsonPatch, apply, deep_copy, diff
+from placement.patch import JsonPatch, deep_copy, diff
 from placement.reserved import (
     job_key_label_problem,
     jobset_key_problem,
@@ -448,23 +446,25 @@ def plan_pod(
 ) -> PodPlan | Skip:
     """What to look up and decide for an exclusive pod; `creator` None (a review without `userInfo`, which
     kube-apiserver always sends) trusts the pod's Job claim."""
-    topology_key = topology_key_of_pod(pod)
+    annotations = annotations_of(pod)
+    topology_key = topology_key_from_annotations(annotations)
     if topology_key is None:
         return Skip(_allow("not-exclusive"))
-    if uses_node_selector_mode(annotations_of(pod)):
+    if uses_node_selector_mode(annotations):
         return Skip(_allow("jobset-node-selector"))
     try:
-        strategy = select_strategy(annotations_of(pod), default_strategy)
+        strategy = select_strategy(annotations, default_strategy)
     except InvalidStrategy as err:
         return Skip(_deny("invalid-strategy", str(err)))
     job = job_ref_of_pod(pod)
-    index = completion_index(pod)
+    pod_labels = labels_of(pod)
+    index = completion_index_in(annotations, pod_labels)
     if job is None:
         return Skip(_no_job(index))
     if creator is not None and not creator.creates_job_pods():
         return Skip(_not_created_by_job_controller(job, creator))
     ns = namespace or str(metadata(pod).get("namespace") or "")
-    forged = jobset_key_problem(labels_of(pod), ns, job.name, "the pod")
+    forged = jobset_key_problem(pod_labels, ns, job.name, "the pod")
     if forged is not None:
         return Skip(_deny("forged-job-key", forged))
     return PodPlan(
@@ -474,7 +474,7 @@ def plan_pod(
         topology_key=topology_key,
         # A pod of a NonIndexed Job has no leader to follow: it carries the leader's terms itself.
         strategy=strategy if index is not None else Strategy.AFFINITY,
-        leader=is_leader(pod),
+        leader=index == LEADER_COMPLETION_INDEX,
         index=index or "",
         all_or_nothing=gang_of(pod) is not None,
     )
@@ -595,6 +595,11 @@ def mutate_pod(pod: Obj, plan: PodPlan, state: LeaderState | None) -> Verdict:
 
     `state` is required for followers of every strategy but `affinity` (see `mutation_needs_leader`).
     """
+    return _mutation(pod, plan, state)[1]
+
+
+def _mutation(pod: Obj, plan: PodPlan, state: LeaderState | None) -> tuple[Obj, Verdict]:
+    """`mutate_pod`'s verdict and the pod as its patch makes it."""
     mutated = deep_copy(pod)
     meta = mutated.setdefault("metadata", {})
     pod_labels = _ensure_map(meta, "labels")
@@ -627,7 +632,7 @@ def mutate_pod(pod: Obj, plan: PodPlan, state: LeaderState | None) -> Verdict:
     else:
         # gate with the leader not placed: validation rejects it with the precise reason.
         reason = f"follower-unplaced-{state.status}"
-    return Verdict(allowed=True, reason=reason, patch=diff(pod, mutated), warnings=warnings)
+    return mutated, Verdict(allowed=True, reason=reason, patch=diff(pod, mutated), warnings=warnings)
 
 
 def _add_gate(spec: Obj, name: str) -> None:
@@ -700,8 +705,9 @@ def admit_pod(pod: Obj, plan: PodPlan, state: LeaderState | None) -> Verdict:
     mutating webhook denies a follower it cannot place, so no validating webhook is called). What a later
     mutating webhook would change is not seen: JobSet's, the only one registered after it, adds its
     priority label and nothing this project wrote (docs/webhook.md, "One call per pod")."""
-    mutation = mutate_pod(pod, plan, state)
-    checked = validate_pod(apply(pod, mutation.patch), plan, state)
+    mutated, mutation = _mutation(pod, plan, state)
+    # The mutated copy is what the patch makes of the pod (`placement.patch.diff`): no need to apply it.
+    checked = validate_pod(mutated, plan, state)
     if not checked.allowed:
         return checked
     return mutation

@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 from placement.constants import DEFAULT_PRIORITY, JOB_KEY_LABEL, PRIORITY_LABEL
-from placement.objects import Obj, labels_of, section
+from placement.objects import Obj, label, section
 
 REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
 
@@ -77,8 +77,7 @@ def add_leader_affinity(pod_spec: Obj, job_key: str, topology_key: str, priority
 
 
 def leader_domain(topology_key: str, node: Obj) -> str | None:
-    value = labels_of(node).get(topology_key)
-    return value or None
+    return label(node, topology_key) or None
 
 
 def follower_node_selector(topology_key: str, node: Obj) -> dict[str, str]:

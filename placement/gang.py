@@ -56,6 +56,7 @@ from placement.objects import (
     annotations_of,
     is_finished_pod,
     items,
+    label,
     labels_of,
     metadata,
     namespace_of,
@@ -104,7 +105,7 @@ def gang_of(obj: Obj) -> GangId | None:
     """The gang an all-or-nothing pod or Job *claims*: its JobSet (by name label) and restart attempt.
     Labels and annotations a client can write: the queue trusts a leader only once `trusted_member` says
     its Job is one the webhook admitted (`admitted_gang`)."""
-    jobset = labels_of(obj).get(JOBSET_NAME_LABEL)
+    jobset = label(obj, JOBSET_NAME_LABEL)
     if not jobset or gang_size(annotations_of(obj)) is None:
         return None
     return GangId(namespace_of(obj), jobset, labels_of(obj).get(JOBSET_RESTART_ATTEMPT_LABEL, "0"))

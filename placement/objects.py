@@ -19,6 +19,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from dataclasses import dataclass
 from typing import Any
@@ -85,6 +86,23 @@ def annotations_of(obj: Obj) -> dict[str, str]:
     return string_map(obj, "annotations")
 
 
+def _string_in(obj: Obj, field: str, key: str) -> str | None:
+    """`string_map(obj, field).get(key)` without copying the map."""
+    value = metadata(obj).get(field)
+    if not isinstance(value, dict):
+        return None
+    item = value.get(key)
+    return None if item is None else str(item)
+
+
+def label(obj: Obj, key: str) -> str | None:
+    return _string_in(obj, "labels", key)
+
+
+def annotation(obj: Obj, key: str) -> str | None:
+    return _string_in(obj, "annotations", key)
+
+
 def topology_key_from_annotations(annos: dict[str, str]) -> str | None:
     for key in (TOPOLOGY_ANNOTATION, JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION):
         value = annos.get(key, "").strip()
@@ -112,11 +130,10 @@ def job_ref_of_pod(pod: Obj) -> JobRef | None:
     for ref in items(metadata(pod), "ownerReferences"):
         if isinstance(ref, dict) and ref.get("kind") == "Job" and ref.get("controller") and ref.get("name"):
             return JobRef(name=str(ref["name"]), uid=str(ref.get("uid") or ""))
-    pod_labels = labels_of(pod)
-    name = pod_labels.get(JOB_NAME_LABEL) or pod_labels.get(LEGACY_JOB_NAME_LABEL)
+    name = label(pod, JOB_NAME_LABEL) or label(pod, LEGACY_JOB_NAME_LABEL)
     if not name:
         return None
-    uid = pod_labels.get(CONTROLLER_UID_LABEL) or pod_labels.get(LEGACY_CONTROLLER_UID_LABEL) or ""
+    uid = label(pod, CONTROLLER_UID_LABEL) or label(pod, LEGACY_CONTROLLER_UID_LABEL) or ""
     return JobRef(name=name, uid=uid)
 
 
@@ -127,6 +144,7 @@ def owner_job_key(pod: Obj) -> str | None:
     return None if ref is None else f"{namespace_of(pod)}/{ref.name}"
 
 
+@functools.lru_cache(maxsize=4096)  # a pod's admission asks for its Job's key three times
 def job_key(namespace: str, job_name: str) -> str:
     """sha1 hex of `<namespace>/<job name>` (40 chars: a valid label value), as JobSet computes its
     `jobset.sigs.k8s.io/job-key` (`jobHashKey` in its JobSet controller)."""
@@ -143,9 +161,13 @@ def pin_shard(namespace: str, job_name: str, shards: int) -> str:
 
 
 def completion_index(pod: Obj) -> str | None:
-    index = annotations_of(pod).get(JOB_COMPLETION_INDEX_ANNOTATION) or labels_of(pod).get(
-        JOB_COMPLETION_INDEX_LABEL
-    )
+    index = annotation(pod, JOB_COMPLETION_INDEX_ANNOTATION) or label(pod, JOB_COMPLETION_INDEX_LABEL)
+    return index.strip() if index else None
+
+
+def completion_index_in(annotations: dict[str, str], labels: dict[str, str]) -> str | None:
+    """`completion_index` of a pod whose annotations and labels are read already."""
+    index = annotations.get(JOB_COMPLETION_INDEX_ANNOTATION) or labels.get(JOB_COMPLETION_INDEX_LABEL)
     return index.strip() if index else None
 
 

@@ -142,7 +142,8 @@ def create_app(
                 return response
             except OverBudget:
                 return shed(endpoint, f"{budget.limit // MIB} MiB of admission memory in use")
-            estimate = parsed_size_estimate(body)
+            counted = containers(body)
+            estimate = parsed_size_estimate(body, counted=counted)
             if estimate > budget.limit:
                 return bad_request(
                     endpoint,
@@ -150,7 +151,6 @@ def create_app(
                     f"review would take about {estimate // MIB} MiB of memory once parsed, more than the "
                     f"{budget.limit // MIB} MiB the webhook allows (a body of {len(body)} bytes)",
                 )
-            counted = containers(body)
             if counted > MAX_REVIEW_CONTAINERS:
                 return too_many_containers(endpoint, body, counted)
             if not reservation.grow_to(estimate):
@@ -158,16 +158,16 @@ def create_app(
             if not gate.try_enter():
                 return shed(endpoint, f"{gate.limit} admissions in flight")
             try:
-                return await _decide(body, endpoint, handler, mutating)
+                return await _decide(body, counted, endpoint, handler, mutating)
             finally:
                 gate.leave()
         finally:
             reservation.release()
-            metrics.latency.labels(endpoint).observe(time.perf_counter() - started)
+            metrics.latency_by(endpoint).observe(time.perf_counter() - started)
 
-    async def _decide(body: bytes, endpoint: str, handler: Handler, mutating: bool) -> Response:
+    async def _decide(body: bytes, counted: int, endpoint: str, handler: Handler, mutating: bool) -> Response:
         try:
-            review = parse_review(body)
+            review = parse_review(body, counted=counted)
         except ReviewOverLimit as err:
             metrics.admissions.labels(endpoint, "over_limit").inc()
             return JSONResponse(denied(err.uid, str(err), code=400))
@@ -184,7 +184,7 @@ def create_app(
             metrics.errors.labels(endpoint).inc()
             metrics.admissions.labels(endpoint, "errored").inc()
             return JSONResponse(errored(uid, f"internal error in {endpoint}: {err}"))
-        metrics.admissions.labels(endpoint, _result(handled, mutating)).inc()
+        metrics.admissions_by(endpoint, _result(handled, mutating)).inc()
         return JSONResponse(handled.review)
 
     @app.post("/mutate-pods")

@@ -141,7 +141,7 @@ class LeaderDirectory:
     async def leader_state(self, plan: PodPlan) -> LeaderState:
         cached = self.from_cache(plan)
         if cached is not None:
-            self._metrics.cache_lookups.labels("hit").inc()
+            self._metrics.cache_lookups_by("hit").inc()
             return leader_state(plan, *cached)
         self._metrics.cache_lookups.labels("miss").inc()
         leader, node, rivals = await asyncio.to_thread(self._live_lookup, plan)

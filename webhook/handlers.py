@@ -76,6 +76,18 @@ def _context(request: AdmissionRequest) -> dict[str, str]:
     }
 
 
+def _log_verdict(request: AdmissionRequest, verdict: Verdict, job: str) -> None:
+    context = {**_context(request), "reason": verdict.reason}
+    if job:
+        context["job"] = job
+    if not verdict.allowed:
+        log.info("denied: %s", verdict.message, extra=context)
+    elif verdict.patch:
+        log.info("patched with %d operations", len(verdict.patch), extra=context)
+    else:
+        log.debug("allowed", extra=context)
+
+
 def _in_scope(request: AdmissionRequest, kind: str, operations: tuple[str, ...] = ("CREATE",)) -> Obj | None:
     """The object of a CREATE (or another of `operations`) of `kind`; None when the request is out of
     scope."""
@@ -123,15 +135,8 @@ class Admission:
         return Creator(username, self.job_controllers) if username else None
 
     def _done(self, request: AdmissionRequest, verdict: Verdict, *, mutating: bool, job: str = "") -> Handled:
-        context = {**_context(request), "reason": verdict.reason}
-        if job:
-            context["job"] = job
-        if not verdict.allowed:
-            log.info("denied: %s", verdict.message, extra=context)
-        elif verdict.patch:
-            log.info("patched with %d operations", len(verdict.patch), extra=context)
-        else:
-            log.debug("allowed", extra=context)
+        if log.isEnabledFor(logging.INFO if not verdict.allowed or verdict.patch else logging.DEBUG):
+            _log_verdict(request, verdict, job)
         return Handled(from_verdict(request["uid"], verdict, mutating=mutating), verdict)
 
     async def _pod(

@@ -3,12 +3,31 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Generic, TypeVar
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.metrics import MetricWrapperBase
+
+M = TypeVar("M", bound=MetricWrapperBase)
 
 
 def _registry() -> CollectorRegistry:
     return CollectorRegistry()
+
+
+class Children(Generic[M]):
+    """`metric.labels(*values)`, each child looked up once: `labels` takes a lock and builds its key on every
+    call, which every admission paid several times."""
+
+    def __init__(self, metric: M) -> None:
+        self._metric = metric
+        self._children: dict[tuple[str, ...], M] = {}
+
+    def __call__(self, *values: str) -> M:
+        child = self._children.get(values)
+        if child is None:
+            child = self._children[values] = self._metric.labels(*values)
+        return child
 
 
 @dataclass
@@ -82,6 +101,9 @@ class Metrics:
             "Memory reserved by admission requests in flight (bodies, and their estimated parsed size)",
             registry=r,
         )
+        self.admissions_by = Children(self.admissions)
+        self.latency_by = Children(self.latency)
+        self.cache_lookups_by = Children(self.cache_lookups)
         self.watch_restarts = Counter(
             "exclusive_placement_watch_restarts_total",
             "Informer watches started again, by informer and reason (ended, gone, connection, an HTTP "

@@ -16,6 +16,7 @@ from typing import Any, Literal, NotRequired, TypedDict, cast
 
 from placement.admission import Verdict
 from placement.patch import JsonPatch
+from webhook.body import containers
 from webhook.limits import MAX_LIST_ITEMS, OverLimit, check_pod_spec
 
 ADMISSION_API_VERSION = "admission.k8s.io/v1"
@@ -157,7 +158,8 @@ def _check_limits(request: dict[str, Any]) -> None:
             ) from err
 
 
-def parse_review(body: bytes) -> AdmissionReview:
+def parse_review(body: bytes, *, counted: int | None = None) -> AdmissionReview:
+    """`counted`: `webhook.body.containers(body)`, when the caller has counted them already."""
     try:
         data = json.loads(body)
     except (ValueError, UnicodeDecodeError) as err:
@@ -184,7 +186,10 @@ def parse_review(body: bytes) -> AdmissionReview:
     if obj is not None and not isinstance(obj, dict):
         raise BadReview("request.object must be an object")
     _check_limits(request)  # before anything walks the whole review
-    if _nested_deeper_than(data, MAX_JSON_DEPTH):
+    # Each level of nesting opens with a `{` or `[` of the body: a body with fewer cannot nest deeper.
+    if counted is None:
+        counted = containers(body)
+    if counted > MAX_JSON_DEPTH and _nested_deeper_than(data, MAX_JSON_DEPTH):
         raise BadReview(f"body nests JSON deeper than {MAX_JSON_DEPTH} levels")
     for field in ("metadata", "spec"):  # the API server sends typed objects: both are always objects
         if obj is not None and not isinstance(obj.get(field, {}), dict):
@@ -203,6 +208,10 @@ def parse_review(body: bytes) -> AdmissionReview:
         "kind": ADMISSION_KIND,
         "request": cast(AdmissionRequest, request),
     }
+
+
+_PATCH_ENCODER = json.JSONEncoder(separators=(",", ":"))
+"""`json.dumps(patch, separators=...)` without building an encoder per call."""
 
 
 def _review(response: AdmissionResponse) -> AdmissionReview:
@@ -236,7 +245,7 @@ def patched(uid: str, patch: JsonPatch, warnings: tuple[str, ...] = ()) -> Admis
         "uid": uid,
         "allowed": True,
         "patchType": "JSONPatch",
-        "patch": base64.b64encode(json.dumps(patch, separators=(",", ":")).encode()).decode("ascii"),
+        "patch": base64.b64encode(_PATCH_ENCODER.encode(patch).encode()).decode("ascii"),
     }
     return _review(_with_warnings(response, warnings))
 
