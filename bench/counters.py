@@ -6,8 +6,10 @@ every pod ran) and returns what happened in it, in the components' own terms:
 - requests from the API server's audit log, by client, verb, resource, namespace and code, with the Event
   writes among them and the reasons of those Events (`bench.audit`);
 - admission webhook calls per webhook from kube-apiserver's
-  `apiserver_admission_webhook_admission_duration_seconds_count`, and kube-apiserver's own CPU seconds
-  (`process_cpu_seconds_total`);
+  `apiserver_admission_webhook_admission_duration_seconds_count`, kube-apiserver's own CPU seconds
+  (`process_cpu_seconds_total`), and the seconds it spent in each admission policy
+  (`apiserver_{mutating,validating}_admission_policy_check_duration_seconds_sum`: CEL evaluated in
+  process, which no webhook call counts);
 - scheduling attempts, queue moves and preemptions from kube-scheduler's `/metrics`;
 
 each metric scraped when the window opens and when it closes (`bench.promtext`).
@@ -31,6 +33,12 @@ from devstack.controlplane.audit import AuditLog
 ADMISSION_CALLS = "apiserver_admission_webhook_admission_duration_seconds_count"
 PROCESS_CPU_SECONDS = "process_cpu_seconds_total"
 """User and system CPU seconds of the process serving the page (Prometheus' process collector)."""
+POLICY_CHECK_SECONDS = (
+    "apiserver_mutating_admission_policy_check_duration_seconds_sum",
+    "apiserver_validating_admission_policy_check_duration_seconds_sum",
+)
+"""Seconds kube-apiserver spent evaluating each admission policy (label `policy`). A mutating policy's
+is timed per mutation (its conversions, patch and defaulting included), not its matchConditions."""
 SCHEDULE_ATTEMPTS = "scheduler_schedule_attempts_total"
 QUEUE_INCOMING = "scheduler_queue_incoming_pods_total"
 """Pods moved into one of the scheduling queues, by the event that moved them (why pods were retried)."""
@@ -172,6 +180,8 @@ class WindowCounts:
     admission: AdmissionCalls
     scheduler: SchedulerCounts
     apiserver_cpu_seconds: float
+    admission_policy_seconds: Mapping[str, float] = field(default_factory=dict)
+    """Seconds in each admission policy, by policy name (`POLICY_CHECK_SECONDS`)."""
 
     @property
     def seconds(self) -> float:
@@ -182,6 +192,15 @@ class WindowCounts:
 
     def event_writes_by_reason(self) -> dict[str, int]:
         return self.requests.event_writes_by_reason(self.event_reasons())
+
+
+def policy_seconds(grown: Samples) -> dict[str, float]:
+    """The window's seconds in each admission policy that ran in it (`POLICY_CHECK_SECONDS`)."""
+    seconds: dict[str, float] = {}
+    for metric in POLICY_CHECK_SECONDS:
+        for policy, value in grown.by_label(metric, "policy").items():
+            seconds[policy] = seconds.get(policy, 0.0) + value
+    return {policy: round(value, 4) for policy, value in sorted(seconds.items()) if value > 0}
 
 
 @dataclass
@@ -235,6 +254,7 @@ class KubeCounters:
             admission=AdmissionCalls.of(apiserver, self.webhooks),
             scheduler=SchedulerCounts.of(scheduler),
             apiserver_cpu_seconds=round(apiserver.total(PROCESS_CPU_SECONDS), 2),
+            admission_policy_seconds=policy_seconds(apiserver),
         )
 
     async def _wait_logged(self, http: httpx.AsyncClient, offset: int) -> None:

@@ -27,6 +27,7 @@ COLUMNS: tuple[tuple[str, str], ...] = (
     ("pod_patches", "pod patches"),
     ("scheduler_attempts", "scheduling attempts"),
     ("apiserver_cpu_seconds", "kube-apiserver CPU s"),
+    ("admission_policy_seconds", "of which s in admission policies"),
     ("leader_wait_max_seconds", "max s leader waited"),
     ("leader_bind_to_all_running_seconds_p50", "s leader bind → all running p50"),
     ("leader_bind_to_all_running_seconds_p99", "p99"),

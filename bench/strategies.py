@@ -187,6 +187,8 @@ def result_from_counts(
         "all_webhook_calls": admission.project + admission.jobset_pods,
         "admission_calls_by_webhook": dict(admission.by_webhook),
         "apiserver_cpu_seconds": counts.apiserver_cpu_seconds,
+        "admission_policy_seconds": round(sum(counts.admission_policy_seconds.values()), 3),
+        "admission_policy_seconds_by_policy": dict(counts.admission_policy_seconds),
         "wasted_requests": waste.total,
         "wasted_rejected_creates": waste.rejected_creates,
         "wasted_event_writes": waste.event_writes,

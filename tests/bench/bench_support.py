@@ -56,6 +56,7 @@ def window_counts(
     admission: AdmissionCalls | None = None,
     scheduler: SchedulerCounts | None = None,
     apiserver_cpu_seconds: float = 0.0,
+    admission_policy_seconds: Mapping[str, float] | None = None,
 ) -> WindowCounts:
     return WindowCounts(
         window=WINDOW,
@@ -64,4 +65,5 @@ def window_counts(
         admission=admission or AdmissionCalls(0, 0, 0, 0, 0, {}),
         scheduler=scheduler or SchedulerCounts(0, 0, 0, 0, {}),
         apiserver_cpu_seconds=apiserver_cpu_seconds,
+        admission_policy_seconds=admission_policy_seconds or {},
     )

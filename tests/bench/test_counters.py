@@ -34,13 +34,20 @@ ADMISSION = "apiserver_admission_webhook_admission_duration_seconds"
 PROJECT_POD_WEBHOOK = "pods.mutate.exclusive-placement.io"
 
 
-def admission_page(counts: dict[tuple[str, bool], int], *, cpu_seconds: float) -> str:
-    """kube-apiserver's admission histogram counts, (webhook, rejected) → calls, and its CPU seconds."""
+def admission_page(
+    counts: dict[tuple[str, bool], int], *, cpu_seconds: float, policy_seconds: dict[tuple[str, str], float]
+) -> str:
+    """kube-apiserver's admission histogram counts, (webhook, rejected) → calls, its CPU seconds, and its
+    admission policies' seconds, (mutating|validating, policy) → seconds."""
     lines = [f"# TYPE {ADMISSION} histogram"]
     for (name, rejected), count in counts.items():
         labels = f'name="{name}",operation="CREATE",rejected="{str(rejected).lower()}",type="admit"'
         lines.append(f"{ADMISSION}_count{{{labels}}} {count}")
     lines += ["# TYPE process_cpu_seconds_total counter", f"process_cpu_seconds_total {cpu_seconds}"]
+    for (kind, policy), seconds in policy_seconds.items():
+        metric = f"apiserver_{kind}_admission_policy_check_duration_seconds"
+        labels = f'enforcement_action="allow",policy="{policy}",policy_binding="{policy}-b"'
+        lines += [f"# TYPE {metric} histogram", f"{metric}_sum{{{labels}}} {seconds}"]
     return "\n".join(lines) + "\n"
 
 
@@ -52,6 +59,7 @@ APISERVER_BEFORE = admission_page(
         (PROJECT_POD_WEBHOOK, False): 5,
     },
     cpu_seconds=100.25,
+    policy_seconds={("mutating", "ep-pods"): 1.5, ("validating", "ep-pods"): 0.25},
 )
 APISERVER_AFTER = admission_page(
     {
@@ -62,6 +70,11 @@ APISERVER_AFTER = admission_page(
         (PROJECT_POD_WEBHOOK, False): 5,
     },
     cpu_seconds=103.5,
+    policy_seconds={
+        ("mutating", "ep-pods"): 1.875,
+        ("validating", "ep-pods"): 0.375,
+        ("mutating", "ep-f"): 0.5,
+    },
 )
 
 
@@ -235,6 +248,7 @@ def test_a_window_counts_what_the_api_server_logged_during_it(
     assert counts.admission.jobset_pods == 80
     assert counts.scheduler.attempts == 35
     assert counts.apiserver_cpu_seconds == 3.25
+    assert counts.admission_policy_seconds == {"ep-f": 0.5, "ep-pods": 0.5}  # mutating and validating added
     assert counts.requests.background == {"apiserver-internal": 1}
     assert 0 <= counts.seconds < 30
     assert api.markers == 1

@@ -72,6 +72,7 @@ COUNTS = window_counts(
     admission=AdmissionCalls(80, 0, 0, 0, 1, {"pods.mutate.exclusive-placement.io": 80}),
     scheduler=SchedulerCounts(45, 5, 0, 0, {"PodAdd": 40}),
     apiserver_cpu_seconds=3.5,
+    admission_policy_seconds={"ep-pods": 0.5, "ep-pod-followers": 0.25},
 )
 
 
@@ -290,6 +291,8 @@ def test_result_has_the_issue_fields_and_the_waste_by_cause() -> None:
         "all_webhook_calls": 80,
         "admission_calls_by_webhook": {"pods.mutate.exclusive-placement.io": 80},
         "apiserver_cpu_seconds": 3.5,
+        "admission_policy_seconds": 0.75,
+        "admission_policy_seconds_by_policy": {"ep-pods": 0.5, "ep-pod-followers": 0.25},
         # 7 rejected + 6 FailedCreate event writes + min(2 x 7, 16 webhook GET/LISTs)
         "wasted_requests": 27,
         "wasted_rejected_creates": 7,
@@ -632,7 +635,7 @@ def test_markdown_table_and_failures() -> None:
     rows = [line for line in table.splitlines() if line.startswith("| 4x8")]
     assert len(rows) == 5  # two in the main table, two in the waste table, one ratios row (gate failed)
     main_row = (
-        "| `elastic` | 7 | 27 | 68 | 64 | 52 | 80 | 0 | 0 | 4 | 3 | 45 | 3.50 | n/a | n/a | n/a "
+        "| `elastic` | 7 | 27 | 68 | 64 | 52 | 80 | 0 | 0 | 4 | 3 | 45 | 3.50 | 0.75 | n/a | n/a | n/a "
         "| 2.50 (2.00-3.00) | 0 |"
     )
     assert main_row in rows[0]
