@@ -59,7 +59,7 @@ params only the pin-followers Jobs of that shard, so a follower is evaluated aga
 Jobs of its shard, not of its whole namespace (docs/webhook.md, "Two paths for pods"). Not a resize key: a
 wrong value only makes the Job's own followers unpinnable by the API server (they are then gated and the
 resizer pins them)."""
-DEFAULT_FOLLOWER_SHARDS: Final = 16
+DEFAULT_FOLLOWER_SHARDS: Final = 64
 """How many shards the follower policy's bindings split a namespace's resized Jobs into (the webhook's
 `--follower-shards`, the chart's `webhook.admission.pods.followerShards`). 1: one shard, label "0"."""
 MAX_FOLLOWER_SHARDS: Final = 64

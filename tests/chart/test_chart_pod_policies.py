@@ -171,7 +171,7 @@ def test_policy_bindings_cover_the_namespaces_the_webhooks_cover(mode_values: di
             assert [e["key"] for e in resources["objectSelector"]["matchExpressions"]] == [PIN_SHARD_LABEL]
 
 
-@pytest.mark.parametrize("shards", [1, 4, DEFAULT_FOLLOWER_SHARDS, 64])
+@pytest.mark.parametrize("shards", [1, 4, 16, DEFAULT_FOLLOWER_SHARDS])
 def test_the_follower_policy_is_bound_once_per_shard_and_once_for_pods_without_a_shard(
     mode_values: dict[str, Obj], shards: int
 ) -> None:

@@ -24,6 +24,7 @@ from placement.admission import (
     validation_needs_leader,
 )
 from placement.constants import (
+    DEFAULT_FOLLOWER_SHARDS,
     ELASTIC_FALLBACK_ANNOTATION,
     JOB_KEY_LABEL,
     JOBSET_JOB_KEY_LABEL,
@@ -129,7 +130,7 @@ def test_elastic_job_is_shrunk_and_target_recorded() -> None:
         TARGET_COMPLETIONS_ANNOTATION: "4",
         TARGET_PARALLELISM_ANNOTATION: "4",
     }
-    shard = pin_shard(NS, JOB, 16)
+    shard = pin_shard(NS, JOB, DEFAULT_FOLLOWER_SHARDS)
     assert shrunk["metadata"]["labels"] == {RESIZE_LABEL: "pending", PIN_SHARD_LABEL: shard}
     # The same record on the pod template: what the resizer trusts (no client changes it once the Job runs).
     assert shrunk["spec"]["template"]["metadata"]["annotations"] == {

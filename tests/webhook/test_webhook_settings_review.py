@@ -39,7 +39,7 @@ def test_flags_override_environment_over_defaults(monkeypatch: pytest.MonkeyPatc
 
 
 def test_follower_shards_default_to_the_charts_and_are_a_flag(tmp_path: Path) -> None:
-    assert load_settings(["--cert-dir", str(tmp_path)]).follower_shards == DEFAULT_FOLLOWER_SHARDS == 16
+    assert load_settings(["--cert-dir", str(tmp_path)]).follower_shards == DEFAULT_FOLLOWER_SHARDS == 64
     assert load_settings(["--cert-dir", str(tmp_path), "--follower-shards=1"]).follower_shards == 1
 
 
