@@ -95,7 +95,7 @@ def create_app(
 
     def shed(endpoint: str, message: str) -> JSONResponse:
         shedding.refused()
-        metrics.admissions.labels(endpoint, "shed").inc()
+        metrics.admissions_by(endpoint, "shed").inc()
         return JSONResponse(
             {"error": f"webhook overloaded: {message}, retry shortly"},
             status_code=429,
@@ -103,7 +103,7 @@ def create_app(
         )
 
     def bad_request(endpoint: str, status: int, message: str) -> JSONResponse:
-        metrics.admissions.labels(endpoint, "bad_request").inc()
+        metrics.admissions_by(endpoint, "bad_request").inc()
         return _error(status, message)
 
     def too_many_containers(endpoint: str, body: bytes, counted: int) -> JSONResponse:
@@ -116,7 +116,7 @@ def create_app(
         uid = leading_uid(body)
         if uid is None:
             return bad_request(endpoint, 413, message)
-        metrics.admissions.labels(endpoint, "over_limit").inc()
+        metrics.admissions_by(endpoint, "over_limit").inc()
         return JSONResponse(denied(uid, message, code=413))
 
     async def admit(request: Request, endpoint: str, handler: Handler, mutating: bool) -> Response:
@@ -169,7 +169,7 @@ def create_app(
         try:
             review = parse_review(body, counted=counted)
         except ReviewOverLimit as err:
-            metrics.admissions.labels(endpoint, "over_limit").inc()
+            metrics.admissions_by(endpoint, "over_limit").inc()
             return JSONResponse(denied(err.uid, str(err), code=400))
         except BadReview as err:
             return bad_request(endpoint, 400, str(err))
@@ -182,7 +182,7 @@ def create_app(
             uid = admission_request["uid"]
             log.exception("admission failed", extra={"uid": uid, "endpoint": endpoint})
             metrics.errors.labels(endpoint).inc()
-            metrics.admissions.labels(endpoint, "errored").inc()
+            metrics.admissions_by(endpoint, "errored").inc()
             return JSONResponse(errored(uid, f"internal error in {endpoint}: {err}"))
         metrics.admissions_by(endpoint, _result(handled, mutating)).inc()
         return JSONResponse(handled.review)

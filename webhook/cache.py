@@ -143,6 +143,6 @@ class LeaderDirectory:
         if cached is not None:
             self._metrics.cache_lookups_by("hit").inc()
             return leader_state(plan, *cached)
-        self._metrics.cache_lookups.labels("miss").inc()
+        self._metrics.cache_lookups_by("miss").inc()
         leader, node, rivals = await asyncio.to_thread(self._live_lookup, plan)
         return leader_state(plan, leader, node, rivals)
