@@ -34,6 +34,7 @@ from placement.objects import (
 )
 from placement.resize import pinned_domain
 from placement.status import (
+    ALL_OR_NOTHING_WAITS,
     DomainStatus,
     JobProgress,
     Snapshot,
@@ -43,6 +44,8 @@ from placement.status import (
     job_progress,
     resolved_strategy,
     scheduler_verdict,
+    waits_for_a_domain,
+    waits_for_a_held_domain,
 )
 
 EVENTS_SHOWN = 5
@@ -128,14 +131,8 @@ def unblock_hints(progress: JobProgress, domains: Sequence[DomainStatus]) -> lis
     reason = progress.waiting.reason
     key = progress.topology_key
     free = [d.domain for d in domains if d.free]
-    if reason in (
-        WaitReason.LEADER_UNSCHEDULABLE,
-        WaitReason.LEADER_PENDING,
-        WaitReason.ALL_OR_NOTHING_QUEUED,
-        WaitReason.PODS_UNSCHEDULABLE,
-        WaitReason.ALL_OR_NOTHING_STEPPED_OVER,
-    ) and not (reason is WaitReason.PODS_UNSCHEDULABLE and progress.domain):
-        return _domain_hints(key, domains, free, reason)
+    if waits_for_a_domain(progress):
+        return _domain_hints(progress, domains, free)
     hints = {
         WaitReason.QUEUED_BY_KUEUE: [
             "quota in the LocalQueue's ClusterQueue: the workloads admitted before it finishing or deleted, "
@@ -185,13 +182,11 @@ def unblock_hints(progress: JobProgress, domains: Sequence[DomainStatus]) -> lis
     return hints[reason]
 
 
-def _domain_hints(
-    key: str, domains: Sequence[DomainStatus], free: list[str], reason: WaitReason
-) -> list[str]:
+def _domain_hints(progress: JobProgress, domains: Sequence[DomainStatus], free: list[str]) -> list[str]:
+    key = progress.topology_key
     if not domains:
         return [f"nodes labelled {key}, or a topology annotation naming a label the nodes carry"]
-    queued = reason in (WaitReason.ALL_OR_NOTHING_QUEUED, WaitReason.ALL_OR_NOTHING_STEPPED_OVER)
-    if free and not queued:
+    if not waits_for_a_held_domain(progress, domains):
         return [
             f"free {key} domains exist ({', '.join(free)}), so the scheduler's reason above is not "
             "exclusivity: compare the pod's requests, tolerations and node selector with those domains' nodes"
@@ -204,7 +199,7 @@ def _domain_hints(
     cordoned = [d.domain for d in domains if not d.schedulable]
     if cordoned:
         hints.append(f"uncordoning {', '.join(cordoned)} (kubectl uncordon)")
-    if queued:
+    if progress.waiting is not None and progress.waiting.reason in ALL_OR_NOTHING_WAITS:
         hints.append(
             f'fewer Jobs in the JobSet, or {ALL_OR_NOTHING_ANNOTATION}: "false" on a new JobSet to take '
             "domains as they free up (and risk holding some while waiting for the rest)"

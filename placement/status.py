@@ -14,6 +14,11 @@ scheduler's verdict from the pod's `PodScheduled` condition.
 - `job_progress(snapshot, job)`: the steps of one Job on its way to being placed, and what it waits for.
 - `waiting_jobs(snapshot)`: every exclusive Job of `snapshot.jobs` not yet placed, each with one
   `WaitReason` and a message; `placement_status(snapshot, namespace)`: both, for one namespace or all.
+- `waits_for_a_held_domain(progress, domains)`: whether a Job waits for a domain another Job holds;
+  `pod_wait_reason(pod)`: why one pod is not running yet, in the cluster's words.
+
+The plugin reads it, and so does devstack's stall report (`devstack.diagnosis`), which only words and groups
+what it decides.
 """
 
 from __future__ import annotations
@@ -112,6 +117,22 @@ class WaitReason(StrEnum):
     DOMAIN_TOO_SMALL = CapacityReason.DOMAIN_TOO_SMALL.value
 
 
+LEADER_BOUND = "leader bound"
+"""The step of an Indexed Job's leader reaching a node."""
+DEFAULT_SCHEDULER = "default-scheduler"
+WAITS_FOR_A_DOMAIN = frozenset(
+    {
+        WaitReason.LEADER_UNSCHEDULABLE,
+        WaitReason.LEADER_PENDING,
+        WaitReason.ALL_OR_NOTHING_QUEUED,
+        WaitReason.ALL_OR_NOTHING_STEPPED_OVER,
+        WaitReason.PODS_UNSCHEDULABLE,
+    }
+)
+"""What a Job waits for while its leader (a NonIndexed Job: its first pod) has no domain yet."""
+ALL_OR_NOTHING_WAITS = frozenset({WaitReason.ALL_OR_NOTHING_QUEUED, WaitReason.ALL_OR_NOTHING_STEPPED_OVER})
+"""The queue waits for enough free domains at once: a free one is not enough."""
+
 WAITS_FOR_ROOM = frozenset(
     {
         WaitReason.ALL_OR_NOTHING_QUEUED,
@@ -160,6 +181,8 @@ class Waiting:
     job: str
     reason: WaitReason
     message: str
+    problem: CapacityProblem | None = None
+    """The numbers behind `too-few-domains` and `domain-too-small` (`placement.capacity`); None else."""
 
 
 @dataclass(frozen=True)
@@ -185,6 +208,10 @@ class JobProgress:
     """The domain its leader is bound in; empty before."""
     steps: tuple[Step, ...]
     waiting: Waiting | None
+
+    @property
+    def leader_bound(self) -> bool:
+        return any(step.name == LEADER_BOUND and step.done for step in self.steps)
 
 
 # --- one look at the cluster ----------------------------------------------------------------------------
@@ -355,6 +382,28 @@ def scheduler_verdict(pod: Obj) -> str | None:
     return f"{condition.get('reason') or 'Unschedulable'}: {condition.get('message') or '(no message)'}"
 
 
+def pod_wait_reason(pod: Obj) -> str | None:
+    """Why a pod is not running yet, in the cluster's own words; None when it is not waiting."""
+    if is_terminating(pod) or section(pod, "status").get("phase", "Pending") != "Pending":
+        return None
+    gates = sorted(_gates(pod))
+    if gates:
+        return f"SchedulingGated: waiting for the scheduling gate {', '.join(gates)} to be removed"
+    if node_name(pod) is not None:
+        return "bound to a node, not started yet"
+    verdict = scheduler_verdict(pod)
+    if verdict is not None:
+        return verdict
+    scheduler = scheduler_name(pod)
+    if scheduler != DEFAULT_SCHEDULER:
+        return f"schedulerName {scheduler}: not scheduled yet (that scheduler has not reported on it)"
+    return "not scheduled yet (the scheduler has not reported on it)"
+
+
+def scheduler_name(pod: Obj) -> str:
+    return str(section(pod, "spec").get("schedulerName") or DEFAULT_SCHEDULER)
+
+
 def resolved_strategy(job: Obj) -> str:
     """The pod template's strategy (the webhook writes there what it resolved), else the Job's own."""
     for found in (annotations_of(pod_template(job)), annotations_of(job)):
@@ -418,9 +467,8 @@ def job_progress(snapshot: Snapshot, job: Obj) -> JobProgress:
     if walk.waiting is not None and walk.waiting.reason in WAITS_FOR_ROOM:
         problem = capacity_problem(snapshot, job)
         if problem is not None:
-            walk.waiting = Waiting(
-                walk.namespace, walk.jobset, walk.job, WaitReason(problem.reason.value), problem.message
-            )
+            reason = WaitReason(problem.reason.value)
+            walk.waiting = Waiting(walk.namespace, walk.jobset, walk.job, reason, problem.message, problem)
     return JobProgress(
         walk.namespace,
         walk.jobset,
@@ -510,7 +558,7 @@ def _leader_bound_step(snapshot: Snapshot, leader: Obj, name: str, key: str, wal
         domain = snapshot.domain_of(leader, key)
         since = _scheduled_at(leader)
         walk.step(
-            "leader bound",
+            LEADER_BOUND,
             True,
             f"{key}={domain or '?'} (node {bound_to}{', since ' + since if since else ''})",
         )
@@ -524,7 +572,7 @@ def _leader_bound_step(snapshot: Snapshot, leader: Obj, name: str, key: str, wal
             f"leader pod {name} is not scheduled yet (no verdict from the scheduler)",
         )
     )
-    walk.step("leader bound", False, wait=wait)
+    walk.step(LEADER_BOUND, False, wait=wait)
     return ""
 
 
@@ -731,6 +779,28 @@ def _position(snapshot: Snapshot, gang_id: GangId) -> str:
     )
     ids = [gang.id for gang in queued]
     return f"{ids.index(gang_id) + 1} of {len(ids)}" if gang_id in ids else "not queued"
+
+
+# --- waiting for a domain ----------------------------------------------------------------------------------
+
+
+def waits_for_a_domain(progress: JobProgress) -> bool:
+    """Its leader (a NonIndexed Job: its first pod) needs a domain to itself and has none yet."""
+    waiting = progress.waiting
+    return waiting is not None and waiting.reason in WAITS_FOR_A_DOMAIN and not progress.domain
+
+
+def waits_for_a_held_domain(progress: JobProgress, domains: Sequence[DomainStatus]) -> bool:
+    """It waits for a domain of its key to free up: none is free (all-or-nothing: not enough at once), or its
+    JobSet's Jobs outnumber the schedulable domains. `domains`: `domain_statuses` of its key. (No domain at
+    all is a capacity problem, `too-few-domains`, already.)"""
+    waiting = progress.waiting
+    if waiting is None:
+        return False
+    if waiting.reason is WaitReason.TOO_FEW_DOMAINS:
+        return waiting.problem is not None and waiting.problem.available > 0
+    free = any(d.free for d in domains if d.topology_key == progress.topology_key)
+    return waits_for_a_domain(progress) and (waiting.reason in ALL_OR_NOTHING_WAITS or not free)
 
 
 # --- every Job ----------------------------------------------------------------------------------------------
