@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from devstack.diagnosis import diagnose, read_snapshot
+from devstack.diagnosis import diagnose, read_cluster
 from devstack.interrupts import pause
 from devstack.report import DONE_STATES, JobState, Timeline, state_summary
 from devstack.scenario import (
@@ -55,7 +55,7 @@ class ProgressReporter:
 def stall_watcher(client: GenericClient, namespace: str | None, seconds: float | None) -> StallWatcher | None:
     if seconds is None:
         return None
-    return StallWatcher(after=seconds, diagnose=lambda: diagnose(read_snapshot(client, namespace)))
+    return StallWatcher(after=seconds, diagnose=lambda: diagnose(read_cluster(client, namespace)))
 
 
 def apply(stack: Stack, objects: list[dict[str, Any]], *, namespace: str, echo: Printer) -> None:

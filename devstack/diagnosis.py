@@ -1,9 +1,11 @@
 """Why placement stalls: what is waiting, grouped by reason with counts, and a hint for each known cause.
 
-`make demo` prints it when it times out, `make run` when nothing progressed for `--stall-seconds`. One
-reader (`read_snapshot`) and pure functions over its plain dicts: the scheduler's `PodScheduled=False`
-messages, scheduling gates, and the latest warning event (`FailedCreate`, `JobCreationFailed`) of every
-Job or JobSet still short of what it should have. The hints (`devstack.hints`) name devstack's flags.
+`make demo` prints it when it times out, `make run` when nothing progressed for `--stall-seconds`. Every
+decision is `placement.status`'s, the model behind `kubectl exclusive-placement status|explain`: why each
+Job waits (and with what capacity numbers), which domains are held, why a pod is not running. What is
+devstack's own is reading the cluster (`read_cluster`), grouping and counting for the report, and the
+latest warning event (`FailedCreate`, `JobCreationFailed`) of every Job or JobSet still short of what it
+should have. The hints (`devstack.hints`) name devstack's flags.
 """
 
 from __future__ import annotations
@@ -15,32 +17,39 @@ from dataclasses import dataclass
 from typing import Any
 
 from devstack.hints import JobFacts, hints_for
-from devstack.report import DONE_STATES, job_status, node_label_map
+from kubekit.client import KubeError
 from kubekit.generic import GenericClient
-from kubekit.keys import object_key
-from placement.capacity import (
-    CapacityProblem,
-    NodeRoom,
-    job_capacity_problem,
-    node_room,
-    pod_requests,
-    schedulable_domains,
-    too_few_domains,
+from placement.constants import (
+    ALL_OR_NOTHING_STEPPED_OVER_REASON,
+    JOBSET_KIND,
+    JOBSET_NAME_LABEL,
+    RESIZE_LABEL,
+    RESIZE_PENDING,
 )
-from placement.constants import JOBSET_NAME_LABEL, RESIZE_LABEL, RESIZE_PENDING
 from placement.objects import (
-    is_leader,
-    owner_job_key,
-    pod_template,
+    is_finished_job,
+    is_terminating,
+    labels_of,
+    metadata,
     section,
-    target_size,
     topology_key_of_job,
 )
-from placement.resize import has_gate
+from placement.status import (
+    DEFAULT_SCHEDULER,
+    DomainStatus,
+    JobProgress,
+    Snapshot,
+    WaitReason,
+    domain_statuses,
+    job_progress,
+    pod_wait_reason,
+    scheduler_name,
+    waits_for_a_held_domain,
+)
 
 Obj = dict[str, Any]
+HTTP_NOT_FOUND = 404
 
-DEFAULT_SCHEDULER = "default-scheduler"
 UNKNOWN_CAUSE = (
     "devstack knows no hint for this cause; the reasons above are the cluster's own words "
     "(kubectl describe the pods; the components' logs are in the workdir's logs/)"
@@ -49,28 +58,54 @@ NOTHING_WAITS = (
     "no pod waits for the scheduler and no controller reported a failure: devstack cannot tell what "
     "holds the Jobs back (kubectl get jobs,pods; the components' logs are in the workdir's logs/)"
 )
+JOB_GROUPS: Mapping[WaitReason, str] = {
+    WaitReason.SUSPENDED: "suspended (spec.suspend: true)",
+    WaitReason.QUEUED_BY_KUEUE: "queued by Kueue (suspended until its Workload is admitted)",
+    WaitReason.RESIZE_PENDING: f"leader bound, resize still pending ({RESIZE_LABEL}={RESIZE_PENDING})",
+}
+"""The Jobs' reasons the report counts: those no pod shows (a Job without pods, or one not grown yet)."""
 _WEBHOOK_FAILURE = re.compile(r'failed calling webhook "[^"]+"|admission webhook "[^"]+" denied the request')
 
 
 @dataclass(frozen=True)
-class Snapshot:
-    """One namespace as the diagnosis sees it (nodes are cluster-wide)."""
+class Reading:
+    """What the report reads: `placement.status`'s snapshot of one namespace (or all; nodes are
+    cluster-wide), and the JobSets and Events only the report looks at."""
 
-    nodes: list[Obj]
-    jobsets: list[Obj]
-    jobs: list[Obj]
-    pods: list[Obj]
-    events: list[Obj]
+    snapshot: Snapshot
+    jobsets: Sequence[Obj]
+    events: Sequence[Obj]
 
 
-def read_snapshot(client: GenericClient, namespace: str | None) -> Snapshot:
+def read_cluster(client: GenericClient, namespace: str | None) -> Reading:
     """`namespace` None: every namespace."""
-    return Snapshot(
+    events = client.list("Event", namespace=namespace)
+    snapshot = Snapshot(
         nodes=client.list("Node"),
-        jobsets=client.list("JobSet", namespace=namespace),
-        jobs=client.list("Job", namespace=namespace),
         pods=client.list("Pod", namespace=namespace),
-        events=client.list("Event", namespace=namespace),
+        jobs=client.list("Job", namespace=namespace),
+        stepped_over=stepped_over(events),
+        workloads=_workloads(client, namespace),
+    )
+    return Reading(snapshot, client.list(JOBSET_KIND, namespace=namespace), events)
+
+
+def _workloads(client: GenericClient, namespace: str | None) -> list[Obj]:
+    try:
+        return client.list("Workload", namespace=namespace)
+    except KubeError as err:
+        if err.status != HTTP_NOT_FOUND:  # else: no Kueue in this stack
+            raise
+        return []
+
+
+def stepped_over(events: Iterable[Mapping[str, Any]]) -> frozenset[tuple[str, str]]:
+    """(namespace, name) of the JobSets the resizer reported stepped over in the all-or-nothing queue."""
+    return frozenset(
+        (str(involved.get("namespace") or ""), str(involved.get("name")))
+        for event in events
+        if event.get("reason") == ALL_OR_NOTHING_STEPPED_OVER_REASON
+        and (involved := event.get("involvedObject") or {}).get("kind") == JOBSET_KIND
     )
 
 
@@ -112,28 +147,7 @@ class Diagnosis:
         return "\n".join(indent + line for line in lines)
 
 
-# --- reading one object --------------------------------------------------------------------------------
-def pod_wait_reason(pod: Mapping[str, Any]) -> str | None:
-    """Why a pod is not running yet, in the cluster's own words; None if it is not waiting."""
-    meta = pod.get("metadata") or {}
-    status = pod.get("status") or {}
-    spec = pod.get("spec") or {}
-    if meta.get("deletionTimestamp") or status.get("phase", "Pending") != "Pending":
-        return None
-    gates = [str(g.get("name")) for g in spec.get("schedulingGates") or []]
-    if gates:
-        return f"SchedulingGated: waiting for the scheduling gate {', '.join(gates)} to be removed"
-    if spec.get("nodeName"):
-        return "bound to a node, not started yet"
-    scheduler = spec.get("schedulerName") or DEFAULT_SCHEDULER
-    if scheduler != DEFAULT_SCHEDULER:
-        return f"schedulerName {scheduler}: no such scheduler runs here (only {DEFAULT_SCHEDULER})"
-    for cond in status.get("conditions") or []:
-        if cond.get("type") == "PodScheduled" and cond.get("status") == "False":
-            return f"{cond.get('reason') or 'Unschedulable'}: {cond.get('message') or '(no message)'}"
-    return "not scheduled yet (the scheduler has not reported on it)"
-
-
+# --- events --------------------------------------------------------------------------------------------
 def failure_category(message: str) -> tuple[str, str]:
     """(the part of a failure message every object it hits shares, the rest): a webhook's failure names
     the pod, the Job and the leader; everything else is grouped by its whole message."""
@@ -158,72 +172,55 @@ def latest_warnings(events: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str]
     return {key: event for key, event in latest.items() if event.get("type") == "Warning"}
 
 
-def capacity_problem(job: Obj, rooms: Sequence[NodeRoom]) -> CapacityProblem | None:
-    """`placement.capacity`'s diagnosis of an exclusive Job: no domain holds its pods, or (for a key no
-    schedulable node carries) there is no domain at all."""
-    key = topology_key_of_job(job)
-    if key is None:
-        return None
-    if not schedulable_domains(rooms, key):
-        return too_few_domains(1, key, 0)
-    return job_capacity_problem(job, rooms)
-
-
 # --- the whole picture ---------------------------------------------------------------------------------
-def stalled_jobs(snapshot: Snapshot, warnings: Mapping[tuple[str, str], Mapping[str, Any]]) -> list[JobFacts]:
-    """Every Job not yet running whole (nor complete), with what the hints need to know about it;
-    `warnings` is `latest_warnings` of the snapshot's events."""
-    labels = node_label_map(snapshot.nodes)
-    rooms = [node_room(node) for node in snapshot.nodes]
-    pods_by_job: dict[str | None, list[Obj]] = {}
-    for pod in snapshot.pods:
-        pods_by_job.setdefault(owner_job_key(pod), []).append(pod)
-    facts: list[JobFacts] = []
+def waiting_progress(snapshot: Snapshot) -> list[JobProgress]:
+    """`placement.status.job_progress` of every Job of the snapshot not placed whole nor finished."""
+    found = []
     for job in snapshot.jobs:
-        meta = job["metadata"]
-        own = pods_by_job.get(object_key(job), [])
-        status = job_status(job, own, labels)
-        if status.state in DONE_STATES:
+        if is_finished_job(job) or is_terminating(job):
             continue
-        leaders = [p for p in own if is_leader(p)]
-        warning = warnings.get(("Job", meta["name"]))
+        progress = job_progress(snapshot, job)
+        if progress.waiting is not None:
+            found.append(progress)
+    return found
+
+
+def stalled_jobs(
+    snapshot: Snapshot,
+    warnings: Mapping[tuple[str, str], Mapping[str, Any]],
+    domains: Sequence[DomainStatus],
+) -> list[JobFacts]:
+    """Every Job not placed whole yet, with what the hints need to know about it; `warnings` is
+    `latest_warnings` of the events, `domains` the `domain_statuses` of the Jobs' keys."""
+    facts = []
+    for progress in waiting_progress(snapshot):
+        assert progress.waiting is not None
+        warning = warnings.get(("Job", progress.job))
         facts.append(
             JobFacts(
-                name=status.job,
-                topology_key=topology_key_of_job(job),
-                pods=target_size(job),
-                requests=pod_requests(section(pod_template(job), "spec")),
-                capacity=capacity_problem(job, rooms),
-                leader_bound=status.leader_bound,
-                leader_reason=next((r for r in map(pod_wait_reason, leaders) if r), None),
-                resize_pending=(meta.get("labels") or {}).get(RESIZE_LABEL) == RESIZE_PENDING,
-                gated_followers=sum(1 for p in own if has_gate(p) and not is_leader(p)),
-                suspended=bool((job.get("spec") or {}).get("suspend")),
+                name=f"{progress.namespace}/{progress.job}",
+                topology_key=progress.topology_key or None,
+                waiting=progress.waiting,
+                leader_bound=progress.leader_bound,
+                held_up=waits_for_a_held_domain(progress, domains),
                 failure=str(warning.get("message") or "") if warning else None,
             )
         )
     return facts
 
 
-def _unknown_schedulers(pods: Iterable[Mapping[str, Any]]) -> set[str]:
-    """schedulerNames of waiting pods that no scheduler here serves."""
-    names = {
-        str((p.get("spec") or {}).get("schedulerName") or DEFAULT_SCHEDULER)
-        for p in pods
-        if pod_wait_reason(p)
-    }
-    return names - {DEFAULT_SCHEDULER}
+def _unknown_schedulers(pods: Iterable[Obj]) -> set[str]:
+    """schedulerNames of waiting pods that no scheduler here serves (devstack runs only the default)."""
+    return {scheduler_name(pod) for pod in pods if pod_wait_reason(pod)} - {DEFAULT_SCHEDULER}
 
 
-def _jobset_shortfalls(snapshot: Snapshot) -> dict[str, tuple[int, int]]:
+def _jobset_shortfalls(reading: Reading) -> dict[str, tuple[int, int]]:
     """JobSets with fewer child Jobs than their replicatedJobs ask for: name -> (have, want)."""
-    children = Counter((j["metadata"].get("labels") or {}).get(JOBSET_NAME_LABEL) for j in snapshot.jobs)
+    children = Counter(labels_of(job).get(JOBSET_NAME_LABEL) for job in reading.snapshot.jobs)
     short: dict[str, tuple[int, int]] = {}
-    for jobset in snapshot.jobsets:
-        name = jobset["metadata"]["name"]
-        want = sum(
-            int(rj.get("replicas", 1)) for rj in (jobset.get("spec") or {}).get("replicatedJobs") or []
-        )
+    for jobset in reading.jobsets:
+        name = str(metadata(jobset).get("name"))
+        want = sum(int(rj.get("replicas", 1)) for rj in section(jobset, "spec").get("replicatedJobs") or [])
         if children[name] < want:
             short[name] = (children[name], want)
     return short
@@ -236,34 +233,44 @@ def _groups(counts: Counter[tuple[str, str]], details: Mapping[tuple[str, str], 
     ]
 
 
-def diagnose(snapshot: Snapshot) -> Diagnosis:
-    warnings = latest_warnings(snapshot.events)
-    jobs = stalled_jobs(snapshot, warnings)
+def _job_group(job: JobFacts) -> tuple[str, str] | None:
+    """(the group's reason, this Job's detail) for a reason the report counts per Job."""
+    reason = JOB_GROUPS.get(job.waiting.reason)
+    if reason is None:
+        return None
+    return reason, job.waiting.message if job.waiting.reason is WaitReason.QUEUED_BY_KUEUE else ""
+
+
+def diagnose(reading: Reading) -> Diagnosis:
+    snapshot = reading.snapshot
+    warnings = latest_warnings(reading.events)
+    domains = domain_statuses(snapshot, filter(None, map(topology_key_of_job, snapshot.jobs)))
+    jobs = stalled_jobs(snapshot, warnings, domains)
     stalled_names = {j.name.split("/", 1)[1] for j in jobs}
     counts: Counter[tuple[str, str]] = Counter()
     details: dict[tuple[str, str], str] = {}
     for reason in filter(None, map(pod_wait_reason, snapshot.pods)):
         counts[("pod", reason)] += 1
     for job in jobs:
-        if job.suspended:
-            counts[("Job", "suspended (spec.suspend: true)")] += 1
-        if job.leader_bound and job.resize_pending:
-            counts[("Job", f"leader bound, resize still pending ({RESIZE_LABEL}={RESIZE_PENDING})")] += 1
-    shortfalls = _jobset_shortfalls(snapshot)
+        group = _job_group(job)
+        if group is not None:
+            counts[("Job", group[0])] += 1
+            details.setdefault(("Job", group[0]), group[1])
+    shortfalls = _jobset_shortfalls(reading)
     jobset_failures: list[str] = []
     for (kind, name), event in sorted(warnings.items()):
-        if not ((kind == "Job" and name in stalled_names) or (kind == "JobSet" and name in shortfalls)):
+        if not ((kind == "Job" and name in stalled_names) or (kind == JOBSET_KIND and name in shortfalls)):
             continue
         message = str(event.get("message") or "")
         category, detail = failure_category(message)
         key = (kind, f"{event.get('reason')}: {category}")
         counts[key] += 1
         details.setdefault(key, detail)
-        if kind == "JobSet":
+        if kind == JOBSET_KIND:
             jobset_failures.append(message)
     for name, (have, want) in sorted(shortfalls.items()):
-        if ("JobSet", name) not in warnings:
-            counts[("JobSet", f"{have} of {want} child Jobs created, no failure reported")] += 1
+        if (JOBSET_KIND, name) not in warnings:
+            counts[(JOBSET_KIND, f"{have} of {want} child Jobs created, no failure reported")] += 1
     groups = tuple(_groups(counts, details))
-    hints = hints_for(jobs, snapshot.nodes, _unknown_schedulers(snapshot.pods), jobset_failures)
+    hints = hints_for(jobs, snapshot.nodes, domains, _unknown_schedulers(snapshot.pods), jobset_failures)
     return Diagnosis(groups, tuple(hints or [UNKNOWN_CAUSE if groups else NOTHING_WAITS]))

@@ -1,7 +1,8 @@
 """What to change when placement stalls, for the causes devstack recognises; an honest "don't know" else.
 
-Each rule reads facts about the stalled Jobs (`JobFacts`) and the nodes, and names the devstack flag or the
-manifest value to change. Capacity is `placement.capacity`'s diagnosis, the one the webhook warns with at
+Each rule reads what `placement.status` decided about the stalled Jobs (`JobFacts`: why each waits, with
+the capacity numbers, and whether the domain it needs is held by another Job) and names the devstack flag or
+the manifest value to change. Capacity is `placement.capacity`'s diagnosis, the one the webhook warns with at
 admission and `kubectl exclusive-placement status` reports (`too-few-domains`, `domain-too-small`): a
 domain holds the sum over its schedulable nodes of how many of a Job's pods each holds by their requests.
 The hint adds the flags that make room (`--nodes`, `--pools`, `--gpus-per-node` when GPUs are short).
@@ -19,7 +20,6 @@ from placement.capacity import (
     CapacityProblem,
     CapacityReason,
     NodeRoom,
-    domain_too_small,
     node_room,
     schedulable_domains,
     too_few_domains,
@@ -34,38 +34,26 @@ from placement.constants import (
     RESIZE_PENDING,
     ZONE_LABEL,
 )
+from placement.status import DomainStatus, Waiting, WaitReason
 
 WELL_KNOWN_KEYS = (GKE_NODEPOOL_LABEL, ZONE_LABEL, RACK_LABEL, HOSTNAME_LABEL)
 _UNREACHABLE = re.compile(r'failed calling webhook "(?P<name>[^"]+)"')
 _DENIED = re.compile(r'admission webhook "(?P<name>[^"]+)" denied the request')
-_ANTI_AFFINITY = "anti-affinity"
-"""Both of the scheduler's anti-affinity filter messages contain it (kube-scheduler's InterPodAffinity)."""
-_NO_ROOM = f"Insufficient {GPU_RESOURCE}"
-"""NodeResourcesFit's message: once the taken pools are full of their Jobs' pods, the scheduler reports the
-missing GPUs before (or instead of) the anti-affinity."""
 
 
 @dataclass(frozen=True)
 class JobFacts:
-    """One Job that is not running whole yet."""
+    """One Job that is not placed whole yet, as `placement.status` sees it."""
 
     name: str
     """namespace/name."""
     topology_key: str | None
     """The node label it is exclusive on; None for Jobs that are not exclusive."""
-    pods: int
-    """Its full size (the target while it is admitted at size 1)."""
-    requests: Mapping[str, int]
-    """What the scheduler counts for one of its pods (`placement.capacity.pod_requests`)."""
-    capacity: CapacityProblem | None
-    """Why no domain can ever hold it (`placement.capacity`: the webhook's and the plugin's diagnosis)."""
+    waiting: Waiting
+    """What it waits for (`placement.status`): the reason, the message, the capacity numbers."""
     leader_bound: bool
-    leader_reason: str | None
-    """Why its leader pod waits (`diagnosis.pod_wait_reason`); None when the leader is not waiting."""
-    resize_pending: bool
-    gated_followers: int
-    """Followers still carrying the leader-scheduled scheduling gate."""
-    suspended: bool
+    held_up: bool
+    """It waits for a domain another Job holds (`placement.status.waits_for_a_held_domain`)."""
     failure: str | None
     """Message of its latest event, if that is a warning (e.g. FailedCreate)."""
 
@@ -73,17 +61,19 @@ class JobFacts:
 def hints_for(
     jobs: list[JobFacts],
     nodes: Sequence[Mapping[str, Any]],
+    domains: Sequence[DomainStatus],
     unknown_schedulers: Iterable[str],
     jobset_failures: list[str],
 ) -> list[str]:
-    """Every hint that applies, most fundamental first; empty when devstack recognises no cause."""
+    """Every hint that applies, most fundamental first; empty when devstack recognises no cause.
+    `domains`: `placement.status.domain_statuses` of the Jobs' keys."""
     found: list[str] = []
     for rule in (
         _webhook_hints(jobs, jobset_failures),
         _capacity_hints(jobs, nodes),
-        _contention_hints(jobs, nodes),
+        _contention_hints(jobs, domains),
         _resizer_hints(jobs),
-        _suspended_hints(jobs),
+        _queued_hints(jobs),
         _scheduler_name_hints(unknown_schedulers),
     ):
         found += [hint for hint in rule if hint not in found]
@@ -106,8 +96,10 @@ def _ceil_div(a: int, b: int) -> int:
     return -(-a // b)
 
 
-def _does_not_fit(job: JobFacts) -> bool:
-    return job.capacity is not None
+def _never_fits(job: JobFacts) -> CapacityProblem | None:
+    """Its capacity problem, unless that is only its JobSet outnumbering domains that exist: contention."""
+    problem = job.waiting.problem
+    return None if problem is None or job.held_up else problem
 
 
 def _capacity_hints(jobs: list[JobFacts], nodes: Sequence[Mapping[str, Any]]) -> Iterator[str]:
@@ -115,11 +107,12 @@ def _capacity_hints(jobs: list[JobFacts], nodes: Sequence[Mapping[str, Any]]) ->
     reports), with the devstack flags that would make room."""
     shapes: dict[tuple[str, str], list[JobFacts]] = {}
     for job in jobs:
-        if job.topology_key is not None and job.capacity is not None:
-            shapes.setdefault((job.topology_key, job.capacity.message), []).append(job)
+        problem = _never_fits(job)
+        if job.topology_key is not None and problem is not None:
+            shapes.setdefault((job.topology_key, problem.message), []).append(job)
     rooms = [node_room(dict(node)) for node in nodes]
     for (key, _message), members in sorted(shapes.items()):
-        problem = members[0].capacity
+        problem = _never_fits(members[0])
         assert problem is not None
         yield _capacity_hint(members, key, problem, rooms)
 
@@ -158,42 +151,29 @@ def _capacity_hint(jobs: list[JobFacts], key: str, problem: CapacityProblem, roo
 
 
 # --- contention ----------------------------------------------------------------------------------------
-def _waits_for_a_domain(leader_reason: str) -> bool:
-    """The leader of a Job that fits an empty domain is kept out of every one: by the anti-affinity of the
-    Jobs holding them, or by the GPUs their pods already use."""
-    return _ANTI_AFFINITY in leader_reason or _NO_ROOM in leader_reason
-
-
-def _contention_hints(jobs: list[JobFacts], nodes: Sequence[Mapping[str, Any]]) -> Iterator[str]:
+def _contention_hints(jobs: list[JobFacts], domains: Sequence[DomainStatus]) -> Iterator[str]:
+    """Jobs that wait for a domain other Jobs hold (`placement.status` decides which)."""
     waiting: dict[str, list[JobFacts]] = {}
     for job in jobs:
-        if (
-            job.topology_key is not None
-            and not job.leader_bound
-            and _waits_for_a_domain(job.leader_reason or "")
-            and not _does_not_fit(job)
-        ):
+        if job.topology_key is not None and job.held_up:
             waiting.setdefault(job.topology_key, []).append(job)
-    rooms = [node_room(dict(node)) for node in nodes]
     for key, members in sorted(waiting.items()):
-        sample = members[0]
-        usable = [
-            domain_nodes
-            for domain, domain_nodes in schedulable_domains(rooms, key).items()
-            if domain_too_small(sample.pods, sample.requests, key, {domain: domain_nodes}) is None
-        ]
-        everyone = len(usable) + len(members)
+        usable = [d for d in domains if d.topology_key == key and d.schedulable]
+        taken = sum(1 for d in usable if d.holders)
+        needed = [job.waiting.problem.needed for job in members if job.waiting.problem is not None]
+        everyone = max([taken + len(members), *needed])
         few = too_few_domains(everyone, key, len(usable))
         noun = _noun(key)
         if key == GKE_NODEPOOL_LABEL:
-            per_pool = max(len(g) for g in usable) if usable else 1
+            per_pool = max((d.nodes for d in usable), default=1)
             to_place_all = f"--pools {everyone} --nodes {everyone * per_pool}"
         else:
             to_place_all = f"more {noun}s"
+        held = f"all {taken}" if taken == len(usable) else f"{taken} of the {len(usable)}"
         yield (
             f"{few.message + ': ' if few else ''}"
             f"{_subject(members, 'waits', 'wait')} for a free {noun}: each Job gets a {noun} to itself, "
-            f"and all {len(usable)} that can hold one are taken. Expected under contention: a waiting Job "
+            f"and {held} are taken. Expected under contention: a waiting Job "
             "is placed when a placed Job completes or is deleted (pods run until deleted unless devstack "
             f"runs them for a set time). To place all {everyone} at once: {to_place_all}"
         )
@@ -201,8 +181,8 @@ def _contention_hints(jobs: list[JobFacts], nodes: Sequence[Mapping[str, Any]]) 
 
 # --- the components ------------------------------------------------------------------------------------
 def _resizer_hints(jobs: list[JobFacts]) -> Iterator[str]:
-    not_resized = [j for j in jobs if j.leader_bound and j.resize_pending]
-    still_gated = [j for j in jobs if j.leader_bound and j.gated_followers]
+    not_resized = [j for j in jobs if j.waiting.reason is WaitReason.RESIZE_PENDING]
+    still_gated = [j for j in jobs if j.waiting.reason is WaitReason.FOLLOWERS_GATED]
     for members, what in (
         (not_resized, f"not resized ({RESIZE_LABEL}={RESIZE_PENDING})"),
         (still_gated, f"followers gated ({LEADER_SCHEDULED_GATE})"),
@@ -235,12 +215,19 @@ def _webhook_hints(jobs: list[JobFacts], jobset_failures: list[str]) -> Iterator
         )
 
 
-def _suspended_hints(jobs: list[JobFacts]) -> Iterator[str]:
-    suspended = [j for j in jobs if j.suspended]
+def _queued_hints(jobs: list[JobFacts]) -> Iterator[str]:
+    suspended = [j for j in jobs if j.waiting.reason is WaitReason.SUSPENDED]
     if suspended:
         yield (
             f"{_subject(suspended, 'is', 'are')} suspended (spec.suspend: true): nothing creates pods "
             "until it is set to false"
+        )
+    queued = [j for j in jobs if j.waiting.reason is WaitReason.QUEUED_BY_KUEUE]
+    if queued:
+        yield (
+            f"{_subject(queued, 'is', 'are')} queued by Kueue ({queued[0].waiting.message}): expected while "
+            "the quota is used; a queued Job starts when an admitted one finishes (--kueue-gpu-quota sets "
+            "the ClusterQueue's quota)"
         )
 
 

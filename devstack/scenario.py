@@ -10,7 +10,7 @@ from typing import Any
 
 import yaml
 
-from devstack.diagnosis import diagnose, read_snapshot
+from devstack.diagnosis import diagnose, read_cluster
 from devstack.exclusivity import ExclusivityReplay, node_domains, pod_state
 from devstack.interrupts import pause
 from devstack.report import (
@@ -134,6 +134,6 @@ def wait_until_placed(
             raise PlacementError(
                 f"not every Job was placed within {timeout:.0f}s "
                 f"({len(observation.statuses)}/{jobs} Jobs seen):\n{observation.table}\n"
-                f"{diagnose(read_snapshot(stack.client, namespace)).render()}"
+                f"{diagnose(read_cluster(stack.client, namespace)).render()}"
             )
         pause(poll_seconds)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -11,14 +11,18 @@ from devstack.diagnosis import (
     NOTHING_WAITS,
     UNKNOWN_CAUSE,
     Diagnosis,
+    Reading,
     ReasonGroup,
-    Snapshot,
     diagnose,
     latest_warnings,
+    read_cluster,
 )
 from devstack.report import JobStatus
 from devstack.stall import StallWatcher
+from kubekit.client import KubeError
+from kubekit.generic import GenericClient
 from placement.constants import (
+    ALL_OR_NOTHING_STEPPED_OVER_REASON,
     GKE_NODEPOOL_LABEL,
     GPU_RESOURCE,
     JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION,
@@ -26,8 +30,10 @@ from placement.constants import (
     LEADER_SCHEDULED_GATE,
     RESIZE_LABEL,
     TARGET_COMPLETIONS_ANNOTATION,
+    TARGET_PARALLELISM_ANNOTATION,
 )
-from tests.support.builders import make_job, make_pod
+from placement.status import Snapshot
+from tests.support.builders import make_job, make_pod, make_workload
 
 NS = "default"
 NOT_IN_POOL = "node(s) didn't match Pod's node affinity/selector"
@@ -65,19 +71,21 @@ def job(
     key: str = GKE_NODEPOOL_LABEL,
     resize: str | None = None,
     suspend: bool = False,
+    jobset: str | None = "training",
 ) -> dict[str, Any]:
-    """A JobSet child Job; with `resize` it is admitted at size 1 and `pods` is its target."""
-    built = (
-        make_job(name, NS)
-        .label(JOBSET_NAME_LABEL, "training")
-        .annotation(JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION, key)
-        .limits(**{GPU_RESOURCE: str(gpus)})
-    )
+    """An Indexed Job of JobSet `jobset` (None: of none); with `resize` it is admitted at size 1 and `pods`
+    is its target."""
+    built = make_job(name, NS).annotation(JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION, key)
+    built.limits(**{GPU_RESOURCE: str(gpus)}).uid(f"{name}-uid")
+    if jobset is not None:
+        built.label(JOBSET_NAME_LABEL, jobset)
     size = pods
     if resize is not None:
         built.label(RESIZE_LABEL, resize).annotation(TARGET_COMPLETIONS_ANNOTATION, str(pods))
+        built.annotation(TARGET_PARALLELISM_ANNOTATION, str(pods))
         size = 1 if resize == "pending" else pods
-    return built.spec(completions=size, parallelism=size, suspend=suspend).status().obj()
+    built.spec(completionMode="Indexed", completions=size, parallelism=size, suspend=suspend)
+    return built.status().obj()
 
 
 def pod(
@@ -88,8 +96,10 @@ def pod(
     unschedulable: str | None = None,
     gated: bool = False,
     scheduler: str | None = None,
+    key: str = GKE_NODEPOOL_LABEL,
 ) -> dict[str, Any]:
-    built = make_pod(f"{job_name}-{index}-abcde", NS).job_label(job_name).index(index)
+    """As the webhook admitted it: the topology key it is exclusive on in its annotations."""
+    built = make_pod(f"{job_name}-{index}-abcde", NS).job_label(job_name).index(index).topology(key)
     built.node(node or None).phase("Running" if node else "Pending")
     if gated:
         built.gated()
@@ -130,11 +140,12 @@ def snapshot(
     pods: list[dict[str, Any]],
     events: list[dict[str, Any]] | None = None,
     jobsets: list[dict[str, Any]] | None = None,
-) -> Snapshot:
-    return Snapshot(node_list, jobsets or [], jobs, pods, events or [])
+    workloads: list[dict[str, Any]] | None = None,
+) -> Reading:
+    return Reading(Snapshot(node_list, pods, jobs, workloads=workloads or ()), jobsets or [], events or [])
 
 
-def too_small_pools() -> Snapshot:
+def too_small_pools() -> Reading:
     """`devstack run --nodes 8 --pools 4` with the example: 4 Jobs x 8 pods x 4 GPUs, 16 GPUs per pool."""
     cluster = nodes(8, 4)
     jobs = [job(f"w-{j}", resize="done") for j in range(4)]
@@ -142,7 +153,7 @@ def too_small_pools() -> Snapshot:
     return snapshot(cluster, jobs, pods)
 
 
-def contended(reason: str = TAKEN) -> Snapshot:
+def contended(reason: str = TAKEN) -> Reading:
     """4 Jobs, 2 pools that each hold one: two Jobs run, the other two leaders wait for a pool."""
     cluster = nodes(16, 2)
     jobs = [job("w-0", resize="done"), job("w-1", resize="done")]
@@ -165,7 +176,7 @@ def test_webhook_failures_are_grouped_by_webhook_though_each_message_names_its_o
         event("Job", "w-2", "FailedCreate", denied("w-2", "w-2-0-abcde"), 1),
         event("Job", "w-3", "FailedCreate", denied("w-3", "w-3-0-fghij"), 2),
     ]
-    groups = diagnose(snapshot(snap.nodes, snap.jobs, snap.pods, events)).groups
+    groups = diagnose(snapshot(snap.snapshot.nodes, snap.snapshot.jobs, snap.snapshot.pods, events)).groups
     reason = 'FailedCreate: admission webhook "pods.validate.exclusive-placement.io" denied the request'
     (group,) = [g for g in groups if g.unit == "Job"]
     assert (group.count, group.reason) == (2, reason)
@@ -181,7 +192,7 @@ def test_only_the_latest_event_of_a_stalled_object_counts() -> None:
     ]
     assert latest_warnings(events).keys() == {("Job", "w-0")}
     snap = contended()
-    groups = diagnose(snapshot(snap.nodes, snap.jobs, snap.pods, events)).groups
+    groups = diagnose(snapshot(snap.snapshot.nodes, snap.snapshot.jobs, snap.snapshot.pods, events)).groups
     assert [g.unit for g in groups] == ["pod"]
 
 
@@ -214,11 +225,7 @@ def test_the_fingerprint_ignores_details_but_not_counts() -> None:
 
 
 # --- hints ---------------------------------------------------------------------------------------------
-def with_jobs(base: Snapshot, jobs: list[dict[str, Any]], pods: list[dict[str, Any]]) -> Snapshot:
-    return snapshot(base.nodes, jobs, pods)
-
-
-HINT_CASES: list[tuple[str, Snapshot, list[str]]] = [
+HINT_CASES: list[tuple[str, Reading, list[str]]] = [
     (
         "pools too small for a Job",
         too_small_pools(),
@@ -241,7 +248,9 @@ HINT_CASES: list[tuple[str, Snapshot, list[str]]] = [
     (
         "a topology label no node carries",
         snapshot(
-            nodes(8, 4), [job("z", key="example.com/rack")], [pod("z", 0, unschedulable="0/8 nodes ...")]
+            nodes(8, 4),
+            [job("z", key="example.com/rack")],
+            [pod("z", 0, unschedulable="0/8 nodes ...", key="example.com/rack")],
         ),
         [
             "Job default/z is exclusive on the node label example.com/rack: 1 Job needs 1 example.com/rack "
@@ -255,7 +264,7 @@ HINT_CASES: list[tuple[str, Snapshot, list[str]]] = [
         [
             f"4 Jobs need 4 {GKE_NODEPOOL_LABEL} domains; 2 exist: 2 Jobs (default/w-2, ...) wait for a free "
             "node pool",
-            "all 2 that can hold one are taken. Expected under contention",
+            "and all 2 are taken. Expected under contention",
             "To place all 4 at once: --pools 4 --nodes 32",
         ],
     ),
@@ -299,7 +308,7 @@ HINT_CASES: list[tuple[str, Snapshot, list[str]]] = [
 
 
 @pytest.mark.parametrize(("snap", "expected"), [c[1:] for c in HINT_CASES], ids=[c[0] for c in HINT_CASES])
-def test_the_hint_names_what_to_change(snap: Snapshot, expected: list[str]) -> None:
+def test_the_hint_names_what_to_change(snap: Reading, expected: list[str]) -> None:
     (hint,) = diagnose(snap).hints
     for fragment in expected:
         assert fragment in hint
@@ -314,7 +323,7 @@ def test_an_unreachable_webhook_is_the_hint_when_the_jobset_cannot_create_jobs()
 def test_a_follower_denied_while_its_leader_waits_is_not_a_webhook_problem() -> None:
     snap = contended()
     events = [event("Job", "w-2", "FailedCreate", denied("w-2", "w-2-0-abcde"), 1)]
-    (hint,) = diagnose(snapshot(snap.nodes, snap.jobs, snap.pods, events)).hints
+    (hint,) = diagnose(snapshot(snap.snapshot.nodes, snap.snapshot.jobs, snap.snapshot.pods, events)).hints
     assert "wait for a free node pool" in hint
 
 
@@ -325,10 +334,86 @@ def test_a_follower_denied_although_its_leader_is_bound_is() -> None:
     assert 'the admission webhook "pods.validate.exclusive-placement.io" rejects' in hint
 
 
+def two_pools_held(waiting_reason: str, *, held: int = 2) -> Reading:
+    """Jobs of no JobSet: `held` of the 2 pools taken by a placed Job each, a third Job's leader waiting."""
+    jobs = [job(f"p-{j}", jobset=None) for j in range(held)] + [job("c", jobset=None)]
+    pods = [pod(f"p-{j}", i, node=f"n{8 * j + i}") for j in range(held) for i in range(8)]
+    return snapshot(nodes(16, 2), jobs, [*pods, pod("c", 0, unschedulable=waiting_reason)])
+
+
+def test_a_job_waits_for_a_free_pool_when_other_jobs_hold_every_one_whatever_the_schedulers_words() -> None:
+    (hint,) = diagnose(two_pools_held("0/16 nodes are available: 16 node(s) had untolerated taint")).hints
+    assert hint.startswith(
+        f"3 Jobs need 3 {GKE_NODEPOOL_LABEL} domains; 2 exist: Job default/c waits for a free node pool"
+    )
+    assert hint.endswith("To place all 3 at once: --pools 3 --nodes 24")
+
+
+def test_an_anti_affinity_verdict_with_a_pool_free_is_not_contention() -> None:
+    (hint,) = diagnose(two_pools_held(TAKEN, held=1)).hints
+    assert hint == UNKNOWN_CAUSE
+
+
+def test_a_job_kueue_holds_is_counted_and_hinted_as_queued_not_as_suspended() -> None:
+    quota = "couldn't assign flavors to pod set main: insufficient unused quota for nvidia.com/gpu"
+    workload = (
+        make_workload("job-w-0-1a2b3", NS)
+        .owned_by("Job", "w-0", "w-0-uid", "batch/v1")
+        .queue("user-queue")
+        .condition("QuotaReserved", "False", reason="Pending", message=quota)
+    )
+    diagnosis = diagnose(snapshot(nodes(8, 4), [job("w-0", suspend=True)], [], workloads=[workload.obj()]))
+    (group,) = diagnosis.groups
+    assert (group.count, group.unit) == (1, "Job")
+    assert group.reason.startswith("queued by Kueue")
+    assert quota in group.detail
+    (hint,) = diagnosis.hints
+    assert hint.startswith(
+        "Job default/w-0 is queued by Kueue (queued by Kueue in LocalQueue default/user-queue"
+    )
+    assert "suspended (spec.suspend" not in diagnosis.render()
+
+
+class FakeClient:
+    """Lists what it holds per kind; an uninstalled kind answers 404, as the API server does."""
+
+    def __init__(self, objects: dict[str, list[dict[str, Any]]]) -> None:
+        self.objects = objects
+
+    def list(self, kind: str, *, namespace: str | None = None) -> list[dict[str, Any]]:
+        if kind not in self.objects:
+            raise KubeError(404, "NotFound", f"the server could not find the requested resource ({kind})")
+        return self.objects[kind]
+
+
+def test_the_reading_takes_the_jobsets_the_resizer_stepped_over_from_its_events_and_no_kueue_as_none() -> (
+    None
+):
+    stepped = event("JobSet", "training", ALL_OR_NOTHING_STEPPED_OVER_REASON, "waited 300s", 1, warning=False)
+    other = event("Job", "training", ALL_OR_NOTHING_STEPPED_OVER_REASON, "not a JobSet", 2, warning=False)
+    client = FakeClient({"Node": nodes(8, 4), "Pod": [], "Job": [], "JobSet": [], "Event": [stepped, other]})
+    reading = read_cluster(cast(GenericClient, client), NS)
+    assert reading.snapshot.stepped_over == {(NS, "training")}
+    assert reading.snapshot.workloads == []
+    assert list(reading.events) == [stepped, other]
+
+
+def test_a_failure_to_list_workloads_other_than_not_found_is_not_hidden() -> None:
+    class Forbidden(FakeClient):
+        def list(self, kind: str, *, namespace: str | None = None) -> list[dict[str, Any]]:
+            if kind == "Workload":
+                raise KubeError(403, "Forbidden")
+            return super().list(kind, namespace=namespace)
+
+    client = Forbidden({"Node": [], "Pod": [], "Job": [], "JobSet": [], "Event": []})
+    with pytest.raises(KubeError):
+        read_cluster(cast(GenericClient, client), NS)
+
+
 def test_jobs_placed_whole_need_no_hint_about_capacity() -> None:
     snap = too_small_pools()
     placed = [pod("w-0", i, node=f"n{i % 2}") for i in range(4)]
-    diagnosis = diagnose(snapshot(snap.nodes, [job("w-0", pods=4, resize="done")], placed))
+    diagnosis = diagnose(snapshot(snap.snapshot.nodes, [job("w-0", pods=4, resize="done")], placed))
     assert diagnosis.hints == (NOTHING_WAITS,)
 
 
