@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any, cast
 
 import pytest
@@ -135,14 +137,18 @@ def jobset(replicas: int) -> dict[str, Any]:
 
 
 def snapshot(
-    node_list: list[dict[str, Any]],
-    jobs: list[dict[str, Any]],
-    pods: list[dict[str, Any]],
+    node_list: Sequence[dict[str, Any]],
+    jobs: Sequence[dict[str, Any]],
+    pods: Sequence[dict[str, Any]],
     events: list[dict[str, Any]] | None = None,
     jobsets: list[dict[str, Any]] | None = None,
     workloads: list[dict[str, Any]] | None = None,
 ) -> Reading:
     return Reading(Snapshot(node_list, pods, jobs, workloads=workloads or ()), jobsets or [], events or [])
+
+
+def with_events(base: Reading, events: list[dict[str, Any]]) -> Reading:
+    return replace(base, events=events)
 
 
 def too_small_pools() -> Reading:
@@ -176,7 +182,7 @@ def test_webhook_failures_are_grouped_by_webhook_though_each_message_names_its_o
         event("Job", "w-2", "FailedCreate", denied("w-2", "w-2-0-abcde"), 1),
         event("Job", "w-3", "FailedCreate", denied("w-3", "w-3-0-fghij"), 2),
     ]
-    groups = diagnose(snapshot(snap.snapshot.nodes, snap.snapshot.jobs, snap.snapshot.pods, events)).groups
+    groups = diagnose(with_events(snap, events)).groups
     reason = 'FailedCreate: admission webhook "pods.validate.exclusive-placement.io" denied the request'
     (group,) = [g for g in groups if g.unit == "Job"]
     assert (group.count, group.reason) == (2, reason)
@@ -192,7 +198,7 @@ def test_only_the_latest_event_of_a_stalled_object_counts() -> None:
     ]
     assert latest_warnings(events).keys() == {("Job", "w-0")}
     snap = contended()
-    groups = diagnose(snapshot(snap.snapshot.nodes, snap.snapshot.jobs, snap.snapshot.pods, events)).groups
+    groups = diagnose(with_events(snap, events)).groups
     assert [g.unit for g in groups] == ["pod"]
 
 
@@ -323,7 +329,7 @@ def test_an_unreachable_webhook_is_the_hint_when_the_jobset_cannot_create_jobs()
 def test_a_follower_denied_while_its_leader_waits_is_not_a_webhook_problem() -> None:
     snap = contended()
     events = [event("Job", "w-2", "FailedCreate", denied("w-2", "w-2-0-abcde"), 1)]
-    (hint,) = diagnose(snapshot(snap.snapshot.nodes, snap.snapshot.jobs, snap.snapshot.pods, events)).hints
+    (hint,) = diagnose(with_events(snap, events)).hints
     assert "wait for a free node pool" in hint
 
 
