@@ -22,8 +22,10 @@ from placement.status import (
     WaitReason,
     domain_statuses,
     job_progress,
+    pod_wait_reason,
     topology_keys,
     waiting_jobs,
+    waits_for_a_held_domain,
 )
 from tests.placement.placement_pods import NS, job
 from tests.placement.placement_status_objects import (
@@ -330,3 +332,105 @@ def test_a_job_whose_pods_fit_no_pool_waits_for_a_domain_too_small() -> None:
         f"8 pods x 4 nvidia.com/gpu need 32 nvidia.com/gpu in one {POOL} domain; the largest has 8 "
         "(room for 2 such pods)"
     )
+
+
+def test_a_capacity_reason_carries_its_numbers_and_no_other_reason_does() -> None:
+    jobs = [exclusive_job(f"w-{i}", size=1, resize=RESIZE_DONE, jobset="train") for i in range(3)]
+    pods = [exclusive_pod(f"w-{i}", 0, verdict=UNSCHEDULABLE, jobset="train") for i in range(3)]
+    waiting = waiting_jobs(Snapshot(pools(2), pods, jobs))[0]
+    assert waiting.problem is not None
+    assert (waiting.reason, waiting.problem.needed, waiting.problem.available) == (
+        WaitReason.TOO_FEW_DOMAINS,
+        3,
+        2,
+    )
+    other = waiting_jobs(Snapshot(pools(4), pods, jobs))[0]
+    assert (other.reason, other.problem) == (WaitReason.LEADER_UNSCHEDULABLE, None)
+
+
+# --- waiting for a domain another Job holds -----------------------------------------------------------------
+
+
+def held_up(jobs: list[Obj], pods: list[Obj], nodes: list[Obj], job_name: str) -> bool:
+    snapshot = Snapshot(nodes, pods, jobs)
+    (the_job,) = [j for j in jobs if j["metadata"]["name"] == job_name]
+    return waits_for_a_held_domain(job_progress(snapshot, the_job), domain_statuses(snapshot, [POOL]))
+
+
+def placed(name: str, node_name: str) -> list[Obj]:
+    return [exclusive_pod(name, 0, node_name=node_name), *followers(name, 3, node_name=node_name)]
+
+
+def test_a_leader_waits_for_a_held_domain_when_every_domain_is_held() -> None:
+    jobs = [exclusive_job(n, resize=RESIZE_DONE) for n in ("p", "q")] + [exclusive_job("a")]
+    pods = [*placed("p", "node-0"), *placed("q", "node-1"), exclusive_pod("a", 0, verdict=UNSCHEDULABLE)]
+    assert held_up(jobs, pods, pools(2), "a")
+    assert not held_up(jobs, pods, pools(3), "a")  # pool-2 is free: the scheduler's reason is another
+
+
+def test_a_cordoned_domain_is_not_free() -> None:
+    jobs = [exclusive_job("p", resize=RESIZE_DONE), exclusive_job("a")]
+    pods = [*placed("p", "node-0"), exclusive_pod("a", 0, verdict=UNSCHEDULABLE)]
+    assert held_up(jobs, pods, pools(2, cordoned=(1,)), "a")
+
+
+def test_a_jobset_outnumbering_the_domains_waits_for_one_to_free_up_unless_none_exists() -> None:
+    jobs = [exclusive_job(f"w-{i}", size=1, resize=RESIZE_DONE, jobset="train") for i in range(3)]
+    pods = [exclusive_pod(f"w-{i}", 0, verdict=UNSCHEDULABLE, jobset="train") for i in range(3)]
+    assert held_up(jobs, pods, pools(2), "w-0")
+    assert not held_up(jobs, pods, pools(2, cordoned=(0, 1)), "w-0")  # no domain at all: capacity
+
+
+def test_an_all_or_nothing_jobset_waits_for_enough_domains_at_once_though_one_is_free() -> None:
+    jobs = [gang_job("a", "big"), gang_job("b", "big"), exclusive_job("p", resize=RESIZE_DONE)]
+    pods = [
+        *placed("p", "node-0"),
+        *(gang_leader(n, "big", gates=(ALL_OR_NOTHING_GATE,)) for n in ("a", "b")),
+    ]
+    assert held_up(jobs, pods, pools(3), "a")
+
+
+def test_a_job_with_a_bound_leader_or_placed_waits_for_no_domain() -> None:
+    jobs = [exclusive_job("p", resize=RESIZE_DONE), exclusive_job("a")]
+    pods = [*placed("p", "node-0"), exclusive_pod("a", 0, node_name="node-1")]
+    assert not held_up(jobs, pods, pools(2), "a")  # resize pending: its domain is its own
+    assert not held_up(jobs, pods, pools(2), "p")
+
+
+def test_whether_the_leader_is_bound_is_its_step() -> None:
+    waiting = Snapshot(pools(2), [exclusive_pod("a", 0, verdict=UNSCHEDULABLE)], [exclusive_job("a")])
+    bound = Snapshot(pools(2), [exclusive_pod("a", 0, node_name="node-1")], [exclusive_job("a")])
+    assert not job_progress(waiting, waiting.jobs[0]).leader_bound
+    assert job_progress(bound, bound.jobs[0]).leader_bound
+
+
+# --- one pod ------------------------------------------------------------------------------------------------
+
+POD_CASES: list[tuple[str, Obj, str | None]] = [
+    ("running", exclusive_pod("a", 0, node_name="node-0", phase="Running"), None),
+    ("finished", exclusive_pod("a", 0, node_name="node-0", phase="Succeeded"), None),
+    (
+        "gated",
+        exclusive_pod("a", 1, gates=(LEADER_SCHEDULED_GATE,)),
+        f"SchedulingGated: waiting for the scheduling gate {LEADER_SCHEDULED_GATE} to be removed",
+    ),
+    ("bound, not started", exclusive_pod("a", 0, node_name="node-0"), "bound to a node, not started yet"),
+    ("unschedulable", exclusive_pod("a", 0, verdict=UNSCHEDULABLE), f"Unschedulable: {UNSCHEDULABLE}"),
+    ("not judged", exclusive_pod("a", 0), "not scheduled yet (the scheduler has not reported on it)"),
+]
+
+
+@pytest.mark.parametrize(("pod", "reason"), [c[1:] for c in POD_CASES], ids=[c[0] for c in POD_CASES])
+def test_why_a_pod_waits(pod: Obj, reason: str | None) -> None:
+    assert pod_wait_reason(pod) == reason
+
+
+def test_a_pod_for_another_scheduler_says_which_and_a_terminating_one_waits_for_nothing() -> None:
+    other = exclusive_pod("a", 0)
+    other["spec"]["schedulerName"] = "volcano"
+    assert pod_wait_reason(other) == (
+        "schedulerName volcano: not scheduled yet (that scheduler has not reported on it)"
+    )
+    terminating = exclusive_pod("a", 0)
+    terminating["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:30Z"
+    assert pod_wait_reason(terminating) is None
