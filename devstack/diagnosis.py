@@ -20,15 +20,12 @@ from devstack.hints import JobFacts, hints_for
 from kubekit.client import KubeError
 from kubekit.generic import GenericClient
 from placement.constants import (
-    ALL_OR_NOTHING_STEPPED_OVER_REASON,
     JOBSET_KIND,
     JOBSET_NAME_LABEL,
     RESIZE_LABEL,
     RESIZE_PENDING,
 )
 from placement.objects import (
-    is_finished_job,
-    is_terminating,
     labels_of,
     metadata,
     section,
@@ -37,13 +34,13 @@ from placement.objects import (
 from placement.status import (
     DEFAULT_SCHEDULER,
     DomainStatus,
-    JobProgress,
     Snapshot,
     WaitReason,
     domain_statuses,
-    job_progress,
     pod_wait_reason,
     scheduler_name,
+    stepped_over_jobsets,
+    unplaced,
     waits_for_a_held_domain,
 )
 
@@ -84,7 +81,7 @@ def read_cluster(client: GenericClient, namespace: str | None) -> Reading:
         nodes=client.list("Node"),
         pods=client.list("Pod", namespace=namespace),
         jobs=client.list("Job", namespace=namespace),
-        stepped_over=stepped_over(events),
+        stepped_over=stepped_over_jobsets(events),
         workloads=_workloads(client, namespace),
     )
     return Reading(snapshot, client.list(JOBSET_KIND, namespace=namespace), events)
@@ -97,16 +94,6 @@ def _workloads(client: GenericClient, namespace: str | None) -> list[Obj]:
         if err.status != HTTP_NOT_FOUND:  # else: no Kueue in this stack
             raise
         return []
-
-
-def stepped_over(events: Iterable[Mapping[str, Any]]) -> frozenset[tuple[str, str]]:
-    """(namespace, name) of the JobSets the resizer reported stepped over in the all-or-nothing queue."""
-    return frozenset(
-        (str(involved.get("namespace") or ""), str(involved.get("name")))
-        for event in events
-        if event.get("reason") == ALL_OR_NOTHING_STEPPED_OVER_REASON
-        and (involved := event.get("involvedObject") or {}).get("kind") == JOBSET_KIND
-    )
 
 
 @dataclass(frozen=True)
@@ -173,27 +160,15 @@ def latest_warnings(events: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str]
 
 
 # --- the whole picture ---------------------------------------------------------------------------------
-def waiting_progress(snapshot: Snapshot) -> list[JobProgress]:
-    """`placement.status.job_progress` of every Job of the snapshot not placed whole nor finished."""
-    found = []
-    for job in snapshot.jobs:
-        if is_finished_job(job) or is_terminating(job):
-            continue
-        progress = job_progress(snapshot, job)
-        if progress.waiting is not None:
-            found.append(progress)
-    return found
-
-
 def stalled_jobs(
     snapshot: Snapshot,
     warnings: Mapping[tuple[str, str], Mapping[str, Any]],
     domains: Sequence[DomainStatus],
 ) -> list[JobFacts]:
-    """Every Job not placed whole yet, with what the hints need to know about it; `warnings` is
-    `latest_warnings` of the events, `domains` the `domain_statuses` of the Jobs' keys."""
+    """Every Job not placed whole yet (exclusive or not), with what the hints need to know about it;
+    `warnings` is `latest_warnings` of the events, `domains` the `domain_statuses` of the Jobs' keys."""
     facts = []
-    for progress in waiting_progress(snapshot):
+    for progress in unplaced(snapshot, snapshot.jobs):
         assert progress.waiting is not None
         warning = warnings.get(("Job", progress.job))
         facts.append(

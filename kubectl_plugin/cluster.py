@@ -32,7 +32,7 @@ from placement.constants import (
 )
 from placement.kueue import KUEUE_GROUP, KUEUE_VERSION, WORKLOADS
 from placement.objects import Obj
-from placement.status import Snapshot
+from placement.status import Snapshot, stepped_over_jobsets
 
 USER_AGENT = "kubectl-exclusive_placement"
 JOBSETS = CustomResource(JOBSET_GROUP, JOBSET_VERSION, JOBSET_PLURAL)
@@ -143,15 +143,7 @@ class Cluster:
             )
         except KubeError as error:
             raise ReadError(_describe(error, "list events in all namespaces")) from error
-        found = set()
-        for event in events:
-            regarding = event.get("regarding") or {}
-            reported = (
-                event.get("reason") == ALL_OR_NOTHING_STEPPED_OVER_REASON
-            )  # a server may ignore the selector
-            if reported and regarding.get("kind") == "JobSet" and regarding.get("name"):
-                found.add((str(regarding.get("namespace") or ""), str(regarding["name"])))
-        return frozenset(found)
+        return stepped_over_jobsets(events)  # which checks the reason: a server may ignore the selector
 
     def get(self, kind: str, namespace: str, name: str) -> Obj | None:
         """One Job, pod or JobSet; None when it does not exist."""

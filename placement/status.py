@@ -40,7 +40,9 @@ from placement.capacity import (
 )
 from placement.constants import (
     ALL_OR_NOTHING_GATE,
+    ALL_OR_NOTHING_STEPPED_OVER_REASON,
     ELASTIC_FALLBACK_ANNOTATION,
+    JOBSET_KIND,
     JOBSET_NAME_LABEL,
     LEADER_SCHEDULED_GATE,
     RESIZE_LABEL,
@@ -810,16 +812,37 @@ def is_exclusive_job(job: Obj) -> bool:
     return topology_key_of_job(job) is not None and not in_node_selector_mode(job)
 
 
+def unplaced(snapshot: Snapshot, jobs: Iterable[Obj]) -> list[JobProgress]:
+    """The progress of every Job of `jobs` that is not finished and not placed whole (`waiting` set)."""
+    found: list[JobProgress] = []
+    for job in jobs:
+        if is_finished_job(job) or is_terminating(job):
+            continue
+        progress = job_progress(snapshot, job)
+        if progress.waiting is not None:
+            found.append(progress)
+    return found
+
+
 def waiting_jobs(snapshot: Snapshot) -> list[Waiting]:
     """Every exclusive Job of `snapshot.jobs` that is not finished and not placed whole, with why."""
-    found: list[Waiting] = []
-    for job in snapshot.jobs:
-        if not is_exclusive_job(job) or is_finished_job(job) or is_terminating(job):
-            continue
-        waiting = job_progress(snapshot, job).waiting
-        if waiting is not None:
-            found.append(waiting)
+    found = [p.waiting for p in unplaced(snapshot, filter(is_exclusive_job, snapshot.jobs)) if p.waiting]
     return sorted(found, key=lambda w: (w.namespace, w.jobset, w.job))
+
+
+def stepped_over_jobsets(events: Iterable[Obj]) -> frozenset[tuple[str, str]]:
+    """(namespace, name) of the JobSets the resizer reported stepped over, from its `AllOrNothingSteppedOver`
+    Events (events.k8s.io's `regarding` or core's `involvedObject`): `Snapshot.stepped_over`."""
+    found: set[tuple[str, str]] = set()
+    for event in events:
+        regarding = section(event, "regarding") or section(event, "involvedObject")
+        if (
+            event.get("reason") == ALL_OR_NOTHING_STEPPED_OVER_REASON
+            and regarding.get("kind") == JOBSET_KIND
+            and regarding.get("name")
+        ):
+            found.add((str(regarding.get("namespace") or ""), str(regarding["name"])))
+    return frozenset(found)
 
 
 def placement_status(snapshot: Snapshot, namespace: str | None) -> tuple[list[DomainStatus], list[Waiting]]:

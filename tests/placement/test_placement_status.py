@@ -10,6 +10,7 @@ from placement.constants import (
     ALL_OR_NOTHING_GATE,
     ELASTIC_FALLBACK_ANNOTATION,
     GANG_QUEUED_AT_ANNOTATION,
+    JOBSET_KIND,
     JOBSET_NAME_LABEL,
     LEADER_SCHEDULED_GATE,
     RESIZE_DONE,
@@ -23,6 +24,7 @@ from placement.status import (
     domain_statuses,
     job_progress,
     pod_wait_reason,
+    stepped_over_jobsets,
     topology_keys,
     waiting_jobs,
     waits_for_a_held_domain,
@@ -434,3 +436,24 @@ def test_a_pod_for_another_scheduler_says_which_and_a_terminating_one_waits_for_
     terminating = exclusive_pod("a", 0)
     terminating["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:30Z"
     assert pod_wait_reason(terminating) is None
+
+
+# --- the resizer's word on the queue ------------------------------------------------------------------------
+
+
+def stepped_event(
+    kind: str, name: str, *, reason: str = "AllOrNothingSteppedOver", core: bool = False
+) -> Obj:
+    regarding = {"kind": kind, "namespace": NS, "name": name}
+    return {"reason": reason, "involvedObject" if core else "regarding": regarding}
+
+
+def test_the_jobsets_stepped_over_are_read_from_either_api_of_events_and_nothing_else() -> None:
+    events = [
+        stepped_event(JOBSET_KIND, "big"),
+        stepped_event(JOBSET_KIND, "huge", core=True),
+        stepped_event(JOBSET_KIND, "other", reason="AllOrNothingReleased"),
+        stepped_event("Job", "big-w-0"),
+        stepped_event(JOBSET_KIND, ""),
+    ]
+    assert stepped_over_jobsets(events) == {(NS, "big"), (NS, "huge")}
