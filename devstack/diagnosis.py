@@ -19,18 +19,8 @@ from typing import Any
 from devstack.hints import JobFacts, hints_for
 from kubekit.client import KubeError
 from kubekit.generic import GenericClient
-from placement.constants import (
-    JOBSET_KIND,
-    JOBSET_NAME_LABEL,
-    RESIZE_LABEL,
-    RESIZE_PENDING,
-)
-from placement.objects import (
-    labels_of,
-    metadata,
-    section,
-    topology_key_of_job,
-)
+from placement.constants import JOBSET_KIND, JOBSET_NAME_LABEL, RESIZE_LABEL, RESIZE_PENDING
+from placement.objects import labels_of, metadata, section, topology_key_of_job
 from placement.status import (
     DEFAULT_SCHEDULER,
     DomainStatus,

@@ -416,6 +416,15 @@ def test_a_failure_to_list_workloads_other_than_not_found_is_not_hidden() -> Non
         read_cluster(cast(GenericClient, client), NS)
 
 
+def test_a_job_that_is_not_exclusive_is_still_said_to_be_suspended() -> None:
+    plain = make_job("plain", NS).spec(suspend=True).status().obj()
+    diagnosis = diagnose(snapshot(nodes(8, 4), [plain], []))
+    assert diagnosis.groups == (ReasonGroup(1, "Job", "suspended (spec.suspend: true)"),)
+    assert diagnosis.hints == (
+        "Job default/plain is suspended (spec.suspend: true): nothing creates pods until it is set to false",
+    )
+
+
 def test_jobs_placed_whole_need_no_hint_about_capacity() -> None:
     snap = too_small_pools()
     placed = [pod("w-0", i, node=f"n{i % 2}") for i in range(4)]
