@@ -14,8 +14,10 @@ scheduler's verdict from the pod's `PodScheduled` condition.
 - `job_progress(snapshot, job)`: the steps of one Job on its way to being placed, and what it waits for.
 - `waiting_jobs(snapshot)`: every exclusive Job of `snapshot.jobs` not yet placed, each with one
   `WaitReason` and a message; `placement_status(snapshot, namespace)`: both, for one namespace or all.
+- `unplaced(snapshot, jobs)`: the progress of every Job of `jobs` not finished and not placed whole.
 - `waits_for_a_held_domain(progress, domains)`: whether a Job waits for a domain another Job holds;
   `pod_wait_reason(pod)`: why one pod is not running yet, in the cluster's words.
+- `stepped_over_jobsets(events)`: the JobSets the resizer's Events say it stepped over.
 
 The plugin reads it, and so does devstack's stall report (`devstack.diagnosis`), which only words and groups
 what it decides.
