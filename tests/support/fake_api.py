@@ -401,7 +401,7 @@ class FakeKubeApi:
         """Objects as they were when a delete request first reached them."""
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
         self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, name="fake-kube-api", daemon=True)
+        self._thread = threading.Thread(target=self._serve_forever, name="fake-kube-api", daemon=True)
 
     # --- lifecycle ----------------------------------------------------------------------------------
     @property
@@ -411,6 +411,10 @@ class FakeKubeApi:
     def start(self) -> FakeKubeApi:
         self._thread.start()
         return self
+
+    def _serve_forever(self) -> None:
+        # socketserver checks for shutdown() between polls: a short poll makes each close quick.
+        self._server.serve_forever(poll_interval=0.02)
 
     def close(self) -> None:
         with self._cond:
