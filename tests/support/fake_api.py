@@ -194,7 +194,8 @@ BUILT_IN = (
 @dataclass(frozen=True)
 class Call:
     """One request as the fake answered it (an audit record): `resource` is the plural, with the
-    subresource after a slash (`pods/status`); `code` is 0 for a dropped connection."""
+    subresource after a slash (`pods/status`), empty for what is not a resource (discovery, `/metrics`);
+    `code` is 0 for a dropped connection."""
 
     verb: str
     resource: str
@@ -205,6 +206,8 @@ class Call:
     body: Any = None
     headers: Mapping[str, str] = field(default_factory=dict)
     """The request's headers, names in lower case."""
+    path: str = ""
+    """The request's path, without the query."""
 
     @property
     def what(self) -> str:
@@ -648,6 +651,16 @@ class FakeKubeApi:
             self._audit(call)
 
     def _audit(self, call: Call) -> None:
+        """One audit event, written before the request is answered: a client that has its answer finds
+        its request in the log (kube-apiserver may log later, which the benchmark's marker request is
+        for)."""
+        resource, _, subresource = call.resource.partition("/")
+        reference = {
+            "resource": resource,
+            "subresource": subresource,
+            "namespace": call.namespace,
+            "name": call.name,
+        }
         event = {
             "kind": "Event",
             "apiVersion": "audit.k8s.io/v1",
@@ -657,7 +670,7 @@ class FakeKubeApi:
             "verb": call.verb,
             "user": {"username": "fake"},
             "userAgent": call.headers.get("user-agent", ""),
-            "objectRef": {"resource": call.resource, "namespace": call.namespace, "name": call.name},
+            "objectRef": {key: value for key, value in reference.items() if value},
             "responseStatus": {"code": call.code},
             "requestReceivedTimestamp": datetime.now(UTC).isoformat(),
         }
@@ -891,7 +904,9 @@ def _handler_for(api: FakeKubeApi) -> type[BaseHTTPRequestHandler]:
                 self._serve_other(url.path, body, headers)
                 return
             verb = _verb(self.command, route, query)
-            call = Call(verb, route.resource, route.namespace, route.name, 200, query, body, headers)
+            call = Call(
+                verb, route.resource, route.namespace, route.name, 200, query, body, headers, url.path
+            )
             failure = api.take_failure(verb, route.resource)
             if failure is not None:
                 self._fail(call, failure)
@@ -943,28 +958,24 @@ def _handler_for(api: FakeKubeApi) -> type[BaseHTTPRequestHandler]:
 
         def _serve_other(self, path: str, body: Any, headers: dict[str, str]) -> None:
             """Discovery, `/readyz`, `/metrics`, SubjectAccessReviews; 404 for anything else."""
-            code, verb = self._answer_other(path, body)
-            api.note(Call(verb, path, None, "", code, {}, body, headers))
+            code, verb, content_type, data = self._answer_other(path, body)
+            api.note(Call(verb, "", None, "", code, {}, body, headers, path))
+            self._send(code, data, content_type)
 
-        def _answer_other(self, path: str, body: Any) -> tuple[int, str]:
+        def _answer_other(self, path: str, body: Any) -> tuple[int, str, str, bytes]:
+            """(code, verb, content type, body) of a request for something other than a resource."""
             discovered = api.discovery(path) if self.command == "GET" else None
             page = api.metrics_page() if path == "/metrics" and self.command == "GET" else None
             if discovered is not None:
-                self._send_json(200, discovered)
-                return 200, "discovery"
+                return 200, "discovery", "application/json", json.dumps(discovered).encode()
             if path == "/readyz":
-                self._send(200, b"ok", "text/plain")
-                return 200, "other"
+                return 200, "get", "text/plain", b"ok"
             if page is not None:
-                self._send(200, page.encode(), "text/plain; version=0.0.4")
-                return 200, "other"
+                return 200, "get", "text/plain; version=0.0.4", page.encode()
             if path == REVIEWS and self.command == "POST":
-                self._send_json(201, api.review(body))
-                return 201, "create"
-            self._send_json(
-                404, status(404, "NotFound", f"the server could not find the requested resource ({path})")
-            )
-            return 404, "other"
+                return 201, "create", "application/json", json.dumps(api.review(body)).encode()
+            missing = status(404, "NotFound", f"the server could not find the requested resource ({path})")
+            return 404, "other", "application/json", json.dumps(missing).encode()
 
         def _watch(self, route: _Route, query: dict[str, str]) -> None:
             self.send_response(200)
