@@ -160,15 +160,13 @@ class World:
         leader: bool = True,
         dry_run: bool = False,
         nodes: Mapping[str, str] | None = None,
-        api: FakeKubeApi | None = None,
         pin_followers: bool = True,
         listed: Mapping[str, Sequence[Obj]] | None = None,
     ) -> None:
         """`nodes`: node name to node pool, in the API and in the node informer's cache (default: node-5
         in pool-2). `listed`: objects in the API before the resizer starts, by route: its informers' first
-        list returns them (a resizer started after they changed). `api`: a fake API server the test has
-        set up (started here, closed with the world)."""
-        self.api = (FakeKubeApi() if api is None else api).start()
+        list returns them (a resizer started after they changed)."""
+        self.api = FakeKubeApi().start()
         self.kube = kube_of(self.api)
         self.caches = new_caches()
         self.metrics = Metrics()

@@ -308,24 +308,20 @@ class ApiError(Exception):
 
 def merge_patch(target: Any, patch: Any) -> Any:
     """RFC 7386: objects merge key by key, `null` removes a key, anything else replaces."""
-    if not isinstance(patch, dict):
-        return copy.deepcopy(patch)
-    merged = dict(target) if isinstance(target, dict) else {}
-    for key, value in patch.items():
-        if value is None:
-            merged.pop(key, None)
-        else:
-            merged[key] = merge_patch(merged.get(key), value)
-    return merged
+    return _merge(target, patch, by_type=False)
 
 
 def strategic_merge_patch(target: Any, patch: Any) -> Any:
     """A merge patch in which lists of objects keyed by `type` (conditions) merge entry by entry, as the
     strategic merge patch of pods/status does; other lists are replaced."""
-    if isinstance(patch, list) and isinstance(target, list) and _typed(patch) and _typed(target):
+    return _merge(target, patch, by_type=True)
+
+
+def _merge(target: Any, patch: Any, *, by_type: bool) -> Any:
+    if by_type and isinstance(patch, list) and isinstance(target, list) and _typed(patch) and _typed(target):
         entries = {entry["type"]: entry for entry in target}
         for entry in patch:
-            entries[entry["type"]] = strategic_merge_patch(entries.get(entry["type"]), entry)
+            entries[entry["type"]] = _merge(entries.get(entry["type"]), entry, by_type=True)
         return list(entries.values())
     if not isinstance(patch, dict):
         return copy.deepcopy(patch)
@@ -334,7 +330,7 @@ def strategic_merge_patch(target: Any, patch: Any) -> Any:
         if value is None:
             merged.pop(key, None)
         else:
-            merged[key] = strategic_merge_patch(merged.get(key), value)
+            merged[key] = _merge(merged.get(key), value, by_type=by_type)
     return merged
 
 
@@ -504,9 +500,6 @@ class FakeKubeApi:
             self._metrics = list(pages)
 
     # --- state, as a test sets and reads it ------------------------------------------------------------
-    def _store_of(self, resource: str) -> dict[str, Obj]:
-        return self._objects[resource]
-
     def _record(self, store: str, kind: str, obj: Obj) -> Obj:
         self._rv += 1
         obj = copy.deepcopy(obj)
