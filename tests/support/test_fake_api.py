@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
-from kubekit.client import Kube, KubeError, Timeouts, build_api_client
+from devstack.controlplane.audit import AuditLog
+from kubekit.client import Kube, KubeError, Timeouts
 from kubekit.objects import Obj
 from tests.support.builders import make_job, make_pod
 from tests.support.fake_api import DROP, Call, FakeKubeApi
+from tests.support.fixtures import kube_of
 
 NS = "team"
 
@@ -24,9 +27,7 @@ def api() -> Iterator[FakeKubeApi]:
 
 @pytest.fixture
 def kube(api: FakeKubeApi) -> Iterator[Kube]:
-    client = Kube(
-        build_api_client(None, api.url, user_agent="test"), Timeouts(read=5, watch_server_seconds=5)
-    )
+    client = kube_of(api, Timeouts(read=5, watch_server_seconds=5))
     yield client
     client.close()
 
@@ -182,3 +183,36 @@ def test_another_client_can_act_between_a_write_and_its_answer(api: FakeKubeApi,
     answer = kube.patch_pod(NS, "p", [{"op": "add", "path": "/metadata/labels", "value": {"k": "v"}}])
     assert "nodeName" not in answer["spec"]
     assert api.stored("pods", NS, "p")["spec"]["nodeName"] == "node-1"
+
+
+def test_creates_and_updates_answer_409_as_kube_apiserver_does(api: FakeKubeApi, kube: Kube) -> None:
+    lease = {"metadata": {"name": "l"}, "spec": {"holderIdentity": "a"}}
+    created = kube.create_lease(NS, lease)
+    with pytest.raises(KubeError) as exists:
+        kube.create_lease(NS, lease)
+    assert (exists.value.status, exists.value.reason) == (409, "AlreadyExists")
+    kube.replace_lease(NS, "l", {**created, "spec": {"holderIdentity": "b"}})
+    with pytest.raises(KubeError) as stale:
+        kube.replace_lease(NS, "l", {**created, "spec": {"holderIdentity": "c"}})
+    assert (stale.value.status, stale.value.reason) == (409, "Conflict")
+    assert api.stored("leases", NS, "l")["spec"]["holderIdentity"] == "b"
+
+
+def test_a_request_is_in_the_audit_log_once_answered(api: FakeKubeApi, kube: Kube, tmp_path: Path) -> None:
+    api.audit_log = tmp_path / "audit.log"
+    api.put("pods", pod())
+    kube.get_pod(NS, "p")
+    (logged,) = AuditLog(api.audit_log).requests()
+    assert (logged.verb, logged.resource, logged.namespace, logged.name, logged.code) == (
+        "get",
+        "pods",
+        NS,
+        "p",
+        200,
+    )
+    assert logged.audit_id == api.calls[-1].headers["audit-id"]
+
+
+def test_metrics_pages_are_served_in_turn_the_last_one_again(api: FakeKubeApi, kube: Kube) -> None:
+    api.serve_metrics(["first\n", "second\n"])
+    assert [kube.transport.text("/metrics") for _ in range(3)] == ["first\n", "second\n", "second\n"]
