@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import urllib3
 
 from devstack.controlplane.audit import AuditLog
 from kubekit.client import Kube, KubeError, Timeouts
@@ -168,7 +169,7 @@ def test_a_watch_broken_mid_stream_raises_in_the_reader(api: FakeKubeApi, kube: 
     api.end_watches(after=1, times=1, abruptly=True)
     stream = kube.watch("pods", namespace=NS, label_selector=None, resource_version="1")
     seen: list[str] = []
-    with pytest.raises(Exception):  # noqa: B017, PT011 - urllib3's ProtocolError, whatever its wrapping
+    with pytest.raises(urllib3.exceptions.ProtocolError):
         seen.extend(event["type"] for event in stream)
     assert seen == ["ADDED"]
 
