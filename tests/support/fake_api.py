@@ -21,7 +21,7 @@ benchmark), shared by every binary's tests; behaviour of the cluster itself is t
 
       with FakeKubeApi() as api:          # listens on 127.0.0.1, a free port
           api.put("nodes", node)
-          kube = Kube(build_api_client(None, api.url, user_agent="test"), Timeouts())
+          kube = kube_of(api)             # the binaries' client (tests.support.fixtures)
 
 - `WatchFeed`: one list + watch (`kubekit.informer.ListWatch`) in process, fed by hand, for a real
   `kubekit.informer.Informer`: `push` returns once the informer has applied the event. It is not an API
@@ -545,12 +545,10 @@ class FakeKubeApi:
 
     def count(self, verb: str, resource: str | None = None) -> int:
         """Requests of `verb` (on `resource`, `pods/status` for a subresource, when given)."""
-        with self._cond:
-            return sum(
-                1 for c in self.calls if c.verb == verb and (resource is None or c.resource == resource)
-            )
+        return len(self.calls_of(verb, resource))
 
     def calls_of(self, verb: str | None = None, resource: str | None = None) -> list[Call]:
+        """The requests of `verb` on `resource` (each when given), in order."""
         with self._cond:
             return [
                 c
