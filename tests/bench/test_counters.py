@@ -1,11 +1,12 @@
-"""A run's counters on the real control plane (bench.counters, bench.promtext) against a fake API server:
-an audit log the test writes as kube-apiserver would, and metrics pages that grow between two scrapes."""
+"""A run's counters on the real control plane (bench.counters, bench.promtext) against the fake API server of
+the unit tests: its audit log, to which the test adds what kube-apiserver logged, and metrics pages that grow
+between two scrapes."""
 
 from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterator
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,7 @@ from bench.counters import (
 )
 from bench.promtext import Samples
 from devstack.controlplane.audit import AuditLog
+from tests.support.fake_api import FakeKubeApi
 
 SAMPLE = Path(__file__).resolve().parents[1] / "fixtures" / "audit" / "two-namespaces.log"
 JOBSET_RUN_LINES = slice(6, 20)
@@ -103,16 +105,14 @@ WEBHOOKS = WebhookNames(
     jobset_other=frozenset({"vjobset.kb.io"}),
 )
 JOB = {"kind": "Job", "name": "bench-w-0"}
-EVENTS = {
-    "items": [
-        {"metadata": {"name": "bench-w-0.18ed2bff9966e09c"}, "reason": "FailedCreate", "involvedObject": JOB},
-        {
-            "metadata": {"name": "bench-w-0.18ed2bff98764562"},
-            "reason": "SuccessfulCreate",
-            "involvedObject": JOB,
-        },
-    ]
-}
+EVENTS: list[dict[str, Any]] = [
+    {"metadata": {"name": "bench-w-0.18ed2bff9966e09c"}, "reason": "FailedCreate", "involvedObject": JOB},
+    {
+        "metadata": {"name": "bench-w-0.18ed2bff98764562"},
+        "reason": "SuccessfulCreate",
+        "involvedObject": JOB,
+    },
+]
 
 
 def test_counters_grow_by_what_the_window_added() -> None:
@@ -168,77 +168,60 @@ def test_webhooks_are_sorted_by_the_configuration_that_registers_them() -> None:
     )
 
 
-class FakeApiServer:
-    """Answers what `KubeCounters` asks kube-apiserver, and logs requests to `log` the way it does: the
-    marker request gets an audit ID, sent back in `Audit-Id` and written to the log (unless `logging` is
-    off, or `audit_ids` is off: a server without auditing)."""
-
-    def __init__(self, log: Path) -> None:
-        self.log = log
-        self.metrics = iter([APISERVER_BEFORE, APISERVER_AFTER])
-        self.logging = True
-        self.audit_ids = True
-        self.markers = 0
-
-    def append(self, lines: list[str], *, received: datetime) -> None:
-        """Log `lines` (recorded events) as received at `received`."""
-        with self.log.open("a") as log:
-            for line in lines:
-                event = json.loads(line)
-                event["requestReceivedTimestamp"] = received.isoformat()
-                log.write(json.dumps(event) + "\n")
-
-    def handle(self, request: httpx.Request) -> httpx.Response:
-        path = request.url.path
-        if path == "/metrics":
-            return httpx.Response(200, text=next(self.metrics))
-        if path == "/api/v1/namespaces/default":
-            self.markers += 1
-            audit_id = f"marker-{self.markers}"
-            if self.logging:
-                marker = {"kind": "Event", "auditID": audit_id, "verb": "get", "stage": "ResponseComplete"}
-                self.log.open("a").write(json.dumps(marker) + "\n")
-            headers = {"Audit-Id": audit_id} if self.audit_ids else {}
-            return httpx.Response(200, json={"metadata": {"name": "default"}}, headers=headers)
-        if path == "/api/v1/namespaces/bench-js/events":
-            return httpx.Response(200, json=EVENTS)
-        return httpx.Response(404, json={"reason": "NotFound"})
-
-
 @pytest.fixture
-def api(tmp_path: Path) -> FakeApiServer:
-    log = tmp_path / "audit.log"
-    log.write_text(SAMPLE.read_text())  # what the cluster logged before the run: none of it counts
-    return FakeApiServer(log)
+def api(fake_api: FakeKubeApi, tmp_path: Path) -> FakeKubeApi:
+    """The fake API server as `KubeCounters` finds kube-apiserver: auditing to a log that already holds
+    what the cluster logged before the run (none of it counts), two metrics pages (before and after),
+    the default namespace (which the marker request reads) and bench-js's Events."""
+    fake_api.audit_log = tmp_path / "audit.log"
+    fake_api.audit_log.write_text(SAMPLE.read_text())
+    fake_api.serve_metrics([APISERVER_BEFORE, APISERVER_AFTER])
+    fake_api.put("namespaces", {"metadata": {"name": "default"}})
+    for event in EVENTS:
+        fake_api.put("events", {**event, "metadata": {**event["metadata"], "namespace": "bench-js"}})
+    return fake_api
 
 
-def counters(api: FakeApiServer, flush_timeout: float = 5.0) -> KubeCounters:
+def append(api: FakeKubeApi, lines: list[str], *, received: datetime) -> None:
+    """Log `lines` (events recorded on a real cluster) as received at `received`."""
+    assert api.audit_log is not None
+    with api.audit_log.open("a") as log:
+        for line in lines:
+            event = json.loads(line)
+            event["requestReceivedTimestamp"] = received.isoformat()
+            log.write(json.dumps(event) + "\n")
+
+
+def counters(api: FakeKubeApi, flush_timeout: float = 5.0) -> KubeCounters:
     pages = iter([SCHEDULER_BEFORE, SCHEDULER_AFTER])
 
     async def scheduler_metrics() -> str:
         return next(pages)
 
-    return KubeCounters(AuditLog(api.log), WEBHOOKS, scheduler_metrics, flush_timeout=flush_timeout)
+    assert api.audit_log is not None
+    return KubeCounters(AuditLog(api.audit_log), WEBHOOKS, scheduler_metrics, flush_timeout=flush_timeout)
 
 
-@pytest.fixture
-def http(api: FakeApiServer) -> Iterator[httpx.AsyncClient]:
-    client = httpx.AsyncClient(base_url="https://kube.test", transport=httpx.MockTransport(api.handle))
-    yield client
-    asyncio.run(client.aclose())
-
-
-def test_a_window_counts_what_the_api_server_logged_during_it(
-    api: FakeApiServer, http: httpx.AsyncClient
-) -> None:
-    kube = counters(api)
+def in_window(api: FakeKubeApi, kube: KubeCounters, during: Callable[[], None]) -> WindowCounts:
+    """Open a window, do `during`, and close it, over HTTP to `api`."""
 
     async def run() -> WindowCounts:
-        await kube.reset(http)
-        api.append(SAMPLE.read_text().splitlines()[JOBSET_RUN_LINES], received=datetime.now(UTC))
-        return await kube.snapshot(http, ["bench-js"])
+        async with httpx.AsyncClient(base_url=api.url) as http:
+            await kube.reset(http)
+            during()
+            return await kube.snapshot(http, ["bench-js"])
 
-    counts = asyncio.run(run())
+    return asyncio.run(run())
+
+
+def markers(api: FakeKubeApi) -> int:
+    """The marker requests `KubeCounters` sent (each one read of the default namespace)."""
+    return len([call for call in api.calls_of("get", "namespaces") if call.name == "default"])
+
+
+def test_a_window_counts_what_the_api_server_logged_during_it(api: FakeKubeApi) -> None:
+    lines = SAMPLE.read_text().splitlines()[JOBSET_RUN_LINES]
+    counts = in_window(api, counters(api), lambda: append(api, lines, received=datetime.now(UTC)))
     assert counts.requests.total == 13
     assert counts.requests.pod_creates_rejected == 2
     assert counts.event_writes_by_reason() == {"": 1, "FailedCreate": 2, "SuccessfulCreate": 1}
@@ -251,38 +234,40 @@ def test_a_window_counts_what_the_api_server_logged_during_it(
     assert counts.admission_policy_seconds == {"ep-f": 0.5, "ep-pods": 0.5}  # mutating and validating added
     assert counts.requests.background == {"apiserver-internal": 1}
     assert 0 <= counts.seconds < 30
-    assert api.markers == 1
+    assert markers(api) == 1
 
 
-def test_what_was_logged_before_the_window_opened_counts_nowhere(
-    api: FakeApiServer, http: httpx.AsyncClient
-) -> None:
-    kube = counters(api)
-
-    async def run() -> WindowCounts:
-        lines = SAMPLE.read_text().splitlines()[JOBSET_RUN_LINES]
-        api.append(lines, received=datetime.now(UTC))
-        await kube.reset(http)
-        return await kube.snapshot(http, ["bench-js"])
-
-    assert asyncio.run(run()).requests.total == 0
+def test_what_was_logged_before_the_window_opened_counts_nowhere(api: FakeKubeApi) -> None:
+    append(api, SAMPLE.read_text().splitlines()[JOBSET_RUN_LINES], received=datetime.now(UTC))
+    assert in_window(api, counters(api), lambda: None).requests.total == 0
 
 
-def test_a_snapshot_needs_an_open_window(api: FakeApiServer, http: httpx.AsyncClient) -> None:
-    with pytest.raises(CounterError, match="before reset"):
-        asyncio.run(counters(api).snapshot(http, ["bench-js"]))
-
-
-@pytest.mark.parametrize(("failure", "message"), [("logging", "not in"), ("audit_ids", "no Audit-Id header")])
-def test_a_snapshot_fails_clearly_when_the_log_cannot_be_trusted_to_be_complete(
-    api: FakeApiServer, http: httpx.AsyncClient, failure: str, message: str
-) -> None:
-    setattr(api, failure, False)
-    kube = counters(api, flush_timeout=0.5)
-
+def test_a_snapshot_needs_an_open_window(api: FakeKubeApi) -> None:
     async def run() -> None:
-        await kube.reset(http)
-        await kube.snapshot(http, ["bench-js"])
+        async with httpx.AsyncClient(base_url=api.url) as http:
+            await counters(api).snapshot(http, ["bench-js"])
 
-    with pytest.raises(CounterError, match=message):
+    with pytest.raises(CounterError, match="before reset"):
         asyncio.run(run())
+
+
+def no_audit_log(api: FakeKubeApi) -> None:
+    """Audit-Id headers, but no log written: the log is not where the counters read it."""
+    api.audit_log = None
+
+
+def no_audit_ids(api: FakeKubeApi) -> None:
+    """A server without auditing: no Audit-Id header."""
+    api.audit_ids = False
+
+
+@pytest.mark.parametrize(
+    ("failure", "message"), [(no_audit_log, "not in"), (no_audit_ids, "no Audit-Id header")]
+)
+def test_a_snapshot_fails_clearly_when_the_log_cannot_be_trusted_to_be_complete(
+    api: FakeKubeApi, failure: Callable[[FakeKubeApi], None], message: str
+) -> None:
+    kube = counters(api, flush_timeout=0.5)
+    failure(api)
+    with pytest.raises(CounterError, match=message):
+        in_window(api, kube, lambda: None)

@@ -29,6 +29,7 @@ from devstack.demo import follow_forever
 from devstack.interrupts import handle_stop_signals, pause
 from devstack.processes import ManagedProcess, stop_all
 from devstack.readiness import wait_for_log_line
+from kubekit.generic import GenericClient
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -67,21 +68,13 @@ def sigint_once_the_wait_lock_is_taken(lock: Any) -> Callable[[FrameType, str, A
     return hook
 
 
-class EmptyCluster:
-    """A cluster with nothing in it, for `follow_forever` to look at every second."""
-
-    def list(
-        self, kind: str, *, namespace: str | None = None, label_selector: str | None = None
-    ) -> list[Any]:
-        return []
-
-
 class OneChild:
-    """What `follow_forever` needs of a Stack."""
+    """What `follow_forever` needs of a Stack: its child, and its client of a cluster with nothing in it
+    (the fake API server), which it looks at every second."""
 
-    def __init__(self, proc: ManagedProcess):
+    def __init__(self, proc: ManagedProcess, client: GenericClient):
         self.proc = proc
-        self.client = EmptyCluster()
+        self.client = client
 
     def check_alive(self) -> None:
         self.proc.check_alive()
@@ -107,14 +100,16 @@ def test_pythons_default_ctrl_c_at_that_moment_leaves_the_wait_lock_held(child: 
     assert lock.locked()  # the cause: from here on a wait() without a timeout on this child never returns
 
 
-def test_devstack_acts_on_ctrl_c_at_its_next_pause_not_inside_popen(child: ManagedProcess) -> None:
+def test_devstack_acts_on_ctrl_c_at_its_next_pause_not_inside_popen(
+    child: ManagedProcess, cluster: GenericClient
+) -> None:
     lock = wait_lock(child)
     with handle_stop_signals():
         sys.setprofile(sigint_once_the_wait_lock_is_taken(lock))
         try:
             with pytest.raises(KeyboardInterrupt) as raised:
                 follow_forever(
-                    OneChild(child),  # type: ignore[arg-type]
+                    OneChild(child, cluster),  # type: ignore[arg-type]
                     echo=print,
                     start=time.monotonic(),
                     stall_seconds=30,

@@ -1,4 +1,5 @@
-"""What `make run` observes: exclusivity is checked among the Jobs of one topology key only."""
+"""What `make run` observes (its client listing a fake API server): exclusivity is checked among the Jobs of
+one topology key only."""
 
 from __future__ import annotations
 
@@ -6,7 +7,9 @@ from typing import Any
 
 from devstack.report import Timeline
 from devstack.scenario import observe
+from kubekit.generic import GenericClient
 from placement.constants import GKE_NODEPOOL_LABEL, JOB_NAME_LABEL, TOPOLOGY_ANNOTATION
+from tests.support.fake_api import FakeKubeApi
 
 Obj = dict[str, Any]
 
@@ -31,32 +34,33 @@ def pod(job_name: str, node_name: str) -> Obj:
     }
 
 
-class Listed:
-    """A cluster that answers `list` from fixed objects."""
-
-    def __init__(self, jobs: list[Obj], pods: list[Obj]) -> None:
-        self.objects = {"Job": jobs, "Pod": pods}
-
-    def list(
-        self, kind: str, *, namespace: str | None = None, label_selector: str | None = None
-    ) -> list[Obj]:
-        return self.objects[kind]
+def listed(api: FakeKubeApi, jobs: list[Obj], pods: list[Obj]) -> None:
+    """The cluster holds `jobs` and `pods`."""
+    for each in jobs:
+        api.put("jobs", each)
+    for each in pods:
+        api.put("pods", each)
 
 
-def test_a_job_on_a_key_no_node_carries_shares_no_domain_with_the_others() -> None:
+def test_a_job_on_a_key_no_node_carries_shares_no_domain_with_the_others(
+    fake_api: FakeKubeApi, cluster: GenericClient
+) -> None:
     nodes = [node("n0", "pool-0"), node("n1", "pool-1")]
     jobs = [
         job("a", GKE_NODEPOOL_LABEL),
         job("b", GKE_NODEPOOL_LABEL),
         job("typo", "cloud.google.com/gke-nodepol"),
     ]
-    cluster = Listed(jobs, [pod("a", "n0"), pod("b", "n1")])
-    observation = observe(cluster, None, Timeline(0.0), nodes)  # type: ignore[arg-type]
+    listed(fake_api, jobs, [pod("a", "n0"), pod("b", "n1")])
+    observation = observe(cluster, None, Timeline(0.0), nodes)
     assert observation.problems == []
 
 
-def test_two_jobs_of_one_key_in_one_domain_are_a_violation() -> None:
+def test_two_jobs_of_one_key_in_one_domain_are_a_violation(
+    fake_api: FakeKubeApi, cluster: GenericClient
+) -> None:
     nodes = [node("n0", "pool-0"), node("n1", "pool-0")]
     jobs = [job("a", GKE_NODEPOOL_LABEL), job("b", GKE_NODEPOOL_LABEL)]
-    observation = observe(Listed(jobs, [pod("a", "n0"), pod("b", "n1")]), None, Timeline(0.0), nodes)  # type: ignore[arg-type]
+    listed(fake_api, jobs, [pod("a", "n0"), pod("b", "n1")])
+    observation = observe(cluster, None, Timeline(0.0), nodes)
     assert observation.problems == ["domain pool-0 shared by default/a and default/b"]

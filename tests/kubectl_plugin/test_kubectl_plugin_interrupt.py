@@ -6,11 +6,9 @@ from __future__ import annotations
 import os
 import queue
 import signal
-import socket
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -39,41 +37,6 @@ def kubeconfig_for(url: str, path: Path) -> Path:
     return path
 
 
-class SilentServer:
-    """Accepts connections and never answers: the plugin's first read stays in flight."""
-
-    def __init__(self) -> None:
-        self._socket = socket.create_server(("127.0.0.1", 0))
-        self.accepted = threading.Event()
-        self._held: list[socket.socket] = []
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self._socket.getsockname()[1]}"
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                connection, _ = self._socket.accept()
-            except OSError:
-                return
-            self._held.append(connection)
-            self.accepted.set()
-
-    def close(self) -> None:
-        self._socket.close()
-        for connection in self._held:
-            connection.close()
-
-
-@pytest.fixture
-def silent() -> Iterator[SilentServer]:
-    server = SilentServer()
-    yield server
-    server.close()
-
-
 def plugin(kubeconfig: Path, *args: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [sys.executable, "-m", "kubectl_plugin", *args],
@@ -90,10 +53,11 @@ def interrupted(process: subprocess.Popen[str]) -> tuple[int, str]:
     return process.returncode, err
 
 
-def test_ctrl_c_during_start_up_exits_130_without_a_traceback(silent: SilentServer, tmp_path: Path) -> None:
-    process = plugin(kubeconfig_for(silent.url, tmp_path / "config"), "status", "--watch")
+def test_ctrl_c_during_start_up_exits_130_without_a_traceback(fake_api: FakeKubeApi, tmp_path: Path) -> None:
+    first_read = fake_api.hold_next()  # never answered: the plugin's first read stays in flight
+    process = plugin(kubeconfig_for(fake_api.url, tmp_path / "config"), "status", "--watch")
     try:
-        eventually(silent.accepted.is_set, "the plugin's first request reached the API server")
+        eventually(first_read.arrived.is_set, "the plugin's first request reached the API server")
         assert interrupted(process) == (INTERRUPTED, "")
     finally:
         process.kill()

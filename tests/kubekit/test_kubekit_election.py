@@ -1,12 +1,15 @@
-"""Lease election: the pure rules (table-driven) and two electors racing on a fake API with a fake clock."""
+"""Lease election: the pure rules (table-driven) and two electors racing on the fake API server with a fake
+clock."""
 
 from __future__ import annotations
 
+import threading
+from dataclasses import replace
 from datetime import UTC, datetime
 
 import pytest
 
-from kubekit.client import KubeError
+from kubekit.client import Kube
 from kubekit.election import (
     ElectionConfig,
     LeaderElector,
@@ -16,7 +19,8 @@ from kubekit.election import (
     next_record,
     parse_micro_time,
 )
-from tests.resizer.resizer_fakes import FakeClock, FakeKube
+from tests.resizer.resizer_fakes import FakeClock
+from tests.support.fake_api import DROP, FakeKubeApi
 
 NOW = "2026-11-29T19:00:00.123456Z"
 
@@ -55,14 +59,19 @@ def test_config_rejects_inconsistent_timings() -> None:
         ElectionConfig("ns", "lease", "me", lease_duration=10, renew_deadline=10, retry_period=2)
 
 
+FIFTEEN_SECONDS = ElectionConfig(
+    "kube-system", "resizer", "", lease_duration=15, renew_deadline=10, retry_period=2
+)
+
+
 class Candidate:
-    def __init__(self, kube: FakeKube, clock: FakeClock, identity: str) -> None:
+    def __init__(
+        self, kube: Kube, clock: FakeClock, identity: str, config: ElectionConfig = FIFTEEN_SECONDS
+    ) -> None:
         self.events: list[str] = []
         self.elector = LeaderElector(
-            kube,  # type: ignore[arg-type]
-            ElectionConfig(
-                "kube-system", "resizer", identity, lease_duration=15, renew_deadline=10, retry_period=2
-            ),
+            kube,
+            replace(config, identity=identity),
             on_started_leading=lambda: self.events.append("started"),
             on_stopped_leading=lambda: self.events.append("stopped"),
             clock=clock,
@@ -70,14 +79,16 @@ class Candidate:
         )
 
 
-def test_one_leader_standby_takes_over_only_after_lease_duration_and_old_leader_stops_first() -> None:
-    kube, clock = FakeKube(), FakeClock()
+def test_one_leader_standby_takes_over_only_after_lease_duration_and_old_leader_stops_first(
+    fake_api: FakeKubeApi, kube: Kube
+) -> None:
+    clock = FakeClock()
     a, b = Candidate(kube, clock, "a"), Candidate(kube, clock, "b")
     a.elector.step()
     b.elector.step()
     assert a.elector.is_leader()
     assert not b.elector.is_leader()
-    lease = kube.stored("leases", "kube-system", "resizer")["spec"]
+    lease = fake_api.stored("leases", "kube-system", "resizer")["spec"]
     assert lease["holderIdentity"] == "a"
     assert lease["leaseDurationSeconds"] == 15
     assert lease["renewTime"] == "2026-11-29T00:00:00.000000Z"
@@ -85,7 +96,7 @@ def test_one_leader_standby_takes_over_only_after_lease_duration_and_old_leader_
     # a's API access breaks: it can no longer renew.
     for second in range(1, 16):
         clock.advance(1)
-        kube.fail_next.append(KubeError(None, "ConnectionRefused"))
+        fake_api.fail_next(DROP)
         a.elector.step()
         b.elector.step()
         if second >= 10:
@@ -95,44 +106,54 @@ def test_one_leader_standby_takes_over_only_after_lease_duration_and_old_leader_
     assert b.elector.is_leader()
     assert a.events == ["started", "stopped"]
     assert b.events == ["started"]
-    assert kube.stored("leases", "kube-system", "resizer")["spec"]["leaseTransitions"] == 1
+    assert fake_api.stored("leases", "kube-system", "resizer")["spec"]["leaseTransitions"] == 1
 
 
-def test_release_lets_the_standby_take_over_at_once() -> None:
-    kube, clock = FakeKube(), FakeClock()
+def test_release_lets_the_standby_take_over_at_once(fake_api: FakeKubeApi, kube: Kube) -> None:
+    clock = FakeClock()
     a, b = Candidate(kube, clock, "a"), Candidate(kube, clock, "b")
     a.elector.step()
     b.elector.step()
     a.elector.release()
     assert not a.elector.is_leader()
-    assert kube.stored("leases", "kube-system", "resizer")["spec"]["holderIdentity"] == ""
+    assert fake_api.stored("leases", "kube-system", "resizer")["spec"]["holderIdentity"] == ""
     b.elector.step()
     assert b.elector.is_leader()
     assert a.events == ["started", "stopped"]
 
 
-def test_concurrent_takeover_has_one_winner() -> None:
-    kube, clock = FakeKube(), FakeClock()
+def test_concurrent_takeover_has_one_winner(fake_api: FakeKubeApi, kube: Kube) -> None:
+    clock = FakeClock()
     a, b = Candidate(kube, clock, "a"), Candidate(kube, clock, "b")
     a.elector.step()
     a.elector.release()
-    released = kube.stored("leases", "kube-system", "resizer")
-    b.elector.step()  # b writes first
-    assert b.elector.is_leader()
 
     # a read the same released lease before b's write landed: its write carries a stale resourceVersion.
-    original_get = kube.get_lease
-    kube.get_lease = lambda namespace, name, timeout=None: released  # type: ignore[method-assign]
-    a.elector.step()
-    kube.get_lease = original_get  # type: ignore[method-assign]
+    late_write = fake_api.hold_next("update", "leases")
+    a_steps = threading.Thread(target=a.elector.step)
+    a_steps.start()
+    assert late_write.arrived.wait(10), "a never wrote the lease"
+    b.elector.step()  # b writes first
+    assert b.elector.is_leader()
+    late_write.release()
+    a_steps.join(10)
     assert not a.elector.is_leader()
-    assert kube.stored("leases", "kube-system", "resizer")["spec"]["holderIdentity"] == "b"
+    assert fake_api.stored("leases", "kube-system", "resizer")["spec"]["holderIdentity"] == "b"
+    assert [call.code for call in fake_api.calls_of("update", "leases")][-2:] == [200, 409]
 
 
-def test_renewal_requests_time_out_before_the_renew_deadline() -> None:
-    kube, clock = FakeKube(), FakeClock()
-    a = Candidate(kube, clock, "a")
+def test_renewal_requests_time_out_before_the_renew_deadline(fake_api: FakeKubeApi, kube: Kube) -> None:
+    """A renewal the API server never answers is given up on before the renew deadline (2 s here), so the
+    next one can still come in time."""
+    config = ElectionConfig("kube-system", "resizer", "", lease_duration=3, renew_deadline=2, retry_period=1)
+    a = Candidate(kube, FakeClock(), "a", config)
     a.elector.step()
-    a.elector.step()
-    assert kube.timeouts
-    assert all(t is not None and t < 10 for t in kube.timeouts)
+    hung = fake_api.hold_next("get", "leases")
+    renewing = threading.Thread(target=a.elector.step, daemon=True)
+    try:
+        renewing.start()
+        assert hung.arrived.wait(10), "a never renewed"
+        renewing.join(config.renew_deadline)
+        assert not renewing.is_alive(), "the renewal outlived the renew deadline"
+    finally:
+        hung.release()

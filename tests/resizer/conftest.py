@@ -8,6 +8,9 @@ from typing import Any
 import pytest
 
 from tests.resizer.resizer_world import MakeWorld, World
+from tests.support.fixtures import fake_api, kube
+
+__all__ = ["fake_api", "kube", "make_world"]
 
 
 @pytest.fixture

@@ -1,6 +1,8 @@
-"""One resizer on the in-memory API (`resizer_fakes.FakeKube`), as the resizer's unit tests drive it: its
-caches filled by its own informers (`resizer.informers`) over watch feeds the test pushes events into
-(`tests.support.fake_api.WatchFeed`), its controllers worked key by key."""
+"""One resizer, as the resizer's unit tests drive it: its API calls made by the real client
+(`kubekit.client.Kube`) to the fake API server (`tests.support.fake_api.FakeKubeApi`), its caches filled
+by its own informers (`resizer.informers`) over watch feeds the test pushes events into
+(`tests.support.fake_api.WatchFeed`: a test decides when each informer hears of a change), its
+controllers worked key by key."""
 
 from __future__ import annotations
 
@@ -29,9 +31,10 @@ from resizer.caches import new_caches
 from resizer.informers import resizer_informers
 from resizer.manager import Resizer
 from resizer.metrics import Metrics
-from tests.resizer.resizer_fakes import FakeClock, FakeKube, Recording
+from tests.resizer.resizer_fakes import FakeClock, Recording
 from tests.support.builders import make_job, make_node, make_pod
-from tests.support.fake_api import WatchFeed
+from tests.support.fake_api import FakeKubeApi, WatchFeed
+from tests.support.fixtures import kube_of
 from tests.support.metrics import RESIZER_PREFIX, sample
 
 Obj = dict[str, Any]
@@ -157,21 +160,21 @@ class World:
         leader: bool = True,
         dry_run: bool = False,
         nodes: Mapping[str, str] | None = None,
-        kube: FakeKube | None = None,
         pin_followers: bool = True,
         listed: Mapping[str, Sequence[Obj]] | None = None,
     ) -> None:
         """`nodes`: node name to node pool, in the API and in the node informer's cache (default: node-5
         in pool-2). `listed`: objects in the API before the resizer starts, by route: its informers' first
         list returns them (a resizer started after they changed)."""
-        self.kube = FakeKube() if kube is None else kube
+        self.api = FakeKubeApi().start()
+        self.kube = kube_of(self.api)
         self.caches = new_caches()
         self.metrics = Metrics()
         self.leading = Leading(leader)
         self.epoch = FakeClock(T0)
         self.recorder = Recording()
         self.resizer = Resizer(
-            self.kube,  # type: ignore[arg-type]
+            self.kube,
             self.caches,
             self.metrics,
             self.leading,
@@ -186,7 +189,7 @@ class World:
         listed = listed or {}
         for route, objects in listed.items():
             for obj in objects:
-                self.kube.put(ROUTES[route][1], obj)
+                self.api.put(ROUTES[route][1], obj)
         self.feeds = {
             informer: WatchFeed(listed.get(route, ())) for route, (informer, _kind) in ROUTES.items()
         }
@@ -203,6 +206,8 @@ class World:
             informer.stop()
         for informer in self.informers:
             informer.join(10)
+        self.kube.close()
+        self.api.close()
 
     def __enter__(self) -> Self:
         return self
@@ -216,20 +221,20 @@ class World:
 
     def add_job(self, obj: Obj) -> Obj:
         """Into the API and the pending cache, without telling the resizer (a test then works the key)."""
-        stored = self.kube.put("jobs", obj)
+        stored = self.api.put("jobs", obj)
         self.caches.jobs.upsert(stored)
         return stored
 
     def add_pod(self, obj: Obj, store: str) -> Obj:
-        stored = self.kube.put("pods", obj)
+        stored = self.api.put("pods", obj)
         getattr(self.caches, store).upsert(stored)
         return stored
 
     def upsert(self, route: str, obj: Obj) -> Obj | None:
         """Into the API, then to the informer `route` as a watch event; what its cache holds now."""
         informer, kind = ROUTES[route]
-        existed = (kind, obj["metadata"].get("namespace", ""), obj["metadata"]["name"]) in self.kube.objects
-        stored = self.kube.put(kind, obj)
+        existed = self.api.find(kind, obj["metadata"].get("namespace"), obj["metadata"]["name"]) is not None
+        stored = self.api.put(kind, obj)
         self.feeds[informer].push("MODIFIED" if existed else "ADDED", stored)
         (cache,) = [each.store for each in self.informers if each.name == informer]
         return cache.get(object_key(stored))
@@ -253,14 +258,13 @@ class World:
         says DELETED; the API keeps the object."""
         informer, kind = ROUTES[route]
         meta = obj["metadata"]
-        self.feeds[informer].push("DELETED", self.kube.stored(kind, meta.get("namespace", ""), meta["name"]))
+        self.feeds[informer].push("DELETED", self.api.stored(kind, meta.get("namespace"), meta["name"]))
 
     def delete(self, route: str, obj: Obj) -> None:
         """Out of the API, then to the informer `route` as a DELETED watch event."""
         informer, kind = ROUTES[route]
-        meta = obj["metadata"]
-        gone = self.kube.objects.pop((kind, meta.get("namespace", ""), meta["name"]), obj)
-        self.feeds[informer].push("DELETED", gone)
+        gone = self.api.delete(kind, obj)
+        self.feeds[informer].push("DELETED", obj if gone is None else gone)
 
     # --- the controllers -------------------------------------------------------------------------------
 
@@ -275,6 +279,10 @@ class World:
             if not any([controller.process_next(1.0) is not None for controller in retrying]):
                 return
         raise AssertionError(f"the controllers still had work after {rounds} rounds")
+
+    def calls(self) -> list[tuple[str, str]]:
+        """The resizer's API calls so far: (verb, `resource/name`), `pods/status/name` for a status write."""
+        return [(call.verb, call.what) for call in self.api.calls]
 
     def metric(self, name: str, **labels: str) -> float:
         return sample(self.metrics.registry, f"{RESIZER_PREFIX}_{name}", **labels)

@@ -4,6 +4,8 @@ JobSets."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from kubekit.events import EventType
 from placement.constants import (
     JOB_KEY_LABEL,
@@ -17,9 +19,9 @@ from placement.objects import Obj
 from placement.resize import has_gate
 from resizer.gangs import GANG_KEY, WAKE_UP_MARGIN
 from resizer.recorder import Reason
-from tests.resizer.resizer_fakes import FakeKube
 from tests.resizer.resizer_world import GANG_TIMEOUT, NS, POOL, T0, MakeWorld, World, gang_job, gang_pod
 from tests.support.builders import make_node, make_pod
+from tests.support.fake_api import Call
 
 
 def four_pools(make_world: MakeWorld) -> World:
@@ -28,14 +30,14 @@ def four_pools(make_world: MakeWorld) -> World:
 
 
 def bind(world: World, name: str, node: str) -> None:
-    bound = world.kube.stored("pods", NS, name)
+    bound = world.api.stored("pods", NS, name)
     bound["spec"]["nodeName"] = node
     world.upsert("leaders", bound)
     world.upsert("holders", bound)
 
 
 def gated(world: World, jobset: str, jobs: int = 3) -> list[bool]:
-    return [has_gang_gate(world.kube.stored("pods", NS, f"{jobset}-w-{job}-0")) for job in range(jobs)]
+    return [has_gang_gate(world.api.stored("pods", NS, f"{jobset}-w-{job}-0")) for job in range(jobs)]
 
 
 def test_the_queue_releases_one_whole_jobset_and_keeps_the_other_whole_in_line(make_world: MakeWorld) -> None:
@@ -45,13 +47,13 @@ def test_the_queue_releases_one_whole_jobset_and_keeps_the_other_whole_in_line(m
         world.gang_leader("b", job, queued_at=T0 + 1)
     world.resizer.all_or_nothing.process(GANG_KEY)
     assert (gated(world, "a"), gated(world, "b")) == ([False] * 3, [True] * 3)
-    released = world.kube.stored("pods", NS, "a-w-0-0")
+    released = world.api.stored("pods", NS, "a-w-0-0")
     assert parse_time(released["metadata"]["annotations"][RELEASED_AT_ANNOTATION]) == T0
     assert (world.metric("gang_admissions_total"), world.metric("leader_releases_total")) == (1, 3)
     assert world.metric("gangs_queued") == 1
     world.resizer.all_or_nothing.process(GANG_KEY)  # a's leaders are promised, not bound: b still waits
     assert gated(world, "b") == [True] * 3
-    assert world.kube.count("patch") == 3
+    assert world.api.count("patch") == 3
     said = [(o.reason, o.regarding.kind, o.regarding.name, o.note) for o in world.recorder.outcomes]
     assert said == [  # b's wait is said once, not on every pass
         (Reason.ALL_OR_NOTHING_WAITING, "JobSet", "b", "waits for 3 free domains (1 free)"),
@@ -89,7 +91,7 @@ def test_a_stale_watch_event_cannot_make_a_released_jobset_look_queued_again(mak
     world.gang_leader("b", 2, queued_at=T0 + 1)
     world.resizer.all_or_nothing.process(GANG_KEY)
     assert gated(world, "b") == [True] * 3
-    assert (world.kube.count("patch"), world.metric("gang_admissions_total")) == (3, 1)
+    assert (world.api.count("patch"), world.metric("gang_admissions_total")) == (3, 1)
 
 
 def test_a_release_cut_short_by_a_crash_is_finished_without_touching_what_was_done(
@@ -103,12 +105,12 @@ def test_a_release_cut_short_by_a_crash_is_finished_without_touching_what_was_do
         world.gang_leader("b", job, queued_at=T0 - 100)
     world.resizer.all_or_nothing.process(GANG_KEY)
     assert (gated(world, "a"), gated(world, "b")) == ([False] * 3, [True] * 3)
-    assert sorted(what for verb, what in world.kube.calls if verb == "patch") == [
+    assert sorted(what for verb, what in world.calls() if verb == "patch") == [
         "pods/a-w-1-0",
         "pods/a-w-2-0",
     ]
     assert world.metric("gang_admissions_total") == 0  # resumed, not admitted again
-    assert not world.kube.deleted
+    assert not world.api.deleted
 
 
 def test_a_reservation_that_does_not_bind_in_time_is_undone_by_suspending_its_jobs_and_the_next_goes(
@@ -128,13 +130,13 @@ def test_a_reservation_that_does_not_bind_in_time_is_undone_by_suspending_its_jo
     world.epoch.advance(1)
     world.resizer.all_or_nothing.process(GANG_KEY)
     assert suspended(world, "a") == ["a-w-0", "a-w-1", "a-w-2"]
-    assert (world.kube.deleted, world.kube.count("delete")) == ([], 0)
+    assert (world.api.deleted, world.api.count("delete")) == ([], 0)
     assert world.metric("gang_timeouts_total") == 1
     timed_out = [o for o in world.recorder.outcomes if o.reason == Reason.ALL_OR_NOTHING_TIMED_OUT]
     said = [(o.regarding.name, o.regarding.uid, o.type) for o in timed_out]
     assert said == [("a", "a-uid", EventType.WARNING)]
     world.resizer.all_or_nothing.process(GANG_KEY)  # the Job controller has not deleted the pods yet
-    assert (world.metric("gang_timeouts_total"), world.kube.count("patch")) == (1, 3 + 3 + 3)
+    assert (world.metric("gang_timeouts_total"), world.api.count("patch")) == (1, 3 + 3 + 3)
     assert gated(world, "b") == [False] * 3  # 3 pools free besides node-0's, which a's leader still holds
     assert world.metric("gang_admissions_total") == 2
 
@@ -143,7 +145,7 @@ def suspended(world: World, jobset: str) -> list[str]:
     return [
         f"{jobset}-w-{job}"
         for job in range(3)
-        if world.kube.stored("jobs", NS, f"{jobset}-w-{job}")["spec"].get("suspend") is True
+        if world.api.stored("jobs", NS, f"{jobset}-w-{job}")["spec"].get("suspend") is True
     ]
 
 
@@ -225,36 +227,35 @@ def test_an_elastic_job_grows_only_once_every_job_of_its_jobset_has_a_bound_lead
     for job in range(2):
         bind(world, f"a-w-{job}-0", f"node-{job}")
         world.resizer.resize.process(f"{NS}/a-w-{job}")
-    assert world.kube.count("patch") == 3  # the three gate removals, no resize
+    assert world.api.count("patch") == 3  # the three gate removals, no resize
     assert world.metric("skips_total", reason="gang-incomplete") == 2
     bind(world, "a-w-2-0", "node-2")
     for job in range(3):
         world.resizer.resize.process(f"{NS}/a-w-{job}")
-    assert [world.kube.stored("jobs", NS, f"a-w-{job}")["spec"]["completions"] for job in range(3)] == [
+    assert [world.api.stored("jobs", NS, f"a-w-{job}")["spec"]["completions"] for job in range(3)] == [
         4,
         4,
         4,
     ]
 
 
-class BindsBeforeAnswering(FakeKube):
+def binds_before_answering(world: World) -> Callable[[Call, Obj], None]:
     """The scheduler binds each leader the moment its gate is removed, and the bind's watch event reaches the
     resizer before the answer to its own patch does (seen on kube-apiserver under load)."""
 
-    world: World
+    def bind(call: Call, answer: Obj) -> None:
+        if (call.verb, call.resource) != ("patch", "pods"):
+            return
+        node = f"node-{call.name.split('-')[2]}"
+        bound = world.api.put("pods", {**answer, "spec": {**answer["spec"], "nodeName": node}})
+        world.caches.leaders.upsert(bound)  # what the leaders informer does with the bind's event
 
-    def patch_pod(self, namespace: str, name: str, json_patch: list[Obj]) -> Obj:
-        answer = super().patch_pod(namespace, name, json_patch)
-        node = f"node-{name.split('-')[2]}"
-        bound = self.put("pods", {**answer, "spec": {**answer["spec"], "nodeName": node}})
-        self.world.caches.leaders.upsert(bound)  # what the leaders informer does with the bind's event
-        return answer
+    return bind
 
 
 def test_a_bind_seen_before_the_answer_to_the_gate_removal_is_not_forgotten(make_world: MakeWorld) -> None:
-    kube = BindsBeforeAnswering()
-    world = make_world(nodes={f"node-{i}": f"pool-{i}" for i in range(4)}, kube=kube)
-    kube.world = world
+    world = make_world(nodes={f"node-{i}": f"pool-{i}" for i in range(4)})
+    world.api.before_answering = binds_before_answering(world)
     for job in range(3):
         world.add_job(gang_job("a", job))
         world.gang_leader("a", job)
@@ -263,7 +264,7 @@ def test_a_bind_seen_before_the_answer_to_the_gate_removal_is_not_forgotten(make
     assert [pod.get("spec", {}).get("nodeName") for pod in cached] == ["node-0", "node-1", "node-2"]
     for job in range(3):
         world.resizer.resize.process(f"{NS}/a-w-{job}")
-    assert [world.kube.stored("jobs", NS, f"a-w-{job}")["spec"]["completions"] for job in range(3)] == [4] * 3
+    assert [world.api.stored("jobs", NS, f"a-w-{job}")["spec"]["completions"] for job in range(3)] == [4] * 3
 
 
 def test_scheduling_gate_followers_are_released_only_once_the_jobset_is_whole(make_world: MakeWorld) -> None:
@@ -274,11 +275,11 @@ def test_scheduling_gate_followers_are_released_only_once_the_jobset_is_whole(ma
     world.resizer.all_or_nothing.process(GANG_KEY)
     bind(world, "a-w-0-0", "node-0")
     world.resizer.followers.process(f"{NS}/a-w-0")
-    assert has_gate(world.kube.stored("pods", NS, "a-w-0-1"))
+    assert has_gate(world.api.stored("pods", NS, "a-w-0-1"))
     bind(world, "a-w-1-0", "node-1")
     bind(world, "a-w-2-0", "node-2")
     world.resizer.followers.process(f"{NS}/a-w-0")
-    released = world.kube.stored("pods", NS, "a-w-0-1")
+    released = world.api.stored("pods", NS, "a-w-0-1")
     assert not has_gate(released)
     assert released["spec"]["nodeSelector"] == {POOL: "pool-0"}
 
@@ -290,4 +291,4 @@ def test_a_standby_replica_releases_nothing(make_world: MakeWorld) -> None:
         world.gang_leader("a", job)
     world.resizer.all_or_nothing.process(GANG_KEY)
     assert gated(world, "a") == [True] * 3
-    assert world.kube.count("patch") == 0
+    assert world.api.count("patch") == 0

@@ -11,7 +11,6 @@ from typing import Any
 
 import pytest
 
-from kubekit.client import KubeError
 from placement.constants import TARGET_COMPLETIONS_ANNOTATION, TARGET_PARALLELISM_ANNOTATION
 from resizer.gangs import GANG_KEY
 from tests.resizer.resizer_world import (
@@ -73,7 +72,7 @@ def resized_then_deleted(world: World) -> None:
     world.drain()
     world.upsert("leaders", pod(0, node="node-5"))
     world.drain()
-    assert world.kube.stored("jobs", NS, "train-0")["spec"]["completions"] == 8
+    assert world.api.stored("jobs", NS, "train-0")["spec"]["completions"] == 8
     world.delete("jobs", job())
     world.delete("leaders", pod(0))
 
@@ -88,7 +87,7 @@ def deleted_before_the_leader_bound(world: World) -> None:
 
 def deleted_mid_retry(world: World) -> None:
     world.upsert("jobs", job())
-    world.kube.fail_next.append(KubeError(503, "ServiceUnavailable"))
+    world.api.fail_next(503)
     world.upsert("leaders", pod(0, node="node-5"))
     world.resizer.resize.process(KEY)
     assert world.resizer.resize.queue.failures(KEY) == 1
@@ -130,7 +129,7 @@ def finished_retired_then_deleted(world: World) -> None:
     world.drain()
     assert world.metric("pin_followers_retired_total") == 1
     world.leave("pinning", resized_job("done-0"))
-    world.kube.objects.pop(("jobs", NS, "done-0"))
+    world.api.delete("jobs", resized_job("done-0"))
 
 
 def finished_deleted_before_the_retire(world: World) -> None:
@@ -174,7 +173,7 @@ def jobset_deleted(world: World, jobset: str) -> None:
 
 
 def bind(world: World, name: str, node: str) -> None:
-    bound = world.kube.stored("pods", NS, name)
+    bound = world.api.stored("pods", NS, name)
     bound["spec"]["nodeName"] = node
     world.upsert("leaders", bound)
     world.upsert("holders", bound)
@@ -186,7 +185,7 @@ def jobset_released_grown_and_deleted(world: World) -> None:
     for number in range(3):
         bind(world, f"a-w-{number}-0", f"node-{number}")
     world.drain()
-    grown = [world.kube.stored("jobs", NS, f"a-w-{number}")["spec"]["completions"] for number in range(3)]
+    grown = [world.api.stored("jobs", NS, f"a-w-{number}")["spec"]["completions"] for number in range(3)]
     assert (grown, world.resizer.footprint()["gang_leaders_released"]) == ([4, 4, 4], 3)
     jobset_deleted(world, "a")
 
@@ -215,7 +214,7 @@ def jobset_timed_out(world: World) -> None:
     bind(world, "a-w-0-0", "node-0")
     world.epoch.advance(GANG_TIMEOUT)
     world.resizer.all_or_nothing.process(GANG_KEY)
-    suspended = [world.kube.stored("jobs", NS, f"a-w-{n}")["spec"].get("suspend") for n in range(3)]
+    suspended = [world.api.stored("jobs", NS, f"a-w-{n}")["spec"].get("suspend") for n in range(3)]
     assert (suspended, world.resizer.footprint()["gang_suspended"]) == ([True] * 3, 3)
     jobset_deleted(world, "a")  # the watch delivers the deletions
 
@@ -226,9 +225,9 @@ def jobset_timed_out_with_a_job_recreated(world: World) -> None:
     jobset_queued(world, "a")
     world.drain()
     world.epoch.advance(GANG_TIMEOUT)
-    world.kube.put("jobs", {**gang_job("a", 1), "metadata": {**gang_job("a", 1)["metadata"], "uid": "new"}})
+    world.api.put("jobs", {**gang_job("a", 1), "metadata": {**gang_job("a", 1)["metadata"], "uid": "new"}})
     world.resizer.all_or_nothing.process(GANG_KEY)
-    suspended = [world.kube.stored("jobs", NS, f"a-w-{n}")["spec"].get("suspend") for n in range(3)]
+    suspended = [world.api.stored("jobs", NS, f"a-w-{n}")["spec"].get("suspend") for n in range(3)]
     assert suspended == [True, None, True]
     jobset_deleted(world, "a")
 

@@ -30,10 +30,10 @@ def test_the_resize_labels_the_job_pin_followers_with_its_leaders_domain(make_wo
         world.add_job(job())
         world.add_pod(pod(0, node="node-5"), "leaders")
         world.resizer.resize.process(KEY)
-        stored = world.kube.stored("jobs", NS, "train-0")
+        stored = world.api.stored("jobs", NS, "train-0")
         assert stored["metadata"]["annotations"][LEADER_DOMAIN_ANNOTATION] == "pool-2"
         assert labels(stored).get(PIN_FOLLOWERS_LABEL) == (PIN_FOLLOWERS if pin_followers else None)
-        assert (labels(stored)[RESIZE_LABEL], world.kube.count("patch")) == ("done", 1)
+        assert (labels(stored)[RESIZE_LABEL], world.api.count("patch")) == ("done", 1)
 
 
 def test_a_finished_job_loses_the_label_once_and_a_running_one_keeps_it(
@@ -45,32 +45,34 @@ def test_a_finished_job_loses_the_label_once_and_a_running_one_keeps_it(
     assert world.upsert("pinning", running) is None  # not kept: nothing to do yet
     world.drain()
     assert (
-        world.kube.count("patch"),
-        labels(world.kube.stored("jobs", NS, "done-0"))[PIN_FOLLOWERS_LABEL],
+        world.api.count("patch"),
+        labels(world.api.stored("jobs", NS, "done-0"))[PIN_FOLLOWERS_LABEL],
     ) == (
         0,
         PIN_FOLLOWERS,
     )
     assert world.upsert("pinning", resized_job("done-0")) is not None
     world.drain()
-    stored = world.kube.stored("jobs", NS, "done-0")
+    stored = world.api.stored("jobs", NS, "done-0")
     assert PIN_FOLLOWERS_LABEL not in labels(stored)
     assert stored["metadata"]["annotations"][LEADER_DOMAIN_ANNOTATION] == "pool-2"  # the record stays
-    assert (world.kube.count("patch"), world.metric("pin_followers_retired_total")) == (1, 1)
+    assert (world.api.count("patch"), world.metric("pin_followers_retired_total")) == (1, 1)
     assert retire_lines(caplog) == [
         "finished: removed the pin-followers label (no longer a param of the follower policy)"
     ]
     world.leave("pinning", resized_job("done-0"))  # the label is gone: the watch says so
     world.drain()
-    assert (world.kube.count("patch"), world.resizer.footprint()["finished_pinning"]) == (1, 0)
+    assert (world.api.count("patch"), world.resizer.footprint()["finished_pinning"]) == (1, 0)
 
 
 def test_a_label_someone_else_removed_first_is_read_again_and_left(make_world: MakeWorld) -> None:
     world = make_world()
     world.upsert("pinning", resized_job("done-0"))
-    del world.kube.objects[("jobs", NS, "done-0")]["metadata"]["labels"][PIN_FOLLOWERS_LABEL]
+    unlabelled = world.api.stored("jobs", NS, "done-0")
+    del unlabelled["metadata"]["labels"][PIN_FOLLOWERS_LABEL]
+    world.api.put("jobs", unlabelled)
     world.resizer.retire.process(RETIRE_KEY)
-    assert (world.kube.count("patch"), world.kube.count("get")) == (1, 1)  # refused (422), read again
+    assert (world.api.count("patch"), world.api.count("get")) == (1, 1)  # refused (422), read again
     assert (world.metric("conflicts_total"), world.metric("pin_followers_retired_total")) == (1, 0)
     assert world.resizer.retire.queue.failures(RETIRE_KEY) == 0
 
@@ -80,16 +82,16 @@ def test_a_job_recreated_under_the_same_name_keeps_its_label(make_world: MakeWor
     the patch, and the new Job, read again, is running."""
     world = make_world()
     world.upsert("pinning", resized_job("done-0"))
-    world.kube.put("jobs", resized_job("done-0", finished=None, uid="new-uid"))
+    world.api.put("jobs", resized_job("done-0", finished=None, uid="new-uid"))
     world.resizer.retire.process(RETIRE_KEY)
-    assert labels(world.kube.stored("jobs", NS, "done-0"))[PIN_FOLLOWERS_LABEL] == PIN_FOLLOWERS
+    assert labels(world.api.stored("jobs", NS, "done-0"))[PIN_FOLLOWERS_LABEL] == PIN_FOLLOWERS
     assert (world.metric("conflicts_total"), world.metric("pin_followers_retired_total")) == (1, 0)
 
 
 def test_a_job_deleted_meanwhile_is_dropped_quietly(make_world: MakeWorld) -> None:
     world = make_world()
     world.upsert("pinning", resized_job("done-0"))
-    del world.kube.objects[("jobs", NS, "done-0")]
+    world.api.delete("jobs", resized_job("done-0"))
     world.resizer.retire.process(RETIRE_KEY)
     assert world.metric("pin_followers_retired_total") == 0
     assert world.resizer.retire.queue.failures(RETIRE_KEY) == 0
@@ -104,8 +106,8 @@ def test_dry_run_says_once_what_it_would_do_and_patches_nothing(
     world.upsert("pinning", resized_job("done-0"))
     world.drain()
     world.resizer.retire.process(RETIRE_KEY)
-    assert world.kube.count("patch") == 0
-    assert labels(world.kube.stored("jobs", NS, "done-0"))[PIN_FOLLOWERS_LABEL] == PIN_FOLLOWERS
+    assert world.api.count("patch") == 0
+    assert labels(world.api.stored("jobs", NS, "done-0"))[PIN_FOLLOWERS_LABEL] == PIN_FOLLOWERS
     assert retire_lines(caplog) == ["dry-run: would remove the pin-followers label of a finished Job"]
     assert world.resizer.footprint()["retire_dry_run_notes"] == 1
 
@@ -114,11 +116,11 @@ def test_a_standby_patches_nothing_and_retires_once_it_leads(make_world: MakeWor
     world = make_world(leader=False)
     world.upsert("pinning", resized_job("done-0"))
     world.drain()
-    assert world.kube.count("patch") == 0
+    assert world.api.count("patch") == 0
     world.leading.leader = True
     world.resizer.enqueue_all()  # what becoming the leader does
     world.drain()
-    assert PIN_FOLLOWERS_LABEL not in labels(world.kube.stored("jobs", NS, "done-0"))
+    assert PIN_FOLLOWERS_LABEL not in labels(world.api.stored("jobs", NS, "done-0"))
 
 
 def test_the_first_list_retires_the_jobs_that_finished_while_no_resizer_ran(make_world: MakeWorld) -> None:
@@ -132,8 +134,8 @@ def test_the_first_list_retires_the_jobs_that_finished_while_no_resizer_ran(make
     assert world.resizer.footprint()["finished_pinning"] == 2
     world.drain()
     pinned = {
-        name: PIN_FOLLOWERS_LABEL in labels(world.kube.stored("jobs", NS, name))
+        name: PIN_FOLLOWERS_LABEL in labels(world.api.stored("jobs", NS, name))
         for name in ("done-0", "done-1", "run-0")
     }
     assert pinned == {"done-0": False, "done-1": False, "run-0": True}
-    assert (world.kube.count("patch"), world.metric("pin_followers_retired_total")) == (2, 2)
+    assert (world.api.count("patch"), world.metric("pin_followers_retired_total")) == (2, 2)

@@ -54,18 +54,18 @@ def test_a_suspended_resized_job_goes_back_to_size_one_once(
     assert world.upsert("suspended", running) is None  # not suspended: not kept
     assert world.upsert("suspended", suspended()) is not None
     world.drain()
-    stored = world.kube.stored("jobs", NS, "train-0")
+    stored = world.api.stored("jobs", NS, "train-0")
     assert (stored["spec"]["completions"], stored["spec"]["parallelism"]) == (1, 1)
     assert stored["metadata"]["labels"][RESIZE_LABEL] == RESIZE_PENDING
     assert PIN_FOLLOWERS_LABEL not in stored["metadata"]["labels"]
     assert LEADER_DOMAIN_ANNOTATION not in stored["metadata"]["annotations"]
-    assert (world.kube.count("patch"), world.metric("suspended_jobs_rewound_total")) == (1, 1)
+    assert (world.api.count("patch"), world.metric("suspended_jobs_rewound_total")) == (1, 1)
     assert rewind_lines(caplog) == [
         "suspended: put back to size 1, resize pending (grown again beside its next leader)"
     ]
     assert world.resizer.footprint()["suspended_resized"] == 0
     world.resizer.rewind.process(KEY)  # the watch of the rewound Job has not come yet: nothing cached
-    assert world.kube.count("patch") == 1
+    assert world.api.count("patch") == 1
 
 
 def test_the_resumed_job_grows_again_beside_its_new_leader(make_world: MakeWorld) -> None:
@@ -74,14 +74,14 @@ def test_the_resumed_job_grows_again_beside_its_new_leader(make_world: MakeWorld
     world = make_world(nodes={"node-1": "pool-1", "node-5": "pool-2"})
     world.upsert("suspended", suspended())
     world.drain()
-    rewound = world.kube.stored("jobs", NS, "train-0")
+    rewound = world.api.stored("jobs", NS, "train-0")
     resumed = {**rewound, "spec": {**rewound["spec"], "suspend": False}}
     resumed["metadata"] = {**rewound["metadata"], "generation": 3}
-    world.kube.put("jobs", resumed)
+    world.api.put("jobs", resumed)
     world.add_job(resumed)
     world.add_pod(pod(0, node="node-1"), "leaders")
     world.resizer.resize.process(KEY)
-    stored = world.kube.stored("jobs", NS, "train-0")
+    stored = world.api.stored("jobs", NS, "train-0")
     assert (stored["spec"]["completions"], stored["metadata"]["labels"][RESIZE_LABEL]) == (8, "done")
     assert stored["metadata"]["annotations"][LEADER_DOMAIN_ANNOTATION] == "pool-1"
 
@@ -94,11 +94,11 @@ def test_a_job_resumed_before_the_patch_is_read_again_and_left_whole(make_world:
     resumed = suspended()
     resumed["spec"]["suspend"] = False
     resumed["metadata"]["generation"] = 3
-    world.kube.put("jobs", resumed)
+    world.api.put("jobs", resumed)
     world.resizer.rewind.process(KEY)
-    stored = world.kube.stored("jobs", NS, "train-0")
+    stored = world.api.stored("jobs", NS, "train-0")
     assert stored["spec"]["completions"] == 8
-    assert (world.kube.count("patch"), world.kube.count("get")) == (1, 1)
+    assert (world.api.count("patch"), world.api.count("get")) == (1, 1)
     assert (world.metric("conflicts_total"), world.metric("suspended_jobs_rewound_total")) == (1, 0)
     assert world.resizer.rewind.queue.failures(KEY) == 0
 
@@ -108,14 +108,14 @@ def test_a_job_that_made_progress_keeps_its_size(make_world: MakeWorld) -> None:
     world = make_world()
     assert world.upsert("suspended", suspended(succeeded=2, completedIndexes="3-4")) is not None
     world.drain()
-    assert world.kube.count("patch") == 0
-    assert world.kube.stored("jobs", NS, "train-0")["spec"]["completions"] == 8
+    assert world.api.count("patch") == 0
+    assert world.api.stored("jobs", NS, "train-0")["spec"]["completions"] == 8
 
 
 def test_a_job_deleted_meanwhile_is_dropped_quietly(make_world: MakeWorld) -> None:
     world = make_world()
     world.upsert("suspended", suspended())
-    del world.kube.objects[("jobs", NS, "train-0")]
+    world.api.delete("jobs", suspended())
     world.resizer.rewind.process(KEY)
     assert world.metric("suspended_jobs_rewound_total") == 0
     assert world.resizer.rewind.queue.failures(KEY) == 0
@@ -130,7 +130,7 @@ def test_dry_run_says_once_what_it_would_do_and_patches_nothing(
     world.upsert("suspended", suspended())
     world.drain()
     world.resizer.rewind.process(KEY)
-    assert world.kube.count("patch") == 0
+    assert world.api.count("patch") == 0
     assert rewind_lines(caplog) == ["dry-run: would put a suspended, resized Job back to size 1"]
     assert world.resizer.footprint()["rewind_dry_run_notes"] == 1
 
@@ -139,11 +139,11 @@ def test_a_standby_patches_nothing_and_rewinds_once_it_leads(make_world: MakeWor
     world = make_world(leader=False)
     world.upsert("suspended", suspended())
     world.drain()
-    assert world.kube.count("patch") == 0
+    assert world.api.count("patch") == 0
     world.leading.leader = True
     world.resizer.enqueue_all()  # what becoming the leader does
     world.drain()
-    assert world.kube.stored("jobs", NS, "train-0")["spec"]["completions"] == 1
+    assert world.api.stored("jobs", NS, "train-0")["spec"]["completions"] == 1
 
 
 def test_the_first_list_rewinds_the_jobs_suspended_while_no_resizer_ran(make_world: MakeWorld) -> None:
@@ -152,7 +152,7 @@ def test_the_first_list_rewinds_the_jobs_suspended_while_no_resizer_ran(make_wor
     assert world.resizer.footprint()["suspended_resized"] == 2
     world.drain()
     sizes = {
-        name: world.kube.stored("jobs", NS, name)["spec"]["completions"] for name in ("a-0", "b-0", "c-0")
+        name: world.api.stored("jobs", NS, name)["spec"]["completions"] for name in ("a-0", "b-0", "c-0")
     }
     assert sizes == {"a-0": 1, "b-0": 1, "c-0": 8}
     assert world.metric("suspended_jobs_rewound_total") == 2

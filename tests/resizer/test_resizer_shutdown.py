@@ -3,54 +3,24 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
+from kubekit.client import Kube
 from kubekit.election import ElectionConfig, LeaderElector, LeaseRecord
 from kubekit.informer import Informer
 from resizer.caches import new_caches
 from resizer.manager import Resizer
 from resizer.metrics import Metrics
-from tests.resizer.resizer_fakes import FakeClock, FakeKube
+from tests.resizer.resizer_fakes import FakeClock
+from tests.support.fake_api import FakeKubeApi
 
 Obj = dict[str, Any]
 
+
 NEVER = 60.0
 """How long a fake blocking call waits when nothing wakes it: far past any deadline the tests use."""
-
-
-class BlockingStream:
-    """A watch stream with no events that blocks its reader until `interrupt()` (as a real socket does)."""
-
-    def __init__(self) -> None:
-        self.interrupted = threading.Event()
-
-    def __iter__(self) -> Iterator[Obj]:
-        self.interrupted.wait(NEVER)
-        return iter(())
-
-    def interrupt(self) -> None:
-        self.interrupted.set()
-
-    def close(self) -> None:
-        return None
-
-
-class SlowToOpenWatchKube:
-    """Lists nothing; each watch request is still being opened when the test calls `stop()`."""
-
-    def __init__(self) -> None:
-        self.opening = threading.Event()
-        self.may_open = threading.Event()
-
-    def list_objects(self, resource: str, **_selectors: Any) -> tuple[list[Obj], str]:
-        return [], "1"
-
-    def watch(self, resource: str, **_selectors: Any) -> BlockingStream:
-        self.opening.set()
-        self.may_open.wait(NEVER)
-        return BlockingStream()
 
 
 class Ignore:
@@ -64,8 +34,10 @@ class Ignore:
         return None
 
 
-def test_informer_stopped_while_its_watch_is_opening_ends_without_waiting_for_the_stream() -> None:
-    kube = SlowToOpenWatchKube()
+def test_informer_stopped_while_its_watch_is_opening_ends_without_waiting_for_the_stream(
+    fake_api: FakeKubeApi, kube: Kube
+) -> None:
+    opening = fake_api.hold_next("watch", "pods")
     informer = Informer(
         kube,
         "pods",
@@ -75,10 +47,10 @@ def test_informer_stopped_while_its_watch_is_opening_ends_without_waiting_for_th
         handler=Ignore(),
     )
     informer.start()
-    assert kube.opening.wait(10), "the informer never opened a watch"
+    assert opening.arrived.wait(10), "the informer never opened a watch"
 
     informer.stop()  # no stream to interrupt yet: the request is still in flight
-    kube.may_open.set()  # the response arrives after the stop
+    opening.release()  # the response arrives after the stop; the watch would then stay open for minutes
     informer.join(10)
 
     assert not informer.is_alive(), "informer kept reading a watch opened after stop()"
@@ -92,30 +64,10 @@ def returns_within(deadline: float, call: Callable[[], None]) -> bool:
     return not helper.is_alive()
 
 
-class RenewalHangsOnceKube(FakeKube):
-    """After `arm()`, the next Lease read hangs until `unblock` (a renewal stuck on a slow API server)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.armed = False
-        self.hanging = threading.Event()
-        self.unblock = threading.Event()
-
-    def arm(self) -> None:
-        self.armed = True
-
-    def get_lease(self, namespace: str, name: str, timeout: float | None = None) -> Obj:
-        if self.armed:
-            self.armed = False
-            self.hanging.set()
-            self.unblock.wait(NEVER)
-        return super().get_lease(namespace, name, timeout)
-
-
-def test_elector_stop_is_bounded_while_a_renewal_hangs_and_still_releases_the_lease() -> None:
-    kube = RenewalHangsOnceKube()
+def leading_elector(kube: Kube) -> LeaderElector:
+    """An elector holding the Lease (renew deadline 10 s: a renewal call may take up to 8 s)."""
     elector = LeaderElector(
-        kube,  # type: ignore[arg-type]
+        kube,
         ElectionConfig("kube-system", "resizer", "me", lease_duration=15, renew_deadline=10, retry_period=2),
         on_started_leading=lambda: None,
         on_stopped_leading=lambda: None,
@@ -124,21 +76,42 @@ def test_elector_stop_is_bounded_while_a_renewal_hangs_and_still_releases_the_le
     )
     elector.step()
     assert elector.is_leader()
-    kube.arm()
+    return elector
+
+
+def test_elector_stop_is_bounded_while_a_renewal_hangs_and_still_releases_the_lease(
+    fake_api: FakeKubeApi, kube: Kube
+) -> None:
+    elector = leading_elector(kube)
+    renewal = fake_api.hold_next("get", "leases")
     elector.start()
     try:
-        assert kube.hanging.wait(10), "the elector never tried to renew"
-        kube.timeouts.clear()
+        assert renewal.arrived.wait(10), "the elector never tried to renew"
 
         # The old budget was retry period + 10 s for the join alone.
         assert returns_within(6.0, lambda: elector.stop(release=True, timeout=0.5))
 
-        lease = kube.stored("leases", "kube-system", "resizer")
+        lease = fake_api.stored("leases", "kube-system", "resizer")
         assert LeaseRecord.from_lease(lease).holder == ""
-        assert kube.timeouts
-        assert all(t is not None and t <= 1.0 for t in kube.timeouts)
     finally:
-        kube.unblock.set()
+        renewal.release()
+
+
+def test_elector_stop_gives_up_on_a_release_that_hangs_too(fake_api: FakeKubeApi, kube: Kube) -> None:
+    """The release's own calls carry its short timeout (at least 1 s), not the renewal's 8 s: a release the
+    API server never answers is abandoned, and stop returns well before a renewal call would have."""
+    elector = leading_elector(kube)
+    renewal = fake_api.hold_next("get", "leases")
+    release = fake_api.hold_next("get", "leases")
+    elector.start()
+    try:
+        assert renewal.arrived.wait(10), "the elector never tried to renew"
+        assert returns_within(4.0, lambda: elector.stop(release=True, timeout=0.5))
+        assert release.arrived.is_set()
+        assert LeaseRecord.from_lease(fake_api.stored("leases", "kube-system", "resizer")).holder == "me"
+    finally:
+        renewal.release()
+        release.release()
 
 
 class Stuck:
@@ -154,9 +127,9 @@ class Stuck:
         return False
 
 
-def test_stop_workers_waits_its_timeout_in_total_not_per_worker() -> None:
+def test_stop_workers_waits_its_timeout_in_total_not_per_worker(kube: Kube) -> None:
     workers, stuck = 20, Stuck()
-    resizer = Resizer(FakeKube(), new_caches(), Metrics(), stuck)  # type: ignore[arg-type]
+    resizer = Resizer(kube, new_caches(), Metrics(), stuck)
     resizer.start_workers(workers)
     for number in range(workers):
         resizer.resize.enqueue(f"default/job-{number}")

@@ -6,6 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from kubekit.client import Kube, Timeouts, build_api_client
 from tests.support.fake_api import FakeKubeApi
 
 
@@ -15,3 +16,17 @@ def fake_api() -> Iterator[FakeKubeApi]:
     after the test."""
     with FakeKubeApi() as api:
         yield api
+
+
+def kube_of(api: FakeKubeApi, timeouts: Timeouts | None = None) -> Kube:
+    """The binaries' client (`kubekit.client.Kube`) pointed at `api`; the default timeouts only bound how
+    long a broken test hangs (the fake answers at once unless a test holds a request)."""
+    return Kube(build_api_client(None, api.url, user_agent="test"), timeouts or Timeouts(connect=5, read=10))
+
+
+@pytest.fixture
+def kube(fake_api: FakeKubeApi) -> Iterator[Kube]:
+    """`kube_of(fake_api)`, closed after the test."""
+    client = kube_of(fake_api)
+    yield client
+    client.close()
