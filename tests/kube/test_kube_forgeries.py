@@ -255,7 +255,11 @@ def running_leader(stack: Stack, job: str, namespace: str) -> None:
 
 def test_a_tenant_cannot_change_the_target_the_webhook_recorded(kube_stack: Stack, namespace: str) -> None:
     team = tenant(kube_stack, namespace)
-    created = team.create(exclusive_job("train", namespace, 4), namespace=namespace)
+    # Suspended until the forgeries are refused: a leader that bound first would let the resizer set
+    # pin-followers itself, and the tenant's patch setting it again would change nothing to refuse.
+    job = exclusive_job("train", namespace, 4)
+    job["spec"]["suspend"] = True
+    created = team.create(job, namespace=namespace)
     assert created["metadata"]["labels"][RESIZE_LABEL] == RESIZE_PENDING
     assert created["metadata"]["annotations"][TARGET_COMPLETIONS_ANNOTATION] == "4"
     forged = {
@@ -278,6 +282,7 @@ def test_a_tenant_cannot_change_the_target_the_webhook_recorded(kube_stack: Stac
     eventually(lambda: refused(dry_run=True), "the resize-keys policy in force", 60)
     assert refused(dry_run=False)
     assert refused(dry_run=False, change=pinning)
+    team.patch("Job", "train", {"spec": {"suspend": False}}, namespace=namespace)
     done = eventually(
         lambda: (
             kube_stack.client.get("Job", "train", namespace=namespace)["metadata"]["labels"].get(RESIZE_LABEL)
