@@ -51,9 +51,10 @@ from urllib.parse import parse_qs, urlparse
 
 import jsonpatch
 
+from kubekit.keys import object_key
 from placement.constants import JOBSET_GROUP, JOBSET_VERSION
 from placement.kueue import KUEUE_GROUP, KUEUE_VERSION, WORKLOADS
-from placement.objects import Obj
+from placement.objects import Obj, labels_of
 
 CORE_RESOURCES = {
     "pods": ("Pod", "pod"),
@@ -268,7 +269,7 @@ class _Route:
 
 
 def _matches(obj: Obj, selector: str) -> bool:
-    labels = (obj.get("metadata") or {}).get("labels") or {}
+    labels = labels_of(obj)
     for term in filter(None, selector.split(",")):
         key, _, value = term.partition("=")
         if labels.get(key) != value:
@@ -277,12 +278,8 @@ def _matches(obj: Obj, selector: str) -> bool:
 
 
 def _key(namespace: str | None, name: str) -> str:
-    return f"{namespace or ''}/{name}"
-
-
-def _obj_key(obj: Obj) -> str:
-    meta = obj["metadata"]
-    return _key(meta.get("namespace"), meta["name"])
+    """`object_key`'s form, from a request's path."""
+    return f"{namespace}/{name}" if namespace else name
 
 
 def status(code: int, reason: str, message: str) -> Obj:
@@ -505,9 +502,9 @@ class FakeKubeApi:
         obj = copy.deepcopy(obj)
         obj.setdefault("metadata", {})["resourceVersion"] = str(self._rv)
         if kind == "DELETED":
-            self._objects[store].pop(_obj_key(obj), None)
+            self._objects[store].pop(object_key(obj), None)
         else:
-            self._objects[store][_obj_key(obj)] = obj
+            self._objects[store][object_key(obj)] = obj
         self._events.append(_Event(self._rv, store, kind, obj))
         self._cond.notify_all()
         return copy.deepcopy(obj)
@@ -515,13 +512,13 @@ class FakeKubeApi:
     def put(self, resource: str, obj: Obj) -> Obj:
         """Create or replace (ADDED / MODIFIED event); the stored object, with its resourceVersion."""
         with self._cond:
-            kind = "MODIFIED" if _obj_key(obj) in self._objects[resource] else "ADDED"
+            kind = "MODIFIED" if object_key(obj) in self._objects[resource] else "ADDED"
             return self._record(resource, kind, obj)
 
     def delete(self, resource: str, obj: Obj) -> Obj | None:
         """Remove at once (DELETED event); what was stored, if anything."""
         with self._cond:
-            current = self._objects[resource].get(_obj_key(obj))
+            current = self._objects[resource].get(object_key(obj))
             return None if current is None else self._record(resource, "DELETED", current)
 
     def stored(self, resource: str, namespace: str | None, name: str) -> Obj:
@@ -703,7 +700,7 @@ class FakeKubeApi:
             meta["namespace"] = route.namespace or meta.get("namespace") or "default"
         meta.setdefault("uid", str(uuid.uuid4()))
         with self._cond:
-            if _obj_key(obj) in self._objects[route.served.store]:
+            if object_key(obj) in self._objects[route.served.store]:
                 raise ApiError(409, "AlreadyExists", f'{route.served.plural} "{meta["name"]}" already exists')
             return obj if dry_run else self._record(route.served.store, "ADDED", obj)
 
@@ -731,7 +728,7 @@ class FakeKubeApi:
         with self._cond:
             if dry_run:
                 return new
-            if self._objects[route.served.store].get(_obj_key(new)) != current:
+            if self._objects[route.served.store].get(object_key(new)) != current:
                 raise ApiError(409, "Conflict", "the object has been modified; please apply your changes")
             return self._record(route.served.store, "MODIFIED", new)
 
