@@ -153,6 +153,8 @@ class RunSettings:
     """Wall seconds one strategy run may take before it is recorded as failed."""
     repeat: int = 1
     """Runs per contender and scenario."""
+    warm_up: bool = True
+    """Before a stack's first measured run, one unmeasured `WARM_UP` JobSet per contender of its runs."""
 
     def __post_init__(self) -> None:
         if not 1 <= self.repeat <= MAX_REPEAT:
@@ -802,19 +804,75 @@ def _run_contenders(
     return runs
 
 
-def _run_on_stack(scenario: Scenario, batch: Sequence[Turn], settings: RunSettings) -> list[dict[str, Any]]:
-    # The namespaces JobSet alone places: exempt from this project's webhooks, as a user would exempt them.
-    exempt = [
+WARM_UP = Scenario(name="warm-up", jobs=1, pods_per_job=2, pools=1)
+"""Run unmeasured, once per contender, before a stack's first measured run: one Job of a leader and a
+follower. A long-running cluster has long paid what a fresh stack pays on first use, and which contender
+met it first would otherwise decide who pays it: kube-apiserver fetches and parses its `api/v1` OpenAPI
+document the first time a MutatingAdmissionPolicy mutates a pod (0.2-0.7 s of CPU, docs/results.md), and
+opens its connections to each webhook on the first call."""
+
+
+def warm_up_contenders(batch: Sequence[Turn]) -> list[Contender]:
+    """Each contender of `batch` once, in the order of its first run."""
+    seen: dict[str, Contender] = {}
+    for turn in batch:
+        seen.setdefault(turn.contender.key, turn.contender)
+    return list(seen.values())
+
+
+def exempt_namespaces(scenario: Scenario, batch: Sequence[Turn], *, warm_up: bool) -> list[str]:
+    """The namespaces JobSet alone places, warm-up ones included: exempt from this project's webhooks and
+    policies, as a user would exempt them."""
+    placed_by_jobset = [turn for turn in batch if not turn.contender.uses_project_webhooks]
+    measured = [
         namespace
-        for turn in batch
-        if not turn.contender.uses_project_webhooks
+        for turn in placed_by_jobset
         for namespace in jobset_namespaces(scenario, run_namespace(scenario, turn.contender, turn.repetition))
     ]
+    warming = [
+        run_namespace(WARM_UP, contender) for contender in warm_up_contenders(placed_by_jobset) if warm_up
+    ]
+    return measured + warming
+
+
+def _warm_up(stack: Stack, runs: Sequence[Run]) -> str | None:
+    """Every contender's `WARM_UP` run on the stack, results dropped; what failed, if anything."""
+    for run in runs:
+        log.info("scenario %s: warm-up run of %s", run.scenario.name, run.contender.key)
+        try:
+            result = asyncio.run(run_strategy(run, clean_up=True))
+        except (BenchError, httpx.HTTPError) as err:
+            return f"warm-up run of {run.contender.key} failed: {type(err).__name__}: {err}"
+        if result.get("problems"):
+            return f"warm-up run of {run.contender.key}: {'; '.join(result['problems'])}"
+        stack.check_alive()
+    return None
+
+
+def _run_on_stack(scenario: Scenario, batch: Sequence[Turn], settings: RunSettings) -> list[dict[str, Any]]:
+    exempt = exempt_namespaces(scenario, batch, warm_up=settings.warm_up)
     results: list[dict[str, Any]] = []
     with Stack(stack_options(scenario, exempt)) as stack:
         wait_nodes_settled(stack.client)
         domains = node_domains(stack.client.list("Node"), TOPOLOGY_KEY)
         counters = kube_counters(stack)
+        if settings.warm_up:
+            warm_ups = [
+                Run(
+                    WARM_UP,
+                    contender,
+                    run_namespace(WARM_UP, contender),
+                    domains,
+                    run_timeout=settings.run_timeout,
+                    connection=connection(stack),
+                    counters=counters,
+                )
+                for contender in warm_up_contenders(batch)
+            ]
+            failed = _warm_up(stack, warm_ups)
+            if failed:
+                log.error("scenario %s: %s", scenario.name, failed)
+                return [{"error": failed} for _ in batch]
         for index, turn in enumerate(batch):
             contender = turn.contender
             run = Run(
@@ -965,6 +1023,13 @@ def build_parser() -> argparse.ArgumentParser:
         "32x32 or 64x64)",
     )
     parser.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
+    parser.add_argument(
+        "--no-warm-up",
+        dest="warm_up",
+        action="store_false",
+        help="measure from the stack's first run on: skip the unmeasured warm-up JobSet of each contender "
+        "(its first-use costs then fall on whichever contender runs first)",
+    )
     return parser
 
 
@@ -990,7 +1055,9 @@ def main(argv: list[str] | None = None) -> int:
         chosen = contenders([s.strip() for s in args.strategies.split(",") if s.strip()])
         scenarios = chosen_scenarios(args)
         settings = RunSettings(
-            args.run_timeout or (QUICK_RUN_TIMEOUT if args.quick else FULL_RUN_TIMEOUT), args.repeat
+            args.run_timeout or (QUICK_RUN_TIMEOUT if args.quick else FULL_RUN_TIMEOUT),
+            args.repeat,
+            warm_up=args.warm_up,
         )
         require_built()
     except (ValueError, MissingBinaries) as err:

@@ -36,8 +36,11 @@ from bench.scenarios import (
     scenarios_named,
 )
 from bench.strategies import (
+    WARM_UP,
     backlog_namespace,
     baseline_problems,
+    build_parser,
+    exempt_namespaces,
     failures,
     fresh_stack_per_strategy,
     long_wait_fields,
@@ -45,6 +48,7 @@ from bench.strategies import (
     result_from_counts,
     run_namespace,
     turns,
+    warm_up_contenders,
 )
 from devstack.controlplane.audit import Request
 from placement.constants import JOB_KEY_LABEL, RESIZE_LABEL, ROLE_LABEL, STRATEGY_ANNOTATION, Strategy
@@ -130,6 +134,29 @@ def test_repeated_runs_take_turns_so_that_run_i_of_each_contender_is_a_pair() ->
         ("jobset", 3),
         ("elastic", 3),
     ]
+
+
+def test_each_contender_warms_the_stack_once_before_its_first_run() -> None:
+    batch = turns(contenders(["jobset", "elastic", "affinity"]), 3)
+    assert [c.key for c in warm_up_contenders(batch)] == ["jobset", "elastic", "affinity"]
+    one_run = turns(contenders(["elastic"]), 1)
+    assert [c.key for c in warm_up_contenders(one_run)] == ["elastic"]
+    assert (WARM_UP.jobs, WARM_UP.pods_per_job, WARM_UP.total_pods) == (1, 2, 2)  # a leader and a follower
+
+
+def test_jobsets_warm_up_namespace_is_exempt_like_its_measured_ones() -> None:
+    scenario = QUICK_SCENARIOS[0]
+    batch = turns(contenders(["jobset", "elastic"]), 2)
+    measured = ["bench-4x8-jobset-r1", "bench-4x8-jobset-r2"]
+    assert exempt_namespaces(scenario, batch, warm_up=True) == [*measured, "bench-warm-up-jobset-r1"]
+    assert exempt_namespaces(scenario, batch, warm_up=False) == measured
+    elastic_only = turns(contenders(["elastic"]), 2)
+    assert exempt_namespaces(scenario, elastic_only, warm_up=True) == []
+
+
+def test_the_warm_up_is_on_unless_turned_off() -> None:
+    assert build_parser().parse_args([]).warm_up
+    assert not build_parser().parse_args(["--no-warm-up"]).warm_up
 
 
 def test_contenders_are_the_issue_keys_in_order() -> None:
