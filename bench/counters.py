@@ -38,7 +38,9 @@ POLICY_CHECK_SECONDS = (
     "apiserver_validating_admission_policy_check_duration_seconds_sum",
 )
 """Seconds kube-apiserver spent evaluating each admission policy (label `policy`). A mutating policy's
-is timed per mutation (its conversions, patch and defaulting included), not its matchConditions."""
+is timed per mutation (its conversions, patch and defaulting included), not its matchConditions. A
+validating policy's is observed only for a validation that failed or erred (k8s.io/apiserver v0.36.3
+`policy/validating/dispatcher.go`): the validations that pass, nearly all, are in no figure but the CPU."""
 SCHEDULE_ATTEMPTS = "scheduler_schedule_attempts_total"
 QUEUE_INCOMING = "scheduler_queue_incoming_pods_total"
 """Pods moved into one of the scheduling queues, by the event that moved them (why pods were retried)."""
