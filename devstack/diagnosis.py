@@ -49,6 +49,9 @@ JOB_GROUPS: Mapping[WaitReason, str] = {
     WaitReason.SUSPENDED: "suspended (spec.suspend: true)",
     WaitReason.QUEUED_BY_KUEUE: "queued by Kueue (suspended until its Workload is admitted)",
     WaitReason.RESIZE_PENDING: f"leader bound, resize still pending ({RESIZE_LABEL}={RESIZE_PENDING})",
+    WaitReason.ALL_OR_NOTHING_GANG_INCOMPLETE: (
+        "leader bound, waiting for the other Jobs of its all-or-nothing JobSet to bind theirs"
+    ),
 }
 """The Jobs' reasons the report counts: those no pod shows (a Job without pods, or one not grown yet)."""
 _WEBHOOK_FAILURE = re.compile(r'failed calling webhook "[^"]+"|admission webhook "[^"]+" denied the request')

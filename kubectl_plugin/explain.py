@@ -148,6 +148,7 @@ def unblock_hints(progress: JobProgress, domains: Sequence[DomainStatus]) -> lis
             "e.g. a quota or an admission webhook"
         ],
         WaitReason.LEADER_GATED: ["removing that scheduling gate, which this project does not own"],
+        WaitReason.ALL_OR_NOTHING_GANG_INCOMPLETE: _gang_incomplete_hints(progress),
         WaitReason.RESIZE_PENDING: _resizer_hints(),
         WaitReason.FOLLOWERS_GATED: _resizer_hints(),
         WaitReason.FOLLOWERS_UNSCHEDULABLE: [
@@ -205,6 +206,17 @@ def _domain_hints(progress: JobProgress, domains: Sequence[DomainStatus], free: 
             "domains as they free up (and risk holding some while waiting for the rest)"
         )
     return hints
+
+
+def _gang_incomplete_hints(progress: JobProgress) -> list[str]:
+    return [
+        f"the other Jobs of JobSet {progress.namespace}/{progress.jobset} getting their leaders bound: "
+        f"kubectl exclusive-placement explain jobset/{progress.jobset} -n {progress.namespace} shows what "
+        "each of them waits for",
+        "else the resizer's all-or-nothing time-out (--all-or-nothing-timeout-seconds, 300 s by default): it "
+        "suspends the JobSet's Jobs with a released leader, freeing their domains, and the JobSet queues "
+        "again for all of them at once",
+    ]
 
 
 def _resizer_hints() -> list[str]:

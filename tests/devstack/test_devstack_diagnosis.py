@@ -38,6 +38,7 @@ from placement.status import Snapshot
 from tests.support.builders import make_job, make_pod, make_workload
 
 NS = "default"
+QUEUED_AT = "2026-01-01T00:00:00Z"
 NOT_IN_POOL = "node(s) didn't match Pod's node affinity/selector"
 TOO_FEW_GPUS = f"0/8 nodes are available: 2 Insufficient {GPU_RESOURCE}, 6 {NOT_IN_POOL}."
 TAKEN = "0/16 nodes are available: 16 node(s) didn't satisfy existing pods anti-affinity rules."
@@ -74,13 +75,16 @@ def job(
     resize: str | None = None,
     suspend: bool = False,
     jobset: str | None = "training",
+    gang: int | None = None,
 ) -> dict[str, Any]:
-    """An Indexed Job of JobSet `jobset` (None: of none); with `resize` it is admitted at size 1 and `pods`
-    is its target."""
+    """An Indexed Job of JobSet `jobset` (None: of none), with `gang` one of that all-or-nothing JobSet's
+    `gang` Jobs; with `resize` it is admitted at size 1 and `pods` is its target."""
     built = make_job(name, NS).annotation(JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION, key)
     built.limits(**{GPU_RESOURCE: str(gpus)}).uid(f"{name}-uid")
     if jobset is not None:
         built.label(JOBSET_NAME_LABEL, jobset)
+    if jobset is not None and gang is not None:
+        built.in_gang(jobset, gang, queued_at=QUEUED_AT)
     size = pods
     if resize is not None:
         built.label(RESIZE_LABEL, resize).annotation(TARGET_COMPLETIONS_ANNOTATION, str(pods))
@@ -99,9 +103,13 @@ def pod(
     gated: bool = False,
     scheduler: str | None = None,
     key: str = GKE_NODEPOOL_LABEL,
+    gang: int | None = None,
 ) -> dict[str, Any]:
-    """As the webhook admitted it: the topology key it is exclusive on in its annotations."""
+    """As the webhook admitted it: the topology key it is exclusive on in its annotations; with `gang`, a
+    pod of one of JobSet training's `gang` all-or-nothing Jobs."""
     built = make_pod(f"{job_name}-{index}-abcde", NS).job_label(job_name).index(index).topology(key)
+    if gang is not None:
+        built.in_gang("training", gang, queued_at=QUEUED_AT)
     built.node(node or None).phase("Running" if node else "Pending")
     if gated:
         built.gated()
@@ -230,6 +238,24 @@ def test_the_fingerprint_ignores_details_but_not_counts() -> None:
     )
 
 
+def gang_half_bound() -> Reading:
+    """JobSet training, all-or-nothing, of 2 elastic Jobs: w-0's leader bound, w-1's unschedulable."""
+    jobs = [job(f"w-{j}", pods=2, resize="pending", gang=2) for j in range(2)]
+    pods = [pod("w-0", 0, node="n0", gang=2), pod("w-1", 0, unschedulable="0/8 nodes: 8 taint", gang=2)]
+    return snapshot(nodes(8, 4), jobs, pods)
+
+
+def test_a_job_waiting_for_the_other_leaders_of_its_jobset_has_its_own_group_not_the_resizers() -> None:
+    groups = diagnose(gang_half_bound()).groups
+    assert (
+        ReasonGroup(
+            1, "Job", "leader bound, waiting for the other Jobs of its all-or-nothing JobSet to bind theirs"
+        )
+        in groups
+    )
+    assert not [g for g in groups if "resize still pending" in g.reason]
+
+
 # --- hints ---------------------------------------------------------------------------------------------
 HINT_CASES: list[tuple[str, Reading, list[str]]] = [
     (
@@ -286,6 +312,14 @@ HINT_CASES: list[tuple[str, Reading, list[str]]] = [
         "leader bound, never resized",
         snapshot(nodes(8, 4), [job("w-0", pods=2, resize="pending")], [pod("w-0", 0, node="n0")]),
         ["Job default/w-0 has a bound leader but still not resized", "--resizer-replicas >= 1"],
+    ),
+    (
+        "leader bound, the other leaders of its all-or-nothing JobSet not",
+        gang_half_bound(),
+        [
+            "Job default/w-0 waits, leader bound, for the other Jobs of its all-or-nothing JobSet to bind",
+            "--all-or-nothing-timeout-seconds",
+        ],
     ),
     (
         "leader bound, followers still gated",

@@ -283,3 +283,20 @@ def test_explain_a_job_of_a_stepped_over_jobset() -> None:
     assert WaitReason.ALL_OR_NOTHING_STEPPED_OVER.value in text
     assert "stepped over" in text
     assert ALL_OR_NOTHING_ANNOTATION in text  # the hint to take domains as they free up
+
+
+def test_explain_a_gang_job_waiting_for_the_other_leaders_points_at_its_jobset_not_the_resizer() -> None:
+    pods = [
+        exclusive_pod("a", 0, node_name="node-0", jobset="big", gang=2),
+        exclusive_pod("b", 0, verdict=UNSCHEDULABLE, jobset="big", gang=2),
+    ]
+    jobs = [exclusive_job(n, jobset="big", gang=2) for n in ("a", "b")]
+    text = explain_job(Snapshot(pools(2), pods, jobs), jobs[0], [])
+    lines = text.splitlines()
+    assert f"Waiting for:     {WaitReason.ALL_OR_NOTHING_GANG_INCOMPLETE.value}" in lines
+    assert (
+        f"  - the other Jobs of JobSet {NS}/big getting their leaders bound: kubectl exclusive-placement "
+        f"explain jobset/big -n {NS} shows what each of them waits for"
+    ) in lines
+    assert any("--all-or-nothing-timeout-seconds" in line for line in lines)
+    assert "Lease" not in text
