@@ -17,7 +17,7 @@ from placement.constants import (
     TOPOLOGY_ANNOTATION,
 )
 from placement.gang import gang_of
-from placement.jobset import exclusive_jobs, jobset_startup, parse_bool
+from placement.jobset import jobset_startup, parse_bool
 from placement.objects import (
     Obj,
     annotations_of,
@@ -40,6 +40,7 @@ from placement.status import (
     Snapshot,
     WaitReason,
     domain_statuses,
+    exclusive_child_jobs,
     is_exclusive_job,
     job_progress,
     resolved_strategy,
@@ -268,18 +269,18 @@ def explain_jobset(snapshot: Snapshot, jobset: Obj, events: Iterable[Obj]) -> st
     """`snapshot.jobs` are the JobSet's child Jobs."""
     name = str(metadata(jobset).get("name") or "")
     lines = [f"JobSet {_name(jobset)}"]
-    want = exclusive_jobs(jobset)
-    if want == 0:
+    children = exclusive_child_jobs(jobset, snapshot.jobs)
+    if children.wanted == 0:
         lines.append(
             "  asks for no exclusive placement (no topology annotation on it or its replicated Jobs)"
         )
         return "\n".join(lines)
-    exclusive = [job for job in snapshot.jobs if is_exclusive_job(job)]
+    exclusive = list(children.jobs)
     keys = sorted({key for job in exclusive if (key := topology_key_of_job(job))})
     lines.append(
         _field(
             "Exclusive Jobs",
-            f"{len(exclusive)} of {want} created" + (f", on {', '.join(keys)}" if keys else ""),
+            f"{len(exclusive)} of {children.wanted} created" + (f", on {', '.join(keys)}" if keys else ""),
         )
     )
     lines.append(_field("All-or-nothing", _all_or_nothing(jobset, exclusive)))
@@ -312,11 +313,11 @@ def explain_jobset(snapshot: Snapshot, jobset: Obj, events: Iterable[Obj]) -> st
         lines.append(f"  {first_waiting.waiting.message}")
         lines.append("What would unblock it:")
         lines += [f"  - {hint}" for hint in unblock_hints(first_waiting, domains)]
-    elif len(exclusive) < want:
+    elif children.missing:
         lines.append(
             _field(
                 "Next",
-                f"JobSet's controller creates the other {want - len(exclusive)} Jobs (events say why not)",
+                f"JobSet's controller creates the other {children.missing} Jobs (events say why not)",
             )
         )
     lines += _events(events, {("JobSet", name)} | {("Job", str(metadata(j).get("name"))) for j in exclusive})

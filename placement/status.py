@@ -18,6 +18,8 @@ scheduler's verdict from the pod's `PodScheduled` condition.
 - `waits_for_a_held_domain(progress, domains)`: whether a Job waits for a domain another Job holds;
   `pod_wait_reason(pod)`: why one pod is not running yet, in the cluster's words.
 - `stepped_over_jobsets(events)`: the JobSets the resizer's Events say it stepped over.
+- `exclusive_child_jobs(jobset, jobs)`: a JobSet's exclusive child Jobs that exist, and how many it asks
+  for (`explain jobset`'s count, and the shortfall devstack's stall report counts).
 
 The plugin reads it, and so does devstack's stall report (`devstack.diagnosis`), which only words and groups
 what it decides.
@@ -69,6 +71,7 @@ from placement.gang import (
     record_of_pods,
     trusted_member,
 )
+from placement.jobset import exclusive_jobs
 from placement.kueue import kueue_queued
 from placement.leader import belongs_to, is_live, pick_leader
 from placement.objects import (
@@ -882,6 +885,35 @@ def stepped_over_jobsets(events: Iterable[Obj]) -> frozenset[tuple[str, str]]:
         ):
             found.add((str(regarding.get("namespace") or ""), str(regarding["name"])))
     return frozenset(found)
+
+
+@dataclass(frozen=True)
+class ExclusiveChildJobs:
+    """A JobSet's child Jobs that ask for exclusive placement: those that exist, and how many it asks for."""
+
+    jobs: tuple[Obj, ...]
+    wanted: int
+    """Its exclusive replicated Jobs' replicas (`placement.jobset.exclusive_jobs`); 0: it asks for none."""
+
+    @property
+    def missing(self) -> int:
+        return max(0, self.wanted - len(self.jobs))
+
+
+def exclusive_child_jobs(jobset: Obj, jobs: Iterable[Obj]) -> ExclusiveChildJobs:
+    """The exclusive Jobs of `jobs` that are `jobset`'s (its namespace and name label), and how many its
+    exclusive replicated Jobs ask for. Its other child Jobs are left out of both counts: exclusive placement
+    neither places them nor is ever why they are missing (its Job webhook is not called for them)."""
+    name = str(metadata(jobset).get("name") or "")
+    namespace = namespace_of(jobset)
+    mine = tuple(
+        job
+        for job in jobs
+        if namespace_of(job) == namespace
+        and labels_of(job).get(JOBSET_NAME_LABEL) == name
+        and is_exclusive_job(job)
+    )
+    return ExclusiveChildJobs(mine, exclusive_jobs(jobset))
 
 
 def placement_status(snapshot: Snapshot, namespace: str | None) -> tuple[list[DomainStatus], list[Waiting]]:

@@ -21,6 +21,7 @@ from devstack.diagnosis import (
 )
 from devstack.report import JobStatus
 from devstack.stall import StallWatcher
+from kubectl_plugin.explain import explain_jobset
 from kubekit.client import KubeError
 from kubekit.generic import GenericClient
 from placement.constants import (
@@ -29,6 +30,7 @@ from placement.constants import (
     GPU_RESOURCE,
     JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION,
     JOBSET_NAME_LABEL,
+    JOBSET_NODE_SELECTOR_ANNOTATION,
     LEADER_SCHEDULED_GATE,
     RESIZE_LABEL,
     TARGET_COMPLETIONS_ANNOTATION,
@@ -137,10 +139,23 @@ def half_placed(name: str, pool_nodes: list[str], pods: int = 8, per_pool: int =
     return placed + [pod(name, i, unschedulable=TOO_FEW_GPUS) for i in range(per_pool, pods)]
 
 
-def jobset(replicas: int) -> dict[str, Any]:
+def jobset(replicas: int, *, plain_replicas: int = 0) -> dict[str, Any]:
+    """JobSet training: `replicas` exclusive workers (JobSet's exclusive-topology annotation, as in the
+    example), after `plain_replicas` of a replicated Job whose template opts out (JobSet's node-selector
+    mode, which this project leaves to JobSet)."""
+    plain = {
+        "name": "plain",
+        "replicas": plain_replicas,
+        "template": {"metadata": {"annotations": {JOBSET_NODE_SELECTOR_ANNOTATION: "true"}}, "spec": {}},
+    }
+    workers = {"name": "workers", "replicas": replicas, "template": {"spec": {}}}
     return {
-        "metadata": {"name": "training", "namespace": NS},
-        "spec": {"replicatedJobs": [{"replicas": replicas}]},
+        "metadata": {
+            "name": "training",
+            "namespace": NS,
+            "annotations": {JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION: GKE_NODEPOOL_LABEL},
+        },
+        "spec": {"replicatedJobs": [plain, workers] if plain_replicas else [workers]},
     }
 
 
@@ -225,7 +240,21 @@ def test_a_jobset_short_of_jobs_reports_its_failure_or_the_shortfall() -> None:
         "(failed to call webhook: All connection attempts failed)"
     )
     silent = diagnose(snapshot(nodes(8, 4), [job("w-0")], [], [], [jobset(4)]))
-    assert ReasonGroup(1, "JobSet", "1 of 4 child Jobs created, no failure reported") in silent.groups
+    assert (
+        ReasonGroup(1, "JobSet", "1 of 4 exclusive child Jobs created, no failure reported") in silent.groups
+    )
+
+
+def test_a_jobset_short_only_of_child_jobs_this_project_does_not_place_is_not_reported_short() -> None:
+    """Counted as `explain jobset` counts them: its Jobs this project places (those missing, JobSet's
+    controller is the one to ask), and the same numbers there."""
+    short_of_plain = snapshot(nodes(8, 4), [job("w-0"), job("w-1")], [], [], [jobset(2, plain_replicas=1)])
+    assert not [g for g in diagnose(short_of_plain).groups if g.unit == "JobSet"]
+    short_of_workers = replace(short_of_plain, jobsets=[jobset(3, plain_replicas=1)])
+    group = ReasonGroup(1, "JobSet", "2 of 3 exclusive child Jobs created, no failure reported")
+    assert group in diagnose(short_of_workers).groups
+    explained = explain_jobset(short_of_workers.snapshot, jobset(3, plain_replicas=1), [])
+    assert "Exclusive Jobs:  2 of 3 created" in explained
 
 
 def test_the_fingerprint_ignores_details_but_not_counts() -> None:

@@ -22,6 +22,7 @@ from placement.status import (
     Snapshot,
     WaitReason,
     domain_statuses,
+    exclusive_child_jobs,
     job_progress,
     pod_wait_reason,
     stepped_over_jobsets,
@@ -491,3 +492,47 @@ def test_the_jobsets_stepped_over_are_read_from_either_api_of_events_and_nothing
         stepped_event(JOBSET_KIND, ""),
     ]
     assert stepped_over_jobsets(events) == {(NS, "big"), (NS, "huge")}
+
+
+# --- a JobSet's exclusive child Jobs ----------------------------------------------------------------------
+
+
+def mixed_jobset(workers: Any = 3) -> Obj:
+    """JobSet train: a driver that asks for no exclusive placement, and `workers` exclusive workers."""
+    exclusive = {"metadata": {"annotations": {TOPOLOGY_ANNOTATION: POOL}}, "spec": {}}
+    return {
+        "apiVersion": "jobset.x-k8s.io/v1alpha2",
+        "kind": "JobSet",
+        "metadata": {"name": "train", "namespace": NS},
+        "spec": {
+            "replicatedJobs": [
+                {"name": "driver", "replicas": 1, "template": {"spec": {}}},
+                {"name": "workers", "replicas": workers, "template": exclusive},
+            ]
+        },
+    }
+
+
+def test_a_jobsets_exclusive_child_jobs_are_its_exclusive_jobs_and_its_exclusive_replicas() -> None:
+    driver = job(name="train-driver-0")
+    driver["metadata"]["labels"] = {JOBSET_NAME_LABEL: "train"}
+    other_namespace = exclusive_job("train-workers-1", jobset="train")
+    other_namespace["metadata"]["namespace"] = "elsewhere"
+    jobs = [
+        driver,
+        exclusive_job("train-workers-0", jobset="train"),
+        other_namespace,
+        exclusive_job("eval-workers-0", jobset="eval"),
+    ]
+    children = exclusive_child_jobs(mixed_jobset(), jobs)
+    assert [c["metadata"]["name"] for c in children.jobs] == ["train-workers-0"]
+    assert (children.wanted, children.missing) == (3, 2)
+
+
+def test_a_jobset_with_every_exclusive_child_job_misses_none_whatever_else_it_lacks() -> None:
+    jobs = [exclusive_job(f"train-workers-{i}", jobset="train") for i in range(3)]
+    assert exclusive_child_jobs(mixed_jobset(), jobs).missing == 0
+
+
+def test_replicas_that_are_not_a_count_are_read_as_one() -> None:
+    assert exclusive_child_jobs(mixed_jobset(workers="3"), []).wanted == 1
