@@ -37,7 +37,6 @@ from placement.status import (
 )
 
 Obj = dict[str, Any]
-HTTP_NOT_FOUND = 404
 
 UNKNOWN_CAUSE = (
     "devstack knows no hint for this cause; the reasons above are the cluster's own words "
@@ -86,7 +85,7 @@ def _workloads(client: GenericClient, namespace: str | None) -> list[Obj]:
     try:
         return client.list("Workload", namespace=namespace)
     except KubeError as err:
-        if err.status != HTTP_NOT_FOUND:  # else: no Kueue in this stack
+        if not err.not_found:  # else: no Kueue in this stack
             raise
         return []
 
