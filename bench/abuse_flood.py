@@ -184,7 +184,7 @@ def _create(client: GenericClient, obj: dict[str, Any], namespace: str) -> None:
     try:
         client.create(obj, namespace=namespace)
     except KubeError as err:
-        if err.status != 409:
+        if not err.conflict:
             raise
 
 

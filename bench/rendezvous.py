@@ -25,6 +25,7 @@ import httpx
 from bench.recorder import watch_pods
 from bench.scenarios import GANG_ANNOTATION, GANG_SIZE_ANNOTATION
 from devstack.controlplane.kwok import run_time_annotations
+from kubekit.client import is_not_found
 
 RENDEZVOUS_AGENT = "bench-rendezvous"
 MERGE_PATCH = "application/merge-patch+json"
@@ -97,7 +98,7 @@ async def _start(http: httpx.AsyncClient, pods: list[str], annotations: dict[str
     async def patch(key: str) -> None:
         namespace, name = key.split("/", 1)
         response = await http.patch(f"/api/v1/namespaces/{namespace}/pods/{name}", json=body, headers=headers)
-        if response.status_code != 404:  # a member deleted meanwhile has nothing left to run
+        if not is_not_found(response.status_code):  # a member deleted meanwhile has nothing left to run
             response.raise_for_status()
 
     await asyncio.gather(*(patch(key) for key in pods))

@@ -53,6 +53,7 @@ from devstack.interrupts import pause
 from devstack.shape import ClusterShape
 from devstack.stack import Stack, StackOptions
 from devstack.webhooks import PIN_FOLLOWERS_FLAGS, resizer_pin_followers_flag
+from kubekit.client import is_conflict
 from kubekit.credentials import kubeconfig_credentials
 from placement.constants import (
     GKE_NODEPOOL_LABEL,
@@ -145,7 +146,10 @@ QUICK = SoakPlan(
 
 
 class SoakError(RuntimeError):
-    pass
+    def __init__(self, message: str, status: int | None = None) -> None:
+        """`status`: the API server's answer, when it gave one that is not worth retrying."""
+        super().__init__(message)
+        self.status = status
 
 
 # --- what is submitted --------------------------------------------------------------------------------------
@@ -320,7 +324,10 @@ async def call(http: httpx.AsyncClient, method: str, path: str, **kwargs: Any) -
         else:
             if response.status_code not in RETRYABLE:
                 if response.status_code >= 400:
-                    raise SoakError(f"{method} {path}: HTTP {response.status_code} {response.text[:300]}")
+                    raise SoakError(
+                        f"{method} {path}: HTTP {response.status_code} {response.text[:300]}",
+                        response.status_code,
+                    )
                 return response.json()
             last = f"HTTP {response.status_code}"
         await asyncio.sleep(0.5)
@@ -331,7 +338,7 @@ async def create_job(http: httpx.AsyncClient, job: dict[str, Any]) -> None:
     try:
         await call(http, "POST", JOBS_PATH, json=job)
     except SoakError as err:
-        if "HTTP 409" not in str(err):  # an earlier attempt did get through
+        if not is_conflict(err.status):  # an earlier attempt did get through
             raise
 
 

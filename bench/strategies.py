@@ -118,6 +118,7 @@ from devstack.controlplane.versions import pinned_versions
 from devstack.exclusivity import node_domains
 from devstack.manifests import priority_class
 from devstack.stack import Stack
+from kubekit.client import is_not_found
 from placement.constants import JOBSET_GROUP, JOBSET_VERSION, Strategy
 
 log = logging.getLogger("bench.strategies")
@@ -401,7 +402,7 @@ async def _delete_jobset(http: httpx.AsyncClient, namespace: str, name: str) -> 
     try:
         await _request(http, "DELETE", f"{JOBSETS_PATH.format(namespace=namespace)}/{name}")
     except httpx.HTTPStatusError as err:
-        if err.response.status_code != 404:  # a run that failed before creating it
+        if not is_not_found(err.response.status_code):  # a run that failed before creating it
             raise
 
 
@@ -424,7 +425,7 @@ async def _delete_backlog(http: httpx.AsyncClient, backlog: Backlog, namespace: 
         try:
             await _request(http, "DELETE", path)
         except httpx.HTTPStatusError as err:
-            if err.response.status_code != 404:  # a run that failed before submitting it
+            if not is_not_found(err.response.status_code):  # a run that failed before submitting it
                 raise
 
 

@@ -4,8 +4,9 @@
 decision is `placement.status`'s, the model behind `kubectl exclusive-placement status|explain`: why each
 Job waits (and with what capacity numbers), which domains are held, why a pod is not running. What is
 devstack's own is reading the cluster (`read_cluster`), grouping and counting for the report, and the
-latest warning event (`FailedCreate`, `JobCreationFailed`) of every Job or JobSet still short of what it
-should have. The hints (`devstack.hints`) name devstack's flags.
+latest warning event (`FailedCreate`, `JobCreationFailed`) of every Job still short of what it should have
+and of every JobSet short of exclusive child Jobs (counted as `explain jobset` counts them). The hints
+(`devstack.hints`) name devstack's flags.
 """
 
 from __future__ import annotations
@@ -19,14 +20,15 @@ from typing import Any
 from devstack.hints import JobFacts, hints_for
 from kubekit.client import KubeError
 from kubekit.generic import GenericClient
-from placement.constants import JOBSET_KIND, JOBSET_NAME_LABEL, RESIZE_LABEL, RESIZE_PENDING
-from placement.objects import labels_of, metadata, section, topology_key_of_job
+from placement.constants import JOBSET_KIND, RESIZE_LABEL, RESIZE_PENDING
+from placement.objects import metadata, topology_key_of_job
 from placement.status import (
     DEFAULT_SCHEDULER,
     DomainStatus,
     Snapshot,
     WaitReason,
     domain_statuses,
+    exclusive_child_jobs,
     pod_wait_reason,
     scheduler_name,
     stepped_over_jobsets,
@@ -35,7 +37,6 @@ from placement.status import (
 )
 
 Obj = dict[str, Any]
-HTTP_NOT_FOUND = 404
 
 UNKNOWN_CAUSE = (
     "devstack knows no hint for this cause; the reasons above are the cluster's own words "
@@ -49,6 +50,9 @@ JOB_GROUPS: Mapping[WaitReason, str] = {
     WaitReason.SUSPENDED: "suspended (spec.suspend: true)",
     WaitReason.QUEUED_BY_KUEUE: "queued by Kueue (suspended until its Workload is admitted)",
     WaitReason.RESIZE_PENDING: f"leader bound, resize still pending ({RESIZE_LABEL}={RESIZE_PENDING})",
+    WaitReason.ALL_OR_NOTHING_GANG_INCOMPLETE: (
+        "leader bound, waiting for the other Jobs of its all-or-nothing JobSet to bind theirs"
+    ),
 }
 """The Jobs' reasons the report counts: those no pod shows (a Job without pods, or one not grown yet)."""
 _WEBHOOK_FAILURE = re.compile(r'failed calling webhook "[^"]+"|admission webhook "[^"]+" denied the request')
@@ -81,7 +85,7 @@ def _workloads(client: GenericClient, namespace: str | None) -> list[Obj]:
     try:
         return client.list("Workload", namespace=namespace)
     except KubeError as err:
-        if err.status != HTTP_NOT_FOUND:  # else: no Kueue in this stack
+        if not err.not_found:  # else: no Kueue in this stack
             raise
         return []
 
@@ -180,14 +184,13 @@ def _unknown_schedulers(pods: Iterable[Obj]) -> set[str]:
 
 
 def _jobset_shortfalls(reading: Reading) -> dict[str, tuple[int, int]]:
-    """JobSets with fewer child Jobs than their replicatedJobs ask for: name -> (have, want)."""
-    children = Counter(labels_of(job).get(JOBSET_NAME_LABEL) for job in reading.snapshot.jobs)
+    """JobSets with fewer exclusive child Jobs than they ask for, counted as `explain jobset` counts them
+    (`placement.status.exclusive_child_jobs`): name -> (have, want)."""
     short: dict[str, tuple[int, int]] = {}
     for jobset in reading.jobsets:
-        name = str(metadata(jobset).get("name"))
-        want = sum(int(rj.get("replicas", 1)) for rj in section(jobset, "spec").get("replicatedJobs") or [])
-        if children[name] < want:
-            short[name] = (children[name], want)
+        children = exclusive_child_jobs(jobset, reading.snapshot.jobs)
+        if children.missing:
+            short[str(metadata(jobset).get("name"))] = (len(children.jobs), children.wanted)
     return short
 
 
@@ -235,7 +238,7 @@ def diagnose(reading: Reading) -> Diagnosis:
             jobset_failures.append(message)
     for name, (have, want) in sorted(shortfalls.items()):
         if (JOBSET_KIND, name) not in warnings:
-            counts[(JOBSET_KIND, f"{have} of {want} child Jobs created, no failure reported")] += 1
+            counts[(JOBSET_KIND, f"{have} of {want} exclusive child Jobs created, no failure reported")] += 1
     groups = tuple(_groups(counts, details))
     hints = hints_for(jobs, snapshot.nodes, domains, _unknown_schedulers(snapshot.pods), jobset_failures)
     return Diagnosis(groups, tuple(hints or [UNKNOWN_CAUSE if groups else NOTHING_WAITS]))

@@ -72,6 +72,7 @@ def hints_for(
         _webhook_hints(jobs, jobset_failures),
         _capacity_hints(jobs, nodes),
         _contention_hints(jobs, domains),
+        _gang_hints(jobs),
         _resizer_hints(jobs),
         _queued_hints(jobs),
         _scheduler_name_hints(unknown_schedulers),
@@ -176,6 +177,21 @@ def _contention_hints(jobs: list[JobFacts], domains: Sequence[DomainStatus]) -> 
             f"and {held} are taken. Expected under contention: a waiting Job "
             "is placed when a placed Job completes or is deleted (pods run until deleted unless devstack "
             f"runs them for a set time). To place all {everyone} at once: {to_place_all}"
+        )
+
+
+# --- all-or-nothing ------------------------------------------------------------------------------------
+def _gang_hints(jobs: list[JobFacts]) -> Iterator[str]:
+    """Jobs whose leader is bound while the other leaders of their all-or-nothing JobSet are not: no
+    component is stuck, the JobSet's other Jobs are."""
+    waiting = [j for j in jobs if j.waiting.reason is WaitReason.ALL_OR_NOTHING_GANG_INCOMPLETE]
+    if waiting:
+        yield (
+            f"{_subject(waiting, 'waits', 'wait')}, leader bound, for the other Jobs of its all-or-nothing "
+            "JobSet to bind theirs: no component is stuck, what holds those leaders is above (their pods' "
+            "reasons). Unless they all bind within the resizer's --all-or-nothing-timeout-seconds (300 s by "
+            "default), the resizer suspends the JobSet's Jobs with a released leader, freeing their domains, "
+            "and the JobSet queues again for all of them at once"
         )
 
 

@@ -62,7 +62,7 @@ def ensure_namespace(client: GenericClient, namespace: str) -> None:
     try:
         client.get("Namespace", namespace)
     except KubeError as err:
-        if err.status != 404:
+        if not err.not_found:
             raise
         client.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
 

@@ -306,7 +306,7 @@ class Stack:
                 {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": RELEASE_NAMESPACE}}
             )
         except KubeError as err:
-            if err.status != 409:
+            if not err.conflict:
                 raise
 
     def _start_webhook(self) -> None:

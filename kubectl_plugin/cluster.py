@@ -40,7 +40,6 @@ KUEUE_WORKLOADS = CustomResource(KUEUE_GROUP, KUEUE_VERSION, WORKLOADS)
 SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 DEFAULT_NAMESPACE = "default"
 HTTP_FORBIDDEN = 403
-HTTP_NOT_FOUND = 404
 SYNC_SECONDS = 30.0
 DEBOUNCE_SECONDS = 0.2
 
@@ -128,7 +127,7 @@ class Cluster:
         try:
             return self.kube.list_custom_objects(KUEUE_WORKLOADS, namespace=namespace)
         except KubeError as error:
-            if error.status in (HTTP_NOT_FOUND, HTTP_FORBIDDEN):
+            if error.not_found or error.status == HTTP_FORBIDDEN:
                 return []
             where = f" in namespace {namespace}" if namespace else " in all namespaces"
             raise ReadError(_describe(error, f"list {KUEUE_WORKLOADS}{where}")) from error
@@ -155,7 +154,7 @@ class Cluster:
         try:
             return readers[kind](namespace, name)
         except KubeError as error:
-            if error.status == HTTP_NOT_FOUND:
+            if error.not_found:
                 return None
             raise ReadError(_describe(error, f"get {kind} {namespace}/{name}")) from error
 

@@ -17,7 +17,7 @@ from placement.constants import (
     TOPOLOGY_ANNOTATION,
 )
 from placement.gang import gang_of
-from placement.jobset import exclusive_jobs, jobset_startup, parse_bool
+from placement.jobset import jobset_startup, parse_bool
 from placement.objects import (
     Obj,
     annotations_of,
@@ -40,6 +40,7 @@ from placement.status import (
     Snapshot,
     WaitReason,
     domain_statuses,
+    exclusive_child_jobs,
     is_exclusive_job,
     job_progress,
     resolved_strategy,
@@ -148,6 +149,7 @@ def unblock_hints(progress: JobProgress, domains: Sequence[DomainStatus]) -> lis
             "e.g. a quota or an admission webhook"
         ],
         WaitReason.LEADER_GATED: ["removing that scheduling gate, which this project does not own"],
+        WaitReason.ALL_OR_NOTHING_GANG_INCOMPLETE: _gang_incomplete_hints(progress),
         WaitReason.RESIZE_PENDING: _resizer_hints(),
         WaitReason.FOLLOWERS_GATED: _resizer_hints(),
         WaitReason.FOLLOWERS_UNSCHEDULABLE: [
@@ -207,6 +209,17 @@ def _domain_hints(progress: JobProgress, domains: Sequence[DomainStatus], free: 
     return hints
 
 
+def _gang_incomplete_hints(progress: JobProgress) -> list[str]:
+    return [
+        f"the other Jobs of JobSet {progress.namespace}/{progress.jobset} getting their leaders bound: "
+        f"kubectl exclusive-placement explain jobset/{progress.jobset} -n {progress.namespace} shows what "
+        "each of them waits for",
+        "else the resizer's all-or-nothing time-out (--all-or-nothing-timeout-seconds, 300 s by default): it "
+        "suspends the JobSet's Jobs with a released leader, freeing their domains, and the JobSet queues "
+        "again for all of them at once",
+    ]
+
+
 def _resizer_hints() -> list[str]:
     return [
         "the resizer, which acts within a second: check that one replica runs and holds its Lease "
@@ -256,18 +269,18 @@ def explain_jobset(snapshot: Snapshot, jobset: Obj, events: Iterable[Obj]) -> st
     """`snapshot.jobs` are the JobSet's child Jobs."""
     name = str(metadata(jobset).get("name") or "")
     lines = [f"JobSet {_name(jobset)}"]
-    want = exclusive_jobs(jobset)
-    if want == 0:
+    children = exclusive_child_jobs(jobset, snapshot.jobs)
+    if children.wanted == 0:
         lines.append(
             "  asks for no exclusive placement (no topology annotation on it or its replicated Jobs)"
         )
         return "\n".join(lines)
-    exclusive = [job for job in snapshot.jobs if is_exclusive_job(job)]
+    exclusive = list(children.jobs)
     keys = sorted({key for job in exclusive if (key := topology_key_of_job(job))})
     lines.append(
         _field(
             "Exclusive Jobs",
-            f"{len(exclusive)} of {want} created" + (f", on {', '.join(keys)}" if keys else ""),
+            f"{len(exclusive)} of {children.wanted} created" + (f", on {', '.join(keys)}" if keys else ""),
         )
     )
     lines.append(_field("All-or-nothing", _all_or_nothing(jobset, exclusive)))
@@ -300,11 +313,11 @@ def explain_jobset(snapshot: Snapshot, jobset: Obj, events: Iterable[Obj]) -> st
         lines.append(f"  {first_waiting.waiting.message}")
         lines.append("What would unblock it:")
         lines += [f"  - {hint}" for hint in unblock_hints(first_waiting, domains)]
-    elif len(exclusive) < want:
+    elif children.missing:
         lines.append(
             _field(
                 "Next",
-                f"JobSet's controller creates the other {want - len(exclusive)} Jobs (events say why not)",
+                f"JobSet's controller creates the other {children.missing} Jobs (events say why not)",
             )
         )
     lines += _events(events, {("JobSet", name)} | {("Job", str(metadata(j).get("name"))) for j in exclusive})

@@ -1,7 +1,9 @@
 """The Kubernetes plumbing the webhook and the resizer share, written once.
 
 - `client`: the API client (one `--server` / `--kubeconfig` / `$KUBECONFIG` / in-cluster / `~/.kube/config`
-  order), `Kube` (raw JSON calls with client-side timeouts), `KubeError` (every failure, one shape).
+  order), `Kube` (raw JSON calls with client-side timeouts), `KubeError` (every failure, one shape;
+  `not_found` and `conflict` are how 404 and 409 are asked, `is_not_found` / `is_conflict` of a raw
+  response's status).
 - `generic`: `GenericClient`, any kind by name (create, get, list, watch, patch, delete, discovery, tokens,
   access reviews) on `client.Transport` (`Kube`'s own): the one client of devstack, the benchmarks and the
   kube tier.

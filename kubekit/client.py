@@ -14,6 +14,7 @@ import os
 import socket
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
+from http import HTTPStatus
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
@@ -146,9 +147,29 @@ class KubeError(Exception):
         return self.status is None or self.status in RETRYABLE_STATUSES
 
     @property
+    def not_found(self) -> bool:
+        return is_not_found(self.status)
+
+    @property
+    def conflict(self) -> bool:
+        return is_conflict(self.status)
+
+    @property
     def label(self) -> str:
         """A short, bounded metric label: the status code, or `connection`."""
         return str(self.status) if self.status is not None else "connection"
+
+
+def is_not_found(status: int | None) -> bool:
+    """404: no such object, or no such kind (an API group the server does not serve). A `KubeError`'s
+    status (`KubeError.not_found`), or a raw HTTP response's."""
+    return status == HTTPStatus.NOT_FOUND
+
+
+def is_conflict(status: int | None) -> bool:
+    """409: the object already exists (a create), or a precondition no longer holds (a uid, a
+    resourceVersion). A `KubeError`'s status (`KubeError.conflict`), or a raw HTTP response's."""
+    return status == HTTPStatus.CONFLICT
 
 
 def _translate(error: Exception) -> KubeError:

@@ -213,7 +213,7 @@ class LeaderElector:
         try:
             lease = self.kube.get_lease(namespace, name, timeout=self._timeout)
         except KubeError as error:
-            if error.status != 404:
+            if not error.not_found:
                 raise
             record = next_record(None, identity, self.config.lease_duration, now)
             try:
@@ -221,7 +221,7 @@ class LeaderElector:
                     namespace, self._lease({"metadata": {"name": name}}, record), timeout=self._timeout
                 )
             except KubeError as create_error:
-                if create_error.status == 409:
+                if create_error.conflict:
                     return False
                 raise
             self._observe(record)
@@ -236,7 +236,7 @@ class LeaderElector:
         try:
             self.kube.replace_lease(namespace, name, self._lease(lease, wanted), timeout=self._timeout)
         except KubeError as error:
-            if error.status == 409:
+            if error.conflict:
                 return False
             raise
         self._observe(wanted)

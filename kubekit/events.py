@@ -56,8 +56,6 @@ NOTE_LIMIT = 1024
 """The API server refuses a longer note (events.k8s.io/v1 validation)."""
 FIELD_LIMIT = 128
 """Longest reportingInstance, action and reason the API server accepts."""
-CONFLICT = 409
-NOT_FOUND = 404
 
 
 class EventType(StrEnum):
@@ -390,13 +388,13 @@ class EventRecorder:
                     self._metrics.event_writes.labels("patch").inc()
                     return False
                 except KubeError as error:
-                    if error.status != NOT_FOUND:
+                    if not error.not_found:
                         raise
             self._sink.create_event(write.namespace, write.body())
             self._metrics.event_writes.labels("create").inc()
             return False
         except KubeError as error:
-            if error.status is None or (error.status == CONFLICT and write.series is not None):
+            if error.status is None or (error.conflict and write.series is not None):
                 log.info(
                     "unable to write event %s (will retry): %s", write.reason, error, extra=_about(write)
                 )

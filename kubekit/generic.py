@@ -109,7 +109,7 @@ class GenericClient:
         try:
             resources = self.transport.request("GET", f"/{prefix}").get("resources") or []
         except KubeError as err:
-            if err.status == 404:
+            if err.not_found:
                 raise UnservedKind(f"the API server does not serve {api_version} (kind {kind})") from None
             raise
         for resource in resources:
@@ -131,7 +131,7 @@ class GenericClient:
         try:
             return self.create(obj, namespace=namespace)
         except KubeError as err:
-            if err.status != 409:
+            if not err.conflict:
                 raise
         rtype = self.served_type(str(obj.get("apiVersion") or ""), obj["kind"])
         path = object_path(rtype, obj["metadata"]["name"], _namespace(obj, namespace, rtype))
@@ -166,7 +166,7 @@ class GenericClient:
         try:
             self.transport.request("DELETE", path, body=options)
         except KubeError as err:
-            if err.status != 404:
+            if not err.not_found:
                 raise
 
     def patch(

@@ -18,6 +18,8 @@ scheduler's verdict from the pod's `PodScheduled` condition.
 - `waits_for_a_held_domain(progress, domains)`: whether a Job waits for a domain another Job holds;
   `pod_wait_reason(pod)`: why one pod is not running yet, in the cluster's words.
 - `stepped_over_jobsets(events)`: the JobSets the resizer's Events say it stepped over.
+- `exclusive_child_jobs(jobset, jobs)`: a JobSet's exclusive child Jobs that exist, and how many it asks
+  for (`explain jobset`'s count, and the shortfall devstack's stall report counts).
 
 The plugin reads it, and so does devstack's stall report (`devstack.diagnosis`), which only words and groups
 what it decides.
@@ -60,7 +62,6 @@ from placement.gang import (
     GangState,
     admitted_gang,
     build_gang,
-    gang_complete,
     gang_of,
     held_nodes,
     node_view,
@@ -70,6 +71,7 @@ from placement.gang import (
     record_of_pods,
     trusted_member,
 )
+from placement.jobset import exclusive_jobs
 from placement.kueue import kueue_queued
 from placement.leader import belongs_to, is_live, pick_leader
 from placement.objects import (
@@ -92,7 +94,7 @@ from placement.objects import (
     topology_key_of_job,
     topology_key_of_pod,
 )
-from placement.resize import has_gate, job_ref
+from placement.resize import gang_incomplete, has_gate, job_ref
 from placement.strategy import is_indexed
 
 
@@ -108,6 +110,9 @@ class WaitReason(StrEnum):
     LEADER_GATED = "leader-gated"
     LEADER_PENDING = "leader-pending"
     LEADER_UNSCHEDULABLE = "leader-unschedulable"
+    ALL_OR_NOTHING_GANG_INCOMPLETE = "all-or-nothing-gang-incomplete"
+    """Its leader is bound; the other Jobs of its all-or-nothing JobSet have not all bound theirs, and the
+    resizer grows it (or releases its followers) only once they have (the resizer's `gang-incomplete`)."""
     RESIZE_PENDING = "resize-pending"
     FOLLOWERS_GATED = "followers-gated"
     FOLLOWERS_NOT_CREATED = "followers-not-created"
@@ -462,9 +467,10 @@ def job_progress(snapshot: Snapshot, job: Obj) -> JobProgress:
     domain = ""
     if is_indexed(job):
         domain = _leader_steps(snapshot, job, pods, key, walk)
+        incomplete = _incomplete_gang(snapshot, job)
         if labels_of(job).get(RESIZE_LABEL) is not None:
-            _resize_step(snapshot, job, key, domain, walk)
-        _pods_step(job, pods, key, domain, walk)
+            _resize_step(job, key, domain, walk, incomplete_gang=incomplete)
+        _pods_step(job, pods, key, domain, walk, incomplete_gang=incomplete)
     else:
         domain = _shared_domain(snapshot, pods, key)
         _non_indexed_pods_step(job, pods, key, domain, walk)
@@ -585,29 +591,54 @@ def _gates(pod: Obj) -> set[str]:
     return {str(gate.get("name")) for gate in gates if isinstance(gate, dict)}
 
 
-def _resize_step(snapshot: Snapshot, job: Obj, key: str, domain: str, walk: _Walk) -> None:
+def _resize_step(job: Obj, key: str, domain: str, walk: _Walk, *, incomplete_gang: str | None) -> None:
+    """`incomplete_gang`: what the Job's all-or-nothing gang still lacks (`_incomplete_gang`)."""
     size = target_size(job)
     pending = labels_of(job).get(RESIZE_LABEL) == RESIZE_PENDING
     if not pending:
         walk.step("resized", True, f"to {size} pods")
         return
-    gang_id = gang_of(job)
-    gang = snapshot.gangs.get(gang_id) if gang_id is not None else None
-    if gang is not None and not gang_complete(gang):
-        bound = len({lead.job for lead in gang.leaders if lead.node is not None and not lead.gated})
-        message = (
-            f"leader bound in {key}={domain}; all-or-nothing: the Job grows to {size} pods once every Job of "
-            f"JobSet {gang.id.namespace}/{gang.id.jobset} has a bound leader ({bound} of {gang.size})"
+    if incomplete_gang is not None:
+        wait = (
+            WaitReason.ALL_OR_NOTHING_GANG_INCOMPLETE,
+            f"leader bound in {key}={domain}; all-or-nothing: the Job grows to {size} pods once "
+            f"{incomplete_gang}",
         )
     else:
-        message = (
+        wait = (
+            WaitReason.RESIZE_PENDING,
             f"leader bound in {key}={domain}; the resizer grows the Job to {size} pods within a second of "
-            "the bind: is a resizer running and holding its Lease?"
+            "the bind: is a resizer running and holding its Lease?",
         )
-    walk.step(f"resized to {size}", False, wait=(WaitReason.RESIZE_PENDING, message))
+    walk.step(f"resized to {size}", False, wait=wait)
 
 
-def _pods_step(job: Obj, pods: list[Obj], key: str, domain: str, walk: _Walk) -> None:
+def _incomplete_gang(snapshot: Snapshot, job: Obj) -> str | None:
+    """What the Job's all-or-nothing gang still lacks, as the resizer decides it (`gang_incomplete`): "every
+    Job of JobSet <ns>/<name> has a bound leader (1 of 2)"; None when the Job is in no gang or its gang is
+    complete."""
+    gang_id = gang_of(job)
+    if gang_id is None:
+        return None
+    gang = snapshot.gangs.get(gang_id)
+    if not gang_incomplete(job, gang):
+        return None
+    bound = (
+        f"{_bound_leaders(gang)} of {gang.size}"
+        if gang is not None
+        else "the all-or-nothing queue shows none of its leaders"
+    )
+    return f"every Job of JobSet {gang_id.namespace}/{gang_id.jobset} has a bound leader ({bound})"
+
+
+def _bound_leaders(gang: Gang) -> int:
+    """The Jobs of the gang with a released leader bound to a node."""
+    return len({leader.job for leader in gang.leaders if leader.node is not None and not leader.gated})
+
+
+def _pods_step(
+    job: Obj, pods: list[Obj], key: str, domain: str, walk: _Walk, *, incomplete_gang: str | None
+) -> None:
     live = [pod for pod in pods if is_live(pod)]
     bound = [pod for pod in live if node_name(pod) is not None]
     gated = [pod for pod in live if has_gate(pod, LEADER_SCHEDULED_GATE)]
@@ -618,12 +649,7 @@ def _pods_step(job: Obj, pods: list[Obj], key: str, domain: str, walk: _Walk) ->
     verdicts = [verdict for pod in unbound if (verdict := scheduler_verdict(pod))]
     wait: tuple[WaitReason, str] | None = None
     if gated:
-        wait = (
-            WaitReason.FOLLOWERS_GATED,
-            f"{_count(len(gated), 'follower')} carry the scheduling gate {LEADER_SCHEDULED_GATE}: the "
-            "resizer pins them to their leader's domain and removes it once the leader is bound "
-            "(all-or-nothing: once every Job of the JobSet has a bound leader)",
-        )
+        wait = _gated_followers_wait(len(gated), incomplete_gang)
     elif verdicts:
         wait = (
             WaitReason.FOLLOWERS_UNSCHEDULABLE,
@@ -635,6 +661,20 @@ def _pods_step(job: Obj, pods: list[Obj], key: str, domain: str, walk: _Walk) ->
         wait = _missing_pods(job, len(live), expected)
     done = walk.waiting is None and wait is None and len(bound) >= expected
     walk.step("pods placed", done, detail, wait)
+
+
+def _gated_followers_wait(gated: int, incomplete_gang: str | None) -> tuple[WaitReason, str]:
+    carry = f"{_count(gated, 'follower')} carry the scheduling gate {LEADER_SCHEDULED_GATE}"
+    if incomplete_gang is not None:
+        return (
+            WaitReason.ALL_OR_NOTHING_GANG_INCOMPLETE,
+            f"{carry}; all-or-nothing: the resizer pins them to their leader's domain and removes it once "
+            f"{incomplete_gang}",
+        )
+    return (
+        WaitReason.FOLLOWERS_GATED,
+        f"{carry}: the resizer pins them to their leader's domain and removes it once the leader is bound",
+    )
 
 
 def _shared_domain(snapshot: Snapshot, pods: list[Obj], key: str) -> str:
@@ -845,6 +885,35 @@ def stepped_over_jobsets(events: Iterable[Obj]) -> frozenset[tuple[str, str]]:
         ):
             found.add((str(regarding.get("namespace") or ""), str(regarding["name"])))
     return frozenset(found)
+
+
+@dataclass(frozen=True)
+class ExclusiveChildJobs:
+    """A JobSet's child Jobs that ask for exclusive placement: those that exist, and how many it asks for."""
+
+    jobs: tuple[Obj, ...]
+    wanted: int
+    """Its exclusive replicated Jobs' replicas (`placement.jobset.exclusive_jobs`); 0: it asks for none."""
+
+    @property
+    def missing(self) -> int:
+        return max(0, self.wanted - len(self.jobs))
+
+
+def exclusive_child_jobs(jobset: Obj, jobs: Iterable[Obj]) -> ExclusiveChildJobs:
+    """The exclusive Jobs of `jobs` that are `jobset`'s (its namespace and name label), and how many its
+    exclusive replicated Jobs ask for. Its other child Jobs are left out of both counts: exclusive placement
+    neither places them nor is ever why they are missing (its Job webhook is not called for them)."""
+    name = str(metadata(jobset).get("name") or "")
+    namespace = namespace_of(jobset)
+    mine = tuple(
+        job
+        for job in jobs
+        if namespace_of(job) == namespace
+        and labels_of(job).get(JOBSET_NAME_LABEL) == name
+        and is_exclusive_job(job)
+    )
+    return ExclusiveChildJobs(mine, exclusive_jobs(jobset))
 
 
 def placement_status(snapshot: Snapshot, namespace: str | None) -> tuple[list[DomainStatus], list[Waiting]]:

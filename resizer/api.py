@@ -4,12 +4,13 @@
 - A retryable failure (429, 408, 5xx, connection) raises `Retry`: the key is retried with backoff.
 - A write raises `NotLeading` unless this replica holds the Lease, checked before every write.
 - A delete whose uid precondition fails (409) is None too: the pod of that uid is gone.
-- `on_conflict`: the one loop that reads again and decides again when a write's precondition was stale.
+- `on_conflict`: the one loop that reads again and decides again when a write's precondition was stale
+  (`stale_write`: a 409, or a JSON patch whose `test` failed).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import TypeVar
 
@@ -22,10 +23,15 @@ from resizer.metrics import Metrics
 T = TypeVar("T")
 
 MAX_CONFLICT_ROUNDS = 5
-CONFLICT = 409
 TEST_FAILED = 422
 """A JSON patch whose `test` failed: what was tested (a scheduling gate, a Job's generation) changed under
 us."""
+
+
+def stale_write(error: KubeError) -> bool:
+    """The API server refused a write because what it was decided on changed: a precondition (uid,
+    resourceVersion) no longer holds (409), or a JSON patch's `test` failed (422)."""
+    return error.conflict or error.status == TEST_FAILED
 
 
 def rfc3339_now() -> str:
@@ -80,7 +86,7 @@ class Api:
         try:
             return self._call(self.kube.delete_pod, namespace, name, uid)
         except KubeError as error:
-            if error.status != CONFLICT:
+            if not error.conflict:
                 raise
             return None
 
@@ -91,10 +97,9 @@ class Api:
         obj: Obj | None,
         attempt: Callable[[Obj], T],
         reread: Callable[[], Obj | None],
-        conflicts: Collection[int] = (CONFLICT,),
     ) -> T | None:
         """`attempt(obj)` decides on `obj` and writes with a precondition; when the API server refuses it
-        (a status in `conflicts`), `obj` is read again (`reread`) and decided again, up to
+        (`stale_write`), `obj` is read again (`reread`) and decided again, up to
         `MAX_CONFLICT_ROUNDS` times, then `Retry("conflict")` (client-go's `retry.RetryOnConflict`).
         None when `obj` is, or turns out to be, gone."""
         for _ in range(MAX_CONFLICT_ROUNDS):
@@ -103,7 +108,7 @@ class Api:
             try:
                 return attempt(obj)
             except KubeError as error:
-                if error.status not in conflicts:
+                if not stale_write(error):
                     raise
                 self.metrics.conflicts.inc()
             obj = reread()
@@ -113,7 +118,7 @@ class Api:
         try:
             return call(*args)
         except KubeError as error:
-            if error.status == 404:
+            if error.not_found:
                 return None
             if error.retryable:
                 self.metrics.errors.labels(error.label).inc()

@@ -42,7 +42,7 @@ from placement.resize import (
     decide_recorded_release,
     has_gate,
 )
-from resizer.api import CONFLICT, TEST_FAILED, rfc3339_now
+from resizer.api import rfc3339_now
 from resizer.context import Context, WithContext
 from resizer.notes import NoteOnce
 from resizer.recorder import (
@@ -129,7 +129,6 @@ class FollowerReconciler(WithContext):
             follower,
             lambda current: self._release_once(key, current, leaders),
             lambda: self._read(follower),
-            conflicts=(CONFLICT, TEST_FAILED),
         )
 
     def _release_once(self, key: str, follower: Obj, leaders: JobLeaders) -> str | None:

@@ -30,7 +30,7 @@ from placement.gang import (
     release_patch,
 )
 from placement.objects import Obj, metadata, namespace_of
-from resizer.api import CONFLICT, TEST_FAILED, rfc3339_now
+from resizer.api import rfc3339_now
 from resizer.context import Context, WithContext
 from resizer.notes import NoteOnce
 from resizer.recorder import Action, Outcome, Reason, jobset_reference
@@ -230,7 +230,6 @@ class GangReconciler(WithContext):
             self.caches.leaders.get(pod_key),
             lambda pod: self._ungate_once(gang, pod),
             lambda: self.api.get_pod(namespace, name),
-            conflicts=(CONFLICT, TEST_FAILED),
         )
         return ungated or 0
 
@@ -279,7 +278,7 @@ class GangReconciler(WithContext):
             try:
                 patched = self.api.patch_job(namespace, name, suspend_patch(uid))
             except KubeError as error:
-                if error.status != CONFLICT:
+                if not error.conflict:
                     raise
                 patched = None  # that Job was deleted and re-created: not the one timed out
             self._suspended[timeout.gang, uid] = now

@@ -17,7 +17,6 @@ from placement.affinity import leader_domain
 from placement.leader import pick_leader
 from placement.objects import Obj, metadata, namespace_of, node_name
 from placement.resize import ResizeDecision, SkipReason, decide_resize, job_ref, topology_key
-from resizer.api import CONFLICT, TEST_FAILED
 from resizer.context import Context, WithContext
 from resizer.notes import NoteOnce
 from resizer.recorder import Action, Outcome, Reason, job_reference, pod_reference
@@ -46,7 +45,6 @@ class ResizeReconciler(WithContext):
                 job,
                 lambda current: self._resize(key, current),
                 lambda: self._read(key, job),
-                conflicts=(CONFLICT, TEST_FAILED),
             )
         return DONE
 

@@ -16,7 +16,6 @@ import logging
 from kubekit.controller import DONE, Result
 from placement.objects import Obj, metadata, namespace_of
 from placement.retire import decide_retire
-from resizer.api import CONFLICT, TEST_FAILED
 from resizer.context import Context, WithContext
 from resizer.notes import NoteOnce
 
@@ -36,7 +35,6 @@ class RetireReconciler(WithContext):
                 job,
                 lambda current: self._retire(key, current),
                 lambda: self._read(job),
-                conflicts=(CONFLICT, TEST_FAILED),
             )
         return DONE
 

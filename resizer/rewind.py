@@ -15,7 +15,6 @@ import logging
 from kubekit.controller import DONE, Result
 from placement.objects import Obj, metadata, namespace_of
 from placement.rewind import decide_rewind
-from resizer.api import CONFLICT, TEST_FAILED
 from resizer.context import Context, WithContext
 from resizer.notes import NoteOnce
 
@@ -35,7 +34,6 @@ class RewindReconciler(WithContext):
                 job,
                 lambda current: self._rewind(key, current),
                 lambda: self._read(job),
-                conflicts=(CONFLICT, TEST_FAILED),
             )
         return DONE
 

@@ -22,7 +22,6 @@ from placement.objects import Obj, node_name
 from webhook.metrics import Metrics
 
 LEADER_SELECTOR = f"{ROLE_LABEL}={ROLE_LEADER}"
-HTTP_NOT_FOUND = 404
 INFORMER_STOP_SECONDS = 5.0
 
 
@@ -52,7 +51,7 @@ class KubeLiveApi:
         try:
             return self._kube.get_node(name, timeout=self._timeout)
         except KubeError as err:
-            if err.status == HTTP_NOT_FOUND:
+            if err.not_found:
                 return None
             raise
 

@@ -26,7 +26,6 @@ from placement.objects import Obj, metadata
 from webhook.metrics import Metrics
 
 DEFAULT_CAPACITY = 4096
-HTTP_NOT_FOUND = 404
 JOBSETS = CustomResource(JOBSET_GROUP, JOBSET_VERSION, JOBSET_PLURAL)
 
 
@@ -83,9 +82,7 @@ class JobSetDirectory:
         try:
             jobset = self._api.get_jobset(ref.namespace, ref.name)
         except KubeError as error:
-            self._metrics.jobset_lookups.labels(
-                "not_found" if error.status == HTTP_NOT_FOUND else "error"
-            ).inc()
+            self._metrics.jobset_lookups.labels("not_found" if error.not_found else "error").inc()
             return JobSetUnknown(ref, str(error))
         uid = str(metadata(jobset).get("uid") or "")
         if ref.uid and uid != ref.uid:

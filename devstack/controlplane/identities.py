@@ -89,7 +89,7 @@ def ensure_namespace(client: GenericClient, name: str) -> None:
     try:
         client.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
     except KubeError as err:
-        if err.status != 409:
+        if not err.conflict:
             raise
 
 

@@ -3,10 +3,12 @@ soak's pure checks."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from bench.soak import (
@@ -14,6 +16,8 @@ from bench.soak import (
     QUICK,
     PodFollower,
     SimultaneousExclusivity,
+    SoakError,
+    create_job,
     job_names,
     job_outcomes,
     main,
@@ -207,3 +211,27 @@ def test_the_pod_watch_has_caught_up_only_with_every_final_state_and_deletion(
     for name, version in known:
         follower.known[name] = _pod(name, version)
     assert follower.has_seen([_pod(name, version) for name, version in final]) is seen
+
+
+def create_answered(status: int) -> None:
+    """`create_job` against an API server that answers every request with `status`."""
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(status, json={"kind": "Status", "code": status})
+
+    async def create() -> None:
+        async with httpx.AsyncClient(transport=httpx.MockTransport(answer), base_url="http://api") as http:
+            await create_job(http, {"metadata": {"name": "j"}})
+
+    asyncio.run(create())
+
+
+def test_creating_a_job_that_an_earlier_attempt_created_is_not_an_error() -> None:
+    create_answered(409)
+
+
+@pytest.mark.parametrize("status", [403, 404, 422])
+def test_creating_a_job_refused_otherwise_is_an_error_with_the_status(status: int) -> None:
+    with pytest.raises(SoakError, match=f"HTTP {status}") as refused:
+        create_answered(status)
+    assert refused.value.status == status

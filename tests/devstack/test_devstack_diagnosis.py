@@ -21,6 +21,7 @@ from devstack.diagnosis import (
 )
 from devstack.report import JobStatus
 from devstack.stall import StallWatcher
+from kubectl_plugin.explain import explain_jobset
 from kubekit.client import KubeError
 from kubekit.generic import GenericClient
 from placement.constants import (
@@ -29,6 +30,7 @@ from placement.constants import (
     GPU_RESOURCE,
     JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION,
     JOBSET_NAME_LABEL,
+    JOBSET_NODE_SELECTOR_ANNOTATION,
     LEADER_SCHEDULED_GATE,
     RESIZE_LABEL,
     TARGET_COMPLETIONS_ANNOTATION,
@@ -38,6 +40,7 @@ from placement.status import Snapshot
 from tests.support.builders import make_job, make_pod, make_workload
 
 NS = "default"
+QUEUED_AT = "2026-01-01T00:00:00Z"
 NOT_IN_POOL = "node(s) didn't match Pod's node affinity/selector"
 TOO_FEW_GPUS = f"0/8 nodes are available: 2 Insufficient {GPU_RESOURCE}, 6 {NOT_IN_POOL}."
 TAKEN = "0/16 nodes are available: 16 node(s) didn't satisfy existing pods anti-affinity rules."
@@ -74,13 +77,16 @@ def job(
     resize: str | None = None,
     suspend: bool = False,
     jobset: str | None = "training",
+    gang: int | None = None,
 ) -> dict[str, Any]:
-    """An Indexed Job of JobSet `jobset` (None: of none); with `resize` it is admitted at size 1 and `pods`
-    is its target."""
+    """An Indexed Job of JobSet `jobset` (None: of none), with `gang` one of that all-or-nothing JobSet's
+    `gang` Jobs; with `resize` it is admitted at size 1 and `pods` is its target."""
     built = make_job(name, NS).annotation(JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION, key)
     built.limits(**{GPU_RESOURCE: str(gpus)}).uid(f"{name}-uid")
     if jobset is not None:
         built.label(JOBSET_NAME_LABEL, jobset)
+    if jobset is not None and gang is not None:
+        built.in_gang(jobset, gang, queued_at=QUEUED_AT)
     size = pods
     if resize is not None:
         built.label(RESIZE_LABEL, resize).annotation(TARGET_COMPLETIONS_ANNOTATION, str(pods))
@@ -99,9 +105,13 @@ def pod(
     gated: bool = False,
     scheduler: str | None = None,
     key: str = GKE_NODEPOOL_LABEL,
+    gang: int | None = None,
 ) -> dict[str, Any]:
-    """As the webhook admitted it: the topology key it is exclusive on in its annotations."""
+    """As the webhook admitted it: the topology key it is exclusive on in its annotations; with `gang`, a
+    pod of one of JobSet training's `gang` all-or-nothing Jobs."""
     built = make_pod(f"{job_name}-{index}-abcde", NS).job_label(job_name).index(index).topology(key)
+    if gang is not None:
+        built.in_gang("training", gang, queued_at=QUEUED_AT)
     built.node(node or None).phase("Running" if node else "Pending")
     if gated:
         built.gated()
@@ -129,10 +139,23 @@ def half_placed(name: str, pool_nodes: list[str], pods: int = 8, per_pool: int =
     return placed + [pod(name, i, unschedulable=TOO_FEW_GPUS) for i in range(per_pool, pods)]
 
 
-def jobset(replicas: int) -> dict[str, Any]:
+def jobset(replicas: int, *, plain_replicas: int = 0) -> dict[str, Any]:
+    """JobSet training: `replicas` exclusive workers (JobSet's exclusive-topology annotation, as in the
+    example), after `plain_replicas` of a replicated Job whose template opts out (JobSet's node-selector
+    mode, which this project leaves to JobSet)."""
+    plain = {
+        "name": "plain",
+        "replicas": plain_replicas,
+        "template": {"metadata": {"annotations": {JOBSET_NODE_SELECTOR_ANNOTATION: "true"}}, "spec": {}},
+    }
+    workers = {"name": "workers", "replicas": replicas, "template": {"spec": {}}}
     return {
-        "metadata": {"name": "training", "namespace": NS},
-        "spec": {"replicatedJobs": [{"replicas": replicas}]},
+        "metadata": {
+            "name": "training",
+            "namespace": NS,
+            "annotations": {JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION: GKE_NODEPOOL_LABEL},
+        },
+        "spec": {"replicatedJobs": [plain, workers] if plain_replicas else [workers]},
     }
 
 
@@ -217,7 +240,21 @@ def test_a_jobset_short_of_jobs_reports_its_failure_or_the_shortfall() -> None:
         "(failed to call webhook: All connection attempts failed)"
     )
     silent = diagnose(snapshot(nodes(8, 4), [job("w-0")], [], [], [jobset(4)]))
-    assert ReasonGroup(1, "JobSet", "1 of 4 child Jobs created, no failure reported") in silent.groups
+    assert (
+        ReasonGroup(1, "JobSet", "1 of 4 exclusive child Jobs created, no failure reported") in silent.groups
+    )
+
+
+def test_a_jobset_short_only_of_child_jobs_this_project_does_not_place_is_not_reported_short() -> None:
+    """Counted as `explain jobset` counts them: its Jobs this project places (those missing, JobSet's
+    controller is the one to ask), and the same numbers there."""
+    short_of_plain = snapshot(nodes(8, 4), [job("w-0"), job("w-1")], [], [], [jobset(2, plain_replicas=1)])
+    assert not [g for g in diagnose(short_of_plain).groups if g.unit == "JobSet"]
+    short_of_workers = replace(short_of_plain, jobsets=[jobset(3, plain_replicas=1)])
+    group = ReasonGroup(1, "JobSet", "2 of 3 exclusive child Jobs created, no failure reported")
+    assert group in diagnose(short_of_workers).groups
+    explained = explain_jobset(short_of_workers.snapshot, jobset(3, plain_replicas=1), [])
+    assert "Exclusive Jobs:  2 of 3 created" in explained
 
 
 def test_the_fingerprint_ignores_details_but_not_counts() -> None:
@@ -228,6 +265,24 @@ def test_the_fingerprint_ignores_details_but_not_counts() -> None:
     assert (
         one.fingerprint != Diagnosis((ReasonGroup(3, "Job", "FailedCreate: x", "pod a"),), ("h",)).fingerprint
     )
+
+
+def gang_half_bound() -> Reading:
+    """JobSet training, all-or-nothing, of 2 elastic Jobs: w-0's leader bound, w-1's unschedulable."""
+    jobs = [job(f"w-{j}", pods=2, resize="pending", gang=2) for j in range(2)]
+    pods = [pod("w-0", 0, node="n0", gang=2), pod("w-1", 0, unschedulable="0/8 nodes: 8 taint", gang=2)]
+    return snapshot(nodes(8, 4), jobs, pods)
+
+
+def test_a_job_waiting_for_the_other_leaders_of_its_jobset_has_its_own_group_not_the_resizers() -> None:
+    groups = diagnose(gang_half_bound()).groups
+    assert (
+        ReasonGroup(
+            1, "Job", "leader bound, waiting for the other Jobs of its all-or-nothing JobSet to bind theirs"
+        )
+        in groups
+    )
+    assert not [g for g in groups if "resize still pending" in g.reason]
 
 
 # --- hints ---------------------------------------------------------------------------------------------
@@ -286,6 +341,14 @@ HINT_CASES: list[tuple[str, Reading, list[str]]] = [
         "leader bound, never resized",
         snapshot(nodes(8, 4), [job("w-0", pods=2, resize="pending")], [pod("w-0", 0, node="n0")]),
         ["Job default/w-0 has a bound leader but still not resized", "--resizer-replicas >= 1"],
+    ),
+    (
+        "leader bound, the other leaders of its all-or-nothing JobSet not",
+        gang_half_bound(),
+        [
+            "Job default/w-0 waits, leader bound, for the other Jobs of its all-or-nothing JobSet to bind",
+            "--all-or-nothing-timeout-seconds",
+        ],
     ),
     (
         "leader bound, followers still gated",

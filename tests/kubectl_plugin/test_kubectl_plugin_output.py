@@ -14,6 +14,7 @@ from placement.constants import (
     ALL_OR_NOTHING_ANNOTATION,
     ALL_OR_NOTHING_GATE,
     JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION,
+    JOBSET_NAME_LABEL,
     RESIZE_DONE,
     STRATEGY_ANNOTATION,
     TOPOLOGY_ANNOTATION,
@@ -194,8 +195,17 @@ def jobset(annotations: dict[str, str], replicas: int = 2) -> Obj:
     }
 
 
+def contended_train() -> Snapshot:
+    """`contended()` with both Jobs children of JobSet train, and a third pool so that two schedulable
+    pools hold its two Jobs (not a capacity problem)."""
+    snapshot = contended()
+    for child in snapshot.jobs:
+        child["metadata"]["labels"][JOBSET_NAME_LABEL] = "train"
+    return Snapshot(pools(3, cordoned=(1,)), snapshot.pods, snapshot.jobs)
+
+
 def test_explain_jobset_lists_its_jobs_and_the_first_that_waits() -> None:
-    text = explain_jobset(contended(), jobset({JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION: POOL}), [])
+    text = explain_jobset(contended_train(), jobset({JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION: POOL}), [])
     lines = text.splitlines()
     assert lines[0] == f"JobSet {NS}/train"
     assert f"Exclusive Jobs:  2 of 2 created, on {POOL}" in lines
@@ -221,7 +231,7 @@ def test_explain_jobset_shows_what_its_jobs_got_next_to_what_it_asks() -> None:
         ALL_OR_NOTHING_ANNOTATION: "true",
         STRATEGY_ANNOTATION: "gate",
     }
-    snapshot = contended()
+    snapshot = contended_train()
     snapshot.jobs[1]["spec"]["template"]["metadata"].setdefault("annotations", {})[STRATEGY_ANNOTATION] = (
         "gate"
     )
@@ -235,6 +245,17 @@ def test_explain_jobset_shows_what_its_jobs_got_next_to_what_it_asks() -> None:
         "its Jobs: elastic x1, gate x1" in text
     )
     assert "admission warning" not in text
+
+
+def test_explain_jobset_counts_only_its_own_exclusive_jobs() -> None:
+    """Jobs of another JobSet, or of no exclusive placement, are neither listed nor counted as created."""
+    base = contended()  # a of JobSet train, b of JobSet eval
+    driver = job(name="driver", labels={JOBSET_NAME_LABEL: "train"})
+    snapshot = Snapshot(base.nodes, base.pods, [*base.jobs, driver])
+    text = explain_jobset(snapshot, jobset({JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION: POOL}), [])
+    assert "Exclusive Jobs:  1 of 2 created" in text
+    assert "Next:            JobSet's controller creates the other 1 Jobs (events say why not)" in text
+    assert not [line for line in text.splitlines() if line.startswith(("  b ", "  driver "))]
 
 
 def test_explain_pod_says_its_role_and_explains_its_job() -> None:
@@ -283,3 +304,20 @@ def test_explain_a_job_of_a_stepped_over_jobset() -> None:
     assert WaitReason.ALL_OR_NOTHING_STEPPED_OVER.value in text
     assert "stepped over" in text
     assert ALL_OR_NOTHING_ANNOTATION in text  # the hint to take domains as they free up
+
+
+def test_explain_a_gang_job_waiting_for_the_other_leaders_points_at_its_jobset_not_the_resizer() -> None:
+    pods = [
+        exclusive_pod("a", 0, node_name="node-0", jobset="big", gang=2),
+        exclusive_pod("b", 0, verdict=UNSCHEDULABLE, jobset="big", gang=2),
+    ]
+    jobs = [exclusive_job(n, jobset="big", gang=2) for n in ("a", "b")]
+    text = explain_job(Snapshot(pools(2), pods, jobs), jobs[0], [])
+    lines = text.splitlines()
+    assert f"Waiting for:     {WaitReason.ALL_OR_NOTHING_GANG_INCOMPLETE.value}" in lines
+    assert (
+        f"  - the other Jobs of JobSet {NS}/big getting their leaders bound: kubectl exclusive-placement "
+        f"explain jobset/big -n {NS} shows what each of them waits for"
+    ) in lines
+    assert any("--all-or-nothing-timeout-seconds" in line for line in lines)
+    assert "Lease" not in text

@@ -19,6 +19,8 @@ from kubekit.client import (
     _translate,
     build_api_client,
     cluster_configuration,
+    is_conflict,
+    is_not_found,
 )
 from webhook.cache import KubeLiveApi
 
@@ -168,6 +170,18 @@ def test_every_failure_is_one_kube_error(
     assert (translated.status, translated.reason, translated.message) == (status, reason, message)
     assert translated.retryable is retryable
     assert translated.label == (str(status) if status else "connection")
+
+
+@pytest.mark.parametrize(
+    ("status", "not_found", "conflict"),
+    [(404, True, False), (409, False, True), (410, False, False), (422, False, False), (None, False, False)],
+)
+def test_not_found_and_conflict_are_404_and_409_alone(
+    status: int | None, not_found: bool, conflict: bool
+) -> None:
+    error = KubeError(status, "Reason")
+    assert (error.not_found, error.conflict) == (not_found, conflict)
+    assert (is_not_found(status), is_conflict(status)) == (not_found, conflict)
 
 
 def test_interrupt_wakes_a_watch_reader_on_a_connection_close_stream() -> None:

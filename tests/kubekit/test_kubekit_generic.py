@@ -110,11 +110,13 @@ def test_an_error_answer_is_a_kube_error_with_the_status_and_the_servers_words(c
     with pytest.raises(KubeError) as missing:
         client.get("ConfigMap", "nope", namespace="ns")
     assert (missing.value.status, missing.value.reason) == (404, "NotFound")
+    assert (missing.value.not_found, missing.value.conflict) == (True, False)
     assert missing.value.message == 'configmaps "nope" not found'
     client.create(config_map("a"), namespace="ns")
     with pytest.raises(KubeError) as conflict:
         client.create(config_map("a"), namespace="ns")
     assert (conflict.value.status, conflict.value.reason) == (409, "AlreadyExists")
+    assert (conflict.value.not_found, conflict.value.conflict) == (False, True)
 
 
 def test_nothing_listening_is_a_connection_level_kube_error() -> None:

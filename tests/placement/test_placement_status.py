@@ -22,6 +22,7 @@ from placement.status import (
     Snapshot,
     WaitReason,
     domain_statuses,
+    exclusive_child_jobs,
     job_progress,
     pod_wait_reason,
     stepped_over_jobsets,
@@ -251,12 +252,46 @@ def test_a_jobset_waiting_for_its_leaders_says_how_many_it_has() -> None:
     assert "1 of the 2 Jobs of JobSet" in message
 
 
-def test_a_gang_job_grows_only_once_every_leader_is_bound() -> None:
+def test_a_gang_job_with_its_leader_bound_waits_for_the_other_leaders_not_for_the_resizer() -> None:
     pods = [gang_leader("a", "big", node_name="node-0"), gang_leader("b", "big", verdict=UNSCHEDULABLE)]
     found = waiting_of([gang_job("a", "big"), gang_job("b", "big")], pods, pools(2))
-    assert found["a"][0] is WaitReason.RESIZE_PENDING
-    assert f"once every Job of JobSet {NS}/big has a bound leader (1 of 2)" in found["a"][1]
+    reason, message = found["a"]
+    assert reason is WaitReason.ALL_OR_NOTHING_GANG_INCOMPLETE
+    assert f"the Job grows to 4 pods once every Job of JobSet {NS}/big has a bound leader (1 of 2)" in message
+    assert "resizer running" not in message
     assert found["b"][0] is WaitReason.LEADER_UNSCHEDULABLE
+
+
+def test_a_gang_job_not_grown_although_every_leader_is_bound_waits_for_the_resizer() -> None:
+    pods = [gang_leader("a", "big", node_name="node-0"), gang_leader("b", "big", node_name="node-1")]
+    found = waiting_of([gang_job("a", "big"), gang_job("b", "big")], pods, pools(2))
+    assert {job: reason for job, (reason, _) in found.items()} == {
+        "a": WaitReason.RESIZE_PENDING,
+        "b": WaitReason.RESIZE_PENDING,
+    }
+    assert "is a resizer running and holding its Lease?" in found["a"][1]
+
+
+def gated_gang(other_leader: Obj) -> dict[str, tuple[str, str]]:
+    """`a` of JobSet big (scheduling-gate: not shrunk), its leader bound and 3 followers gated; the leader
+    of `b`, the other Job of big, as given."""
+    gated = followers("a", 3, jobset="big", gang=2, gates=(LEADER_SCHEDULED_GATE,))
+    pods = [gang_leader("a", "big", node_name="node-0"), *gated, other_leader]
+    jobs = [exclusive_job(n, jobset="big", gang=2, resize=None) for n in ("a", "b")]
+    return waiting_of(jobs, pods, pools(2))
+
+
+def test_gated_followers_of_a_gang_job_wait_for_the_other_leaders_of_its_jobset() -> None:
+    reason, message = gated_gang(gang_leader("b", "big", verdict=UNSCHEDULABLE))["a"]
+    assert reason is WaitReason.ALL_OR_NOTHING_GANG_INCOMPLETE
+    assert f"3 followers carry the scheduling gate {LEADER_SCHEDULED_GATE}" in message
+    assert f"once every Job of JobSet {NS}/big has a bound leader (1 of 2)" in message
+
+
+def test_gated_followers_of_a_complete_gang_wait_for_the_resizer() -> None:
+    reason, message = gated_gang(gang_leader("b", "big", node_name="node-1"))["a"]
+    assert reason is WaitReason.FOLLOWERS_GATED
+    assert "once the leader is bound" in message
 
 
 # --- domains ------------------------------------------------------------------------------------------------
@@ -457,3 +492,47 @@ def test_the_jobsets_stepped_over_are_read_from_either_api_of_events_and_nothing
         stepped_event(JOBSET_KIND, ""),
     ]
     assert stepped_over_jobsets(events) == {(NS, "big"), (NS, "huge")}
+
+
+# --- a JobSet's exclusive child Jobs ----------------------------------------------------------------------
+
+
+def mixed_jobset(workers: Any = 3) -> Obj:
+    """JobSet train: a driver that asks for no exclusive placement, and `workers` exclusive workers."""
+    exclusive = {"metadata": {"annotations": {TOPOLOGY_ANNOTATION: POOL}}, "spec": {}}
+    return {
+        "apiVersion": "jobset.x-k8s.io/v1alpha2",
+        "kind": "JobSet",
+        "metadata": {"name": "train", "namespace": NS},
+        "spec": {
+            "replicatedJobs": [
+                {"name": "driver", "replicas": 1, "template": {"spec": {}}},
+                {"name": "workers", "replicas": workers, "template": exclusive},
+            ]
+        },
+    }
+
+
+def test_a_jobsets_exclusive_child_jobs_are_its_exclusive_jobs_and_its_exclusive_replicas() -> None:
+    driver = job(name="train-driver-0")
+    driver["metadata"]["labels"] = {JOBSET_NAME_LABEL: "train"}
+    other_namespace = exclusive_job("train-workers-1", jobset="train")
+    other_namespace["metadata"]["namespace"] = "elsewhere"
+    jobs = [
+        driver,
+        exclusive_job("train-workers-0", jobset="train"),
+        other_namespace,
+        exclusive_job("eval-workers-0", jobset="eval"),
+    ]
+    children = exclusive_child_jobs(mixed_jobset(), jobs)
+    assert [c["metadata"]["name"] for c in children.jobs] == ["train-workers-0"]
+    assert (children.wanted, children.missing) == (3, 2)
+
+
+def test_a_jobset_with_every_exclusive_child_job_misses_none_whatever_else_it_lacks() -> None:
+    jobs = [exclusive_job(f"train-workers-{i}", jobset="train") for i in range(3)]
+    assert exclusive_child_jobs(mixed_jobset(), jobs).missing == 0
+
+
+def test_replicas_that_are_not_a_count_are_read_as_one() -> None:
+    assert exclusive_child_jobs(mixed_jobset(workers="3"), []).wanted == 1
