@@ -101,10 +101,17 @@ def _at(obj: dict[str, Any], path: tuple[str, ...]) -> Any:
     return value
 
 
+_STRING_OR_NONE = frozenset({str, type(None)})
+
+
 def _not_a_string_map(value: Any) -> bool:
-    return value is not None and (
-        not isinstance(value, dict) or not all(v is None or isinstance(v, str) for v in value.values())
-    )
+    if value is None:
+        return False
+    if not isinstance(value, dict):
+        return True
+    if _STRING_OR_NONE.issuperset(map(type, value.values())):  # the usual map, checked in C
+        return False
+    return not all(v is None or isinstance(v, str) for v in value.values())
 
 
 _CONTAINERS = (dict, list)
