@@ -6,15 +6,23 @@ One webhook process (`python -m bench.webhook_load --serve ...`: the real app fr
 TLS, httptools + uvloop, plus `POST /noop` added to the same app) is loaded in alternating rounds with:
 
 - `noop`: reads and parses the review, answers Allowed (the floor any admission endpoint pays);
+- `mutate-job`: `/mutate-jobs` for an exclusive JobSet child Job as JobSet v0.12.0 creates it (shrunk,
+  labelled and its pod template annotated; its JobSet read once, before the load, then from memory);
+- `validate-jobset`: `/validate-jobsets` for the CREATE of that exclusive JobSet (`kubectl apply`);
+- `validate-jobset-update`: `/validate-jobsets` for an UPDATE of it that leaves the project's annotations
+  be (a label added): the other case the chart sends that endpoint;
 - `mutate-leader`: `/mutate-pods` for a leader pod (labels + affinity patch);
 - `mutate-follower`: `/mutate-pods` for a follower whose leader is bound (nodeSelector from the cache);
 - `validate-follower`: `/validate-pods` for that follower, already pinned (cache lookup, allowed).
 
+With the default chart pods are admitted by in-API-server policies: the Job and JobSet endpoints are the
+ones every cluster calls; the pod endpoints serve clusters without MutatingAdmissionPolicy.
+
 Each endpoint is measured closed-loop (C concurrent workers, max throughput: req/s, p50/p99) and
-open-loop at a fixed rate (R req/s: p50/p99). Leader lookups must be served from the informer cache:
-the fake API server's request counter (list + get) is read before and after, and the webhook's own
-cache miss counter must stay at zero. Results go to .bench/webhook.json (`make bench-webhook`:
-bench/results/webhook.json).
+open-loop at a fixed rate (R req/s: p50/p99). Every lookup must be served from memory: the fake API
+server's request counter (list + get) is read before and after, the webhook's leader cache miss counter
+must stay at zero and its JobSet lookups must all come from memory. Results go to .bench/webhook.json
+(`make bench-webhook`: bench/results/webhook.json).
 
 The load generator is `hey` when installed (Go, cheap per request), else an async httpx client. The
 ratios only mean something while the server, not the generator, is the bottleneck: when the no-op endpoint
@@ -51,12 +59,24 @@ import httpx
 from fastapi import Request
 from fastapi.responses import JSONResponse
 
+from bench.admission_objects import (
+    JOBS_GVR,
+    JOBSET_CONTROLLER,
+    JOBSETS_GVR,
+    KUBECTL_USER,
+    NAMESPACE,
+    POOL_KEY,
+    child_job,
+    child_job_name,
+    relabelled_jobset,
+    review,
+    stored_jobset,
+)
 from bench.measures import metric_value
 from bench.paths import SCRATCH
 from certs.files import write_dev_certs
 from placement.constants import (
     CONTROLLER_UID_LABEL,
-    GKE_NODEPOOL_LABEL,
     HOSTNAME_LABEL,
     JOB_COMPLETION_INDEX_ANNOTATION,
     JOB_COMPLETION_INDEX_LABEL,
@@ -64,10 +84,16 @@ from placement.constants import (
     JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION,
     JOBSET_JOB_KEY_LABEL,
     JOBSET_NAME_LABEL,
+    RESIZE_LABEL,
+    RESIZE_PENDING,
     ROLE_LABEL,
     ROLE_LEADER,
+    TARGET_COMPLETIONS_ANNOTATION,
+    TOPOLOGY_ANNOTATION,
 )
+from placement.jobset_validation import validate_jobset
 from placement.objects import job_key
+from placement.patch import apply
 from tests.support.fake_api import FakeKubeApi
 from webhook.review import ADMISSION_API_VERSION, ADMISSION_KIND
 from webhook.server import build
@@ -75,18 +101,29 @@ from webhook.settings import WebhookSettings
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_OUT = SCRATCH / "webhook.json"
-POOL_KEY = GKE_NODEPOOL_LABEL
-NAMESPACE = "bench"
-JOB = "trainer-workers-0"
+JOB = child_job_name(0)
 JOB_UID = "3b0e1c5e-8c1a-4a53-9f6d-0d9d3c1f0a11"
-ENDPOINTS = ("noop", "mutate-leader", "mutate-follower", "validate-follower")
+ENDPOINTS = (
+    "noop",
+    "mutate-job",
+    "validate-jobset",
+    "validate-jobset-update",
+    "mutate-leader",
+    "mutate-follower",
+    "validate-follower",
+)
 PATHS = {
     "noop": "/noop",
+    "mutate-job": "/mutate-jobs",
+    "validate-jobset": "/validate-jobsets",
+    "validate-jobset-update": "/validate-jobsets",
     "mutate-leader": "/mutate-pods",
     "mutate-follower": "/mutate-pods",
     "validate-follower": "/validate-pods",
 }
-TARGET_RATIO = 0.5
+TARGET_RATIO = 0.8
+"""Every endpoint the webhook serves keeps at least this share of the no-op endpoint's max throughput."""
+NODE_ALLOCATABLE = {"cpu": "95", "memory": "1400Gi", "nvidia.com/gpu": "8", "pods": "110"}
 TARGET_P99_MS = 20.0
 NOOP_MARGIN = 0.95
 """A real endpoint within 5 % of the no-op's throughput means the server's work did not set the pace."""
@@ -131,46 +168,57 @@ def pod(index: int, *, name: str = "", node: str | None = None, leader_label: bo
     return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
 
 
-def review(uid: str, obj: dict[str, Any]) -> dict[str, Any]:
-    gvk = {"group": "", "version": "v1", "kind": "Pod"}
+def node(index: int, pools: int) -> dict[str, Any]:
+    """A GPU node of pool `index % pools`, as the node informer lists it (its allocatable is what the
+    capacity warnings count)."""
+    labels = {POOL_KEY: f"pool-{index % pools}", HOSTNAME_LABEL: f"node-{index}"}
     return {
-        "apiVersion": ADMISSION_API_VERSION,
-        "kind": ADMISSION_KIND,
-        "request": {
-            "uid": uid,
-            "kind": gvk,
-            "resource": {"group": "", "version": "v1", "resource": "pods"},
-            "namespace": NAMESPACE,
-            "operation": "CREATE",
-            "userInfo": {"username": "system:serviceaccount:kube-system:job-controller"},
-            "object": obj,
-            "dryRun": False,
-        },
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": f"node-{index}", "labels": labels},
+        "spec": {},
+        "status": {"allocatable": dict(NODE_ALLOCATABLE), "capacity": dict(NODE_ALLOCATABLE)},
     }
 
 
 def seed_cluster(api: FakeKubeApi, nodes: int, pools: int) -> None:
     for i in range(nodes):
-        labels = {POOL_KEY: f"pool-{i % pools}", HOSTNAME_LABEL: f"node-{i}"}
-        api.put(
-            "nodes", {"apiVersion": "v1", "kind": "Node", "metadata": {"name": f"node-{i}", "labels": labels}}
-        )
+        api.put("nodes", node(i, pools))
     leader = pod(0, name=f"{JOB}-0-x7k2p", node="node-3", leader_label=True)
     leader["status"] = {"phase": "Running"}
     api.put("pods", leader)
+    api.put("jobsets", stored_jobset())
 
 
-def bodies() -> dict[str, bytes]:
+def reviews() -> dict[str, dict[str, Any]]:
     follower = pod(5)
     pinned = copy.deepcopy(follower)
     pinned["spec"]["nodeSelector"] = {POOL_KEY: "pool-3"}
-    reviews = {
+    jobset = stored_jobset()
+    return {
         "noop": review("00000000-0000-4000-8000-000000000000", pod(0)),
+        "mutate-job": review(
+            "00000000-0000-4000-8000-000000000004", child_job(0), gvr=JOBS_GVR, username=JOBSET_CONTROLLER
+        ),
+        "validate-jobset": review(
+            "00000000-0000-4000-8000-000000000005", jobset, gvr=JOBSETS_GVR, username=KUBECTL_USER
+        ),
+        "validate-jobset-update": review(
+            "00000000-0000-4000-8000-000000000006",
+            relabelled_jobset(),
+            gvr=JOBSETS_GVR,
+            operation="UPDATE",
+            username=KUBECTL_USER,
+            old=jobset,
+        ),
         "mutate-leader": review("00000000-0000-4000-8000-000000000001", pod(0)),
         "mutate-follower": review("00000000-0000-4000-8000-000000000002", follower),
         "validate-follower": review("00000000-0000-4000-8000-000000000003", pinned),
     }
-    return {name: json.dumps(r).encode() for name, r in reviews.items()}
+
+
+def bodies() -> dict[str, bytes]:
+    return {name: json.dumps(r).encode() for name, r in reviews().items()}
 
 
 # --- the server process -----------------------------------------------------------------------------------
@@ -437,17 +485,55 @@ def check_answers(base: str, payloads: dict[str, bytes], trust: ssl.SSLContext) 
     headers = {"Content-Type": "application/json"}
     with httpx.Client(verify=trust) as client:
         answers = {
-            n: client.post(base + PATHS[n], content=payloads[n], headers=headers).json() for n in ENDPOINTS
+            n: client.post(base + PATHS[n], content=payloads[n], headers=headers).json()["response"]
+            for n in ENDPOINTS
         }
     for name, answer in answers.items():
-        if answer.get("response", {}).get("allowed") is not True:
-            raise RuntimeError(f"{name}: expected allowed, got {answer}")
-    for name in ("mutate-leader", "mutate-follower"):
-        if "patch" not in answers[name]["response"]:
+        if answer.get("allowed") is not True or answer.get("warnings"):
+            raise RuntimeError(f"{name}: expected allowed without a warning, got {answer}")
+    for name in ("mutate-job", "mutate-leader", "mutate-follower"):
+        if "patch" not in answers[name]:
             raise RuntimeError(f"{name}: expected a patch")
-    follower_patch = json.loads(base64.b64decode(answers["mutate-follower"]["response"]["patch"]))
+    follower_patch = json.loads(base64.b64decode(answers["mutate-follower"]["patch"]))
     if {"op": "add", "path": "/spec/nodeSelector", "value": {POOL_KEY: "pool-3"}} not in follower_patch:
         raise RuntimeError(f"mutate-follower: leader's domain not applied: {follower_patch}")
+    sent = {name: json.loads(payloads[name])["request"] for name in ENDPOINTS}
+    check_job_shrunk(sent["mutate-job"]["object"], answers["mutate-job"])
+    for name, reason in (("validate-jobset", "valid"), ("validate-jobset-update", "unchanged")):
+        check_jobset_case(name, sent[name], reason)
+
+
+def check_job_shrunk(job: dict[str, Any], answer: dict[str, Any]) -> None:
+    """The child Job's patch shrinks it to its leader, records its size and takes JobSet's annotation over."""
+    size = job["spec"]["completions"]
+    shrunk = apply(job, json.loads(base64.b64decode(answer["patch"])))
+    template_annotations = shrunk["spec"]["template"]["metadata"]["annotations"]
+    found = {
+        "size": (shrunk["spec"]["completions"], shrunk["spec"]["parallelism"]),
+        "resize": shrunk["metadata"]["labels"].get(RESIZE_LABEL),
+        "target": shrunk["metadata"]["annotations"].get(TARGET_COMPLETIONS_ANNOTATION),
+        "topology": template_annotations.get(TOPOLOGY_ANNOTATION),
+        "jobset_annotation": template_annotations.get(JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION),
+    }
+    expected = {
+        "size": (1, 1),
+        "resize": RESIZE_PENDING,
+        "target": str(size),
+        "topology": POOL_KEY,
+        "jobset_annotation": None,
+    }
+    if found != expected:
+        raise RuntimeError(f"mutate-job: expected the Job shrunk and taken over ({expected}), got {found}")
+
+
+def check_jobset_case(name: str, request: dict[str, Any], reason: str) -> None:
+    """The JobSet review is the case it is named for: the whole validation of an exclusive JobSet
+    (`valid`), or an UPDATE that leaves its annotations be (`unchanged`)."""
+    verdict = validate_jobset(
+        request["object"], default_all_or_nothing=False, old=request["oldObject"] or None
+    )
+    if verdict.reason != reason:
+        raise RuntimeError(f"{name}: expected a JobSet validated as {reason!r}, got {verdict}")
 
 
 def run(plan: LoadPlan, out: Path | None) -> dict[str, Any]:
@@ -481,9 +567,13 @@ def run(plan: LoadPlan, out: Path | None) -> dict[str, Any]:
         )
 
     lookups = served(("mutate-follower", "validate-follower"))
-    admissions = served(("mutate-leader", "mutate-follower", "validate-follower"))
+    admissions = served(tuple(name for name in ENDPOINTS if name != "noop"))
     hits = metric_value(metrics_text, "exclusive_placement_leader_cache_total", {"result": "hit"})
     misses = metric_value(metrics_text, "exclusive_placement_leader_cache_total", {"result": "miss"})
+    jobset_lookups = {
+        result: metric_value(metrics_text, "exclusive_placement_jobset_lookups_total", {"result": result})
+        for result in ("memory", "live", "not_found", "error")
+    }
     report: dict[str, Any] = {
         "tool": plan.tool,
         "settings": {
@@ -503,6 +593,8 @@ def run(plan: LoadPlan, out: Path | None) -> dict[str, Any]:
         "api_calls_per_admission": round(api_calls / admissions, 6) if admissions else 0.0,
         "watch_reconnects_during_load": watch_reconnects,
         "webhook_cache": {"hits": hits, "misses": misses},
+        "jobset_lookups": jobset_lookups,
+        "body_bytes": {name: len(payload) for name, payload in payloads.items()},
         "targets": {
             "ratio_to_noop_min": TARGET_RATIO,
             f"p99_ms_max_{rate_key}": TARGET_P99_MS,
@@ -510,7 +602,11 @@ def run(plan: LoadPlan, out: Path | None) -> dict[str, Any]:
         },
     }
     report["met"] = {name: _met(results[name], rate_key) for name in ENDPOINTS if name != "noop"}
-    report["met"]["zero_api_calls"] = api_calls == 0 and misses == 0
+    # The one live JobSet read is check_answers' first child Job, before the load.
+    jobsets_from_memory = (
+        jobset_lookups["live"] == 1 and jobset_lookups["not_found"] == jobset_lookups["error"] == 0
+    )
+    report["met"]["zero_api_calls"] = api_calls == 0 and misses == 0 and jobsets_from_memory
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(report, indent=2) + "\n")
@@ -536,19 +632,20 @@ def print_report(report: dict[str, Any], rate: float) -> None:
     rate_key = f"at_{rate:g}_rps"
     print(f"tool={report['tool']} {report['settings']}")
     print(
-        f"{'endpoint':<18} {'req/s':>8} {'p50 ms':>7} {'p99 ms':>7} {'ratio':>6} | "
+        f"{'endpoint':<22} {'req/s':>8} {'p50 ms':>7} {'p99 ms':>7} {'ratio':>6} | "
         f"{rate_key:>12} p50 / p99 ms"
     )
     for name, r in report["endpoints"].items():
         m, p = r["max_throughput"], r[rate_key]
         ratio = "n/a" if r["ratio_to_noop"] is None else r["ratio_to_noop"]
         print(
-            f"{name:<18} {m['rps']:>8} {m['p50_ms']:>7} {m['p99_ms']:>7} {ratio:>6} | "
+            f"{name:<22} {m['rps']:>8} {m['p50_ms']:>7} {m['p99_ms']:>7} {ratio:>6} | "
             f"{p['rps']:>12} {p['p50_ms']} / {p['p99_ms']}"
         )
     print(
         f"API calls during load: {report['api_calls_during_load']} for {report['admissions']} admissions "
-        f"({report['follower_lookups']} follower lookups); webhook cache {report['webhook_cache']}"
+        f"({report['follower_lookups']} follower lookups); webhook cache {report['webhook_cache']}; "
+        f"JobSet lookups {report['jobset_lookups']}"
     )
     print(f"targets met: {report['met']}")
     if report["generator_bound"]:

@@ -17,8 +17,8 @@ Pods, in three steps so the edge can do the one I/O in between:
    (`validate_pod`), in the one call the API server makes (`/mutate-pods`); `/validate-pods` still serves
    `validate_pod` alone.
 
-Every mutation is made on a deep copy and diffed into a JSONPatch, so re-running a mutation on its own
-output yields an empty patch.
+Every mutation is made on a deep copy (`placement.patch.working_copy`: managedFields shared) and diffed
+into a JSONPatch, so re-running a mutation on its own output yields an empty patch.
 """
 
 from __future__ import annotations
@@ -39,6 +39,7 @@ from placement.constants import (
     GANG_SIZE_ANNOTATION,
     JOB_KEY_LABEL,
     JOB_NAME_LABEL,
+    JOBSET_NODE_SELECTOR_ANNOTATION,
     LEADER_COMPLETION_INDEX,
     LEADER_SCHEDULED_GATE,
     PIN_SHARD_LABEL,
@@ -71,6 +72,7 @@ from placement.leader import LeaderProblem, Placed, leader_problem
 from placement.objects import (
     JobRef,
     Obj,
+    annotation,
     annotations_of,
     completion_index_in,
     items,
@@ -86,7 +88,7 @@ from placement.objects import (
     topology_key_from_annotations,
     topology_key_of_job,
 )
-from placement.patch import JsonPatch, deep_copy, diff
+from placement.patch import JsonPatch, diff, working_copy
 from placement.reserved import (
     job_key_label_problem,
     jobset_key_problem,
@@ -158,9 +160,10 @@ def _ensure_map(parent: Obj, key: str) -> dict[str, str]:
 
 
 def in_node_selector_mode(job: Obj) -> bool:
-    """JobSet's node-selector mode, on the Job or its pod template (JobSet copies it to both)."""
-    return uses_node_selector_mode(annotations_of(job)) or uses_node_selector_mode(
-        annotations_of(pod_template(job))
+    """JobSet's node-selector mode, on the Job or its pod template (JobSet copies it to both): the
+    annotation's presence, as `uses_node_selector_mode` reads it, without copying either map."""
+    return any(
+        annotation(obj, JOBSET_NODE_SELECTOR_ANNOTATION) is not None for obj in (job, pod_template(job))
     )
 
 
@@ -211,7 +214,7 @@ def mutate_job(
     its leader pod is gated, `mutate_pod`) and the all-or-nothing label on itself (what the resizer
     selects); no other Job is ever part of a gang.
     """
-    mutated = deep_copy(job)
+    mutated = working_copy(job)
     removed = (*strip_resize_keys(mutated), *strip_gang_keys(mutated))
     warnings = (stripped_warning(removed),) if removed else ()
     topology_key = topology_key_of_job(job)
@@ -600,7 +603,7 @@ def mutate_pod(pod: Obj, plan: PodPlan, state: LeaderState | None) -> Verdict:
 
 def _mutation(pod: Obj, plan: PodPlan, state: LeaderState | None) -> tuple[Obj, Verdict]:
     """`mutate_pod`'s verdict and the pod as its patch makes it."""
-    mutated = deep_copy(pod)
+    mutated = working_copy(pod)
     meta = mutated.setdefault("metadata", {})
     pod_labels = _ensure_map(meta, "labels")
     pod_labels[JOB_KEY_LABEL] = plan.job_key

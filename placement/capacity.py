@@ -20,6 +20,7 @@ milli-units compare exactly.
 
 from __future__ import annotations
 
+import functools
 import re
 import sys
 from collections.abc import Iterable, Mapping, Sequence
@@ -86,7 +87,13 @@ def parse_quantity(value: object) -> int | None:
         return None
     if isinstance(value, int):
         return value * MILLI
-    match = _QUANTITY.match(str(value).strip())
+    return _parse_quantity_text(str(value).strip())
+
+
+@functools.lru_cache(maxsize=1024)
+def _parse_quantity_text(text: str) -> int | None:
+    """Remembered: a cluster writes few distinct quantities, and each admission of a Job parses its own."""
+    match = _QUANTITY.match(text)
     if match is None:
         return None
     suffix = match["suffix"]
@@ -206,6 +213,10 @@ def node_fits(node: NodeRoom, requests: Mapping[str, int]) -> int:
     return UNLIMITED if fits is None else fits
 
 
+Shape = tuple[int, tuple[tuple[str, int], ...], str]
+"""(pods at once, requests per pod, topology key): what decides whether a Job fits a domain."""
+
+
 class NodeRooms(tuple[NodeRoom, ...]):
     """The rooms of one look at the nodes, remembering per topology key its domains and per Job shape the
     diagnosis: at 15,000 nodes one walk over them takes ~0.1 s, too long for every admission."""
@@ -214,10 +225,12 @@ class NodeRooms(tuple[NodeRoom, ...]):
         made = super().__new__(cls, rooms)
         made._domains = {}
         made._too_small = {}
+        made._carried = {}
         return made
 
     _domains: dict[str, dict[str, list[NodeRoom]]]
-    _too_small: dict[tuple[int, tuple[tuple[str, int], ...], str], CapacityProblem | None]
+    _too_small: dict[Shape, CapacityProblem | None]
+    _carried: dict[str, bool]
 
 
 def schedulable_domains(nodes: Iterable[NodeRoom], key: str) -> dict[str, list[NodeRoom]]:
@@ -227,6 +240,15 @@ def schedulable_domains(nodes: Iterable[NodeRoom], key: str) -> dict[str, list[N
             nodes._domains[key] = _schedulable_domains(nodes, key)
         return nodes._domains[key]
     return _schedulable_domains(nodes, key)
+
+
+def carried_by_some_node(nodes: Iterable[NodeRoom], key: str) -> bool:
+    """Whether any node carries the label `key`."""
+    if isinstance(nodes, NodeRooms):
+        if key not in nodes._carried:
+            nodes._carried[key] = any(key in node.labels for node in nodes)
+        return nodes._carried[key]
+    return any(key in node.labels for node in nodes)
 
 
 def _schedulable_domains(nodes: Iterable[NodeRoom], key: str) -> dict[str, list[NodeRoom]]:
@@ -302,12 +324,21 @@ def job_capacity_problem(job: Obj, nodes: Iterable[NodeRoom]) -> CapacityProblem
     return _too_small(pods_at_once(job), pod_requests(section(pod_template(job), "spec")), key, nodes)
 
 
+def _shape(pods: int, requests: Mapping[str, int], key: str) -> Shape:
+    return (pods, tuple(sorted(requests.items())), key)
+
+
+def _template_shape(template: Obj, key: str) -> Shape:
+    """The shape of a Job, or of a replicated Job's template."""
+    return _shape(pods_at_once(template), pod_requests(section(pod_template(template), "spec")), key)
+
+
 def _too_small(
     pods: int, requests: Mapping[str, int], key: str, nodes: Iterable[NodeRoom]
 ) -> CapacityProblem | None:
     if not isinstance(nodes, NodeRooms):
         return domain_too_small(pods, requests, key, schedulable_domains(nodes, key))
-    shape = (pods, tuple(sorted(requests.items())), key)
+    shape = _shape(pods, requests, key)
     if shape not in nodes._too_small:
         nodes._too_small[shape] = domain_too_small(pods, requests, key, schedulable_domains(nodes, key))
     return nodes._too_small[shape]
@@ -346,7 +377,7 @@ def jobset_capacity_problems(jobset: Obj, nodes: Sequence[NodeRoom]) -> list[Cap
     few = [
         problem
         for key, count in sorted(jobs_by_key.items())
-        if any(key in node.labels for node in nodes)  # else `placement.topology` warns: no node has it
+        if carried_by_some_node(nodes, key)  # else `placement.topology` warns: no node has it
         and (problem := too_few_domains(count, key, len(schedulable_domains(nodes, key)))) is not None
     ]
     return few + problems
@@ -355,6 +386,38 @@ def jobset_capacity_problems(jobset: Obj, nodes: Sequence[NodeRoom]) -> list[Cap
 def sibling_problem(jobs_of_jobset: int, key: str, nodes: Iterable[NodeRoom]) -> CapacityProblem | None:
     """For one waiting Job of a JobSet whose `jobs_of_jobset` exclusive Jobs on `key` are unfinished."""
     return too_few_domains(jobs_of_jobset, key, len(schedulable_domains(nodes, key)))
+
+
+# --- whether the nodes answered before ---
+
+
+def job_capacity_known(job: Obj, nodes: Sequence[NodeRoom]) -> bool:
+    """Whether `with_capacity_warning(verdict, job, nodes)` only looks up what this look at the nodes (a
+    `NodeRooms`) answered before: then it takes microseconds at any cluster size, else up to a walk over
+    every node."""
+    key = topology_key_of_job(job)
+    if key is None or not nodes:
+        return True
+    return isinstance(nodes, NodeRooms) and _template_shape(job, key) in nodes._too_small
+
+
+def jobset_capacity_known(jobset: Obj, nodes: Sequence[NodeRoom]) -> bool:
+    """Whether `jobset_capacity_warnings(jobset, nodes)` only looks up what this look at the nodes answered
+    before (`job_capacity_known`, for every exclusive replicated Job and topology key of a JobSet)."""
+    if not nodes:
+        return True
+    if not isinstance(nodes, NodeRooms):
+        return False
+    for replicated in exclusive_replicated_jobs(jobset):
+        key = _replicated_key(jobset, replicated)
+        if key is None:
+            continue
+        template = section(replicated, "template")
+        if key not in nodes._carried or key not in nodes._domains:
+            return False
+        if _template_shape(template, key) not in nodes._too_small:
+            return False
+    return True
 
 
 # --- at admission --------------------------------------------------------------------------------------

@@ -70,11 +70,16 @@ def metadata(obj: Obj) -> Obj:
     return section(obj, "metadata")
 
 
+_STRINGS_ONLY = frozenset({str})
+
+
 def string_map(obj: Obj, field: str) -> dict[str, str]:
     """metadata.labels / metadata.annotations as a str→str dict (missing or null → empty)."""
     value = metadata(obj).get(field)
     if not isinstance(value, dict):
         return {}
+    if _STRINGS_ONLY.issuperset(map(type, value.values())) and _STRINGS_ONLY.issuperset(map(type, value)):
+        return dict(value)  # what the API server sends: copied in C, not entry by entry
     return {str(k): str(v) for k, v in value.items() if v is not None}
 
 
@@ -121,9 +126,17 @@ def topology_key_of_pod(pod: Obj) -> str | None:
 
 def topology_key_of_job(job: Obj) -> str | None:
     """Job metadata first, then the pod template (JobSet copies its annotation to both)."""
-    return topology_key_from_annotations(annotations_of(job)) or topology_key_from_annotations(
-        annotations_of(pod_template(job))
-    )
+    return _topology_key_in(job) or _topology_key_in(pod_template(job))
+
+
+def _topology_key_in(obj: Obj) -> str | None:
+    """`topology_key_from_annotations(annotations_of(obj))` without copying the annotations (admission reads
+    a Job's several times)."""
+    for key in (TOPOLOGY_ANNOTATION, JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION):
+        value = (annotation(obj, key) or "").strip()
+        if value:
+            return value
+    return None
 
 
 def job_ref_of_pod(pod: Obj) -> JobRef | None:

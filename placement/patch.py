@@ -3,6 +3,8 @@
 - `deep_copy(obj)`: a deep copy of a JSON-shaped object: new dicts and lists, the immutable scalars shared.
   Two to three times faster than `copy.deepcopy` or a round trip through the C JSON codec on pods (both pay
   per call and per value for what JSON types never need: the memo, the text).
+- `working_copy(obj)`: `deep_copy` but for the metadata's `managedFields`, shared: what an admission mutates
+  and diffs.
 - `diff(original, mutated)`: RFC 6902 operations turning `original` into `mutated`. Dicts are compared
   key by key (equal subtrees cost one C-level `==`); a changed list or scalar is one `replace`, a new key
   one `add` of the whole value (so there is never an `add` under a missing parent), a dropped key one
@@ -26,11 +28,30 @@ def deep_copy(obj: dict[str, Any]) -> dict[str, Any]:
     return copied
 
 
+def working_copy(obj: dict[str, Any]) -> dict[str, Any]:
+    """A deep copy of an object to mutate and diff, its `metadata.managedFields` shared with `obj`. The field
+    manager's record is often the larger half of an object the API server sends (a JobSet child Job: ~300
+    of its ~400 JSON objects), no admission rewrites it, and a shared list diffs as equal at once."""
+    copied: dict[str, Any] = {}
+    for key, value in obj.items():
+        if key == "metadata" and isinstance(value, dict):
+            copied[key] = {
+                name: item if name == "managedFields" else _copy(item) for name, item in value.items()
+            }
+        else:
+            copied[key] = _copy(value)
+    return copied
+
+
+_NESTED = (dict, list, tuple)
+
+
 def _copy(value: Any) -> Any:
+    # Scalars are shared without a call each: most values of an object are strings.
     if isinstance(value, dict):
-        return {key: _copy(item) for key, item in value.items()}
+        return {key: _copy(item) if isinstance(item, _NESTED) else item for key, item in value.items()}
     if isinstance(value, list | tuple):  # a tuple becomes a list, as through JSON
-        return [_copy(item) for item in value]
+        return [_copy(item) if isinstance(item, _NESTED) else item for item in value]
     return value
 
 

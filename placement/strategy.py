@@ -22,7 +22,7 @@ from __future__ import annotations
 import re
 
 from placement.constants import MAX_HOSTNAME_LENGTH, STRATEGIES, STRATEGY_ANNOTATION, Strategy
-from placement.objects import Obj, annotations_of, metadata, pod_template, section
+from placement.objects import Obj, annotation, metadata, pod_template, section
 
 GENERATED_NAME_SUFFIX_LENGTH = 5
 """The API server appends 5 random characters to generateName."""
@@ -54,10 +54,11 @@ def select_strategy(annos: dict[str, str], default: Strategy) -> Strategy:
 
 
 def strategy_of_job(job: Obj, default: Strategy) -> Strategy:
-    job_annos = annotations_of(job)
-    if job_annos.get(STRATEGY_ANNOTATION, "").strip():
-        return select_strategy(job_annos, default)
-    return select_strategy(annotations_of(pod_template(job)), default)
+    """The Job's own annotation first, then its pod template's (read without copying either map)."""
+    value = (annotation(job, STRATEGY_ANNOTATION) or "").strip()
+    if not value:
+        value = (annotation(pod_template(job), STRATEGY_ANNOTATION) or "").strip()
+    return validate_strategy(value) if value else Strategy(default)
 
 
 def _int_or_none(value: object) -> int | None:

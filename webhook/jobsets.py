@@ -74,7 +74,7 @@ class JobSetDirectory:
         if ref.uid:
             known = self.remembered(ref.uid)
             if known is not None:
-                self._metrics.jobset_lookups.labels("memory").inc()
+                self._metrics.jobset_lookups_by("memory").inc()
                 return known
         return await asyncio.to_thread(self._read, ref)
 

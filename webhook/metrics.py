@@ -104,6 +104,7 @@ class Metrics:
         self.admissions_by = Children(self.admissions)
         self.latency_by = Children(self.latency)
         self.cache_lookups_by = Children(self.cache_lookups)
+        self.jobset_lookups_by = Children(self.jobset_lookups)
         self.watch_restarts = Counter(
             "exclusive_placement_watch_restarts_total",
             "Informer watches started again, by informer and reason (ended, gone, connection, an HTTP "

@@ -101,24 +101,39 @@ def _at(obj: dict[str, Any], path: tuple[str, ...]) -> Any:
     return value
 
 
+_STRING_OR_NONE = frozenset({str, type(None)})
+
+
 def _not_a_string_map(value: Any) -> bool:
-    return value is not None and (
-        not isinstance(value, dict) or not all(v is None or isinstance(v, str) for v in value.values())
-    )
+    if value is None:
+        return False
+    if not isinstance(value, dict):
+        return True
+    if _STRING_OR_NONE.issuperset(map(type, value.values())):  # the usual map, checked in C
+        return False
+    return not all(v is None or isinstance(v, str) for v in value.values())
+
+
+_CONTAINERS = (dict, list)
 
 
 def _nested_deeper_than(value: Any, limit: int) -> bool:
-    """Whether JSON `value` has arrays or objects nested more than `limit` deep (iterative: no recursion)."""
-    stack: list[tuple[Any, int]] = [(value, 1)]
-    while stack:
-        node, depth = stack.pop()
-        children = node.values() if isinstance(node, dict) else node
-        for child in children:
-            if isinstance(child, dict | list):
-                if depth >= limit:
-                    return True
-                stack.append((child, depth + 1))
-    return False
+    """Whether JSON `value` has arrays or objects nested more than `limit` deep (iterative: no recursion).
+
+    One level at a time, each a comprehension (and `type(...) in`: what json.loads makes are exact dicts
+    and lists): a review with managedFields holds hundreds of values, and a loop step per value cost as
+    much as decoding the review."""
+    level = [value]
+    for _ in range(limit):
+        level = [
+            child
+            for node in level
+            for child in (node.values() if type(node) is dict else node)
+            if type(child) in _CONTAINERS
+        ]
+        if not level:
+            return False
+    return True
 
 
 def _pod_specs(kind: str, obj: dict[str, Any]) -> list[tuple[str, Any]]:

@@ -8,8 +8,11 @@ import pytest
 
 from placement.capacity import (
     CapacityReason,
+    NodeRooms,
     domain_too_small,
+    job_capacity_known,
     job_capacity_problem,
+    jobset_capacity_known,
     jobset_capacity_problems,
     node_fits,
     node_room,
@@ -171,3 +174,33 @@ def test_a_jobset_gets_both_diagnoses_with_its_replicated_jobs_name() -> None:
         ),
     ]
     assert jobset_capacity_problems(jobset(4), pools(4)) == []
+
+
+def test_a_look_at_the_nodes_knows_a_job_once_it_answered_its_shape() -> None:
+    rooms = NodeRooms(pools(4))
+    job = exclusive_job(8, 4)
+    assert not job_capacity_known(job, rooms)
+    answer = job_capacity_problem(job, rooms)
+    assert job_capacity_known(job, rooms)
+    assert job_capacity_problem(job, rooms) == answer
+    assert not job_capacity_known(exclusive_job(8, 2), rooms)  # another shape
+    assert not job_capacity_known(job, NodeRooms(pools(4)))  # another look at the nodes
+
+
+def test_a_look_at_the_nodes_knows_a_jobset_once_it_answered_every_replicated_job() -> None:
+    rooms = NodeRooms(pools(4))
+    five = jobset(5, pods=8, gpus=4)
+    assert not jobset_capacity_known(five, rooms)
+    answer = jobset_capacity_problems(five, rooms)
+    assert jobset_capacity_known(five, rooms)
+    assert jobset_capacity_problems(five, rooms) == answer
+    assert not jobset_capacity_known(jobset(4), rooms)
+
+
+def test_no_node_at_all_is_known_and_a_plain_list_never_is() -> None:
+    assert job_capacity_known(exclusive_job(8, 4), NodeRooms())
+    assert jobset_capacity_known(jobset(5), NodeRooms())
+    listed = pools(4)
+    job_capacity_problem(exclusive_job(8, 4), listed)
+    assert not job_capacity_known(exclusive_job(8, 4), listed)
+    assert not jobset_capacity_known(jobset(5), listed)

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from placement.patch import apply, deep_copy, diff, escape
+from placement.patch import apply, deep_copy, diff, escape, working_copy
 
 
 @pytest.mark.parametrize(
@@ -54,6 +54,27 @@ def test_deep_copy_is_independent() -> None:
     copied = deep_copy(original)
     copied["spec"]["containers"][0]["name"] = "changed"
     assert original["spec"]["containers"][0]["name"] == "c"
+
+
+def test_a_working_copy_shares_only_the_managed_fields() -> None:
+    managed = [{"manager": "jobset", "fieldsV1": {"f:spec": {}}}]
+    original: dict[str, Any] = {
+        "metadata": {"labels": {"a": "1"}, "managedFields": managed},
+        "spec": {"completions": 4},
+    }
+    copied = working_copy(original)
+    copied["metadata"]["labels"]["a"] = "2"
+    copied["spec"]["completions"] = 1
+    assert original == {
+        "metadata": {"labels": {"a": "1"}, "managedFields": managed},
+        "spec": {"completions": 4},
+    }
+    assert copied["metadata"]["managedFields"] is managed
+    assert list(copied["metadata"]) == list(original["metadata"])
+    assert diff(original, copied) == [
+        {"op": "replace", "path": "/metadata/labels/a", "value": "2"},
+        {"op": "replace", "path": "/spec/completions", "value": 1},
+    ]
 
 
 json_values = st.recursive(

@@ -27,7 +27,7 @@ from webhook.limits import (
     OverLimit,
     check_pod_spec,
 )
-from webhook.review import ReviewOverLimit, parse_review
+from webhook.review import BadReview, ReviewOverLimit, parse_review
 
 Obj = dict[str, Any]
 REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
@@ -202,3 +202,20 @@ def test_the_uid_is_read_off_the_first_bytes() -> None:
     body = json.dumps(fixture_review("leader-pod.json")).encode()
     assert leading_uid(body) == fixture_review("leader-pod.json")["request"]["uid"]
     assert leading_uid(b'{"kind":"AdmissionReview"}') is None
+
+
+def _review_nesting(levels: int, *, wide: int) -> bytes:
+    """A pod review whose deepest JSON container is `levels` deep (the review itself is level 1), with
+    `wide` more shallow objects beside it, so that the body counts more containers than the depth limit."""
+    review = fixture_review("leader-pod.json")
+    review["request"]["object"]["metadata"]["managedFields"] = [{"fieldsV1": {}} for _ in range(wide)]
+    review["request"]["object"]["spec"]["x"] = "NEST"
+    nested = levels - 4  # the review, its request, the pod and its spec hold the first four levels
+    return json.dumps(review).encode().replace(b'"NEST"', b"[" * nested + b"]" * nested)
+
+
+@pytest.mark.parametrize("wide", [0, 200])
+def test_a_review_nested_to_the_depth_limit_parses_one_level_more_does_not(wide: int) -> None:
+    parse_review(_review_nesting(100, wide=wide))
+    with pytest.raises(BadReview, match="deeper than 100 levels"):
+        parse_review(_review_nesting(101, wide=wide))
