@@ -18,18 +18,22 @@ import pytest
 from bench.audit import KUEUE_CLIENT
 from bench.queued import KUEUE_HEADLINE_METRICS
 from bench.strategies import main
+from tests.support.once import once_per_session
 
 pytestmark = [pytest.mark.kube, pytest.mark.xdist_group("kube-bench-kueue"), pytest.mark.timeout(900)]
 
 
-@pytest.fixture(scope="module")
-def kueue_report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    out: Path = tmp_path_factory.mktemp("bench-kueue")
+def run_kueue_bench(out: Path) -> dict[str, Any]:
     code = main(["--control-plane", "kube", "--kueue", "--quick", "--out", str(out), "--no-plots"])
     report: dict[str, Any] = json.loads((out / "strategies.json").read_text())
     report["exit_code"] = code
     report["markdown"] = (out / "strategies.md").read_text()
     return report
+
+
+@pytest.fixture(scope="module")
+def kueue_report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    return once_per_session(tmp_path_factory, "bench-kueue", run_kueue_bench)
 
 
 def runs(report: dict[str, Any]) -> list[tuple[dict[str, Any], str, dict[str, Any]]]:

@@ -21,6 +21,7 @@ from bench.measures import HEADLINE_METRICS
 from bench.repeats import Verdict, is_figure
 from bench.strategies import main
 from devstack.controlplane.versions import pinned_versions
+from tests.support.once import once_per_session
 
 pytestmark = [pytest.mark.kube, pytest.mark.xdist_group("kube-bench"), pytest.mark.timeout(1200)]
 
@@ -43,9 +44,7 @@ PROJECT_POD_WEBHOOK_CALLS_PER_POD = {"elastic": 0, "affinity": 0, "gate": 1, "sc
 gate and scheduling-gate followers need a lookup: one mutating call (never re-invoked, validation in it)."""
 
 
-@pytest.fixture(scope="module")
-def quick_report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    out: Path = tmp_path_factory.mktemp("bench-kube")
+def run_quick_bench(out: Path) -> dict[str, Any]:
     code = main(
         ["--control-plane", "kube", "--quick", "--repeat", str(REPEAT), "--out", str(out), "--no-plots"]
     )
@@ -53,6 +52,11 @@ def quick_report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     report["exit_code"] = code
     report["outputs"] = sorted(p.name for p in out.iterdir())
     return report
+
+
+@pytest.fixture(scope="module")
+def quick_report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    return once_per_session(tmp_path_factory, "bench-kube", run_quick_bench)
 
 
 def runs(report: dict[str, Any]) -> list[tuple[dict[str, Any], str, dict[str, Any]]]:
