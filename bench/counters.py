@@ -22,7 +22,7 @@ import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol
 
 import httpx
 
@@ -218,6 +218,14 @@ async def scrape_unverified(url: str) -> str:
     authorization on kube-scheduler's secure port)."""
     async with httpx.AsyncClient(verify=False, timeout=30.0) as http:
         return (await _get(http, url)).text
+
+
+class WindowCounters(Protocol):
+    """What a measured run asks of its counters: open the window, then close it and read what happened."""
+
+    async def reset(self, http: httpx.AsyncClient) -> None: ...
+
+    async def snapshot(self, http: httpx.AsyncClient, namespaces: Sequence[str]) -> WindowCounts: ...
 
 
 @dataclass

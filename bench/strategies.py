@@ -49,6 +49,7 @@ from typing import Any
 
 import httpx
 
+from bench.apiserver_profile import ProfiledCounters, ProfileTarget
 from bench.contenders import (
     CONTENDER_KEYS,
     JOBSET_BASELINE,
@@ -57,7 +58,7 @@ from bench.contenders import (
     for_scenario,
     placement_problems,
 )
-from bench.counters import KubeCounters, WindowCounts
+from bench.counters import WindowCounters, WindowCounts
 from bench.gang import gang_outcome
 from bench.kube import (
     Connection,
@@ -156,6 +157,8 @@ class RunSettings:
     """Runs per contender and scenario."""
     warm_up: bool = True
     """Before a stack's first measured run, one unmeasured `WARM_UP` JobSet per contender of its runs."""
+    profile_dir: Path | None = None
+    """Where to write kube-apiserver's CPU profile of every measured window (bench.apiserver_profile)."""
 
     def __post_init__(self) -> None:
         if not 1 <= self.repeat <= MAX_REPEAT:
@@ -298,7 +301,7 @@ class Run:
     """node name → its topology domain."""
     run_timeout: float
     connection: Connection
-    counters: KubeCounters
+    counters: WindowCounters
     pod_annotations: Mapping[str, str] = field(default_factory=dict)
     """On every measured pod template: kwok's run time."""
     rendezvous_seconds: float | None = None
@@ -850,6 +853,21 @@ def _warm_up(stack: Stack, runs: Sequence[Run]) -> str | None:
     return None
 
 
+def profiled(
+    counters: WindowCounters,
+    profile_dir: Path | None,
+    scenario: Scenario,
+    contender: Contender,
+    repetition: int,
+) -> WindowCounters:
+    """The run's counters; with `profile_dir`, recording kube-apiserver's CPU profile over its window too."""
+    if profile_dir is None:
+        return counters
+    return ProfiledCounters(
+        counters, ProfileTarget(profile_dir, f"{scenario.name}-{contender.key}-{repetition}")
+    )
+
+
 def _run_on_stack(scenario: Scenario, batch: Sequence[Turn], settings: RunSettings) -> list[dict[str, Any]]:
     exempt = exempt_namespaces(scenario, batch, warm_up=settings.warm_up)
     results: list[dict[str, Any]] = []
@@ -883,7 +901,7 @@ def _run_on_stack(scenario: Scenario, batch: Sequence[Turn], settings: RunSettin
                 domains,
                 run_timeout=settings.run_timeout,
                 connection=connection(stack),
-                counters=counters,
+                counters=profiled(counters, settings.profile_dir, scenario, contender, turn.repetition),
                 pod_annotations=pod_annotations(scenario),
                 rendezvous_seconds=scenario.pod_run_seconds if scenario.gang else None,
             )
@@ -1031,6 +1049,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="measure from the stack's first run on: skip the unmeasured warm-up JobSet of each contender "
         "(its first-use costs then fall on whichever contender runs first)",
     )
+    parser.add_argument(
+        "--profile-apiserver",
+        type=Path,
+        metavar="DIR",
+        help="record kube-apiserver's CPU profile over every measured window into DIR "
+        "(<scenario>-<contender>-<run>.pb.gz; read with go tool pprof)",
+    )
     return parser
 
 
@@ -1059,6 +1084,7 @@ def main(argv: list[str] | None = None) -> int:
             args.run_timeout or (QUICK_RUN_TIMEOUT if args.quick else FULL_RUN_TIMEOUT),
             args.repeat,
             warm_up=args.warm_up,
+            profile_dir=args.profile_apiserver,
         )
         require_built()
     except (ValueError, MissingBinaries) as err:

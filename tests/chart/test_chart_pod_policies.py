@@ -78,6 +78,10 @@ def shard_expression(operator: str, shards: list[str]) -> Obj:
     return {"key": PIN_SHARD_LABEL, "operator": operator, "values": shards}
 
 
+NOT_A_LEADER = {"key": "batch.kubernetes.io/job-completion-index", "operator": "NotIn", "values": ["0"]}
+"""Every follower binding leaves leaders out by the Job controller's index label (no evaluation per param)."""
+
+
 @pytest.fixture(scope="module")
 def policy_path(mode_values: dict[str, Obj]) -> list[Obj]:
     return render(with_path(mode_values, "policy"))
@@ -166,9 +170,10 @@ def test_policy_bindings_cover_the_namespaces_the_webhooks_cover(mode_values: di
         assert resources["namespaceSelector"] == webhook["namespaceSelector"]
         if binding["spec"]["policyName"] != FOLLOWERS:
             assert resources["objectSelector"] == webhook["objectSelector"]
-        else:  # the user's objectSelector ANDed with the binding's shard
+        else:  # the user's objectSelector ANDed with the binding's shard and "not a leader"
             assert resources["objectSelector"]["matchLabels"] == {"a": "b"}
-            assert [e["key"] for e in resources["objectSelector"]["matchExpressions"]] == [PIN_SHARD_LABEL]
+            keys = [e["key"] for e in resources["objectSelector"]["matchExpressions"]]
+            assert keys == [PIN_SHARD_LABEL, NOT_A_LEADER["key"]]
 
 
 @pytest.mark.parametrize("shards", [1, 4, 16, DEFAULT_FOLLOWER_SHARDS])
@@ -178,7 +183,7 @@ def test_the_follower_policy_is_bound_once_per_shard_and_once_for_pods_without_a
     """Binding k matches the pods of shard k and takes as params the pin-followers Jobs of shard k; the
     catch-all keeps today's name and pins the pods of Jobs without a shard of this count (created before
     the shards, or under another count) from the Jobs likewise without one (NotIn matches a missing label).
-    The user's objectSelector (matchLabels and matchExpressions) is ANDed with each."""
+    The user's objectSelector (matchLabels and matchExpressions) is ANDed with each, and "not a leader"."""
     user = {"matchLabels": {"team": "a"}, "matchExpressions": [{"key": "tier", "operator": "Exists"}]}
     values = merged(
         with_path(mode_values, "policy"),
@@ -195,7 +200,11 @@ def test_the_follower_policy_is_bound_once_per_shard_and_once_for_pods_without_a
         }
         assert spec["matchResources"]["objectSelector"] == {
             "matchLabels": {"team": "a"},
-            "matchExpressions": [{"key": "tier", "operator": "Exists"}, shard_expression("In", [k])],
+            "matchExpressions": [
+                {"key": "tier", "operator": "Exists"},
+                shard_expression("In", [k]),
+                NOT_A_LEADER,
+            ],
         }
     catch_all = bindings[FOLLOWERS]["spec"]
     assert catch_all["paramRef"]["selector"] == {
@@ -204,7 +213,11 @@ def test_the_follower_policy_is_bound_once_per_shard_and_once_for_pods_without_a
     }
     assert catch_all["matchResources"]["objectSelector"] == {
         "matchLabels": {"team": "a"},
-        "matchExpressions": [{"key": "tier", "operator": "Exists"}, shard_expression("NotIn", all_shards)],
+        "matchExpressions": [
+            {"key": "tier", "operator": "Exists"},
+            shard_expression("NotIn", all_shards),
+            NOT_A_LEADER,
+        ],
     }
     for binding in bindings.values():
         kubernetes_validate.validate(binding, "1.36.0", strict=True)

@@ -11,6 +11,7 @@ One quick run in the module's fixture (4x8, every contender three times on one s
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -45,12 +46,17 @@ gate and scheduling-gate followers need a lookup: one mutating call (never re-in
 
 
 def run_quick_bench(out: Path) -> dict[str, Any]:
+    profiles = out.with_name("profiles")
     code = main(
-        ["--control-plane", "kube", "--quick", "--repeat", str(REPEAT), "--out", str(out), "--no-plots"]
+        [
+            *("--control-plane", "kube", "--quick", "--repeat", str(REPEAT)),
+            *("--out", str(out), "--no-plots", "--profile-apiserver", str(profiles)),
+        ]
     )
     report: dict[str, Any] = json.loads((out / "strategies.json").read_text())
     report["exit_code"] = code
     report["outputs"] = sorted(p.name for p in out.iterdir())
+    report["profile_dir"] = str(profiles)
     return report
 
 
@@ -109,6 +115,28 @@ def test_every_ratio_has_its_median_and_range_over_the_paired_runs(quick_report:
                 continue
             crosses = ratio["min"] <= 1.0 <= ratio["max"]
             assert (ratio["verdict"] == "tie") is crosses, (name, ratio)
+
+
+def test_every_measured_window_has_kube_apiservers_cpu_profile(quick_report: dict[str, Any]) -> None:
+    profiles = Path(quick_report["profile_dir"])
+    expected = {
+        f"{scenario['name']}-{key}-{repetition}.pb.gz"
+        for scenario in quick_report["scenarios"]
+        for key in scenario["results"]
+        for repetition in range(1, REPEAT + 1)
+    }
+    merged = {p.name for p in profiles.glob("*.pb.gz") if p.name.count(".") == 2}
+    assert merged == expected
+    elastic = profiles / f"{quick_report['scenarios'][0]['name']}-elastic-1.pb.gz"
+    top = subprocess.run(
+        ["go", "tool", "pprof", "-top", "-nodecount=400", str(elastic)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    ).stdout
+    assert "kube-apiserver" in top  # the profiled binary
+    assert "k8s.io/apiserver/pkg/admission" in top  # its admission chain ran in the window
 
 
 def test_the_counters_are_the_real_components(quick_report: dict[str, Any]) -> None:

@@ -177,11 +177,11 @@ namespaceSelector:
 objectSelector: {{ toJson .Values.webhook.admission.objectSelector }}
 {{- end -}}
 
-{{/* ep.webhook.selectors with one more objectSelector expression ANDed to the user's objectSelector: call
-with (dict "ctx" $ "expression" <matchExpressions item>). The follower policy's shard bindings. */}}
+{{/* ep.webhook.selectors with more objectSelector expressions ANDed to the user's objectSelector: call
+with (dict "ctx" $ "expressions" (list <matchExpressions item>...)). The follower policy's bindings. */}}
 {{- define "ep.webhook.selectorsAnd" -}}
 {{- $object := deepCopy .ctx.Values.webhook.admission.objectSelector -}}
-{{- $expressions := concat (get $object "matchExpressions" | default list) (list .expression) -}}
+{{- $expressions := concat (get $object "matchExpressions" | default list) .expressions -}}
 {{- $_ := set $object "matchExpressions" $expressions -}}
 {{ include "ep.webhook.namespaceSelector" .ctx }}
 objectSelector: {{ toJson $object }}
