@@ -328,13 +328,18 @@ def gang_state(gang: Gang) -> GangState:
     return GangState.PLACED
 
 
-def gang_complete(gang: Gang) -> bool:
-    """Every Job of the JobSet has a live, ungated, bound leader (or one that succeeded): the Jobs may
-    grow."""
+def leaders_in_place(gang: Gang) -> int:
+    """The Jobs of the gang whose leader counts as placed: a live, ungated, bound one, or, with no live
+    one, one that succeeded."""
     live = live_leaders(gang)
     bound = _jobs(leader for leader in live if not leader.gated and leader.node is not None)
     done = _jobs(leader for leader in gang.leaders if leader.succeeded) - _jobs(live)
-    return len(bound | done) >= gang.size
+    return len(bound | done)
+
+
+def gang_complete(gang: Gang) -> bool:
+    """Every Job of the JobSet has its leader in place (`leaders_in_place`): the Jobs may grow."""
+    return leaders_in_place(gang) >= gang.size
 
 
 def promised(gang: Gang) -> int:

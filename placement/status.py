@@ -64,6 +64,7 @@ from placement.gang import (
     build_gang,
     gang_of,
     held_nodes,
+    leaders_in_place,
     node_view,
     plan_admission,
     pod_priority_value,
@@ -624,16 +625,11 @@ def _incomplete_gang(snapshot: Snapshot, job: Obj) -> str | None:
     if not gang_incomplete(job, gang):
         return None
     bound = (
-        f"{_bound_leaders(gang)} of {gang.size}"
+        f"{leaders_in_place(gang)} of {gang.size}"
         if gang is not None
         else "the all-or-nothing queue shows none of its leaders"
     )
     return f"every Job of JobSet {gang_id.namespace}/{gang_id.jobset} has a bound leader ({bound})"
-
-
-def _bound_leaders(gang: Gang) -> int:
-    """The Jobs of the gang with a released leader bound to a node."""
-    return len({leader.job for leader in gang.leaders if leader.node is not None and not leader.gated})
 
 
 def _pods_step(

@@ -262,6 +262,22 @@ def test_a_gang_job_with_its_leader_bound_waits_for_the_other_leaders_not_for_th
     assert found["b"][0] is WaitReason.LEADER_UNSCHEDULABLE
 
 
+def test_a_gang_counts_its_leaders_in_place_as_the_resizer_does() -> None:
+    """Of four Jobs, `a`'s leader bound, `b`'s succeeded (its Job done), `c`'s failed on its node with no
+    new leader yet, `d`'s unschedulable: two of four in place, as `gang_complete` counts them (the count
+    once took every leader with a node: "3 of 4", a failed one too)."""
+    pods = [
+        exclusive_pod("a", 0, jobset="big", gang=4, node_name="node-0"),
+        exclusive_pod("b", 0, jobset="big", gang=4, node_name="node-1", phase="Succeeded"),
+        exclusive_pod("c", 0, jobset="big", gang=4, node_name="node-2", phase="Failed"),
+        exclusive_pod("d", 0, jobset="big", gang=4, verdict=UNSCHEDULABLE),
+    ]
+    jobs = [exclusive_job(n, jobset="big", gang=4) for n in ("a", "b", "c", "d")]
+    reason, message = waiting_of(jobs, pods, pools(4))["a"]
+    assert reason is WaitReason.ALL_OR_NOTHING_GANG_INCOMPLETE
+    assert f"once every Job of JobSet {NS}/big has a bound leader (2 of 4)" in message
+
+
 def test_a_gang_job_not_grown_although_every_leader_is_bound_waits_for_the_resizer() -> None:
     pods = [gang_leader("a", "big", node_name="node-0"), gang_leader("b", "big", node_name="node-1")]
     found = waiting_of([gang_job("a", "big"), gang_job("b", "big")], pods, pools(2))
