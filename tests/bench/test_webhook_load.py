@@ -12,7 +12,18 @@ from pathlib import Path
 
 import pytest
 
-from bench.webhook_load import ENDPOINTS, NOOP_MARGIN, GeneratorLoad, generator_bound_reasons, main
+from bench.webhook_load import (
+    ENDPOINTS,
+    NOOP_MARGIN,
+    NOOPS,
+    REAL_ENDPOINTS,
+    SAME_BODY_NOOPS,
+    GeneratorLoad,
+    bodies,
+    generator_bound_reasons,
+    main,
+    reference_noop,
+)
 
 
 @pytest.mark.parametrize(
@@ -39,19 +50,38 @@ def test_quick_webhook_load(tmp_path: Path, tool: str, capsys: pytest.CaptureFix
         assert result["max_throughput"]["p50_ms"] > 0
     # Either the server set the pace (ratios, the no-op's 1.0) or the report says why not and gives none.
     ratios = {name: report["endpoints"][name]["ratio_to_noop"] for name in ENDPOINTS}
+    same_body = {name: report["endpoints"][name]["ratio_to_same_body_noop"] for name in ENDPOINTS}
+    assert set(report["met"]) == {*REAL_ENDPOINTS, "zero_api_calls"}
     if report["generator_bound"]:
-        assert set(ratios.values()) == {None}
-        assert {report["met"][n]["ratio"] for n in ENDPOINTS if n != "noop"} == {None}
+        assert set(ratios.values()) == set(same_body.values()) == {None}
+        assert {report["met"][n]["ratio"] for n in REAL_ENDPOINTS} == {None}
         assert "NO RATIO: the load generator" in printed.err
     else:
         assert ratios["noop"] == 1.0
-        assert all(ratio < NOOP_MARGIN for name, ratio in ratios.items() if name != "noop")
+        assert {same_body[noop] for noop in NOOPS} == {1.0}
+        assert all(same_body[name] < NOOP_MARGIN for name in REAL_ENDPOINTS)
+        for name in REAL_ENDPOINTS:
+            assert report["met"][name]["ratio"] == (same_body[name] >= 0.8), name
     assert report["generator"]["cpu_share"] > 0
     assert report["api_calls_during_load"] == 0
     assert report["webhook_cache"]["misses"] == 0
     assert report["webhook_cache"]["hits"] >= report["follower_lookups"]
     assert report["met"]["zero_api_calls"] is True
     assert "mutate-follower" in printed.out
+
+
+def test_each_endpoint_is_held_against_the_no_op_fed_its_own_review() -> None:
+    sent = bodies()
+    assert set(sent) == set(ENDPOINTS)
+    for endpoint, noop in SAME_BODY_NOOPS.items():
+        assert reference_noop(endpoint) == noop
+        assert sent[noop] == sent[endpoint]
+    pod_endpoints = [name for name in REAL_ENDPOINTS if name not in SAME_BODY_NOOPS]
+    assert pod_endpoints == ["mutate-leader", "mutate-follower", "validate-follower"]
+    for name in pod_endpoints:  # pod reviews all: the pod no-op's is within 10 % of their size
+        assert reference_noop(name) == "noop"
+        assert abs(len(sent[name]) - len(sent["noop"])) <= 0.1 * len(sent["noop"]), name
+    assert all(reference_noop(noop) == noop for noop in NOOPS)
 
 
 def test_bad_arguments_are_rejected(capsys: pytest.CaptureFixture[str]) -> None:
@@ -96,6 +126,16 @@ SERVER_BOUND = {
             GeneratorLoad(cpu_seconds=27.0, wall_seconds=15.0, cores=2),
             ["the load generator used 90% of the 2 core(s) it can use"],
         ),
+        # the Job endpoint held against the no-op fed its own review, not the pod no-op
+        (
+            {**SERVER_BOUND, "noop-job": 2000.0, "mutate-job": 1950.0},
+            IDLE,
+            [
+                "the no-op endpoint fed mutate-job's review (2000 req/s) was not clearly the fastest "
+                "(mutate-job 0.97x its throughput)"
+            ],
+        ),
+        ({**SERVER_BOUND, "noop-job": 2000.0, "mutate-job": 1500.0}, IDLE, []),
     ],
 )
 def test_a_generator_bound_run_is_recognised(
