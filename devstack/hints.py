@@ -86,6 +86,11 @@ def _noun(key: str) -> str:
     return "node pool" if key == GKE_NODEPOOL_LABEL else f"{key} domain"
 
 
+def _waiting_for(jobs: list[JobFacts], reason: WaitReason) -> list[JobFacts]:
+    """The Jobs whose wait has this reason."""
+    return [j for j in jobs if j.waiting.reason is reason]
+
+
 def _subject(jobs: list[JobFacts], verb: str, plural_verb: str) -> str:
     """ "Job ns/a needs" or "3 Jobs (ns/a, ...) need"."""
     if len(jobs) == 1:
@@ -184,7 +189,7 @@ def _contention_hints(jobs: list[JobFacts], domains: Sequence[DomainStatus]) -> 
 def _gang_hints(jobs: list[JobFacts]) -> Iterator[str]:
     """Jobs whose leader is bound while the other leaders of their all-or-nothing JobSet are not: no
     component is stuck, the JobSet's other Jobs are."""
-    waiting = [j for j in jobs if j.waiting.reason is WaitReason.ALL_OR_NOTHING_GANG_INCOMPLETE]
+    waiting = _waiting_for(jobs, WaitReason.ALL_OR_NOTHING_GANG_INCOMPLETE)
     if waiting:
         yield (
             f"{_subject(waiting, 'waits', 'wait')}, leader bound, for the other Jobs of its all-or-nothing "
@@ -197,8 +202,8 @@ def _gang_hints(jobs: list[JobFacts]) -> Iterator[str]:
 
 # --- the components ------------------------------------------------------------------------------------
 def _resizer_hints(jobs: list[JobFacts]) -> Iterator[str]:
-    not_resized = [j for j in jobs if j.waiting.reason is WaitReason.RESIZE_PENDING]
-    still_gated = [j for j in jobs if j.waiting.reason is WaitReason.FOLLOWERS_GATED]
+    not_resized = _waiting_for(jobs, WaitReason.RESIZE_PENDING)
+    still_gated = _waiting_for(jobs, WaitReason.FOLLOWERS_GATED)
     for members, what in (
         (not_resized, f"not resized ({RESIZE_LABEL}={RESIZE_PENDING})"),
         (still_gated, f"followers gated ({LEADER_SCHEDULED_GATE})"),
@@ -232,13 +237,13 @@ def _webhook_hints(jobs: list[JobFacts], jobset_failures: list[str]) -> Iterator
 
 
 def _queued_hints(jobs: list[JobFacts]) -> Iterator[str]:
-    suspended = [j for j in jobs if j.waiting.reason is WaitReason.SUSPENDED]
+    suspended = _waiting_for(jobs, WaitReason.SUSPENDED)
     if suspended:
         yield (
             f"{_subject(suspended, 'is', 'are')} suspended (spec.suspend: true): nothing creates pods "
             "until it is set to false"
         )
-    queued = [j for j in jobs if j.waiting.reason is WaitReason.QUEUED_BY_KUEUE]
+    queued = _waiting_for(jobs, WaitReason.QUEUED_BY_KUEUE)
     if queued:
         yield (
             f"{_subject(queued, 'is', 'are')} queued by Kueue ({queued[0].waiting.message}): expected while "
