@@ -6,9 +6,9 @@ window's length is known only once its pods run, so the window is recorded as co
 `CHUNK_SECONDS` each: from the counters' reset until the window's snapshot, the last one finishing up to
 `CHUNK_SECONDS` after it. They are written as `DIR/<scenario>-<contender>-<run>.<k>.pb.gz` and, when a Go
 toolchain is on PATH (the one `make kube` builds with), merged into `DIR/<scenario>-<contender>-<run>.pb.gz`
-(`go tool pprof -proto`). Read them with `go tool pprof -top FILE`, or compare two contenders with
-`go tool pprof -top -diff_base JOBSET.pb.gz ELASTIC.pb.gz` (docs/results.md, "Where kube-apiserver's CPU
-goes").
+(`go tool pprof -proto`), which replaces them. Read one with `go tool pprof -top FILE`, or compare two
+contenders with `go tool pprof -top -diff_base JOBSET.pb.gz ELASTIC.pb.gz` (docs/results.md, "How it is
+measured").
 
 Go's profiler samples 100 times a second: about 1 % of a core here, alike for every contender.
 """
@@ -137,6 +137,9 @@ class ProfiledCounters:
         chunks = await self._recording
         self._recording = None
         merged = await asyncio.to_thread(self._merge, chunks, self._target.merged)
+        if merged:
+            for chunk in chunks:
+                chunk.unlink()
         log.info(
             "kube-apiserver CPU profile: %s",
             self._target.merged if merged else f"{len(chunks)} files {self._target.chunk(0).name}...",

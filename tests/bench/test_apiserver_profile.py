@@ -108,7 +108,9 @@ class FakeCounters:
         return self.counts
 
 
-def test_the_window_is_profiled_from_its_opening_to_its_closing_and_merged(tmp_path: Path) -> None:
+def test_the_window_is_profiled_from_its_opening_to_its_closing_and_merged_in_place_of_its_chunks(
+    tmp_path: Path,
+) -> None:
     profiler, counters = FakeProfiler(), FakeCounters()
     merged: list[tuple[list[str], Path]] = []
 
@@ -130,6 +132,7 @@ def test_the_window_is_profiled_from_its_opening_to_its_closing_and_merged(tmp_p
     [(chunks, into)] = merged
     assert chunks == [f"profile-{i + 1}" for i in range(len(profiler.requests))]
     assert into == tmp_path / "32x32-jobset-2.pb.gz"
+    assert list(tmp_path.iterdir()) == []  # merged: the chunks are gone (the fake wrote no merged file)
 
 
 def test_a_snapshot_without_a_reset_is_an_error(tmp_path: Path) -> None:
