@@ -1,8 +1,11 @@
 """One expensive result per test session, whichever pytest-xdist worker asks for it first.
 
 The kube tier's benchmark contracts each read one report of a real benchmark run (minutes long). A
-module-scoped fixture ran it once per worker that happened to run one of the module's tests, twice in the
-clean-clone CI of 2026-12-06. Under xdist the first worker to ask runs it while holding a lock in the
+module-scoped fixture runs once per worker that runs one of the module's tests: twice in the clean-clone
+CI of 2026-12-06, where pytest 9.2 made pytest-xdist's `--dist loadgroup` ignore the module's
+`xdist_group` (pytest is pinned to 8.4 since: tests/packaging/test_xdist_groups.py). With the groups
+honoured one worker runs the module; this keeps the benchmark to one run under any other distribution
+(`pytest -n 2` without `--dist loadgroup`): the first worker to ask runs it while holding a lock in the
 directory every worker's base temp shares; the others wait and read its result. Without xdist the fixture
 runs it as before.
 """
