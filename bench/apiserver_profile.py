@@ -119,7 +119,7 @@ class ProfiledCounters:
         merge: Callable[[list[Path], Path], bool] = merge_profiles,
     ) -> None:
         self._counters = counters
-        self._target = target
+        self.target = target
         self._merge = merge
         self._stop = asyncio.Event()
         self._recording: asyncio.Task[list[Path]] | None = None
@@ -127,7 +127,7 @@ class ProfiledCounters:
     async def reset(self, http: httpx.AsyncClient) -> None:
         await self._counters.reset(http)
         self._stop.clear()
-        self._recording = asyncio.create_task(record_profile(http, self._target, self._stop))
+        self._recording = asyncio.create_task(record_profile(http, self.target, self._stop))
 
     async def snapshot(self, http: httpx.AsyncClient, namespaces: Sequence[str]) -> WindowCounts:
         self._stop.set()
@@ -136,12 +136,12 @@ class ProfiledCounters:
             raise ProfileError("snapshot() before reset(): no profile was recorded")
         chunks = await self._recording
         self._recording = None
-        merged = await asyncio.to_thread(self._merge, chunks, self._target.merged)
+        merged = await asyncio.to_thread(self._merge, chunks, self.target.merged)
         if merged:
             for chunk in chunks:
                 chunk.unlink()
         log.info(
             "kube-apiserver CPU profile: %s",
-            self._target.merged if merged else f"{len(chunks)} files {self._target.chunk(0).name}...",
+            self.target.merged if merged else f"{len(chunks)} files {self.target.chunk(0).name}...",
         )
         return counts

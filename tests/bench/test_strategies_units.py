@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from bench.__main__ import main as bench_main
+from bench.apiserver_profile import ProfiledCounters, ProfileTarget
 from bench.contenders import BY_KEY, CONTENDER_KEYS, JOBSET, contenders, placement_problems
-from bench.counters import AdmissionCalls, SchedulerCounts, StoredEvent
+from bench.counters import AdmissionCalls, SchedulerCounts, StoredEvent, WindowCounts
 from bench.measures import (
     MAX_FAILED_CREATE_MESSAGES,
     JobTimeline,
@@ -45,6 +48,7 @@ from bench.strategies import (
     fresh_stack_per_strategy,
     long_wait_fields,
     low_priority_namespace,
+    profiled,
     result_from_counts,
     run_namespace,
     turns,
@@ -157,6 +161,25 @@ def test_jobsets_warm_up_namespace_is_exempt_like_its_measured_ones() -> None:
 def test_the_warm_up_is_on_unless_turned_off() -> None:
     assert build_parser().parse_args([]).warm_up
     assert not build_parser().parse_args(["--no-warm-up"]).warm_up
+
+
+def test_kube_apiserver_is_profiled_only_when_asked_into_one_file_stem_per_run(tmp_path: Path) -> None:
+    assert build_parser().parse_args([]).profile_apiserver is None
+    assert build_parser().parse_args(["--profile-apiserver", str(tmp_path)]).profile_apiserver == tmp_path
+    counters = FakeWindowCounters()
+    scenario, elastic = QUICK_SCENARIOS[0], BY_KEY["elastic"]
+    assert profiled(counters, None, scenario, elastic, 2) is counters
+    wrapped = profiled(counters, tmp_path, scenario, elastic, 2)
+    assert isinstance(wrapped, ProfiledCounters)
+    assert wrapped.target == ProfileTarget(tmp_path, "4x8-elastic-2")
+
+
+class FakeWindowCounters:
+    async def reset(self, http: httpx.AsyncClient) -> None:
+        raise AssertionError("not opened in this test")
+
+    async def snapshot(self, http: httpx.AsyncClient, namespaces: Sequence[str]) -> WindowCounts:
+        raise AssertionError("not closed in this test")
 
 
 def test_contenders_are_the_issue_keys_in_order() -> None:
