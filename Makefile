@@ -65,7 +65,7 @@ bench-kube: $(STAMP) kube ## make bench plus the long wait in real minutes (4 Jo
 bench-kueue: $(STAMP) kube ## JobSet, gate and elastic next to Kueue (3 JobSets of 4x4 queued, quota for one), each 3 times: ~20 min (writes bench/results/kueue/)
 	$(PY) -m bench strategies --kueue --repeat 3 --no-plots --out bench/results/kueue
 
-bench-webhook: $(STAMP) ## Webhook admission load vs a no-op endpoint (needs hey: apt-get install hey)
+bench-webhook: $(STAMP) ## Webhook admission load vs no-op endpoints fed the same reviews (needs hey: apt-get install hey)
 	@command -v hey >/dev/null 2>&1 || { \
 		echo "make bench-webhook needs the load generator hey, which is not installed:"; \
 		echo "  Debian/Ubuntu: sudo apt-get install hey    (or: go install github.com/rakyll/hey@latest)"; \
