@@ -49,7 +49,7 @@ from typing import Any
 
 import httpx
 
-from bench.apiserver_profile import ProfiledCounters, ProfileTarget
+from bench.apiserver_profile import ProfiledCounters, ProfileError, ProfileTarget
 from bench.contenders import (
     CONTENDER_KEYS,
     JOBSET_BASELINE,
@@ -915,7 +915,7 @@ def _run_on_stack(scenario: Scenario, batch: Sequence[Turn], settings: RunSettin
             )
             try:
                 result = asyncio.run(run_strategy(run, clean_up=index < len(batch) - 1))
-            except (BenchError, httpx.HTTPError) as err:
+            except (BenchError, ProfileError, httpx.HTTPError) as err:
                 log.error("%s/%s run %d failed: %s", scenario.name, contender.key, turn.repetition, err)
                 result = {"error": f"{type(err).__name__}: {err}"}
             results.append(result)

@@ -118,6 +118,8 @@ SAME_BODY_NOOPS = {
 }
 """The no-op fed the same review as each endpoint whose review is not a pod's (the others': `NOOP`)."""
 NOOPS = (NOOP, *SAME_BODY_NOOPS.values())
+FED_TO = {noop: endpoint for endpoint, noop in SAME_BODY_NOOPS.items()}
+"""Each same-review no-op → the endpoint whose review it is fed."""
 ENDPOINTS = (
     NOOP,
     *SAME_BODY_NOOPS.values(),
@@ -504,8 +506,8 @@ def generator_bound_reasons(max_rps: dict[str, float], generator: GeneratorLoad)
         }
         if close:
             shown = ", ".join(f"{name} {rps / floor:.2f}x" for name, rps in sorted(close.items()))
-            fed = {same: endpoint for endpoint, same in SAME_BODY_NOOPS.items()}
-            which = "the no-op endpoint" if noop == NOOP else f"the no-op endpoint fed {fed[noop]}'s review"
+            fed = "" if noop == NOOP else f" fed {FED_TO[noop]}'s review"
+            which = f"the no-op endpoint{fed}"
             reasons.append(
                 f"{which} ({floor:.0f} req/s) was not clearly the fastest ({shown} its throughput)"
             )
