@@ -65,13 +65,7 @@ bench-kube: $(STAMP) kube ## make bench plus the long wait in real minutes (4 Jo
 bench-kueue: $(STAMP) kube ## JobSet, gate and elastic next to Kueue (3 JobSets of 4x4 queued, quota for one), each 3 times: ~20 min (writes bench/results/kueue/)
 	$(PY) -m bench strategies --kueue --repeat 3 --no-plots --out bench/results/kueue
 
-bench-webhook: $(STAMP) ## Webhook admission load vs no-op endpoints fed the same reviews (needs hey: apt-get install hey)
-	@command -v hey >/dev/null 2>&1 || { \
-		echo "make bench-webhook needs the load generator hey, which is not installed:"; \
-		echo "  Debian/Ubuntu: sudo apt-get install hey    (or: go install github.com/rakyll/hey@latest)"; \
-		echo "Without it, 'python -m bench webhook --tool httpx' runs with a Python client that is"; \
-		echo "usually slower than the webhook itself, and then reports no throughput ratio."; \
-		exit 2; }
+bench-webhook: $(STAMP) kube ## Webhook admission load vs no-op endpoints fed the same reviews (hey, built by make kube from its pin)
 	$(PY) -m bench webhook --tool hey --out bench/results/webhook.json
 
 bench-resizer: $(STAMP) kube ## Bind-to-resize latency and resizer RSS over 1,000 Jobs on the real control plane (kwok nodes; writes bench/results/resizer.json)

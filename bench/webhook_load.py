@@ -31,11 +31,12 @@ server's request counter (list + get) is read before and after, the webhook's le
 must stay at zero and its JobSet lookups must all come from memory. Results go to .bench/webhook.json
 (`make bench-webhook`: bench/results/webhook.json).
 
-The load generator is `hey` when installed (Go, cheap per request), else an async httpx client. The
-ratios only mean something while the server, not the generator, is the bottleneck: when the no-op endpoint
-(a subset of every real endpoint's work) is not clearly the fastest, or the generator's CPU was saturated
-during the max-throughput phases, the report says so and gives no ratio (`generator_bound`). The httpx
-client, one Python thread, usually is that bottleneck: install `hey` (`apt-get install hey`).
+The load generator is `hey` (Go, cheap per request): the one `make kube` builds from its pin in
+cluster/go.mod (github.com/rakyll/hey), else one on PATH (`find_hey`); without either, an async httpx
+client. The ratios only mean something while the server, not the generator, is the bottleneck: when the
+no-op endpoint (a subset of every real endpoint's work) is not clearly the fastest, or the generator's CPU
+was saturated during the max-throughput phases, the report says so and gives no ratio (`generator_bound`).
+The httpx client, one Python thread, usually is that bottleneck.
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ import copy
 import csv
 import io
 import json
+import os
 import resource
 import shutil
 import socket
@@ -82,6 +84,7 @@ from bench.admission_objects import (
 from bench.measures import metric_value
 from bench.paths import SCRATCH
 from certs.files import write_dev_certs
+from devstack.controlplane.versions import PinError, current_layout, pinned_versions
 from placement.constants import (
     CONTROLLER_UID_LABEL,
     HOSTNAME_LABEL,
@@ -149,7 +152,31 @@ NOOP_MARGIN = 0.95
 """A real endpoint within 5 % of the no-op's throughput means the server's work did not set the pace."""
 GENERATOR_SATURATED = 0.9
 """The generator's CPU share of the cores it can use above which it, not the server, limits throughput."""
-INSTALL_HEY = "install hey (Debian/Ubuntu: apt-get install hey; or: go install github.com/rakyll/hey@latest)"
+INSTALL_HEY = (
+    "build hey with `make kube` (github.com/rakyll/hey, pinned in cluster/go.mod), "
+    "or put one on PATH (Debian/Ubuntu: apt-get install hey)"
+)
+
+
+def find_hey() -> str | None:
+    """The hey `make kube` built from the repository's pin, else one on PATH, else None."""
+    built = _built_hey()
+    return str(built) if built is not None and os.access(built, os.X_OK) else shutil.which("hey")
+
+
+def hey_origin(command: str) -> str:
+    """Which hey a report's figures came from: the pinned build or whatever PATH had."""
+    built = _built_hey()
+    if built is not None and Path(command) == built:
+        return f"github.com/rakyll/hey {pinned_versions().hey} (make kube)"
+    return "PATH (version unknown: hey prints none)"
+
+
+def _built_hey() -> Path | None:
+    try:
+        return current_layout().binary("hey")
+    except PinError:
+        return None
 
 
 # --- the cluster the webhook sees, and the reviews it is sent ----------------------------------------------
@@ -357,9 +384,9 @@ def _httpx_sample(
 
 
 def run_hey(
-    url: str, body_file: Path, duration: float, concurrency: int, rate_per_worker: float | None
+    hey: str, url: str, body_file: Path, duration: float, concurrency: int, *, rate_per_worker: float | None
 ) -> Sample:
-    command = ["hey", "-z", f"{duration}s", "-c", str(concurrency), "-m", "POST", "-T", "application/json"]
+    command = [hey, "-z", f"{duration}s", "-c", str(concurrency), "-m", "POST", "-T", "application/json"]
     command += ["-D", str(body_file), "-o", "csv"]
     if rate_per_worker is not None:
         command += ["-q", f"{rate_per_worker:g}"]
@@ -424,6 +451,8 @@ class LoadPlan:
     concurrency: int
     rate: float
     tool: str
+    hey: str = "hey"
+    """The hey command, when `tool` is hey (`find_hey`)."""
 
 
 def measure(base: str, plan: LoadPlan, body_files: dict[str, Path], trust: ssl.SSLContext) -> dict[str, Any]:
@@ -434,9 +463,20 @@ def measure(base: str, plan: LoadPlan, body_files: dict[str, Path], trust: ssl.S
         for name in ENDPOINTS:  # alternate endpoints every round so neighbours' noise hits all alike
             url = base + PATHS[name]
             if plan.tool == "hey":
-                closed[name].add(run_hey(url, body_files[name], plan.duration, plan.concurrency, None))
+                closed[name].add(
+                    run_hey(
+                        plan.hey, url, body_files[name], plan.duration, plan.concurrency, rate_per_worker=None
+                    )
+                )
                 paced[name].add(
-                    run_hey(url, body_files[name], plan.duration, rate_workers, plan.rate / rate_workers)
+                    run_hey(
+                        plan.hey,
+                        url,
+                        body_files[name],
+                        plan.duration,
+                        rate_workers,
+                        rate_per_worker=plan.rate / rate_workers,
+                    )
                 )
             else:
                 body = body_files[name].read_bytes()
@@ -617,6 +657,7 @@ def run(plan: LoadPlan, out: Path | None) -> dict[str, Any]:
     }
     report: dict[str, Any] = {
         "tool": plan.tool,
+        "hey": hey_origin(plan.hey) if plan.tool == "hey" else None,
         "settings": {
             "duration_s": plan.duration,
             "rounds": plan.rounds,
@@ -729,17 +770,18 @@ def main(argv: list[str] | None = None) -> int:
         serve(args.port, args.cert_dir, args.api)
         return 0
     tool = args.tool
+    hey = find_hey() if tool in ("auto", "hey") else None
     if tool == "auto":
-        tool = "hey" if shutil.which("hey") else "httpx"
+        tool = "hey" if hey else "httpx"
         if tool == "httpx":
-            print(f"hey is not installed, using the httpx client instead: {INSTALL_HEY}", file=sys.stderr)
-    elif tool == "hey" and not shutil.which("hey"):
-        print(f"error: hey is not installed: {INSTALL_HEY}; or use --tool httpx", file=sys.stderr)
+            print(f"hey is not available, using the httpx client instead: {INSTALL_HEY}", file=sys.stderr)
+    elif tool == "hey" and hey is None:
+        print(f"error: hey is not available: {INSTALL_HEY}; or use --tool httpx", file=sys.stderr)
         return 2
     if args.quick:
-        plan = LoadPlan(duration=0.5, rounds=1, concurrency=4, rate=50.0, tool=tool)
+        plan = LoadPlan(duration=0.5, rounds=1, concurrency=4, rate=50.0, tool=tool, hey=hey or "hey")
     else:
-        plan = LoadPlan(args.duration, args.rounds, args.concurrency, args.rate, tool)
+        plan = LoadPlan(args.duration, args.rounds, args.concurrency, args.rate, tool, hey or "hey")
     if plan.duration <= 0 or plan.rounds < 1 or plan.concurrency < 1 or plan.rate <= 0:
         print("error: --duration, --rate must be > 0 and --rounds, --concurrency >= 1", file=sys.stderr)
         return 2

@@ -35,6 +35,7 @@ from devstack.controlplane.versions import (
     COMPLETE_MARKER,
     ETCD_MODULE,
     GO_MODULE_DIR,
+    HEY_MODULE,
     JOBSET_MODULE,
     KUBERNETES_MODULE,
     KUEUE_MODULE,
@@ -108,7 +109,7 @@ def _kueue_version(module: Module) -> dict[str, str]:
 
 
 def _no_version_flags(_module: Module) -> dict[str, str]:
-    return {}  # etcd's version is a constant of its api module
+    return {}  # etcd's version is a constant of its api module; hey prints none
 
 
 BINARIES: tuple[GoBinary, ...] = (
@@ -129,6 +130,7 @@ BINARIES: tuple[GoBinary, ...] = (
     GoBinary("kwokctl", "sigs.k8s.io/kwok/cmd/kwokctl", KWOK_MODULE, _kwok_version),
     GoBinary("jobset-controller", JOBSET_MODULE, JOBSET_MODULE, _jobset_version),
     GoBinary("toxiproxy", f"{TOXIPROXY_MODULE}/cmd/server", TOXIPROXY_MODULE, _toxiproxy_version),
+    GoBinary("hey", HEY_MODULE, HEY_MODULE, _no_version_flags),
     GoBinary(
         "kueue", f"{KUEUE_MODULE}/cmd/kueue", KUEUE_MODULE, _kueue_version, kueue_module_dir(GO_MODULE_DIR)
     ),

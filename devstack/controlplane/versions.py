@@ -29,7 +29,8 @@ ETCD_MODULE = "go.etcd.io/etcd/server/v3"
 KWOK_MODULE = "sigs.k8s.io/kwok"
 JOBSET_MODULE = "sigs.k8s.io/jobset"
 TOXIPROXY_MODULE = "github.com/Shopify/toxiproxy/v2"
-PINNED_MODULES = (KUBERNETES_MODULE, ETCD_MODULE, KWOK_MODULE, JOBSET_MODULE, TOXIPROXY_MODULE)
+HEY_MODULE = "github.com/rakyll/hey"
+PINNED_MODULES = (KUBERNETES_MODULE, ETCD_MODULE, KWOK_MODULE, JOBSET_MODULE, TOXIPROXY_MODULE, HEY_MODULE)
 KUEUE_MODULE = "sigs.k8s.io/kueue"
 
 _REQUIRE_LINE = re.compile(r"^\s*(?:require\s+)?(?P<module>\S+)\s+(?P<version>v\S+)")
@@ -47,6 +48,8 @@ class Versions:
     jobset: str
     toxiproxy: str
     """The fault proxy devstack can put between this project's processes and kube-apiserver."""
+    hey: str
+    """The HTTP load generator `bench webhook` drives the webhook with."""
     kueue: str
     """Kueue's manager, pinned in `cluster/kueue/go.mod` (devstack runs it only when asked: `--kueue`)."""
 
@@ -103,6 +106,7 @@ def pinned_versions(module_dir: Path = GO_MODULE_DIR) -> Versions:
         kwok=requirements[KWOK_MODULE],
         jobset=requirements[JOBSET_MODULE],
         toxiproxy=requirements[TOXIPROXY_MODULE],
+        hey=requirements[HEY_MODULE],
     )
 
 

@@ -7,6 +7,7 @@ lookups were all served from the cache (zero API calls, zero cache misses) and t
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -14,13 +15,16 @@ import pytest
 
 from bench.webhook_load import (
     ENDPOINTS,
+    INSTALL_HEY,
     NOOP_MARGIN,
     NOOPS,
     REAL_ENDPOINTS,
     SAME_BODY_NOOPS,
     GeneratorLoad,
     bodies,
+    find_hey,
     generator_bound_reasons,
+    hey_origin,
     main,
     reference_noop,
 )
@@ -30,9 +34,8 @@ from bench.webhook_load import (
     "tool",
     [
         "httpx",
-        pytest.param(
-            "hey", marks=pytest.mark.skipif(shutil.which("hey") is None, reason="hey not installed")
-        ),
+        # hey is built by `make kube` from its pin, so this never skips: the kube tier's build comes first.
+        pytest.param("hey", marks=pytest.mark.kube),
     ],
 )
 def test_quick_webhook_load(tmp_path: Path, tool: str, capsys: pytest.CaptureFixture[str]) -> None:
@@ -40,6 +43,9 @@ def test_quick_webhook_load(tmp_path: Path, tool: str, capsys: pytest.CaptureFix
     assert main(["--quick", "--tool", tool, "--out", str(out)]) == 0
     printed = capsys.readouterr()
     report = json.loads(out.read_text())
+    assert report["tool"] == tool
+    if tool == "hey":
+        assert report["hey"].startswith("github.com/rakyll/hey v"), report["hey"]
     assert set(report["endpoints"]) == set(ENDPOINTS)
     for name in ENDPOINTS:
         result = report["endpoints"][name]
@@ -142,3 +148,27 @@ def test_a_generator_bound_run_is_recognised(
     max_rps: dict[str, float], generator: GeneratorLoad, reasons: list[str]
 ) -> None:
     assert generator_bound_reasons(max_rps, generator) == reasons
+
+
+@pytest.mark.kube
+def test_the_pinned_hey_is_preferred_to_one_on_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    impostor = tmp_path / "hey"
+    impostor.write_text("#!/bin/sh\nexit 1\n")
+    impostor.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    assert shutil.which("hey") == str(impostor)
+    found = find_hey()
+    assert found is not None, f"make kube builds hey: {INSTALL_HEY}"
+    assert found != str(impostor)
+    assert hey_origin(found).endswith("(make kube)")
+    assert hey_origin(str(impostor)).startswith("PATH")
+
+
+def test_without_a_pinned_build_hey_comes_from_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("EXCLUSIVE_PLACEMENT_KUBE_CACHE", str(tmp_path / "no-build"))
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert find_hey() is None
+    assert main(["--quick", "--tool", "hey", "--out", str(tmp_path / "x.json")]) == 2
+    (tmp_path / "hey").write_text("#!/bin/sh\nexit 0\n")
+    (tmp_path / "hey").chmod(0o755)
+    assert find_hey() == str(tmp_path / "hey")

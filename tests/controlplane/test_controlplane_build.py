@@ -62,6 +62,7 @@ def test_the_repositorys_pins() -> None:
     assert versions.kwok.startswith("v0.8.")
     assert versions.jobset == "v0.12.0"
     assert versions.toxiproxy.startswith("v2.")
+    assert versions.hey == "v0.1.4"
     assert set(versions.as_dict()) == {
         "kube-apiserver",
         "kube-controller-manager",
