@@ -541,6 +541,19 @@ class Kube:
             timeout=timeout,
         )
 
+    def get_cluster_custom_object(
+        self, resource: CustomResource, name: str, timeout: float | None = None
+    ) -> Obj:
+        """One cluster-scoped custom object of `resource`."""
+        return self._raw(
+            self.custom.get_cluster_custom_object,
+            resource.group,
+            resource.version,
+            resource.plural,
+            name,
+            timeout=timeout,
+        )
+
     def get_node(self, name: str, timeout: float | None = None) -> Obj:
         return self._raw(self.core.read_node, name, timeout=timeout)
 

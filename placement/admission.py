@@ -67,7 +67,8 @@ from placement.jobset import (
     take_over_exclusive_topology,
     uses_node_selector_mode,
 )
-from placement.kueue import job_tas_conflict, kueue_elastic_problem
+from placement.kueue import kueue_elastic_problem
+from placement.kueue_tas import KueueQueue, implied_tas_conflict, job_tas_conflict, unread_queue_warning
 from placement.leader import LeaderProblem, Placed, leader_problem
 from placement.objects import (
     JobRef,
@@ -193,9 +194,11 @@ def mutate_job(
     take_over_jobset: bool = False,
     all_or_nothing: bool = False,
     follower_shards: int = DEFAULT_FOLLOWER_SHARDS,
+    kueue_queue: KueueQueue = None,
 ) -> Verdict:
     """CREATE of a Job that asks for exclusive placement or carries a resize key (others: allowed
-    untouched, no patch).
+    untouched, no patch). `kueue_queue`: the LocalQueue a plain Job names, as the webhook read it
+    (`placement.kueue_tas.job_queue_to_read`): one whose ClusterQueue has TAS flavors only is denied.
 
     First, whatever resize and gang keys the client sent are removed, with a warning: only this webhook
     records a target or puts a Job in the all-or-nothing queue (`placement.reserved`). An exclusive Job
@@ -227,6 +230,11 @@ def mutate_job(
     tas = job_tas_conflict(job)
     if tas is not None:
         return _job_denial(job, "kueue-tas-conflict", *tas)
+    implied = implied_tas_conflict(kueue_queue, "Job")
+    if implied is not None:
+        return _job_denial(job, "kueue-tas-conflict", "metadata.labels", implied)
+    unread = unread_queue_warning(kueue_queue)
+    warnings = (*warnings, unread) if unread else warnings
     try:
         strategy = strategy_of_job(job, jobset_default_strategy(owner, default_strategy))
     except InvalidStrategy as err:

@@ -12,7 +12,9 @@ Denied, naming the field and the valid values:
 - an all-or-nothing JobSet (its annotation, else the webhook's default) with an exclusive replicated Job
   that is NonIndexed: such a Job has no leader to queue, so the JobSet would wait for it forever;
 - a JobSet Kueue queues with a Topology Aware Scheduling annotation on an exclusive replicated Job
-  (`placement.kueue.tas_conflicts`, reason `kueue-tas-conflict`): TAS would choose its pods' nodes, packed.
+  (`placement.kueue_tas.tas_conflicts`, reason `kueue-tas-conflict`): TAS would choose its pods' nodes,
+  packed; so, on its CREATE, is one whose LocalQueue feeds a ClusterQueue of TAS flavors only, where Kueue
+  applies TAS unasked (`implied_tas_conflict`, the queue read by the webhook).
 
 Allowed with a warning: all-or-nothing on a template (it is read from the JobSet's metadata only), a
 topology key no node carries (`placement.topology`), more exclusive Jobs than schedulable domains, and a
@@ -38,7 +40,7 @@ from placement.constants import (
     STRATEGY_ANNOTATION,
 )
 from placement.jobset import exclusive_replicated_jobs, parse_bool, uses_node_selector_mode
-from placement.kueue import tas_conflicts
+from placement.kueue_tas import KueueQueue, implied_tas_conflict, tas_conflicts, unread_queue_warning
 from placement.objects import (
     Obj,
     annotations_of,
@@ -160,10 +162,12 @@ def validate_jobset(
     node_label_keys: Collection[str] = (),
     nodes: Sequence[NodeRoom] = (),
     old: Obj | None = None,
+    kueue_queue: KueueQueue = None,
 ) -> Verdict:
     """CREATE (or, with `old`, UPDATE) of a JobSet; `default_all_or_nothing` is the webhook's
     `--all-or-nothing`, `node_label_keys` every label key the nodes carry (empty: unknown), `nodes` the
-    nodes' room (empty: unknown, no capacity warning)."""
+    nodes' room (empty: unknown, no capacity warning), `kueue_queue` the LocalQueue it names as the webhook
+    read it (`placement.kueue_tas.jobset_queue_to_read`; None: none read)."""
     name = metadata(jobset).get("name") or metadata(jobset).get("generateName") or ""
     changed = (
         creation_only_changes(old, jobset)
@@ -192,10 +196,15 @@ def validate_jobset(
             message=f"exclusive placement: JobSet {name}: " + "; ".join(problems),
         )
     conflicts = tas_conflicts(jobset)
+    implied = implied_tas_conflict(kueue_queue, "JobSet")
+    if implied is not None:
+        conflicts.append(f"metadata.labels: {implied}")
     if conflicts:
         return Verdict(
             allowed=False,
             reason="kueue-tas-conflict",
             message=f"exclusive placement: JobSet {name}: " + "; ".join(conflicts),
         )
-    return Verdict(allowed=True, reason="valid", warnings=tuple(_warnings(jobset, node_label_keys, nodes)))
+    unread = unread_queue_warning(kueue_queue)
+    warnings = (*_warnings(jobset, node_label_keys, nodes), *([unread] if unread else []))
+    return Verdict(allowed=True, reason="valid", warnings=warnings)

@@ -23,7 +23,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from placement.constants import KUEUE_QUEUE_NAME_LABEL
-from placement.jobset import exclusive_replicated_jobs, owning_jobset
+from placement.jobset import owning_jobset
 from placement.objects import (
     Obj,
     annotations_of,
@@ -31,7 +31,6 @@ from placement.objects import (
     labels_of,
     metadata,
     namespace_of,
-    pod_template,
     section,
 )
 
@@ -66,71 +65,6 @@ def kueue_elastic_problem(job: Obj) -> str | None:
     return (
         f"the Job is queued by Kueue (label {KUEUE_QUEUE_NAME_LABEL}={name}): Kueue builds its Workload "
         "from the Job, so it would reserve quota for one pod and stop the Job when it is resized"
-    )
-
-
-KUEUE_TAS_ANNOTATIONS = (
-    "kueue.x-k8s.io/podset-required-topology",
-    "kueue.x-k8s.io/podset-preferred-topology",
-    "kueue.x-k8s.io/podset-slice-required-topology",
-)
-"""What asks Kueue's Topology Aware Scheduling to place a PodSet (a replicated Job's pods) in a domain of a
-topology level. TAS then chooses every pod's node itself (its `kueue.x-k8s.io/topology` scheduling gate and
-node selectors), packing the pods, and knows nothing of exclusivity."""
-
-
-def tas_conflicts(jobset: Obj) -> list[str]:
-    """One problem per TAS annotation on an exclusive replicated Job of a JobSet Kueue queues (its queue-name
-    label): TAS assigns all of the replicated Job's pods to nodes of one domain without regard to other Jobs
-    (on the kube tier: the 8 pods of 2 exclusive Jobs, all to one node), so the pods of every Job but one
-    wait Pending forever against their leaders' anti-affinity."""
-    if not labels_of(jobset).get(KUEUE_QUEUE_NAME_LABEL):
-        return []
-    exclusive = exclusive_replicated_jobs(jobset)
-    return [
-        _tas_conflict(path, key, value)
-        for position, replicated in enumerate(items(section(jobset, "spec"), "replicatedJobs"))
-        if any(replicated is candidate for candidate in exclusive)
-        for path, found in _template_annotations(position, section(replicated, "template"))
-        for key, value in found.items()
-        if key in KUEUE_TAS_ANNOTATIONS
-    ]
-
-
-def job_tas_conflict(job: Obj) -> tuple[str, str] | None:
-    """(field, why) when a plain exclusive Job Kueue queues asks its TAS for a topology: TAS chooses the
-    Job's nodes by their free resources, not by the other Jobs' leaders, so it can put the Job in a domain
-    another exclusive Job holds, where its pods would wait Pending forever. None otherwise."""
-    if queue_name(job) is None:
-        return None
-    for path, found in (
-        ("metadata", annotations_of(job)),
-        ("spec.template.metadata", annotations_of(pod_template(job))),
-    ):
-        for key in KUEUE_TAS_ANNOTATIONS:
-            if key in found:
-                return f"{path}.annotations", _tas_conflict_why(key, found[key], "Job")
-    return None
-
-
-def _template_annotations(position: int, template: Obj) -> list[tuple[str, dict[str, str]]]:
-    where = f"spec.replicatedJobs[{position}].template"
-    return [
-        (f"{where}.metadata", annotations_of(template)),
-        (f"{where}.spec.template.metadata", annotations_of(pod_template(template))),
-    ]
-
-
-def _tas_conflict(path: str, key: str, value: str) -> str:
-    return f"{path}.annotations: {_tas_conflict_why(key, value, 'replicated Job')}"
-
-
-def _tas_conflict_why(key: str, value: str, what: str) -> str:
-    return (
-        f"{key}={value} asks Kueue's Topology Aware Scheduling to choose the nodes of this {what}'s pods, "
-        "which it packs into one domain without regard to exclusivity, while exclusive placement puts each "
-        "Job alone in a domain: a Job TAS packs next to another would wait Pending forever; remove one of "
-        "the two (TAS's annotation, or the exclusive topology)"
     )
 
 

@@ -2,8 +2,9 @@
 
 They call the pure placement core and, for followers, the leader source (cache first, live on a miss);
 for an exclusive JobSet child Job, the JobSet source (its startup order and all-or-nothing annotation, read
-once per JobSet); for topology warnings, the label keys the nodes carry. JobSets are validated on CREATE and
-UPDATE (`placement.jobset_validation`).
+once per JobSet); for topology warnings, the label keys the nodes carry; for a queued exclusive workload's
+CREATE, Kueue's queue it names (`webhook.kueue_queues`). JobSets are validated on CREATE and UPDATE
+(`placement.jobset_validation`).
 Out-of-scope requests (another kind, another operation, non-exclusive objects) return early: allowed,
 no patch. No HTTP here: the routes in `webhook.app` read and write the wire.
 """
@@ -40,10 +41,12 @@ from placement.capacity import (
 )
 from placement.constants import DEFAULT_FOLLOWER_SHARDS, JOBSET_KIND, Strategy
 from placement.jobset_validation import validate_jobset
+from placement.kueue_tas import KueueQueue, job_queue_to_read, jobset_queue_to_read
 from placement.objects import Obj, topology_key_of_job
 from placement.topology import with_topology_warning
 from webhook.cache import LeaderSource
 from webhook.jobsets import JobSetSource
+from webhook.kueue_queues import KueueQueueSource
 from webhook.review import AdmissionRequest, AdmissionReview, BadReview, from_verdict
 
 log = logging.getLogger(__name__)
@@ -53,6 +56,13 @@ class NodeLabelSource(Protocol):
     def label_keys(self) -> frozenset[str]: ...
 
     def rooms(self) -> Sequence[NodeRoom]: ...
+
+
+class NoKueueQueues:
+    """No queue read: Kueue's Topology Aware Scheduling is checked from the workload's annotations only."""
+
+    async def read(self, namespace: str, name: str) -> KueueQueue:
+        return None
 
 
 class NoNodeLabels:
@@ -126,6 +136,7 @@ class Admission:
         follower_shards: int = DEFAULT_FOLLOWER_SHARDS,
         node_labels: NodeLabelSource | None = None,
         job_controllers: frozenset[str] = DEFAULT_JOB_CONTROLLER_USERNAMES,
+        kueue_queues: KueueQueueSource | None = None,
     ) -> None:
         self.default_strategy = default_strategy
         self.leaders = leaders
@@ -135,6 +146,7 @@ class Admission:
         self.follower_shards = follower_shards
         self.node_labels = node_labels or NoNodeLabels()
         self.job_controllers = job_controllers
+        self.kueue_queues = kueue_queues or NoKueueQueues()
 
     def _creator(self, request: AdmissionRequest) -> Creator | None:
         username = request.get("userInfo", {}).get("username")
@@ -193,6 +205,8 @@ class Admission:
         owner = None
         if jobset is not None:
             owner = await self.jobsets.startup(replace(jobset, namespace=jobset.namespace or namespace))
+        queue = job_queue_to_read(job) if topology_key_of_job(job) is not None else None
+        kueue_queue = await self.kueue_queues.read(namespace, queue) if queue else None
         verdict = mutate_job(
             job,
             self.default_strategy,
@@ -201,6 +215,7 @@ class Admission:
             take_over_jobset=self.take_over_jobset,
             all_or_nothing=self.all_or_nothing,
             follower_shards=self.follower_shards,
+            kueue_queue=kueue_queue,
         )
         verdict = with_topology_warning(verdict, job, self.node_labels.label_keys())
         if topology_key_of_job(job) is not None:
@@ -215,6 +230,9 @@ class Admission:
         jobset = _in_scope(request, JOBSET_KIND, ("CREATE", "UPDATE"))
         if jobset is None:
             return self._done(request, Verdict(allowed=True, reason="out-of-scope"), mutating=False)
+        creating = request["operation"] == "CREATE"
+        queue = jobset_queue_to_read(jobset) if creating else None
+        kueue_queue = await self.kueue_queues.read(request.get("namespace", ""), queue) if queue else None
         rooms = self.node_labels.rooms()
         verdict = await _walking_nodes(
             jobset_capacity_known(jobset, rooms),
@@ -224,7 +242,8 @@ class Admission:
                 default_all_or_nothing=self.all_or_nothing,
                 node_label_keys=self.node_labels.label_keys(),
                 nodes=rooms,
-                old=request.get("oldObject") if request["operation"] == "UPDATE" else None,
+                old=None if creating else request.get("oldObject"),
+                kueue_queue=kueue_queue,
             ),
         )
         return self._done(request, verdict, mutating=False)

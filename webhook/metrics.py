@@ -68,6 +68,13 @@ class Metrics:
             ["result"],
             registry=r,
         )
+        self.kueue_queue_lookups = Counter(
+            "exclusive_placement_kueue_queue_lookups_total",
+            "Kueue LocalQueues read (with their ClusterQueue and flavors) for a queued exclusive workload's "
+            "CREATE, by result (read, not_found, error)",
+            ["result"],
+            registry=r,
+        )
         self.errors = Counter(
             "exclusive_placement_errors_total",
             "Unexpected exceptions while handling admission requests",

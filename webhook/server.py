@@ -21,6 +21,7 @@ from webhook.app import create_app
 from webhook.cache import LEADER_SELECTOR, KubeLiveApi, LeaderDirectory
 from webhook.handlers import Admission
 from webhook.jobsets import JobSetDirectory, KubeJobSetApi
+from webhook.kueue_queues import KubeKueueQueueApi, KueueQueues
 from webhook.limits import AdmissionLimits
 from webhook.listener import GuardedServer, ServerLimits
 from webhook.metrics import Metrics
@@ -141,6 +142,11 @@ def build(settings: WebhookSettings) -> Webhook:
     node_labels = NodeLabelKeys()
     directory = build_directory(settings, metrics, kube, node_labels)
     jobsets = JobSetDirectory(KubeJobSetApi(kube, settings.live_lookup_timeout_seconds), metrics)
+    kueue_queues = KueueQueues(
+        KubeKueueQueueApi(kube, settings.live_lookup_timeout_seconds),
+        metrics,
+        budget=2 * settings.live_lookup_timeout_seconds,
+    )
     tls = (
         None
         if settings.insecure_dev or settings.cert_dir is None
@@ -181,6 +187,7 @@ def build(settings: WebhookSettings) -> Webhook:
             follower_shards=settings.follower_shards,
             node_labels=node_labels,
             job_controllers=frozenset(settings.job_controller_usernames),
+            kueue_queues=kueue_queues,
         ),
         directory,
         metrics,

@@ -98,7 +98,8 @@ class WebhookSettings(ProcessSettings):
     live_lookup_timeout_seconds: float = Field(
         default=2.0,
         gt=0,
-        description="timeout of each live API call after a cache miss (at most 2 per admission): keep 2x "
+        description="timeout of each live API call after a cache miss (at most 2 per admission; a queued "
+        "exclusive workload's Kueue queue, read on its creation, bounded as a whole by 2x this): keep 2x "
         "this under the webhook configuration's timeoutSeconds",
     )
 

@@ -50,7 +50,11 @@ KUBE_METHODS: dict[str, tuple[str, str]] = {
     "create_event": ("events", "create"),
     "patch_event": ("events", "patch"),
 }
-CUSTOM_METHODS = {"get_custom_object": "get", "list_custom_objects": "list"}
+CUSTOM_METHODS = {
+    "get_custom_object": "get",
+    "get_cluster_custom_object": "get",
+    "list_custom_objects": "list",
+}
 """method: verb; the first argument names the module's `CustomResource`."""
 CUSTOM_CALL = re.compile(rf"\.({'|'.join(CUSTOM_METHODS)})\(\s*([A-Za-z_]\w*)")
 LISTED = re.compile(
@@ -133,6 +137,9 @@ def test_the_call_scanner_sees_what_it_should() -> None:
     assert ("cluster", "", "nodes", "get") in api_calls("webhook")
     assert ("cluster", "", "pods", "list") in api_calls("webhook")
     assert ("cluster", "jobset.x-k8s.io", "jobsets", "get") in api_calls("webhook")
+    assert ("cluster", "kueue.x-k8s.io", "localqueues", "get") in api_calls("webhook")
+    assert ("cluster", "kueue.x-k8s.io", "clusterqueues", "get") in api_calls("webhook")
+    assert ("cluster", "kueue.x-k8s.io", "resourceflavors", "get") in api_calls("webhook")
     assert ("cluster", "", "pods", "delete") in api_calls("resizer")
     assert ("cluster", "", "pods/status", "patch") in api_calls("resizer")
     assert ("cluster", "events.k8s.io", "events", "patch") in api_calls("resizer")

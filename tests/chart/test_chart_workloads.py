@@ -166,13 +166,16 @@ def test_image_tag_defaults_to_app_version(values: Obj, expected: str, mode_valu
 # --- RBAC ------------------------------------------------------------------------------------------------
 
 
-def test_webhook_may_only_list_pods_read_nodes_and_get_jobsets(objects: list[Obj]) -> None:
+def test_webhook_may_only_list_pods_read_nodes_and_get_jobsets_and_kueue_queues(objects: list[Obj]) -> None:
     account = pod_spec(objects, "webhook")["serviceAccountName"]
     assert grants_of(objects, account) == {
         "cluster": {
             ("", "pods"): {"list", "watch"},
             ("", "nodes"): {"get", "list", "watch"},
             ("jobset.x-k8s.io", "jobsets"): {"get"},
+            ("kueue.x-k8s.io", "localqueues"): {"get"},
+            ("kueue.x-k8s.io", "clusterqueues"): {"get"},
+            ("kueue.x-k8s.io", "resourceflavors"): {"get"},
         }
     }
 

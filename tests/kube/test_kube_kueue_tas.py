@@ -8,6 +8,11 @@ node, and the second Job's pods stayed Pending against the first's anti-affinity
 a JobSet Kueue queues that asks TAS for a topology of an exclusive replicated Job is denied at its
 admission, the message naming the conflict; nothing of it is created. So is a plain exclusive Job Kueue
 queues with such an annotation (TAS would choose its nodes by free GPUs, blind to other Jobs' leaders).
+
+The stack's ClusterQueue has only a TAS flavor, so Kueue applies TAS to every workload of it, asked or
+not: a queued exclusive JobSet without any TAS annotation is denied too, naming the ClusterQueue. Through a
+ClusterQueue that also has a flavor without a Topology, the same JobSet is admitted by Kueue on that flavor
+and runs, each Job whole in its own pool.
 """
 
 from __future__ import annotations
@@ -17,16 +22,20 @@ from collections.abc import Iterator
 import pytest
 
 from devstack.controlplane import kueue
+from devstack.controlplane.kueue import API_VERSION, GPU, TAS_FLAVOR_NODE_LABELS
 from devstack.manifests import exclusive_jobset
 from devstack.stack import Stack
 from kubekit.client import KubeError
 from placement.constants import GKE_NODEPOOL_LABEL, HOSTNAME_LABEL, STRATEGIES, Strategy
 from tests.kube.conftest import kube_options
-from tests.kube.workloads import plain_job
+from tests.kube.kueue_support import condition, create_local_queue, pods_of_jobset, running, workload_of
+from tests.kube.workloads import assert_each_job_whole_in_its_own_pool, plain_job
+from tests.support.waiting import eventually
 
 pytestmark = [pytest.mark.kube, pytest.mark.xdist_group("kube-kueue-tas")]
 
 TAS_REQUIRED = "kueue.x-k8s.io/podset-required-topology"
+TAS_UNCONSTRAINED = "kueue.x-k8s.io/podset-unconstrained-topology"
 
 
 @pytest.fixture(scope="module")
@@ -66,6 +75,21 @@ def test_a_queued_exclusive_jobset_asking_tas_for_a_pool_is_denied_naming_the_co
     assert kube_stack.client.list("Workload", namespace=namespace) == []
 
 
+def test_a_queued_exclusive_jobset_asking_tas_for_no_level_is_denied_too(
+    kube_stack: Stack, namespace: str
+) -> None:
+    """`podset-unconstrained-topology` names no level, but Kueue still places the pods with TAS."""
+    jobset = exclusive_jobset("tas-any", jobs=2, pods_per_job=4, namespace=namespace, strategy="elastic")
+    jobset["metadata"]["labels"] = {kueue.QUEUE_NAME_LABEL: kueue.LOCAL_QUEUE}
+    pod_template = jobset["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]
+    pod_template.setdefault("metadata", {}).setdefault("annotations", {})[TAS_UNCONSTRAINED] = "true"
+    with pytest.raises(KubeError) as denied:
+        kube_stack.client.create(jobset)
+    assert denied.value.status in (400, 403), denied.value
+    assert f"{TAS_UNCONSTRAINED}=true asks Kueue's Topology Aware Scheduling" in str(denied.value)
+    assert kube_stack.client.list("JobSet", namespace=namespace) == []
+
+
 def test_a_queued_plain_exclusive_job_asking_tas_for_a_pool_is_denied_naming_the_conflict(
     kube_stack: Stack, namespace: str
 ) -> None:
@@ -77,3 +101,85 @@ def test_a_queued_plain_exclusive_job_asking_tas_for_a_pool_is_denied_naming_the
     assert denied.value.status in (400, 403), denied.value
     assert f"spec.template.metadata.annotations: {TAS_REQUIRED}={GKE_NODEPOOL_LABEL}" in str(denied.value)
     assert kube_stack.client.list("Job", namespace=namespace) == []
+
+
+def test_a_queued_exclusive_jobset_without_tas_annotations_is_denied_where_kueue_uses_tas_unasked(
+    kube_stack: Stack, namespace: str
+) -> None:
+    queue = create_local_queue(kube_stack, namespace)
+    jobset = exclusive_jobset("tas-implied", jobs=2, pods_per_job=4, namespace=namespace, strategy="elastic")
+    jobset["metadata"]["labels"] = {kueue.QUEUE_NAME_LABEL: queue}
+    with pytest.raises(KubeError) as denied:
+        kube_stack.client.create(jobset)
+    assert denied.value.status in (400, 403), denied.value
+    message = str(denied.value)
+    assert f"LocalQueue {namespace}/{queue} feeds ClusterQueue {kueue.CLUSTER_QUEUE}" in message
+    assert f"({kueue.RESOURCE_FLAVOR} (Topology {kueue.TOPOLOGY}))" in message
+    assert kube_stack.client.list("JobSet", namespace=namespace) == []
+
+
+@pytest.fixture
+def queue_with_a_flavor_without_topology(kube_stack: Stack, namespace: str) -> Iterator[str]:
+    """A ClusterQueue whose first flavor names no Topology, then the stack's TAS flavor, and a LocalQueue
+    of it in `namespace`; both cluster-scoped objects deleted after the test."""
+    quota = [
+        {"name": "cpu", "nominalQuota": "100000"},
+        {"name": "memory", "nominalQuota": "100000Gi"},
+        {"name": GPU, "nominalQuota": "16"},
+    ]
+    flavor = {
+        "apiVersion": API_VERSION,
+        "kind": "ResourceFlavor",
+        "metadata": {"name": "gpus-without-topology"},
+        "spec": {"nodeLabels": dict(TAS_FLAVOR_NODE_LABELS)},
+    }
+    cluster_queue = {
+        "apiVersion": API_VERSION,
+        "kind": "ClusterQueue",
+        "metadata": {"name": "exclusive-gpus"},
+        "spec": {
+            "namespaceSelector": {},
+            "resourceGroups": [
+                {
+                    "coveredResources": [entry["name"] for entry in quota],
+                    "flavors": [
+                        {"name": "gpus-without-topology", "resources": quota},
+                        {"name": kueue.RESOURCE_FLAVOR, "resources": quota},
+                    ],
+                }
+            ],
+        },
+    }
+    kube_stack.client.create(flavor)
+    kube_stack.client.create(cluster_queue)
+    try:
+        yield create_local_queue(kube_stack, namespace, "exclusive-queue", "exclusive-gpus")
+    finally:
+        kube_stack.client.delete("ClusterQueue", "exclusive-gpus")
+        kube_stack.client.delete("ResourceFlavor", "gpus-without-topology")
+
+
+def test_through_a_cluster_queue_with_a_flavor_without_topology_the_jobset_runs_each_job_in_its_own_pool(
+    kube_stack: Stack, namespace: str, queue_with_a_flavor_without_topology: str
+) -> None:
+    jobset = exclusive_jobset("tas-remedy", jobs=2, pods_per_job=4, namespace=namespace, strategy="elastic")
+    jobset["metadata"]["labels"] = {kueue.QUEUE_NAME_LABEL: queue_with_a_flavor_without_topology}
+    kube_stack.client.create(jobset)
+    eventually(
+        lambda: condition(workload_of(kube_stack, namespace, "tas-remedy"), "Admitted") == "True",
+        "the JobSet's Workload Admitted",
+        90,
+        ignoring=(KubeError,),
+    )
+    workload = workload_of(kube_stack, namespace, "tas-remedy")
+    assert workload is not None
+    (assignment,) = workload["status"]["admission"]["podSetAssignments"]
+    assert set(assignment["flavors"].values()) == {"gpus-without-topology"}, assignment
+    assert "topologyAssignment" not in assignment
+    eventually(
+        lambda: running(pods_of_jobset(kube_stack, namespace, "tas-remedy")) == 8,
+        "the JobSet's 8 pods running",
+        90,
+        ignoring=(KubeError,),
+    )
+    assert_each_job_whole_in_its_own_pool(kube_stack, namespace, 2)

@@ -283,7 +283,25 @@ def queued(js: dict[str, Any]) -> dict[str, Any]:
 def test_a_queued_jobset_asking_kueue_tas_for_an_exclusive_replicated_jobs_topology_is_denied(
     the_jobset: dict[str, Any], where: str
 ) -> None:
-    verdict = check(the_jobset)
+    _assert_tas_conflict(check(the_jobset), where)
+
+
+@pytest.mark.parametrize(
+    "annotations",
+    [
+        {"kueue.x-k8s.io/podset-unconstrained-topology": "true"},
+        {"kueue.x-k8s.io/podset-unconstrained-topology": "false"},
+        {"kueue.x-k8s.io/podset-slice-required-topology-constraints": '[{"topology": "rack", "size": 2}]'},
+    ],
+    ids=["unconstrained", "unconstrained false (still TAS)", "multi-layer slices"],
+)
+def test_a_queued_jobset_asking_kueue_tas_without_a_topology_level_is_denied_too(
+    annotations: dict[str, str],
+) -> None:
+    _assert_tas_conflict(check(queued(jobset(pod_annotations=annotations))), POD_TEMPLATE)
+
+
+def _assert_tas_conflict(verdict: Verdict, where: str) -> None:
     assert (verdict.allowed, verdict.reason) == (False, "kueue-tas-conflict")
     assert verdict.message.startswith(f"exclusive placement: JobSet trainer: {where}: kueue.x-k8s.io/podset-")
     assert "Kueue's Topology Aware Scheduling" in verdict.message

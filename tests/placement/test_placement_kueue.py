@@ -19,6 +19,7 @@ from placement.constants import (
 )
 from placement.jobset import JobSetStartup, jobset_startup
 from placement.kueue import KUEUE_ELASTIC_JOB_ANNOTATION, kueue_elastic_problem
+from placement.kueue_tas import KUEUE_TAS_ANNOTATIONS
 from placement.patch import apply
 from tests.placement.placement_pods import ZONE, job
 
@@ -109,6 +110,18 @@ def test_a_single_pod_queued_job_needs_no_fallback() -> None:
 
 
 TAS_REQUIRED = "kueue.x-k8s.io/podset-required-topology"
+TAS_REQUESTS = {
+    TAS_REQUIRED: ZONE,
+    "kueue.x-k8s.io/podset-preferred-topology": ZONE,
+    "kueue.x-k8s.io/podset-unconstrained-topology": "true",
+    "kueue.x-k8s.io/podset-slice-required-topology": ZONE,
+    "kueue.x-k8s.io/podset-slice-required-topology-constraints": f'[{{"topology": "{ZONE}", "size": 2}}]',
+}
+"""Every annotation that makes Kueue v0.19.2 place a PodSet with TAS, with a value it accepts."""
+
+
+def test_every_annotation_that_asks_kueue_for_tas_is_known() -> None:
+    assert set(KUEUE_TAS_ANNOTATIONS) == set(TAS_REQUESTS)
 
 
 @pytest.mark.parametrize("strategy", list(Strategy))
@@ -127,6 +140,14 @@ def test_a_queued_exclusive_job_asking_kueue_tas_for_a_topology_is_denied_naming
     assert (verdict.allowed, verdict.reason) == (False, "kueue-tas-conflict")
     field = "metadata.annotations" if where == "Job" else "spec.template.metadata.annotations"
     assert f": {field}: {TAS_REQUIRED}={ZONE} asks Kueue's Topology Aware Scheduling" in verdict.message
+
+
+@pytest.mark.parametrize(("key", "value"), TAS_REQUESTS.items(), ids=list(TAS_REQUESTS))
+def test_each_way_of_asking_kueue_for_tas_is_denied_on_a_queued_exclusive_job(key: str, value: str) -> None:
+    original = job(labels=QUEUED, template_annotations={TOPOLOGY_ANNOTATION: ZONE, key: value})
+    verdict = mutate_job(original, Strategy.ELASTIC)
+    assert (verdict.allowed, verdict.reason) == (False, "kueue-tas-conflict")
+    assert f"spec.template.metadata.annotations: {key}={value} asks Kueue's" in verdict.message
 
 
 def test_tas_annotations_on_a_job_kueue_does_not_queue_are_no_conflict() -> None:
