@@ -16,12 +16,14 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
+import yaml
 
 from devstack.manifests import exclusive_jobset
 from devstack.stack import Stack
 from kubekit.client import KubeError
-from placement.constants import RESIZE_LABEL, STRATEGY_ANNOTATION, Strategy
+from placement.constants import KUEUE_QUEUE_NAME_LABEL, RESIZE_LABEL, STRATEGY_ANNOTATION, Strategy
 from tests.kube.kube_support import audit_log, kube_cluster
+from tests.kube.test_kube_day2 import KUBECTL, kubectl
 from tests.kube.workloads import pods_of, running_pods, set_taint
 from tests.support.waiting import eventually
 
@@ -204,3 +206,27 @@ def test_without_create_on_events_the_resize_happens_without_its_event(
         assert ("create", "events", "") in refusals(kube_stack, "resizer", since=since)
     events = kube_stack.client.list("Event", namespace=namespace)
     assert [e for e in events if e.get("reportingComponent") == "exclusive-placement.io/resizer"] == []
+
+
+@pytest.mark.skipif(KUBECTL is None, reason="kubectl is not installed on this machine")
+def test_without_get_on_kueue_queues_a_queued_exclusive_jobset_is_admitted_with_a_warning(
+    kube_stack: Stack, namespace: str
+) -> None:
+    """The webhook reads the LocalQueue a queued exclusive JobSet names (this stack runs no Kueue: with the
+    rule, the read finds nothing, which says nothing); refused, the JobSet is admitted with the warning."""
+    jobset = exclusive_jobset("queued", jobs=JOBS, pods_per_job=PODS, strategy="elastic", namespace=namespace)
+    jobset["metadata"]["labels"] = {KUEUE_QUEUE_NAME_LABEL: "user-queue"}
+    manifest = yaml.safe_dump(jobset)
+    unread = f"Warning: exclusive placement: could not read Kueue's LocalQueue {namespace}/user-queue"
+
+    def dry_run_warnings() -> str:
+        result = kubectl(kube_stack, "create", "--dry-run=server", "-f", "-", stdin=manifest)
+        assert result.returncode == 0, result.stderr
+        return result.stderr
+
+    assert unread not in dry_run_warnings()
+    since = audit_log(kube_stack).mark()
+    with without(kube_stack, Rule("webhook", "kueue.x-k8s.io", "localqueues", "get")):
+        # the authorizer sees the trimmed ClusterRole through its informer; until then the read finds nothing
+        eventually(lambda: unread in dry_run_warnings(), "the JobSet admitted with the warning", 30)
+    assert ("get", "localqueues", "") in refusals(kube_stack, "webhook", since=since)
