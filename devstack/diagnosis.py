@@ -49,6 +49,7 @@ NOTHING_WAITS = (
 JOB_GROUPS: Mapping[WaitReason, str] = {
     WaitReason.SUSPENDED: "suspended (spec.suspend: true)",
     WaitReason.QUEUED_BY_KUEUE: "queued by Kueue (suspended until its Workload is admitted)",
+    WaitReason.PLACED_BY_KUEUE_TAS: "placed by Kueue's Topology Aware Scheduling, blind to exclusivity",
     WaitReason.RESIZE_PENDING: f"leader bound, resize still pending ({RESIZE_LABEL}={RESIZE_PENDING})",
     WaitReason.ALL_OR_NOTHING_GANG_INCOMPLETE: (
         "leader bound, waiting for the other Jobs of its all-or-nothing JobSet to bind theirs"
@@ -206,7 +207,8 @@ def _job_group(job: JobFacts) -> tuple[str, str] | None:
     reason = JOB_GROUPS.get(job.waiting.reason)
     if reason is None:
         return None
-    return reason, job.waiting.message if job.waiting.reason is WaitReason.QUEUED_BY_KUEUE else ""
+    with_message = (WaitReason.QUEUED_BY_KUEUE, WaitReason.PLACED_BY_KUEUE_TAS)
+    return reason, job.waiting.message if job.waiting.reason in with_message else ""
 
 
 def diagnose(reading: Reading) -> Diagnosis:

@@ -250,6 +250,13 @@ def _queued_hints(jobs: list[JobFacts]) -> Iterator[str]:
             "the quota is used; a queued Job starts when an admitted one finishes (--kueue-gpu-quota sets "
             "the ClusterQueue's quota)"
         )
+    placed = _waiting_for(jobs, WaitReason.PLACED_BY_KUEUE_TAS)
+    if placed:
+        yield (
+            f"{_subject(placed, 'was', 'were')} placed by Kueue's Topology Aware Scheduling, which packs pods "
+            "blind to exclusivity: give the ClusterQueue a flavor without spec.topologyName (devstack run "
+            "--kueue without --kueue-tas) and re-create the JobSet"
+        )
 
 
 def _scheduler_name_hints(unknown_schedulers: Iterable[str]) -> Iterator[str]:

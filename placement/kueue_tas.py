@@ -190,3 +190,27 @@ def unread_queue_warning(queue: KueueQueue) -> str | None:
         f"their flavors ({queue.why}): not checked whether Kueue places this workload with Topology Aware "
         "Scheduling, which packs pods without regard to exclusivity"
     )
+
+
+def tas_levels(workload: Obj | None) -> list[str] | None:
+    """The topology levels at which Kueue's TAS assigned the admitted Workload's pods to domains (None: the
+    Workload has no topology assignment, or is not admitted)."""
+    admission = section(section(workload or {}, "status"), "admission")
+    for assignment in items(admission, "podSetAssignments"):
+        topology = assignment.get("topologyAssignment") if isinstance(assignment, dict) else None
+        if isinstance(topology, dict):
+            return [str(level) for level in topology.get("levels") or []]
+    return None
+
+
+def placed_by_tas(workload_name: str, levels: list[str]) -> str:
+    """Why an exclusive Job whose Workload TAS placed waits: what `status` and `explain` say of it."""
+    at = f" at {', '.join(levels)}" if levels else ""
+    return (
+        f"Kueue placed its pods with Topology Aware Scheduling (Workload {workload_name} assigns them to "
+        f"domains{at}), which packs them without regard to exclusivity: the scheduler finds no room for "
+        "them where TAS put them, next to another exclusive Job. Exclusive workloads cannot use TAS: queue "
+        "them through a ClusterQueue that has a flavor without spec.topologyName, and re-create this one "
+        "(the webhook denies such a workload at creation; this one was created before, or its ClusterQueue "
+        "changed since)"
+    )

@@ -73,7 +73,8 @@ from placement.gang import (
     trusted_member,
 )
 from placement.jobset import exclusive_jobs
-from placement.kueue import kueue_queued
+from placement.kueue import kueue_queued, workload_of
+from placement.kueue_tas import placed_by_tas, tas_levels
 from placement.leader import belongs_to, is_live, pick_leader
 from placement.objects import (
     Obj,
@@ -103,6 +104,7 @@ class WaitReason(StrEnum):
     """What an exclusive Job waits for; the `reason` of `-o json` (docs/kubectl-plugin.md, "Reasons")."""
 
     QUEUED_BY_KUEUE = "queued-by-kueue"
+    PLACED_BY_KUEUE_TAS = "placed-by-kueue-tas"
     """Suspended by Kueue until its Workload is admitted: the LocalQueue, the Workload's message."""
     SUSPENDED = "suspended"
     LEADER_NOT_CREATED = "leader-not-created"
@@ -155,6 +157,10 @@ WAITS_FOR_ROOM = frozenset(
     }
 )
 """What a Job waits for when it waits for room: a capacity problem (`placement.capacity`) says why better."""
+UNSCHEDULABLE_WAITS = frozenset(
+    {WaitReason.LEADER_UNSCHEDULABLE, WaitReason.FOLLOWERS_UNSCHEDULABLE, WaitReason.PODS_UNSCHEDULABLE}
+)
+"""The scheduler found no room for the Job's pods: where Kueue's TAS chose their nodes, it says why better."""
 
 
 @dataclass(frozen=True)
@@ -476,8 +482,11 @@ def job_progress(snapshot: Snapshot, job: Obj) -> JobProgress:
         domain = _shared_domain(snapshot, pods, key)
         _non_indexed_pods_step(job, pods, key, domain, walk)
     if walk.waiting is not None and walk.waiting.reason in WAITS_FOR_ROOM:
-        problem = capacity_problem(snapshot, job)
-        if problem is not None:
+        tas = _placed_by_tas(snapshot, job) if walk.waiting.reason in UNSCHEDULABLE_WAITS else None
+        problem = None if tas is not None else capacity_problem(snapshot, job)
+        if tas is not None:
+            walk.waiting = Waiting(walk.namespace, walk.jobset, walk.job, WaitReason.PLACED_BY_KUEUE_TAS, tas)
+        elif problem is not None:
             reason = WaitReason(problem.reason.value)
             walk.waiting = Waiting(walk.namespace, walk.jobset, walk.job, reason, problem.message, problem)
     return JobProgress(
@@ -491,6 +500,15 @@ def job_progress(snapshot: Snapshot, job: Obj) -> JobProgress:
         tuple(walk.steps),
         walk.waiting,
     )
+
+
+def _placed_by_tas(snapshot: Snapshot, job: Obj) -> str | None:
+    """Why the Job waits, when its Workload (its own, or its JobSet's) was placed by Kueue's TAS."""
+    workload = workload_of(job, snapshot.workloads)
+    levels = tas_levels(workload)
+    if workload is None or levels is None:
+        return None
+    return placed_by_tas(str(metadata(workload).get("name") or ""), levels)
 
 
 def _suspended_step(snapshot: Snapshot, job: Obj, walk: _Walk) -> None:

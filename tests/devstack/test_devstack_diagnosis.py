@@ -443,6 +443,29 @@ def test_a_job_kueue_holds_is_counted_and_hinted_as_queued_not_as_suspended() ->
     assert "suspended (spec.suspend" not in diagnosis.render()
 
 
+def test_a_job_kueues_tas_placed_is_counted_and_hinted_as_such_not_as_waiting_for_a_pool() -> None:
+    workload = (
+        make_workload("job-w-0-1a2b3", NS)
+        .owned_by("Job", "w-0", "w-0-uid", "batch/v1")
+        .queue("user-queue")
+        .condition("Admitted", "True", reason="Admitted")
+        .obj()
+    )
+    topology = {"levels": ["kubernetes.io/hostname"], "slices": []}
+    workload["status"]["admission"] = {
+        "podSetAssignments": [{"name": "main", "topologyAssignment": topology}]
+    }
+    reading = snapshot(nodes(8, 4), [job("w-0")], [pod("w-0", 0, unschedulable=TAKEN)], workloads=[workload])
+    diagnosis = diagnose(reading)
+    (group,) = [group for group in diagnosis.groups if group.unit == "Job"]
+    assert group.reason == "placed by Kueue's Topology Aware Scheduling, blind to exclusivity"
+    assert "Workload job-w-0-1a2b3 assigns them to domains at kubernetes.io/hostname" in group.detail
+    assert any(
+        hint.startswith("Job default/w-0 was placed by Kueue's Topology Aware Scheduling")
+        for hint in diagnosis.hints
+    )
+
+
 class FakeClient:
     """Lists what it holds per kind; an uninstalled kind answers 404, as the API server does."""
 

@@ -17,7 +17,9 @@ and runs, each Job whole in its own pool.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -27,10 +29,14 @@ from devstack.manifests import exclusive_jobset
 from devstack.stack import Stack
 from kubekit.client import KubeError
 from placement.constants import GKE_NODEPOOL_LABEL, HOSTNAME_LABEL, STRATEGIES, Strategy
+from placement.status import WaitReason
 from tests.kube.conftest import kube_options
 from tests.kube.kueue_support import condition, create_local_queue, pods_of_jobset, running, workload_of
 from tests.kube.workloads import assert_each_job_whole_in_its_own_pool, plain_job
+from tests.support.plugin_commands import status_json
 from tests.support.waiting import eventually
+
+Obj = dict[str, Any]
 
 pytestmark = [pytest.mark.kube, pytest.mark.xdist_group("kube-kueue-tas")]
 
@@ -118,45 +124,60 @@ def test_a_queued_exclusive_jobset_without_tas_annotations_is_denied_where_kueue
     assert kube_stack.client.list("JobSet", namespace=namespace) == []
 
 
+PLAIN_FLAVOR = "gpus-without-topology"
+
+
+def flavor_without_topology(name: str = PLAIN_FLAVOR) -> Obj:
+    """A ResourceFlavor of the stack's GPU nodes that names no Topology."""
+    return {
+        "apiVersion": API_VERSION,
+        "kind": "ResourceFlavor",
+        "metadata": {"name": name},
+        "spec": {"nodeLabels": dict(TAS_FLAVOR_NODE_LABELS)},
+    }
+
+
+def cluster_queue(name: str, flavors: dict[str, int]) -> Obj:
+    """A ClusterQueue of one resource group (CPU, memory, GPUs) over `flavors` (name -> GPUs), in order."""
+
+    def quota(gpus: int) -> list[Obj]:
+        return [
+            {"name": "cpu", "nominalQuota": "100000"},
+            {"name": "memory", "nominalQuota": "100000Gi"},
+            {"name": GPU, "nominalQuota": str(gpus)},
+        ]
+
+    group = {
+        "coveredResources": ["cpu", "memory", GPU],
+        "flavors": [{"name": flavor, "resources": quota(gpus)} for flavor, gpus in flavors.items()],
+    }
+    return {
+        "apiVersion": API_VERSION,
+        "kind": "ClusterQueue",
+        "metadata": {"name": name},
+        "spec": {"namespaceSelector": {}, "resourceGroups": [group]},
+    }
+
+
+@contextlib.contextmanager
+def cluster_scoped(stack: Stack, *objects: Obj) -> Iterator[None]:
+    """Create `objects`; delete them afterwards, in the reverse order."""
+    for obj in objects:
+        stack.client.create(obj)
+    try:
+        yield
+    finally:
+        for obj in reversed(objects):
+            stack.client.delete(obj["kind"], obj["metadata"]["name"])
+
+
 @pytest.fixture
 def queue_with_a_flavor_without_topology(kube_stack: Stack, namespace: str) -> Iterator[str]:
     """A ClusterQueue whose first flavor names no Topology, then the stack's TAS flavor, and a LocalQueue
-    of it in `namespace`; both cluster-scoped objects deleted after the test."""
-    quota = [
-        {"name": "cpu", "nominalQuota": "100000"},
-        {"name": "memory", "nominalQuota": "100000Gi"},
-        {"name": GPU, "nominalQuota": "16"},
-    ]
-    flavor = {
-        "apiVersion": API_VERSION,
-        "kind": "ResourceFlavor",
-        "metadata": {"name": "gpus-without-topology"},
-        "spec": {"nodeLabels": dict(TAS_FLAVOR_NODE_LABELS)},
-    }
-    cluster_queue = {
-        "apiVersion": API_VERSION,
-        "kind": "ClusterQueue",
-        "metadata": {"name": "exclusive-gpus"},
-        "spec": {
-            "namespaceSelector": {},
-            "resourceGroups": [
-                {
-                    "coveredResources": [entry["name"] for entry in quota],
-                    "flavors": [
-                        {"name": "gpus-without-topology", "resources": quota},
-                        {"name": kueue.RESOURCE_FLAVOR, "resources": quota},
-                    ],
-                }
-            ],
-        },
-    }
-    kube_stack.client.create(flavor)
-    kube_stack.client.create(cluster_queue)
-    try:
+    of it in `namespace`."""
+    queue = cluster_queue("exclusive-gpus", {PLAIN_FLAVOR: 16, kueue.RESOURCE_FLAVOR: 16})
+    with cluster_scoped(kube_stack, flavor_without_topology(), queue):
         yield create_local_queue(kube_stack, namespace, "exclusive-queue", "exclusive-gpus")
-    finally:
-        kube_stack.client.delete("ClusterQueue", "exclusive-gpus")
-        kube_stack.client.delete("ResourceFlavor", "gpus-without-topology")
 
 
 def test_through_a_cluster_queue_with_a_flavor_without_topology_the_jobset_runs_each_job_in_its_own_pool(
@@ -183,3 +204,40 @@ def test_through_a_cluster_queue_with_a_flavor_without_topology_the_jobset_runs_
         ignoring=(KubeError,),
     )
     assert_each_job_whole_in_its_own_pool(kube_stack, namespace, 2)
+
+
+def test_a_jobset_tas_placed_after_its_cluster_queue_changed_is_reported_placed_by_kueue_tas(
+    kube_stack: Stack, namespace: str
+) -> None:
+    """A JobSet admitted by the webhook through a ClusterQueue without TAS, which then gets only a TAS
+    flavor before Kueue admits it: Kueue places it with TAS, a Job waits next to the other, and the plugin
+    says why."""
+    name = "turns-tas"
+    with cluster_scoped(
+        kube_stack, flavor_without_topology("no-gpus-yet"), cluster_queue(name, {"no-gpus-yet": 0})
+    ):
+        queue = create_local_queue(kube_stack, namespace, name, name)
+        jobset = exclusive_jobset(name, jobs=2, pods_per_job=4, namespace=namespace, strategy="elastic")
+        jobset["metadata"]["labels"] = {kueue.QUEUE_NAME_LABEL: queue}
+        kube_stack.client.create(jobset)
+        eventually(
+            lambda: condition(workload_of(kube_stack, namespace, name), "QuotaReserved") == "False",
+            "the Workload waiting for quota",
+            60,
+            ignoring=(KubeError,),
+        )
+        kube_stack.client.create_or_replace(cluster_queue(name, {kueue.RESOURCE_FLAVOR: 16}))
+
+        def one_job_running_the_other_placed_by_tas() -> list[Obj]:
+            waiting = [
+                entry
+                for entry in status_json(kube_stack.kubeconfig)["waiting"]
+                if entry["namespace"] == namespace and entry["reason"] == WaitReason.PLACED_BY_KUEUE_TAS
+            ]
+            four_running = running(pods_of_jobset(kube_stack, namespace, name)) == 4
+            return waiting if len(waiting) == 1 and four_running else []
+
+        (waiting,) = eventually(
+            one_job_running_the_other_placed_by_tas, "one Job running, the other placed-by-kueue-tas", 90
+        )
+        assert f"assigns them to domains at {HOSTNAME_LABEL}" in waiting["message"]

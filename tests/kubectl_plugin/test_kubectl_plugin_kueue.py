@@ -14,7 +14,7 @@ from kubectl_plugin.explain import explain_job
 from placement.constants import JOBSET_GROUP, JOBSET_KIND, JOBSET_VERSION
 from placement.status import Snapshot, WaitReason
 from tests.placement.placement_pods import NS
-from tests.placement.placement_status_objects import Obj, exclusive_job, pools
+from tests.placement.placement_status_objects import UNSCHEDULABLE, Obj, exclusive_job, exclusive_pod, pools
 from tests.support.builders import make_workload
 from tests.support.fake_api import FakeKubeApi
 from tests.support.plugin_commands import PLUGIN, run, status_json
@@ -98,3 +98,37 @@ def test_explain_names_kueues_quota_as_what_unblocks_it_not_a_resume() -> None:
     assert "Waiting for:     queued-by-kueue" in text
     assert "nominalQuota" in text
     assert "kubectl patch job" not in text
+
+
+def tas_placed_workload(*, topology: bool) -> Obj:
+    """JobSet `train`'s admitted Workload; with `topology`, TAS assigned its 8 pods to one node."""
+    workload = (
+        make_workload("jobset-train-1a2b3", NS)
+        .owned_by(JOBSET_KIND, "train", "train-uid", JOBSET_REFERENCE["apiVersion"])
+        .queue("user-queue")
+        .condition("Admitted", "True", reason="Admitted", message="The workload is admitted")
+        .obj()
+    )
+    assignment: Obj = {"name": "workers", "count": 8, "flavors": {"nvidia.com/gpu": "tas-flavor"}}
+    if topology:
+        assignment["topologyAssignment"] = {
+            "levels": ["kubernetes.io/hostname"],
+            "slices": [{"domainCount": 1, "valuesPerLevel": [{"universal": "node-0"}]}],
+        }
+    workload["status"]["admission"] = {"clusterQueue": "cluster-queue", "podSetAssignments": [assignment]}
+    return workload
+
+
+@pytest.mark.parametrize("topology", [True, False], ids=["placed by TAS", "no topology assignment"])
+def test_a_job_whose_workload_tas_placed_waits_placed_by_kueue_tas_not_for_room(topology: bool) -> None:
+    the_job = queued_job()
+    the_job["spec"]["suspend"] = False
+    leader = exclusive_pod("train-workers-0", 0, verdict=UNSCHEDULABLE)
+    snapshot = Snapshot(pools(2), [leader], [the_job], workloads=[tas_placed_workload(topology=topology)])
+    text = explain_job(snapshot, the_job, [])
+    if topology:
+        assert "Waiting for:     placed-by-kueue-tas" in text
+        assert "Workload jobset-train-1a2b3 assigns them to domains at kubernetes.io/hostname" in text
+        assert "a flavor without spec.topologyName" in text
+    else:
+        assert "Waiting for:     leader-unschedulable" in text
