@@ -253,9 +253,9 @@ def _queued_hints(jobs: list[JobFacts]) -> Iterator[str]:
     placed = _waiting_for(jobs, WaitReason.PLACED_BY_KUEUE_TAS)
     if placed:
         yield (
-            f"{_subject(placed, 'was', 'were')} placed by Kueue's Topology Aware Scheduling, which packs pods "
-            "blind to exclusivity: give the ClusterQueue a flavor without spec.topologyName (devstack run "
-            "--kueue without --kueue-tas) and re-create the JobSet"
+            f"{_subject(placed, 'was', 'were')} placed by Kueue's Topology Aware Scheduling, which packs "
+            "pods blind to exclusivity: give the ClusterQueue a flavor without spec.topologyName (devstack "
+            "run --kueue without --kueue-tas) and re-create the JobSet"
         )
 
 

@@ -141,8 +141,8 @@ def unblock_hints(progress: JobProgress, domains: Sequence[DomainStatus]) -> lis
             "project places it once Kueue admits it",
         ],
         WaitReason.PLACED_BY_KUEUE_TAS: [
-            "its Workload's topology assignment, which no room elsewhere changes: give the ClusterQueue (or a "
-            "ClusterQueue for exclusive workloads) a flavor without spec.topologyName, then delete and "
+            "its Workload's topology assignment, which no room elsewhere changes: give the ClusterQueue (or "
+            "a ClusterQueue for exclusive workloads) a flavor without spec.topologyName, then delete and "
             "re-create the workload (kubectl get workload -o yaml shows status.admission's "
             "topologyAssignment; docs/kueue.md, \"Topology Aware Scheduling\")",
         ],
