@@ -144,7 +144,7 @@ def unblock_hints(progress: JobProgress, domains: Sequence[DomainStatus]) -> lis
             "its Workload's topology assignment, which no room elsewhere changes: give the ClusterQueue (or "
             "a ClusterQueue for exclusive workloads) a flavor without spec.topologyName, then delete and "
             "re-create the workload (kubectl get workload -o yaml shows status.admission's "
-            "topologyAssignment; docs/kueue.md, \"Topology Aware Scheduling\")",
+            'topologyAssignment; docs/kueue.md, "Topology Aware Scheduling")',
         ],
         WaitReason.SUSPENDED: [
             f"resume it: kubectl patch job {progress.job} -n {progress.namespace} --type merge "
