@@ -104,8 +104,9 @@ class WaitReason(StrEnum):
     """What an exclusive Job waits for; the `reason` of `-o json` (docs/kubectl-plugin.md, "Reasons")."""
 
     QUEUED_BY_KUEUE = "queued-by-kueue"
-    PLACED_BY_KUEUE_TAS = "placed-by-kueue-tas"
     """Suspended by Kueue until its Workload is admitted: the LocalQueue, the Workload's message."""
+    PLACED_BY_KUEUE_TAS = "placed-by-kueue-tas"
+    """Kueue's Topology Aware Scheduling chose its pods' nodes, and the scheduler finds no room there."""
     SUSPENDED = "suspended"
     LEADER_NOT_CREATED = "leader-not-created"
     ALL_OR_NOTHING_QUEUED = "all-or-nothing-queued"
