@@ -198,7 +198,7 @@ def mutate_job(
 ) -> Verdict:
     """CREATE of a Job that asks for exclusive placement or carries a resize key (others: allowed
     untouched, no patch). `kueue_queue`: the LocalQueue a plain Job names, as the webhook read it
-    (`placement.kueue_tas.job_queue_to_read`): one whose ClusterQueue has TAS flavors only is denied.
+    (`placement.kueue.queue_name`): one whose ClusterQueue has TAS flavors only is denied.
 
     First, whatever resize and gang keys the client sent are removed, with a warning: only this webhook
     records a target or puts a Job in the all-or-nothing queue (`placement.reserved`). An exclusive Job

@@ -160,11 +160,6 @@ def jobset_queue_to_read(jobset: Obj) -> str | None:
     return name if name and exclusive_replicated_jobs(jobset) else None
 
 
-def job_queue_to_read(job: Obj) -> str | None:
-    """The LocalQueue to read for a plain exclusive Job's CREATE (a JobSet's child Job: its JobSet's)."""
-    return queue_name(job)
-
-
 def implied_tas_conflict(queue: KueueQueue, what: str) -> str | None:
     """Why a workload with exclusive Jobs cannot be queued in `queue` (None: it can, or it is unknown)."""
     if not isinstance(queue, QueueFlavors) or not queue.tas_only:

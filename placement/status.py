@@ -484,10 +484,9 @@ def job_progress(snapshot: Snapshot, job: Obj) -> JobProgress:
         _non_indexed_pods_step(job, pods, key, domain, walk)
     if walk.waiting is not None and walk.waiting.reason in WAITS_FOR_ROOM:
         tas = _placed_by_tas(snapshot, job) if walk.waiting.reason in UNSCHEDULABLE_WAITS else None
-        problem = None if tas is not None else capacity_problem(snapshot, job)
         if tas is not None:
             walk.waiting = Waiting(walk.namespace, walk.jobset, walk.job, WaitReason.PLACED_BY_KUEUE_TAS, tas)
-        elif problem is not None:
+        elif (problem := capacity_problem(snapshot, job)) is not None:
             reason = WaitReason(problem.reason.value)
             walk.waiting = Waiting(walk.namespace, walk.jobset, walk.job, reason, problem.message, problem)
     return JobProgress(

@@ -41,7 +41,8 @@ from placement.capacity import (
 )
 from placement.constants import DEFAULT_FOLLOWER_SHARDS, JOBSET_KIND, Strategy
 from placement.jobset_validation import validate_jobset
-from placement.kueue_tas import KueueQueue, job_queue_to_read, jobset_queue_to_read
+from placement.kueue import queue_name
+from placement.kueue_tas import KueueQueue, jobset_queue_to_read
 from placement.objects import Obj, topology_key_of_job
 from placement.topology import with_topology_warning
 from webhook.cache import LeaderSource
@@ -205,7 +206,7 @@ class Admission:
         owner = None
         if jobset is not None:
             owner = await self.jobsets.startup(replace(jobset, namespace=jobset.namespace or namespace))
-        queue = job_queue_to_read(job) if topology_key_of_job(job) is not None else None
+        queue = queue_name(job) if topology_key_of_job(job) is not None else None  # a child Job: its JobSet's
         kueue_queue = await self.kueue_queues.read(namespace, queue) if queue else None
         verdict = mutate_job(
             job,

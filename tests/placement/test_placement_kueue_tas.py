@@ -9,12 +9,12 @@ import pytest
 from placement.admission import mutate_job
 from placement.constants import KUEUE_QUEUE_NAME_LABEL, TOPOLOGY_ANNOTATION, Strategy
 from placement.jobset_validation import validate_jobset
+from placement.kueue import queue_name
 from placement.kueue_tas import (
     QueueFlavors,
     QueueUnread,
     flavor_names,
     implied_tas_conflict,
-    job_queue_to_read,
     jobset_queue_to_read,
     queue_flavors,
     topology_of_flavor,
@@ -85,8 +85,8 @@ def test_the_queue_is_read_only_for_a_queued_workload_with_exclusive_jobs() -> N
     not_exclusive = jobset({})
     not_exclusive["metadata"]["labels"] = dict(QUEUED)
     assert jobset_queue_to_read(not_exclusive) is None
-    assert job_queue_to_read(job(labels=QUEUED)) == QUEUE
-    assert job_queue_to_read(job(labels=QUEUED, jobset="trainer")) is None
+    assert queue_name(job(labels=QUEUED)) == QUEUE
+    assert queue_name(job(labels=QUEUED, jobset="trainer")) is None
 
 
 def test_a_jobset_queued_where_kueue_uses_tas_unasked_is_denied_naming_the_queues_and_the_remedy() -> None:
