@@ -67,8 +67,14 @@ from placement.jobset import (
     take_over_exclusive_topology,
     uses_node_selector_mode,
 )
-from placement.kueue import kueue_elastic_problem
-from placement.kueue_tas import KueueQueue, implied_tas_conflict, job_tas_conflict, unread_queue_warning
+from placement.kueue import DefaultQueue, kueue_elastic_problem
+from placement.kueue_tas import (
+    KueueQueue,
+    default_queue_of,
+    implied_tas_conflict,
+    job_tas_conflict,
+    unread_queue_warning,
+)
 from placement.leader import LeaderProblem, Placed, leader_problem
 from placement.objects import (
     JobRef,
@@ -197,8 +203,10 @@ def mutate_job(
     kueue_queue: KueueQueue = None,
 ) -> Verdict:
     """CREATE of a Job that asks for exclusive placement or carries a resize key (others: allowed
-    untouched, no patch). `kueue_queue`: the LocalQueue a plain Job names, as the webhook read it
-    (`placement.kueue.queue_name`): one whose ClusterQueue has TAS flavors only is denied.
+    untouched, no patch). `kueue_queue`: the LocalQueue a plain Job names, or the namespace's default one
+    for a Job that names none, as the webhook read it (`placement.kueue_tas.job_queue_to_read`): one whose
+    ClusterQueue has TAS flavors only is denied, and a default one that exists (or could not be read) makes
+    `elastic` fall back to `gate` as a Job that names a queue does.
 
     First, whatever resize and gang keys the client sent are removed, with a warning: only this webhook
     records a target or puts a Job in the all-or-nothing queue (`placement.reserved`). An exclusive Job
@@ -245,7 +253,9 @@ def mutate_job(
         reason, warnings = "non-indexed", (*warnings, non_indexed_warning(job, strategy))
         strategy = Strategy.AFFINITY
     elif strategy is Strategy.ELASTIC:
-        reason, shrink_warnings, strategy = _shrink_for_elastic(mutated, owner, namespace, follower_shards)
+        reason, shrink_warnings, strategy = _shrink_for_elastic(
+            mutated, owner, namespace, follower_shards, default_queue_of(kueue_queue)
+        )
         warnings = (*warnings, *shrink_warnings)
     gang, gang_warning = gang_annotations(owner, all_or_nothing)
     if gang:
@@ -285,7 +295,11 @@ def _owner_or_unknown(job: Obj, owner: OwnerJobSet | None) -> OwnerJobSet | None
 
 
 def _shrink_for_elastic(
-    job: Obj, owner: OwnerJobSet | None, namespace: str, follower_shards: int
+    job: Obj,
+    owner: OwnerJobSet | None,
+    namespace: str,
+    follower_shards: int,
+    default_queue: DefaultQueue | None,
 ) -> tuple[str, tuple[str, ...], Strategy]:
     """Shrinks `job` in place (and labels its follower shard); returns (reason, warnings, effective
     strategy)."""
@@ -297,7 +311,7 @@ def _shrink_for_elastic(
         why_not = owner.early_readiness(replicated_job_of(job))
     reason = "elastic-ineligible"
     if why_not is None:
-        why_not = kueue_elastic_problem(job)
+        why_not = kueue_elastic_problem(job, default_queue)
         reason = "queued-by-kueue"
     if why_not is not None:
         _ensure_map(job.setdefault("metadata", {}), "annotations")[ELASTIC_FALLBACK_ANNOTATION] = why_not

@@ -6,7 +6,10 @@ matches it (its `jobframework` reconciler). A Job `elastic` admitted at size 1 i
 pod, and its resize to N fails that check: Kueue stops the Job and deletes its Workload, or, with Kueue's
 `kueue.x-k8s.io/elastic-job: "true"` (workload slices), runs the new pods behind its own scheduling gate in
 a new slice. Neither keeps the Job whole and within quota, so such a Job is placed with `gate` instead (at
-full size from the start: Kueue reserves quota for all of its pods).
+full size from the start: Kueue reserves quota for all of its pods). So is a plain Job that names no queue in
+a namespace with a LocalQueue named `default` (`DEFAULT_LOCAL_QUEUE`): Kueue's LocalQueue defaulting labels
+it for that queue in Kueue's own Job webhook, which kube-apiserver calls after this project's, so the
+webhook reads that LocalQueue (`DefaultQueue`) rather than wait for the label.
 
 A JobSet's child Jobs are shrunk as anywhere else: Kueue builds a JobSet's Workload from the JobSet's spec
 (quota for every pod) and never checks the child Jobs. When Kueue preempts or evicts an admitted JobSet,
@@ -38,6 +41,9 @@ KUEUE_ELASTIC_JOB_ANNOTATION = "kueue.x-k8s.io/elastic-job"
 KUEUE_GROUP = "kueue.x-k8s.io"
 KUEUE_VERSION = "v1beta2"
 WORKLOADS = "workloads"
+DEFAULT_LOCAL_QUEUE = "default"
+"""Kueue's LocalQueue defaulting (stable since Kueue v0.17): a Job or JobSet created without a queue label,
+in a namespace that has a LocalQueue of this name, is labelled for it by Kueue's webhook."""
 _PENDING_CONDITIONS = ("QuotaReserved", "Admitted")
 """A Workload's conditions that say why it is not admitted, the most telling first."""
 
@@ -50,21 +56,50 @@ def queue_name(job: Obj) -> str | None:
     return name
 
 
-def kueue_elastic_problem(job: Obj) -> str | None:
-    """Why `elastic` cannot shrink this Job because Kueue queues it, or None."""
+@dataclass(frozen=True)
+class DefaultQueue:
+    """The LocalQueue Kueue's LocalQueue defaulting gives a plain Job that names none: `DEFAULT_LOCAL_QUEUE`
+    of its namespace, as the webhook found it (`unread`: why the webhook could not tell whether it exists)."""
+
+    local_queue: str
+    """`<namespace>/<name>`."""
+    unread: str = ""
+
+
+def kueue_elastic_problem(job: Obj, default_queue: DefaultQueue | None = None) -> str | None:
+    """Why `elastic` cannot shrink this Job because Kueue queues it, or None. `default_queue`: the LocalQueue
+    Kueue's webhook, which kube-apiserver calls after this project's (webhook configurations run in the
+    order of their names), will label a Job that names none for (None: the namespace has none)."""
     name = queue_name(job)
-    if name is None:
+    if name is not None:
+        how = f"label {KUEUE_QUEUE_NAME_LABEL}={name}"
+    elif default_queue is not None and owning_jobset(job) is None:
+        how = _defaulted(default_queue)
+    else:
         return None
     if annotations_of(job).get(KUEUE_ELASTIC_JOB_ANNOTATION) == "true":
         return (
-            f"the Job is queued by Kueue (label {KUEUE_QUEUE_NAME_LABEL}={name}) as an elastic Job "
+            f"the Job is queued by Kueue ({how}) as an elastic Job "
             f'({KUEUE_ELASTIC_JOB_ANNOTATION}: "true"): Kueue would admit one pod\'s quota and put the '
             "resized pods in a new workload slice behind its own scheduling gate, which this project does "
             "not handle"
         )
     return (
-        f"the Job is queued by Kueue (label {KUEUE_QUEUE_NAME_LABEL}={name}): Kueue builds its Workload "
+        f"the Job is queued by Kueue ({how}): Kueue builds its Workload "
         "from the Job, so it would reserve quota for one pod and stop the Job when it is resized"
+    )
+
+
+def _defaulted(queue: DefaultQueue) -> str:
+    if queue.unread:
+        return (
+            f"it names no LocalQueue, and LocalQueue {queue.local_queue} could not be read ({queue.unread}): "
+            f"if it exists, Kueue's LocalQueue defaulting labels the Job {KUEUE_QUEUE_NAME_LABEL}="
+            f"{DEFAULT_LOCAL_QUEUE}"
+        )
+    return (
+        f"it names no LocalQueue, and its namespace has LocalQueue {queue.local_queue}: Kueue's LocalQueue "
+        f"defaulting labels the Job {KUEUE_QUEUE_NAME_LABEL}={DEFAULT_LOCAL_QUEUE}"
     )
 
 

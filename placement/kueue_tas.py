@@ -25,8 +25,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from placement.constants import KUEUE_QUEUE_NAME_LABEL
-from placement.jobset import exclusive_replicated_jobs
-from placement.kueue import queue_name
+from placement.jobset import exclusive_replicated_jobs, owning_jobset
+from placement.kueue import DEFAULT_LOCAL_QUEUE, DefaultQueue, queue_name
 from placement.objects import Obj, annotations_of, items, labels_of, pod_template, section
 
 LOCAL_QUEUES = "localqueues"
@@ -110,7 +110,10 @@ class QueueFlavors:
     local_queue: str
     """`<namespace>/<name>`."""
     cluster_queue: str
+    """Empty flavors when it does not exist (Kueue admits nothing from it, and says so on the workload)."""
     flavors: tuple[tuple[str, str | None], ...]
+    defaulted: bool = False
+    """Read for a plain Job that names no LocalQueue: Kueue's LocalQueue defaulting labels it for this one."""
 
     @property
     def tas_only(self) -> bool:
@@ -124,6 +127,8 @@ class QueueUnread:
 
     local_queue: str
     why: str
+    defaulted: bool = False
+    """As `QueueFlavors.defaulted`."""
 
 
 KueueQueue = QueueFlavors | QueueUnread | None
@@ -160,13 +165,34 @@ def jobset_queue_to_read(jobset: Obj) -> str | None:
     return name if name and exclusive_replicated_jobs(jobset) else None
 
 
+def job_queue_to_read(job: Obj) -> tuple[str, bool] | None:
+    """The LocalQueue to read for a plain exclusive Job's CREATE, and whether it is the namespace's default
+    one (`DEFAULT_LOCAL_QUEUE`, read for a Job that names none: Kueue's LocalQueue defaulting labels such a
+    Job for it, in its own webhook, after this one). None for a JobSet's child Job (its JobSet's is read)."""
+    if owning_jobset(job) is not None:
+        return None
+    name = queue_name(job)
+    return (name, False) if name else (DEFAULT_LOCAL_QUEUE, True)
+
+
+def default_queue_of(queue: KueueQueue) -> DefaultQueue | None:
+    """The default LocalQueue a plain Job naming none will be queued in, as `kueue_elastic_problem` takes it
+    (None: the queue was not read as a default, or there is none)."""
+    if isinstance(queue, QueueUnread) and queue.defaulted:
+        return DefaultQueue(queue.local_queue, queue.why)
+    if isinstance(queue, QueueFlavors) and queue.defaulted:
+        return DefaultQueue(queue.local_queue)
+    return None
+
+
 def implied_tas_conflict(queue: KueueQueue, what: str) -> str | None:
     """Why a workload with exclusive Jobs cannot be queued in `queue` (None: it can, or it is unknown)."""
     if not isinstance(queue, QueueFlavors) or not queue.tas_only:
         return None
     flavors = ", ".join(f"{name} (Topology {topology})" for name, topology in queue.flavors)
+    how = " (none set: Kueue's LocalQueue defaulting sets it)" if queue.defaulted else ""
     return (
-        f"{KUEUE_QUEUE_NAME_LABEL}={queue.local_queue.split('/', 1)[1]}: "
+        f"{KUEUE_QUEUE_NAME_LABEL}={queue.local_queue.split('/', 1)[1]}{how}: "
         f"LocalQueue {queue.local_queue} feeds "
         f"ClusterQueue {queue.cluster_queue}, whose flavors are all Topology Aware Scheduling flavors "
         f"({flavors}), so Kueue places every {what} it admits with TAS, asked or not: TAS packs each Job's "

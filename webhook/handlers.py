@@ -41,8 +41,7 @@ from placement.capacity import (
 )
 from placement.constants import DEFAULT_FOLLOWER_SHARDS, JOBSET_KIND, Strategy
 from placement.jobset_validation import validate_jobset
-from placement.kueue import queue_name
-from placement.kueue_tas import KueueQueue, jobset_queue_to_read
+from placement.kueue_tas import KueueQueue, job_queue_to_read, jobset_queue_to_read
 from placement.objects import Obj, topology_key_of_job
 from placement.topology import with_topology_warning
 from webhook.cache import LeaderSource
@@ -62,7 +61,7 @@ class NodeLabelSource(Protocol):
 class NoKueueQueues:
     """No queue read: Kueue's Topology Aware Scheduling is checked from the workload's annotations only."""
 
-    async def read(self, namespace: str, name: str) -> KueueQueue:
+    async def read(self, namespace: str, name: str, defaulted: bool = False) -> KueueQueue:
         return None
 
 
@@ -206,8 +205,8 @@ class Admission:
         owner = None
         if jobset is not None:
             owner = await self.jobsets.startup(replace(jobset, namespace=jobset.namespace or namespace))
-        queue = queue_name(job) if topology_key_of_job(job) is not None else None  # a child Job: its JobSet's
-        kueue_queue = await self.kueue_queues.read(namespace, queue) if queue else None
+        queue = job_queue_to_read(job) if topology_key_of_job(job) is not None else None
+        kueue_queue = await self.kueue_queues.read(namespace, *queue) if queue else None
         verdict = mutate_job(
             job,
             self.default_strategy,

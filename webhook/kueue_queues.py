@@ -6,15 +6,21 @@ when Kueue would place it with Topology Aware Scheduling unasked: its LocalQueue
 flavors are all TAS flavors (`placement.kueue_tas`). Nothing on the workload says so, so the webhook reads the
 LocalQueue, its ClusterQueue and the ClusterQueue's ResourceFlavors: live GETs, no informer and no memory
 (a ClusterQueue's flavors can change at any time, and such creations are rare), the whole read bounded by
-`budget` seconds. No Kueue, no such LocalQueue or no such ClusterQueue: nothing to check (Kueue admits
-nothing from them, and says so on the workload). Any other failure admits the workload with a warning that
-says what was not checked.
+`budget` seconds. No Kueue or no such LocalQueue: nothing to check; a LocalQueue whose ClusterQueue does
+not exist has no flavors (Kueue admits nothing from it, and says so on the workload). Any other failure
+admits the workload with a warning that says what was not checked.
+
+A plain exclusive Job that names no LocalQueue has the namespace's `default` one read instead (`defaulted`):
+Kueue's LocalQueue defaulting labels such a Job for it in Kueue's own webhook, which kube-apiserver calls
+after this one, and a Job Kueue queues is not shrunk (`placement.kueue`). Without Kueue that read is one
+GET answered 404.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Protocol
 
 from kubekit.client import CustomResource, Kube, KubeError
@@ -24,6 +30,7 @@ from placement.kueue_tas import (
     LOCAL_QUEUES,
     RESOURCE_FLAVORS,
     KueueQueue,
+    QueueFlavors,
     QueueUnread,
     flavor_names,
     queue_flavors,
@@ -58,7 +65,7 @@ class KubeKueueQueueApi:
 
 
 class KueueQueueSource(Protocol):
-    async def read(self, namespace: str, name: str) -> KueueQueue: ...
+    async def read(self, namespace: str, name: str, defaulted: bool = False) -> KueueQueue: ...
 
 
 class _NotFound(Exception):
@@ -66,35 +73,43 @@ class _NotFound(Exception):
 
 
 class KueueQueues:
-    """`read(namespace, name)`: the LocalQueue, its ClusterQueue and their flavors, live."""
+    """`read(namespace, name, defaulted)`: the LocalQueue, its ClusterQueue and their flavors, live;
+    `defaulted`: the LocalQueue is read as the one Kueue's LocalQueue defaulting gives a plain Job that names
+    none (`placement.kueue_tas.job_queue_to_read`), and the answer says so."""
 
     def __init__(self, api: KueueQueueApi, metrics: Metrics, budget: float) -> None:
         self._api = api
         self._metrics = metrics
         self._budget = budget
 
-    async def read(self, namespace: str, name: str) -> KueueQueue:
+    async def read(self, namespace: str, name: str, defaulted: bool = False) -> KueueQueue:
         key = f"{namespace}/{name}"
         try:
-            queue = await asyncio.wait_for(asyncio.to_thread(self._read, namespace, name), self._budget)
+            read = asyncio.to_thread(self._read, namespace, name, defaulted)
+            queue = await asyncio.wait_for(read, self._budget)
         except TimeoutError:
-            queue = QueueUnread(key, f"no answer within {self._budget:g} s")
+            queue = QueueUnread(key, f"no answer within {self._budget:g} s", defaulted)
         except _NotFound:
             self._metrics.kueue_queue_lookups.labels("not_found").inc()
             return None
         except KubeError as error:
-            queue = QueueUnread(key, str(error))
+            queue = QueueUnread(key, str(error), defaulted)
         self._metrics.kueue_queue_lookups.labels("error" if isinstance(queue, QueueUnread) else "read").inc()
         return queue
 
-    def _read(self, namespace: str, name: str) -> KueueQueue:
+    def _read(self, namespace: str, name: str, defaulted: bool) -> KueueQueue:
         local_queue = _found(lambda: self._api.get_local_queue(namespace, name))
+        key = f"{namespace}/{name}"
         cluster_queue_name = str(section(local_queue, "spec").get("clusterQueue") or "")
         if not cluster_queue_name:
-            raise _NotFound
-        cluster_queue = _found(lambda: self._api.get_cluster_queue(cluster_queue_name))
+            return QueueFlavors(key, "", (), defaulted)
+        try:
+            cluster_queue = _found(lambda: self._api.get_cluster_queue(cluster_queue_name))
+        except _NotFound:
+            # The LocalQueue exists, so Kueue queues what names it (or is defaulted to it): it waits there.
+            return QueueFlavors(key, cluster_queue_name, (), defaulted)
         flavors = {flavor: _flavor(self._api, flavor) for flavor in flavor_names(cluster_queue)}
-        return queue_flavors(f"{namespace}/{name}", cluster_queue_name, flavors)
+        return replace(queue_flavors(key, cluster_queue_name, flavors), defaulted=defaulted)
 
 
 def _found(get: Callable[[], Obj]) -> Obj:

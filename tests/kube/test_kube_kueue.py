@@ -36,7 +36,7 @@ from placement.constants import (
     TARGET_COMPLETIONS_ANNOTATION,
     Strategy,
 )
-from placement.kueue import KUEUE_ELASTIC_JOB_ANNOTATION
+from placement.kueue import DEFAULT_LOCAL_QUEUE, KUEUE_ELASTIC_JOB_ANNOTATION
 from tests.kube.conftest import kube_options
 from tests.kube.kueue_support import (
     bound_pods_of,
@@ -262,6 +262,33 @@ def test_a_plain_job_kueue_queues_falls_back_to_gate_and_runs_whole_never_suspen
     assert TARGET_COMPLETIONS_ANNOTATION not in stored["metadata"]["annotations"]
     assert stored["spec"]["template"]["metadata"]["annotations"][STRATEGY_ANNOTATION] == "gate"
     assert (stored["spec"]["completions"], stored["spec"]["parallelism"]) == (PODS, PODS)
+
+
+def test_a_plain_job_kueue_queues_through_the_namespaces_default_local_queue_falls_back_to_gate(
+    kube_stack: Stack, namespace: str
+) -> None:
+    """Kueue's LocalQueue defaulting: in a namespace with a LocalQueue named `default`, Kueue's own Job
+    webhook (called after this project's) labels an unlabelled Job `queue-name: default` and queues it. The
+    webhook reads that LocalQueue, so the Job is not shrunk for a Workload of one pod (before: a Workload of
+    1 pod admitted, and the resize ran 4 pods against it)."""
+    create_local_queue(kube_stack, namespace, name=DEFAULT_LOCAL_QUEUE)
+    stored = queued_plain_job_runs_whole(kube_stack, namespace, plain_job("defaulted", namespace, PODS))
+    assert stored["metadata"]["labels"][kueue.QUEUE_NAME_LABEL] == DEFAULT_LOCAL_QUEUE
+    assert "LocalQueue defaulting" in stored["metadata"]["annotations"][ELASTIC_FALLBACK_ANNOTATION]
+    assert (stored["spec"]["completions"], stored["spec"]["parallelism"]) == (PODS, PODS)
+
+
+def test_a_jobset_kueue_queues_through_the_namespaces_default_local_queue_is_resized_with_quota_for_all(
+    kube_stack: Stack, namespace: str
+) -> None:
+    """Kueue labels a JobSet that names no queue for the namespace's `default` LocalQueue, before this
+    project's JobSet validation reads its label; its child Jobs are shrunk and resized as under a named
+    queue: Kueue builds the Workload from the JobSet."""
+    create_local_queue(kube_stack, namespace, name=DEFAULT_LOCAL_QUEUE)
+    kube_stack.client.create(exclusive_jobset("defaulted", jobs=JOBS, pods_per_job=PODS, namespace=namespace))
+    admitted_and_placed(kube_stack, namespace, "defaulted")
+    stored = kube_stack.client.get("JobSet", "defaulted", namespace=namespace)
+    assert stored["metadata"]["labels"][kueue.QUEUE_NAME_LABEL] == DEFAULT_LOCAL_QUEUE
 
 
 @pytest.mark.parametrize("strategy", [s for s in STRATEGIES if s is not Strategy.ELASTIC], ids=str)

@@ -2,6 +2,8 @@
 builds its Workload from the Job, so it would take one pod's quota and stop the Job at its resize. It
 falls back to `gate` at full size, with a warning naming Kueue, recorded in
 `exclusive-placement.io/elastic-fallback`.
+So is a plain Job that names no queue where Kueue's LocalQueue defaulting will queue it (its namespace's
+`default` LocalQueue exists, or could not be read).
 A JobSet's child Job is shrunk as before: Kueue builds a JobSet's Workload from the JobSet."""
 
 from __future__ import annotations
@@ -18,8 +20,8 @@ from placement.constants import (
     Strategy,
 )
 from placement.jobset import JobSetStartup, jobset_startup
-from placement.kueue import KUEUE_ELASTIC_JOB_ANNOTATION, kueue_elastic_problem
-from placement.kueue_tas import KUEUE_TAS_ANNOTATIONS
+from placement.kueue import KUEUE_ELASTIC_JOB_ANNOTATION, DefaultQueue, kueue_elastic_problem
+from placement.kueue_tas import KUEUE_TAS_ANNOTATIONS, QueueFlavors, QueueUnread
 from placement.patch import apply
 from tests.placement.placement_pods import ZONE, job
 
@@ -65,6 +67,38 @@ def test_a_job_kueue_does_not_queue_is_shrunk(labels: dict[str, str] | None) -> 
     assert verdict.reason == "shrunk"
     assert admitted["spec"]["completions"] == 1
     assert kueue_elastic_problem(original) is None
+
+
+DEFAULTED = QueueFlavors("team-a/default", "gpu-queue", (("h100", None),), defaulted=True)
+
+
+def test_a_plain_job_kueue_defaults_to_the_namespaces_default_queue_falls_back_to_gate() -> None:
+    original = job(template_annotations={TOPOLOGY_ANNOTATION: ZONE})
+    verdict = mutate_job(original, Strategy.ELASTIC, kueue_queue=DEFAULTED)
+    admitted = apply(original, verdict.patch)
+    assert verdict.reason == "queued-by-kueue"
+    assert (admitted["spec"]["completions"], admitted["spec"]["parallelism"]) == (4, 4)
+    recorded = admitted["metadata"]["annotations"][ELASTIC_FALLBACK_ANNOTATION]
+    assert recorded.startswith(
+        "the Job is queued by Kueue (it names no LocalQueue, and its namespace has LocalQueue team-a/default: "
+        f"Kueue's LocalQueue defaulting labels the Job {KUEUE_QUEUE_NAME_LABEL}=default)"
+    )
+
+
+def test_a_default_queue_that_could_not_be_read_falls_back_to_gate_saying_so() -> None:
+    why = kueue_elastic_problem(job(), DefaultQueue("team-a/default", "no answer within 2 s"))
+    assert why is not None
+    assert "LocalQueue team-a/default could not be read (no answer within 2 s)" in why
+    original = job(template_annotations={TOPOLOGY_ANNOTATION: ZONE})
+    unread = QueueUnread("team-a/default", "no answer within 2 s", defaulted=True)
+    assert mutate_job(original, Strategy.ELASTIC, kueue_queue=unread).reason == "queued-by-kueue"
+
+
+def test_a_queue_read_under_its_own_name_or_for_a_jobset_child_is_no_default() -> None:
+    named = QueueFlavors("team-a/user-queue", "gpu-queue", (("h100", None),))
+    original = job(template_annotations={TOPOLOGY_ANNOTATION: ZONE})
+    assert mutate_job(original, Strategy.ELASTIC, kueue_queue=named).reason == "shrunk"
+    assert kueue_elastic_problem(job(jobset="trainer"), DefaultQueue("team-a/default")) is None
 
 
 def test_a_jobset_child_job_with_kueues_label_is_still_shrunk() -> None:

@@ -9,12 +9,14 @@ import pytest
 from placement.admission import mutate_job
 from placement.constants import KUEUE_QUEUE_NAME_LABEL, TOPOLOGY_ANNOTATION, Strategy
 from placement.jobset_validation import validate_jobset
-from placement.kueue import queue_name
+from placement.kueue import DEFAULT_LOCAL_QUEUE, DefaultQueue, queue_name
 from placement.kueue_tas import (
     QueueFlavors,
     QueueUnread,
+    default_queue_of,
     flavor_names,
     implied_tas_conflict,
+    job_queue_to_read,
     jobset_queue_to_read,
     queue_flavors,
     topology_of_flavor,
@@ -87,6 +89,35 @@ def test_the_queue_is_read_only_for_a_queued_workload_with_exclusive_jobs() -> N
     assert jobset_queue_to_read(not_exclusive) is None
     assert queue_name(job(labels=QUEUED)) == QUEUE
     assert queue_name(job(labels=QUEUED, jobset="trainer")) is None
+
+
+def test_a_plain_job_naming_no_queue_has_the_default_one_read_and_a_jobset_child_none() -> None:
+    assert job_queue_to_read(job(labels=QUEUED)) == (QUEUE, False)
+    assert job_queue_to_read(job()) == (DEFAULT_LOCAL_QUEUE, True)
+    assert job_queue_to_read(job(labels={KUEUE_QUEUE_NAME_LABEL: ""})) == (DEFAULT_LOCAL_QUEUE, True)
+    assert job_queue_to_read(job(labels=QUEUED, jobset="trainer")) is None
+    assert job_queue_to_read(job(jobset="trainer")) is None
+
+
+def test_only_a_queue_read_as_the_default_one_is_a_default_queue() -> None:
+    defaulted = QueueFlavors("team-a/default", "gpu-queue", (("h100", None),), defaulted=True)
+    assert default_queue_of(defaulted) == DefaultQueue("team-a/default")
+    unread = QueueUnread("team-a/default", "GET localqueues/default: 500", defaulted=True)
+    assert default_queue_of(unread) == DefaultQueue("team-a/default", "GET localqueues/default: 500")
+    assert default_queue_of(MIXED) is None
+    assert default_queue_of(QueueUnread("team-a/user-queue", "timed out")) is None
+    assert default_queue_of(None) is None
+
+
+def test_a_tas_conflict_through_the_default_queue_says_that_kueue_sets_the_label() -> None:
+    defaulted = QueueFlavors("team-a/default", "gpu-queue", (("h100-tas", "pools"),), defaulted=True)
+    conflict = implied_tas_conflict(defaulted, "Job")
+    assert conflict is not None
+    assert conflict.startswith(
+        f"{KUEUE_QUEUE_NAME_LABEL}=default (none set: Kueue's LocalQueue defaulting sets it): "
+        "LocalQueue team-a/default feeds ClusterQueue gpu-queue"
+    )
+    assert "LocalQueue defaulting" not in str(implied_tas_conflict(TAS_ONLY, "Job"))
 
 
 def test_a_jobset_queued_where_kueue_uses_tas_unasked_is_denied_naming_the_queues_and_the_remedy() -> None:

@@ -1,7 +1,9 @@
 """The webhook reads Kueue's queue of a queued exclusive workload's CREATE, over ASGI against the fake API
 server serving Kueue's LocalQueues, ClusterQueues and ResourceFlavors: a ClusterQueue of TAS flavors only
 (Kueue then places every workload with Topology Aware Scheduling) denies it; any failure to read admits it
-with a warning; an UPDATE reads nothing."""
+with a warning; an UPDATE reads nothing. A plain exclusive Job that names no queue has its namespace's
+`default` LocalQueue read (Kueue's LocalQueue defaulting): where it exists, or cannot be read, `elastic`
+falls back to `gate` at full size."""
 
 from __future__ import annotations
 
@@ -13,8 +15,14 @@ from typing import Any
 import pytest
 
 from devstack.manifests import exclusive_jobset
-from placement.constants import KUEUE_QUEUE_NAME_LABEL
-from placement.kueue import KUEUE_GROUP, KUEUE_VERSION
+from placement.constants import (
+    ELASTIC_FALLBACK_ANNOTATION,
+    KUEUE_QUEUE_NAME_LABEL,
+    STRATEGY_ANNOTATION,
+    TARGET_COMPLETIONS_ANNOTATION,
+)
+from placement.kueue import DEFAULT_LOCAL_QUEUE, KUEUE_GROUP, KUEUE_VERSION
+from placement.patch import apply
 from placement.kueue_tas import CLUSTER_QUEUES, LOCAL_QUEUES, RESOURCE_FLAVORS, QueueUnread
 from tests.support.asgi import AsgiClient
 from tests.support.fake_api import FakeKubeApi, Served
@@ -24,6 +32,7 @@ from tests.webhook.test_webhook_jobset_validation import jobset_review
 from tests.webhook.webhook_support import Running, fixture_review, settings_for
 from webhook.kueue_queues import KueueQueues
 from webhook.metrics import Metrics
+from webhook.review import decode_patch
 from webhook.server import build
 
 KUEUE = f"{KUEUE_GROUP}/{KUEUE_VERSION}"
@@ -185,3 +194,110 @@ def test_the_whole_read_is_bounded_by_its_budget() -> None:
     queue = asyncio.run(read_then_release())
     assert queue == QueueUnread("team-a/user-queue", "no answer within 0.05 s")
     assert sample(metrics.registry, "exclusive_placement_kueue_queue_lookups_total", result="error") == 1
+
+
+def default_local_queue(api: FakeKubeApi, cluster_queue: str = "gpu-queue") -> None:
+    spec = {"clusterQueue": cluster_queue}
+    api.put(LOCAL_QUEUES, kueue_object("LocalQueue", DEFAULT_LOCAL_QUEUE, spec, NAMESPACE))
+
+
+def admit_unqueued_plain_job(webhook: Running) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The fixture's exclusive Indexed Job of 3 pods in team-a, naming no LocalQueue: (response, the Job as
+    admitted)."""
+    review = fixture_review("indexed-job.json")
+    answer = webhook.post("/mutate-jobs", review)
+    admitted = (
+        apply(review["request"]["object"], decode_patch(answer)) if "patch" in answer["response"] else {}
+    )
+    return answer["response"], admitted
+
+
+def test_a_plain_job_naming_no_queue_where_kueue_defaults_it_to_a_local_queue_falls_back_to_gate(
+    webhook: Running,
+) -> None:
+    serve_kueue(webhook.api, ("h100", None))
+    default_local_queue(webhook.api)
+    response, admitted = admit_unqueued_plain_job(webhook)
+    assert response["allowed"] is True
+    (warning,) = response["warnings"]
+    assert "its namespace has LocalQueue team-a/default: Kueue's LocalQueue defaulting" in warning
+    assert "using gate" in warning
+    assert (admitted["spec"]["completions"], admitted["spec"]["parallelism"]) == (3, 3)
+    assert "LocalQueue defaulting" in admitted["metadata"]["annotations"][ELASTIC_FALLBACK_ANNOTATION]
+    assert TARGET_COMPLETIONS_ANNOTATION not in admitted["metadata"]["annotations"]
+    assert admitted["spec"]["template"]["metadata"]["annotations"][STRATEGY_ANNOTATION] == "gate"
+    assert queue_reads(webhook.api) == [
+        "localqueues/default",
+        "clusterqueues/gpu-queue",
+        "resourceflavors/h100",
+    ]
+
+
+def test_a_default_local_queue_whose_cluster_queue_does_not_exist_still_queues_the_job(
+    webhook: Running,
+) -> None:
+    serve_kueue(webhook.api, ("h100", None))
+    default_local_queue(webhook.api, cluster_queue="not-yet-created")
+    response, admitted = admit_unqueued_plain_job(webhook)
+    assert response["allowed"] is True
+    assert (admitted["spec"]["completions"], admitted["spec"]["parallelism"]) == (3, 3)
+    assert lookups(webhook, "read") == 1
+
+
+@pytest.mark.parametrize("kueue_installed", [True, False], ids=["no default LocalQueue", "no Kueue"])
+def test_a_plain_job_naming_no_queue_without_a_default_local_queue_is_shrunk(
+    webhook: Running, kueue_installed: bool
+) -> None:
+    if kueue_installed:
+        serve_kueue(webhook.api, ("h100", None))
+    response, admitted = admit_unqueued_plain_job(webhook)
+    assert response["allowed"] is True
+    assert "warnings" not in response
+    assert (admitted["spec"]["completions"], admitted["spec"]["parallelism"]) == (1, 1)
+    assert admitted["metadata"]["annotations"][TARGET_COMPLETIONS_ANNOTATION] == "3"
+    assert lookups(webhook, "not_found") == 1
+
+
+def test_a_plain_job_naming_no_queue_where_the_default_one_places_everything_with_tas_is_denied(
+    webhook: Running,
+) -> None:
+    serve_kueue(webhook.api, ("h100-tas", "pools"))
+    default_local_queue(webhook.api)
+    response, _ = admit_unqueued_plain_job(webhook)
+    assert response["allowed"] is False
+    message = response["status"]["message"]
+    assert "queue-name=default (none set: Kueue's LocalQueue defaulting sets it)" in message
+    assert "LocalQueue team-a/default feeds ClusterQueue gpu-queue" in message
+
+
+def test_a_default_local_queue_that_cannot_be_read_falls_back_to_gate_with_both_warnings(
+    webhook: Running,
+) -> None:
+    serve_kueue(webhook.api, ("h100", None))
+    default_local_queue(webhook.api)
+    webhook.api.fail_next(500, verb="get", resource=LOCAL_QUEUES)
+    response, admitted = admit_unqueued_plain_job(webhook)
+    assert response["allowed"] is True
+    assert (admitted["spec"]["completions"], admitted["spec"]["parallelism"]) == (3, 3)
+    unread, fallback = response["warnings"]
+    assert unread.startswith("exclusive placement: could not read Kueue's LocalQueue team-a/default")
+    assert "LocalQueue team-a/default could not be read" in fallback
+    assert "using gate" in fallback
+
+
+def test_a_jobset_child_job_reads_no_queue(webhook: Running) -> None:
+    serve_kueue(webhook.api, ("h100", None))
+    default_local_queue(webhook.api)
+    review = fixture_review("indexed-job.json")
+    job = review["request"]["object"]
+    job["metadata"]["ownerReferences"] = [
+        {
+            "apiVersion": "jobset.x-k8s.io/v1alpha2",
+            "kind": "JobSet",
+            "name": "trainer",
+            "uid": "u-1",
+            "controller": True,
+        }
+    ]
+    webhook.post("/mutate-jobs", review)
+    assert queue_reads(webhook.api) == []
