@@ -80,8 +80,8 @@ def test_a_plain_job_kueue_defaults_to_the_namespaces_default_queue_falls_back_t
     assert (admitted["spec"]["completions"], admitted["spec"]["parallelism"]) == (4, 4)
     recorded = admitted["metadata"]["annotations"][ELASTIC_FALLBACK_ANNOTATION]
     assert recorded.startswith(
-        "the Job is queued by Kueue (it names no LocalQueue, and its namespace has LocalQueue team-a/default: "
-        f"Kueue's LocalQueue defaulting labels the Job {KUEUE_QUEUE_NAME_LABEL}=default)"
+        "the Job is queued by Kueue (it names no LocalQueue, and its namespace has LocalQueue "
+        f"team-a/default: Kueue's LocalQueue defaulting labels the Job {KUEUE_QUEUE_NAME_LABEL}=default)"
     )
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -22,8 +22,8 @@ from placement.constants import (
     TARGET_COMPLETIONS_ANNOTATION,
 )
 from placement.kueue import DEFAULT_LOCAL_QUEUE, KUEUE_GROUP, KUEUE_VERSION
-from placement.patch import apply
 from placement.kueue_tas import CLUSTER_QUEUES, LOCAL_QUEUES, RESOURCE_FLAVORS, QueueUnread
+from placement.patch import apply
 from tests.support.asgi import AsgiClient
 from tests.support.fake_api import FakeKubeApi, Served
 from tests.support.metrics import sample
@@ -32,7 +32,7 @@ from tests.webhook.test_webhook_jobset_validation import jobset_review
 from tests.webhook.webhook_support import Running, fixture_review, settings_for
 from webhook.kueue_queues import KueueQueues
 from webhook.metrics import Metrics
-from webhook.review import decode_patch
+from webhook.review import AdmissionReview, decode_patch
 from webhook.server import build
 
 KUEUE = f"{KUEUE_GROUP}/{KUEUE_VERSION}"
@@ -206,9 +206,7 @@ def admit_unqueued_plain_job(webhook: Running) -> tuple[dict[str, Any], dict[str
     admitted)."""
     review = fixture_review("indexed-job.json")
     answer = webhook.post("/mutate-jobs", review)
-    admitted = (
-        apply(review["request"]["object"], decode_patch(answer)) if "patch" in answer["response"] else {}
-    )
+    admitted = apply(review["request"]["object"], decode_patch(cast(AdmissionReview, answer)))
     return answer["response"], admitted
 
 
