@@ -6,7 +6,10 @@
 - `is_indexed(job)` / `completion_mode(job)`: only an Indexed Job has a leader; a NonIndexed Job asking for
   exclusive placement is placed with `affinity` (every pod carries the leader's terms).
 - `elastic_ineligibility(job)`: None when the Job can be shrunk and resized, else the reason (used in the
-  admission warning when falling back to `gate`).
+  admission warning when falling back to `gate`). A Job whose `spec.managedBy` names another controller
+  than kube-controller-manager's Job controller is not: that controller, not the one the resize drives,
+  runs it, and may copy its spec elsewhere (Kueue's MultiKueue creates the worker cluster's Job from the
+  manager's spec), where a shrunk copy would run one pod.
 - `max_failed_indexes_at_size_one(job)`: the `spec.maxFailedIndexes` a Job needs while it is at size 1
   (validation wants it <= completions), or None when its value fits; the resize restores the original.
 
@@ -28,6 +31,9 @@ GENERATED_NAME_SUFFIX_LENGTH = 5
 """The API server appends 5 random characters to generateName."""
 SIZE_ONE_MAX_FAILED_INDEXES = 1
 INDEXED = "Indexed"
+JOB_CONTROLLER_MANAGER = "kubernetes.io/job-controller"
+"""`spec.managedBy` of a Job kube-controller-manager's Job controller runs (the API server's meaning of
+none)."""
 NON_INDEXED = "NonIndexed"
 _NONZERO_DIGIT = re.compile(r"[1-9]")
 """Any number in a succeededIndexes list with a nonzero digit is an index >= 1 (read without `int()`,
@@ -88,6 +94,12 @@ def is_indexed(job: Obj) -> bool:
 
 def elastic_ineligibility(job: Obj) -> str | None:
     spec = section(job, "spec")
+    managed_by = spec.get("managedBy")
+    if managed_by not in (None, JOB_CONTROLLER_MANAGER):
+        return (
+            f"spec.managedBy is {managed_by!r}: that controller, not kube-controller-manager's Job "
+            "controller, runs the Job and may copy it elsewhere at the size it was admitted with"
+        )
     if not is_indexed(job):
         return f"completionMode is {completion_mode(job)}, elastic resize needs {INDEXED}"
     completions = _int_or_none(spec.get("completions"))

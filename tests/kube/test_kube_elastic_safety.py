@@ -18,7 +18,8 @@ repairs (README "Risks"):
   replacement; the followers are pinned to the replacement's domain. JobSet v0.12.0 counts the finished
   pod as a second leader and rejects the followers for ever (fixed on its main branch by #1276);
 - a running leader deleted: the real Job controller re-creates index 0; its pod affinity to its own Job's
-  followers brings it back into the same domain, so nothing is repaired.
+  followers brings it back into the same domain, so nothing is repaired;
+- a Job whose `spec.managedBy` names another controller keeps its size (`gate`): that controller runs it.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from devstack.manifests import exclusive_jobset
 from devstack.stack import Stack
 from kubekit.client import KubeError
 from placement.constants import (
+    ELASTIC_FALLBACK_ANNOTATION,
     GKE_NODEPOOL_LABEL,
     JOB_COMPLETION_INDEX_ANNOTATION,
     RESIZE_LABEL,
@@ -235,6 +237,23 @@ def followers_pinned_where_a_re_created_leader_is_not_are_repaired(stack: Stack,
 
 def test_jobs_the_api_server_would_reject_at_size_one_run_whole(kube_stack: Stack, namespace: str) -> None:
     jobs_the_api_server_would_reject_at_size_one_run_whole(kube_stack, namespace)
+
+
+def test_a_job_another_controller_manages_keeps_its_size(kube_stack: Stack, namespace: str) -> None:
+    """`spec.managedBy` (GA in Kubernetes 1.35): kube-controller-manager's Job controller leaves such a Job to
+    the controller it names, which may copy it elsewhere (Kueue's MultiKueue does) at the admitted size."""
+    job = plain_job("elsewhere", namespace, 4)
+    job["spec"]["managedBy"] = "example.com/elsewhere"
+    kube_stack.client.create(job)
+    stored = kube_stack.client.get("Job", "elsewhere", namespace=namespace)
+    assert stored["spec"]["managedBy"] == "example.com/elsewhere"
+    assert (stored["spec"]["completions"], stored["spec"]["parallelism"]) == (4, 4)
+    assert (
+        "spec.managedBy is 'example.com/elsewhere'"
+        in stored["metadata"]["annotations"][ELASTIC_FALLBACK_ANNOTATION]
+    )
+    assert RESIZE_LABEL not in (stored["metadata"].get("labels") or {})
+    assert stored["spec"]["template"]["metadata"]["annotations"][STRATEGY_ANNOTATION] == "gate"
 
 
 @pytest.mark.parametrize("order", ["InOrder", "dependsOn"])

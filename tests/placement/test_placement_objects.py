@@ -208,6 +208,8 @@ def test_job_strategy_from_metadata_then_template() -> None:
         ({"completions": None}, JOB, "spec.completions is not set"),
         ({"completions": 1, "parallelism": 1}, JOB, "nothing to shrink"),
         ({"completions": 11, "parallelism": 11}, "j" * 61, "over the 63-character limit"),
+        ({"extra_spec": {"managedBy": "kueue.x-k8s.io/multikueue"}}, JOB, "managedBy is 'kueue.x-k8s"),
+        ({"extra_spec": {"managedBy": "kubernetes.io/job-controller"}}, JOB, None),
     ],
 )
 def test_elastic_eligibility(spec: dict[str, Any], name: str, reason: str | None) -> None:
