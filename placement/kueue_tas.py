@@ -110,8 +110,9 @@ class QueueFlavors:
     local_queue: str
     """`<namespace>/<name>`."""
     cluster_queue: str
-    """Empty flavors when it does not exist (Kueue admits nothing from it, and says so on the workload)."""
     flavors: tuple[tuple[str, str | None], ...]
+    """Empty when the ClusterQueue does not exist (Kueue admits nothing from it, and says so on the
+    workload)."""
     defaulted: bool = False
     """Read for a plain Job that names no LocalQueue: Kueue's LocalQueue defaulting labels it for this one."""
 
