@@ -12,7 +12,8 @@ queues with such an annotation (TAS would choose its nodes by free GPUs, blind t
 The stack's ClusterQueue has only a TAS flavor, so Kueue applies TAS to every workload of it, asked or
 not: a queued exclusive JobSet without any TAS annotation is denied too, naming the ClusterQueue. Through a
 ClusterQueue that also has a flavor without a Topology, the same JobSet is admitted by Kueue on that flavor
-and runs, each Job whole in its own pool.
+and runs, each Job whole in its own pool. A JobSet or plain Job that names no queue, where Kueue's LocalQueue
+defaulting queues it in such a ClusterQueue, is denied as well.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from devstack.manifests import exclusive_jobset
 from devstack.stack import Stack
 from kubekit.client import KubeError
 from placement.constants import GKE_NODEPOOL_LABEL, HOSTNAME_LABEL, STRATEGIES, Strategy
+from placement.kueue import DEFAULT_LOCAL_QUEUE
 from placement.status import WaitReason
 from tests.kube.conftest import kube_options
 from tests.kube.kueue_support import condition, create_local_queue, pods_of_jobset, running, workload_of
@@ -122,6 +124,27 @@ def test_a_queued_exclusive_jobset_without_tas_annotations_is_denied_where_kueue
     assert f"LocalQueue {namespace}/{queue} feeds ClusterQueue {kueue.CLUSTER_QUEUE}" in message
     assert f"({kueue.RESOURCE_FLAVOR} (Topology {kueue.TOPOLOGY}))" in message
     assert kube_stack.client.list("JobSet", namespace=namespace) == []
+
+
+@pytest.mark.parametrize("kind", ["JobSet", "Job"])
+def test_an_exclusive_workload_naming_no_queue_is_denied_where_kueue_defaults_it_to_a_tas_only_queue(
+    kube_stack: Stack, namespace: str, kind: str
+) -> None:
+    """Kueue's LocalQueue defaulting: in a namespace with a LocalQueue named `default`, Kueue's webhooks label
+    a JobSet or plain Job that names no queue for it. The JobSet's label is set before this project's JobSet
+    validation reads it; the plain Job's after this project's Job webhook ran, which reads the `default`
+    LocalQueue itself."""
+    create_local_queue(kube_stack, namespace, name=DEFAULT_LOCAL_QUEUE)
+    if kind == "JobSet":
+        workload = exclusive_jobset("defaulted", jobs=2, pods_per_job=4, namespace=namespace)
+    else:
+        workload = plain_job("defaulted", namespace, 4)
+    with pytest.raises(KubeError) as denied:
+        kube_stack.client.create(workload)
+    assert denied.value.status in (400, 403), denied.value
+    message = str(denied.value)
+    assert f"LocalQueue {namespace}/{DEFAULT_LOCAL_QUEUE} feeds ClusterQueue {kueue.CLUSTER_QUEUE}" in message
+    assert kube_stack.client.list(kind, namespace=namespace) == []
 
 
 PLAIN_FLAVOR = "gpus-without-topology"
