@@ -24,7 +24,7 @@ from bench.scenarios import GPUS_PER_NODE, Scenario
 from devstack.clusters import KubeCluster
 from devstack.controlplane import jobset, kueue
 from devstack.controlplane.audit import AuditLog
-from devstack.controlplane.kwok import run_time_annotations
+from devstack.controlplane.kwok import run_time_annotations, start_time_annotations
 from devstack.shape import ClusterShape
 from devstack.stack import Stack, StackOptions
 from kubekit.credentials import kubeconfig_credentials
@@ -101,11 +101,15 @@ def wait_nodes_settled(client: GenericClient, timeout: float = NODES_SETTLED_TIM
 
 
 def pod_annotations(scenario: Scenario) -> dict[str, str]:
-    """What the scenario's pod templates carry so that kwok completes each pod `pod_run_seconds` after it
-    started (none when pods run until deleted, or in a gang scenario: the rendezvous starts the clocks)."""
+    """What the scenario's pod templates carry so that kwok starts each pod `pod_start_seconds` after its
+    bind (none: at once) and completes it `pod_run_seconds` after it started (none when pods run until
+    deleted, or in a gang scenario: the rendezvous starts the clocks)."""
+    annotations = (
+        {} if scenario.pod_start_seconds is None else start_time_annotations(scenario.pod_start_seconds)
+    )
     if scenario.pod_run_seconds is None or scenario.gang:
-        return {}
-    return run_time_annotations(scenario.pod_run_seconds)
+        return annotations
+    return {**annotations, **run_time_annotations(scenario.pod_run_seconds)}
 
 
 def component_metrics_url(kwok_config: list[dict[str, Any]], component: str) -> str:

@@ -113,6 +113,8 @@ def scenario_label(scenario: dict[str, Any]) -> str:
         label += f", behind a backlog of {scenario['backlog_pods']:,} pods"
     if scenario.get("preemption"):
         label += ", high priority preempting low"
+    if scenario.get("pod_start_seconds"):
+        label += f", pods start {scenario['pod_start_seconds']:g} s after their bind"
     return label
 
 

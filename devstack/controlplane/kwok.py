@@ -3,7 +3,10 @@
 The Stages are kwok's own, taken from its module by `make kube` (manifests/kwok/):
 - nodes: `node-initialize` (Ready, addresses, the capacity the Node object declares) and
   `node-heartbeat-with-lease` (node Leases, as kubelets renew them);
-- pods: `pod-ready` of kwok's "fast" set (a bound pod becomes Running and Ready at once), `pod-delete`
+- pods: `pod-ready` of kwok's "fast" set (a bound pod becomes Running and Ready at once), and beside it
+  `pod-ready-after-start-time`, the same for the pods that carry `START_TIME_ANNOTATION` (a duration such
+  as `2000ms`, `start_time_annotations`): they become Running and Ready that long after kwok sees them
+  bound, as a container that takes time to start would; `pod-delete`
   (a deleted pod goes away at once) and `pod-complete` of its "general" set, changed in two ways so that
   a pod runs until it is deleted unless it asks for a run time:
   - it applies only to pods that carry `pod-complete.stage.kwok.x-k8s.io/delay` (upstream completes every
@@ -29,6 +32,7 @@ NODE_STAGES = ("node-initialize.yaml", "node-heartbeat-with-lease.yaml")
 POD_STAGES = ("pod-ready.yaml", "pod-complete.yaml", "pod-delete.yaml")
 RUN_TIME_ANNOTATION = "pod-complete.stage.kwok.x-k8s.io/delay"
 RUN_TIME_JITTER_ANNOTATION = "pod-complete.stage.kwok.x-k8s.io/jitter-delay"
+START_TIME_ANNOTATION = "pod-ready.stage.kwok.x-k8s.io/delay"
 KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"
 NODE_FAULT_ANNOTATION = "devstack.exclusive-placement.io/node-fault"
 """A node or pod carrying it is left alone by kwok's Stages: the status a fault gave a node (Ready=False)
@@ -43,6 +47,11 @@ def run_time_annotations(seconds: float) -> dict[str, str]:
     """Pod annotations that make kwok complete the pod `seconds` after it is Running."""
     value = f"{round(seconds * 1000)}ms"
     return {RUN_TIME_ANNOTATION: value, RUN_TIME_JITTER_ANNOTATION: value}
+
+
+def start_time_annotations(seconds: float) -> dict[str, str]:
+    """Pod annotations that make kwok start the pod (Running and Ready) `seconds` after it is bound."""
+    return {START_TIME_ANNOTATION: f"{round(seconds * 1000)}ms"}
 
 
 def _load_stage(path: Path) -> Obj:
@@ -65,6 +74,23 @@ def completion_on_request(stage: Obj) -> Obj:
     return result
 
 
+def _with_selector(stage: Obj, expression: Obj) -> Obj:
+    result = copy.deepcopy(stage)
+    result["spec"].setdefault("selector", {}).setdefault("matchExpressions", []).append(expression)
+    return result
+
+
+def readiness_split_by_start_time(stage: Obj) -> list[Obj]:
+    """kwok's fast `pod-ready` for the pods without `START_TIME_ANNOTATION` (unchanged: at once), and a copy
+    for the pods with it that waits that long (none is read as no wait)."""
+    key = f'.metadata.annotations["{START_TIME_ANNOTATION}"]'
+    at_once = _with_selector(stage, {"key": key, "operator": "DoesNotExist"})
+    delayed = _with_selector(stage, {"key": key, "operator": "Exists"})
+    delayed["metadata"]["name"] = f"{stage['metadata']['name']}-after-start-time"
+    delayed["spec"]["delay"] = {"durationMilliseconds": 0, "durationFrom": {"expressionFrom": key}}
+    return [at_once, delayed]
+
+
 def unless_faulted(stage: Obj) -> Obj:
     """A Stage that does not apply to the nodes and pods a fault took over (`NODE_FAULT_ANNOTATION`)."""
     result = copy.deepcopy(stage)
@@ -81,7 +107,12 @@ def stages(manifests_dir: Path) -> list[Obj]:
     result = [unless_faulted(_load_stage(kwok_dir / name)) for name in NODE_STAGES]
     for name in POD_STAGES:
         stage = _load_stage(kwok_dir / name)
-        result.append(unless_faulted(completion_on_request(stage) if name == "pod-complete.yaml" else stage))
+        if name == "pod-ready.yaml":
+            result.extend(unless_faulted(split) for split in readiness_split_by_start_time(stage))
+        else:
+            result.append(
+                unless_faulted(completion_on_request(stage) if name == "pod-complete.yaml" else stage)
+            )
     return result
 
 

@@ -19,7 +19,7 @@ from bench.repeats import aggregate
 from bench.report import markdown_table
 from bench.scenarios import Scenario, jobset_manifest, scenarios_named
 from bench.strategies import main, result_from_counts
-from devstack.controlplane.kwok import RUN_TIME_ANNOTATION, RUN_TIME_JITTER_ANNOTATION
+from devstack.controlplane.kwok import RUN_TIME_ANNOTATION, RUN_TIME_JITTER_ANNOTATION, START_TIME_ANNOTATION
 from devstack.controlplane.versions import CACHE_ENV
 from placement.constants import STRATEGY_ANNOTATION, Strategy
 from tests.bench.bench_support import repeated, window_counts
@@ -44,6 +44,7 @@ def test_pods_run_the_scenarios_seconds_in_real_time_unless_a_rendezvous_starts_
     assert pod_annotations(scenario("long-wait-4x4-on-2"))[RUN_TIME_ANNOTATION] == "240000ms"
     assert pod_annotations(scenario("4x8")) == {}  # run until deleted
     assert pod_annotations(scenario("gang-4x3")) == {}
+    assert pod_annotations(scenario("32x32-slow-start")) == {START_TIME_ANNOTATION: "2000ms"}
 
 
 def test_run_time_annotations_join_the_strategy_on_the_pod_template() -> None:

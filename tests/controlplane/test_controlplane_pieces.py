@@ -16,11 +16,13 @@ from devstack.controlplane.identities import chart_identities, rbac_objects, tok
 from devstack.controlplane.kwok import (
     KWOK_NODE_ANNOTATION,
     RUN_TIME_ANNOTATION,
+    START_TIME_ANNOTATION,
     StageError,
     completion_on_request,
     kwok_nodes,
     run_time_annotations,
     stages,
+    start_time_annotations,
 )
 from devstack.webhooks import chart_values, render_chart
 from placement.constants import GKE_NODEPOOL_LABEL, GPU_RESOURCE
@@ -37,6 +39,7 @@ def test_kwok_completes_only_the_pods_that_ask_and_after_exactly_their_run_time(
         "node-initialize",
         "node-heartbeat-with-lease",
         "pod-ready",
+        "pod-ready-after-start-time",
         "pod-complete",
         "pod-delete",
     }
@@ -49,6 +52,20 @@ def test_kwok_completes_only_the_pods_that_ask_and_after_exactly_their_run_time(
         RUN_TIME_ANNOTATION: "20000ms",
         "pod-complete.stage.kwok.x-k8s.io/jitter-delay": "20000ms",
     }
+
+
+def test_kwok_starts_at_once_the_pods_that_do_not_ask_and_the_others_after_their_start_time(
+    manifests: Path,
+) -> None:
+    by_name = {stage["metadata"]["name"]: stage for stage in stages(manifests)}
+    key = f'.metadata.annotations["{START_TIME_ANNOTATION}"]'
+    at_once, delayed = by_name["pod-ready"]["spec"], by_name["pod-ready-after-start-time"]["spec"]
+    assert {"key": key, "operator": "DoesNotExist"} in at_once["selector"]["matchExpressions"]
+    assert "delay" not in at_once
+    assert {"key": key, "operator": "Exists"} in delayed["selector"]["matchExpressions"]
+    assert delayed["delay"] == {"durationMilliseconds": 0, "durationFrom": {"expressionFrom": key}}
+    assert delayed["next"] == at_once["next"]
+    assert start_time_annotations(2) == {START_TIME_ANNOTATION: "2000ms"}
 
 
 def test_a_pod_complete_stage_that_no_longer_reads_an_annotation_is_refused() -> None:

@@ -19,15 +19,19 @@ repairs (README "Risks"):
   pod as a second leader and rejects the followers for ever (fixed on its main branch by #1276);
 - a running leader deleted: the real Job controller re-creates index 0; its pod affinity to its own Job's
   followers brings it back into the same domain, so nothing is repaired;
-- a Job whose `spec.managedBy` names another controller keeps its size (`gate`): that controller runs it.
+- a Job whose `spec.managedBy` names another controller keeps its size (`gate`): that controller runs it;
+- a Job is resized at its leader's bind: with a leader that starts 10 s later, its followers exist before it
+  is Ready.
 """
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 import pytest
 
+from devstack.controlplane.kwok import start_time_annotations
 from devstack.exclusivity import node_domains
 from devstack.manifests import exclusive_jobset
 from devstack.stack import Stack
@@ -63,6 +67,7 @@ Events = list[tuple[str, Obj]]
 WORKERS = {"ordered-workers-0", "ordered-workers-1"}
 DRIVER = "ordered-driver-0"
 FULL = {"key": "example.com/full", "value": "true", "effect": "NoSchedule"}
+START_SECONDS = 10
 
 
 def jobs_the_api_server_would_reject_at_size_one_run_whole(stack: Stack, namespace: str) -> None:
@@ -254,6 +259,28 @@ def test_a_job_another_controller_manages_keeps_its_size(kube_stack: Stack, name
     )
     assert RESIZE_LABEL not in (stored["metadata"].get("labels") or {})
     assert stored["spec"]["template"]["metadata"]["annotations"][STRATEGY_ANNOTATION] == "gate"
+
+
+def condition_time(pod: Obj, kind: str) -> datetime:
+    (condition,) = [c for c in pod["status"]["conditions"] if c["type"] == kind]
+    return datetime.fromisoformat(condition["lastTransitionTime"])
+
+
+def test_a_job_is_resized_at_its_leaders_bind_not_once_the_leader_is_ready(
+    kube_stack: Stack, namespace: str
+) -> None:
+    """kwok starts a pod asking a start time (`start_time_annotations`) that long after its bind, as a slow
+    container start would (bench scenario `32x32-slow-start`); the followers are created meanwhile."""
+    job = plain_job("slow-start", namespace, 3)
+    job["spec"]["template"]["metadata"] = {"annotations": start_time_annotations(START_SECONDS)}
+    kube_stack.client.create(job)
+    eventually(lambda: running_pods(kube_stack, namespace) == 3, "3 pods running", 90, ignoring=(KubeError,))
+    pods = pods_of(kube_stack, namespace)
+    (leader,) = [p for p in pods if p["metadata"]["annotations"][JOB_COMPLETION_INDEX_ANNOTATION] == "0"]
+    ready = condition_time(leader, "Ready")
+    assert (ready - condition_time(leader, "PodScheduled")).total_seconds() >= START_SECONDS - 1
+    followers = [p for p in pods if p is not leader]
+    assert all(datetime.fromisoformat(p["metadata"]["creationTimestamp"]) <= ready for p in followers)
 
 
 @pytest.mark.parametrize("order", ["InOrder", "dependsOn"])
