@@ -104,10 +104,6 @@ class SkipReason(StrEnum):
     IN_LEADER_DOMAIN = "in-leader-domain"
     GANG_INCOMPLETE = "gang-incomplete"
     """All-or-nothing: not every Job of the JobSet has a bound leader yet."""
-    LEADER_NOT_COUNTED = "leader-not-counted"
-    """The Job's status counts no pod yet (`active`, `succeeded`, `failed` all 0): the Job controller's status
-    write after it created the leader is still to come, and a resize before it would make that write
-    conflict (409) and the Job sync again."""
     NOT_RESIZED = "not-resized"
     """A gated follower's Job records no leader's domain (not resized by the resizer, or gone)."""
 
@@ -263,19 +259,6 @@ def gang_incomplete(obj: Obj, gang: Gang | None) -> bool:
     return gang is None or gang.id != gang_id or not gang_complete(gang)
 
 
-def counts_a_pod(job: Obj) -> bool:
-    """Whether the Job controller has counted a pod of the Job in its status. It writes the status after it
-    created pods, with its one rate-limited client: under load that write comes seconds after the leader's
-    creation, often after its bind. Measured at 32x32 (docs/results.md): 12-20 of the 32 Jobs' status writes
-    were refused (409) when the resize came first, each a wasted request of the Job controller's 20 qps and
-    another sync of the Job."""
-    status = section(job, "status")
-    return any(isinstance(status.get(field), int) and status[field] > 0 for field in _POD_COUNTS)
-
-
-_POD_COUNTS = ("active", "succeeded", "failed")
-
-
 def job_ref(job: Obj) -> JobRef:
     meta = metadata(job)
     return JobRef(name=str(meta.get("name") or ""), uid=str(meta.get("uid") or ""))
@@ -341,8 +324,6 @@ def decide_resize(
     problem = _skip_reason(leader_problem(leader, job_ref(job)))
     if problem is not None:
         return skip(problem, target)
-    if not counts_a_pod(job):
-        return skip(SkipReason.LEADER_NOT_COUNTED, target)
     if gang_incomplete(job, gang):
         return skip(SkipReason.GANG_INCOMPLETE, target)
 

@@ -23,16 +23,8 @@ from resizer.recorder import Action, Outcome, Reason, job_reference, pod_referen
 
 log = logging.getLogger(__name__)
 
-WAITING = frozenset(
-    {
-        SkipReason.NO_LEADER,
-        SkipReason.LEADER_NOT_BOUND,
-        SkipReason.LEADER_NOT_COUNTED,
-        SkipReason.GANG_INCOMPLETE,
-    }
-)
-"""Reasons that pass by themselves: the Job's leader, its count in the Job's status, or its JobSet's
-leaders are on their way."""
+WAITING = frozenset({SkipReason.NO_LEADER, SkipReason.LEADER_NOT_BOUND, SkipReason.GANG_INCOMPLETE})
+"""Reasons that pass by themselves: the Job's leader, or its JobSet's, is on its way."""
 NOT_PENDING = frozenset({SkipReason.ALREADY_DONE, SkipReason.NOT_PENDING})
 
 

@@ -222,7 +222,7 @@ def test_fields_the_api_server_sets_on_every_write_may_differ(pods: Check) -> No
     assert pods(FOLLOWER, released) is True
 
 
-JOB = make_job("train-0", "team-b").indexed(1).pending(4).leader_counted().obj()
+JOB = make_job("train-0", "team-b").indexed(1).pending(4).obj()
 
 
 def resized(job: Obj) -> Obj:

@@ -72,7 +72,6 @@ def test_max_failed_indexes_is_lowered_for_size_one_and_restored_by_the_resize()
     assert shrunk["metadata"]["annotations"][TARGET_MAX_FAILED_INDEXES_ANNOTATION] == "3"
 
     shrunk["metadata"]["uid"] = "job-uid"
-    shrunk["status"] = {"active": 1}  # the Job controller counted the leader it created
     decision = decide_resize(shrunk, BOUND_LEADER, gang=None)
     assert decision.patch is not None
     grown = apply(shrunk, decision.patch)

@@ -133,7 +133,7 @@ def test_the_patch_tests_uid_generation_resize_and_suspend_first() -> None:
 def test_a_suspended_job_is_not_grown_beside_a_leader_the_caches_still_show_bound() -> None:
     """The suspension's pod deletion may not have reached the leader cache yet: no resize of a suspended Job
     (which the rewind would have to undo, or which the resume would create whole beside a new leader)."""
-    job = suspended_resized().label(RESIZE_LABEL, RESIZE_PENDING).indexed(1).leader_counted().obj()
+    job = suspended_resized().label(RESIZE_LABEL, RESIZE_PENDING).indexed(1).obj()
     leader = (
         make_pod("train-0-0", "team").owned_by("train-0", "job-uid", labels=True).index(0).node("n1").obj()
     )

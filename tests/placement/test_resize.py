@@ -55,12 +55,7 @@ def _changed(obj: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
 def make_job(recorded: int = 8, **changes: Any) -> dict[str, Any]:
     """js-w-0 as the webhook leaves it: 1/1, to grow to `recorded` (its record on the pod template too)."""
     job = (
-        builders.make_job("js-w-0")
-        .uid(JOB_UID)
-        .resource_version("42")
-        .indexed(1)
-        .pending(recorded)
-        .leader_counted()
+        builders.make_job("js-w-0").uid(JOB_UID).resource_version("42").indexed(1).pending(recorded).status()
     )
     return _changed(job.obj(), changes)
 
@@ -129,8 +124,6 @@ RESIZE_SKIPS = [
     ),
     ("leader failed", make_job(), make_pod(status__phase="Failed"), SkipReason.LEADER_FINISHED),
     ("pod is a follower", make_job(), make_pod(index="3"), SkipReason.NOT_A_LEADER),
-    ("leader not counted yet", make_job(status__active=None), make_pod(), SkipReason.LEADER_NOT_COUNTED),
-    ("no pod counted", make_job(status__active=0), make_pod(), SkipReason.LEADER_NOT_COUNTED),
 ]
 
 
@@ -144,15 +137,6 @@ def test_decide_resize_says_why_not(
     assert not decision.resize
     assert decision.patch is None
     assert decision.reason == reason
-
-
-@pytest.mark.parametrize("counted", [{"active": 1}, {"succeeded": 1}, {"failed": 1, "active": 0}], ids=str)
-def test_a_job_whose_status_counts_a_pod_is_resized(counted: dict[str, int]) -> None:
-    """The Job controller wrote its status after creating the leader: a resize now does not make that write
-    conflict."""
-    job = make_job()
-    job["status"] = dict(counted)
-    assert decide_resize(job, make_pod(), gang=None, node=NODE).patch is not None
 
 
 def test_a_job_without_a_topology_annotation_on_its_pod_template_is_not_resized() -> None:

@@ -67,7 +67,7 @@ def stamp(seconds: float) -> str:
 
 def job() -> Obj:
     """train-0 as the webhook leaves it: 1/1, to grow to 8."""
-    return make_job("train-0", NS).uid("job-uid").indexed(1).pending(8).leader_counted().obj()
+    return make_job("train-0", NS).uid("job-uid").indexed(1).pending(8).obj()
 
 
 def resized_job(name: str = "train-0", *, finished: str | None = "Complete", uid: str = "") -> Obj:
@@ -132,7 +132,6 @@ def gang_job(jobset: str, job: int, *, queued_at: float = T0, size: int = 3) -> 
         .uid(f"{name}-uid")
         .indexed(1)
         .pending(4)
-        .leader_counted()
         .annotation(TOPOLOGY_ANNOTATION, POOL)
         .in_gang(jobset, size, queued_at=stamp(queued_at))
         .label(ALL_OR_NOTHING_LABEL, "true")

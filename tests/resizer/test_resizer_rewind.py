@@ -33,7 +33,6 @@ def suspended(name: str = "train-0", *, uid: str = "", **status: Any) -> Obj:
         .generation(2)
         .indexed(8)
         .pending(8)
-        .leader_counted()
         .label(RESIZE_LABEL, RESIZE_DONE)
         .label(PIN_FOLLOWERS_LABEL, PIN_FOLLOWERS)
         .annotation(LEADER_DOMAIN_ANNOTATION, "pool-2")

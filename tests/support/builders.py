@@ -246,10 +246,6 @@ class JobWrapper(Wrapper):
             self.annotation(key, value)
         return self
 
-    def leader_counted(self) -> Self:
-        """As the Job controller's status write after it created the leader leaves it: one active pod."""
-        return self.status(active=1)
-
 
 class NodeWrapper(Wrapper):
     def __init__(self, name: str) -> None:
