@@ -295,9 +295,9 @@ LARGE_SCENARIOS: tuple[Scenario, ...] = (
     Scenario("32x32-slow-start", jobs=32, pods_per_job=32, pools=32, pod_start_seconds=2.0),
 )
 """Beyond `make bench`'s budget on 2 cores, or asking one question: run by name (`--scenario 64x64`).
-`32x32-slow-start` is 32x32 with pods that start 2 s after their bind: the Job controller's status write
-of a leader's readiness then no longer meets the resize patch sent at the leader's bind
-(docs/results.md, "What the remaining 1.03x to all running is")."""
+`32x32-slow-start` is 32x32 with pods that start 2 s after their bind, as containers that take time to
+start: it showed that the Job controller's status writes refused under `elastic` do not come from the
+leaders' readiness (docs/results.md, "What the remaining 1.03x to all running is")."""
 
 
 def scenarios_named(names: Sequence[str]) -> tuple[Scenario, ...]:
