@@ -61,22 +61,21 @@ def _load_stage(path: Path) -> Obj:
     return stage
 
 
-def completion_on_request(stage: Obj) -> Obj:
-    """kwok's general `pod-complete`, applied only to pods that ask for a run time, with no default jitter."""
+def _with_selector(stage: Obj, expression: Obj) -> Obj:
+    """A copy of `stage` that also requires `expression` of the objects it applies to."""
     result = copy.deepcopy(stage)
-    spec = result["spec"]
-    expressions = spec.setdefault("selector", {}).setdefault("matchExpressions", [])
-    expressions.append({"key": f'.metadata.annotations["{RUN_TIME_ANNOTATION}"]', "operator": "Exists"})
-    delay = spec.get("delay")
-    if not isinstance(delay, dict) or "durationFrom" not in delay:
-        raise StageError("kwok's pod-complete Stage no longer reads its delay from an annotation")
-    delay.pop("jitterDurationMilliseconds", None)
+    result["spec"].setdefault("selector", {}).setdefault("matchExpressions", []).append(expression)
     return result
 
 
-def _with_selector(stage: Obj, expression: Obj) -> Obj:
-    result = copy.deepcopy(stage)
-    result["spec"].setdefault("selector", {}).setdefault("matchExpressions", []).append(expression)
+def completion_on_request(stage: Obj) -> Obj:
+    """kwok's general `pod-complete`, applied only to pods that ask for a run time, with no default jitter."""
+    key = f'.metadata.annotations["{RUN_TIME_ANNOTATION}"]'
+    result = _with_selector(stage, {"key": key, "operator": "Exists"})
+    delay = result["spec"].get("delay")
+    if not isinstance(delay, dict) or "durationFrom" not in delay:
+        raise StageError("kwok's pod-complete Stage no longer reads its delay from an annotation")
+    delay.pop("jitterDurationMilliseconds", None)
     return result
 
 
@@ -93,12 +92,17 @@ def readiness_split_by_start_time(stage: Obj) -> list[Obj]:
 
 def unless_faulted(stage: Obj) -> Obj:
     """A Stage that does not apply to the nodes and pods a fault took over (`NODE_FAULT_ANNOTATION`)."""
-    result = copy.deepcopy(stage)
-    expressions = result["spec"].setdefault("selector", {}).setdefault("matchExpressions", [])
-    expressions.append(
-        {"key": f'.metadata.annotations["{NODE_FAULT_ANNOTATION}"]', "operator": "DoesNotExist"}
-    )
-    return result
+    key = f'.metadata.annotations["{NODE_FAULT_ANNOTATION}"]'
+    return _with_selector(stage, {"key": key, "operator": "DoesNotExist"})
+
+
+def _pod_stages(name: str, stage: Obj) -> list[Obj]:
+    """What one of kwok's pod Stages becomes here (the module's docstring)."""
+    if name == "pod-ready.yaml":
+        return readiness_split_by_start_time(stage)
+    if name == "pod-complete.yaml":
+        return [completion_on_request(stage)]
+    return [stage]
 
 
 def stages(manifests_dir: Path) -> list[Obj]:
@@ -106,13 +110,7 @@ def stages(manifests_dir: Path) -> list[Obj]:
     kwok_dir = manifests_dir / "kwok"
     result = [unless_faulted(_load_stage(kwok_dir / name)) for name in NODE_STAGES]
     for name in POD_STAGES:
-        stage = _load_stage(kwok_dir / name)
-        if name == "pod-ready.yaml":
-            result.extend(unless_faulted(split) for split in readiness_split_by_start_time(stage))
-        else:
-            result.append(
-                unless_faulted(completion_on_request(stage) if name == "pod-complete.yaml" else stage)
-            )
+        result.extend(unless_faulted(stage) for stage in _pod_stages(name, _load_stage(kwok_dir / name)))
     return result
 
 
