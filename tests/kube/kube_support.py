@@ -12,7 +12,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Iterable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 from certs.files import ca_bundle_b64
@@ -26,6 +26,7 @@ from kubekit.client import KubeError
 from kubekit.credentials import Credentials
 from kubekit.generic import GenericClient
 from tests.kube.workloads import running_pods
+from tests.support.quiet_server import QuietHTTPServer
 from tests.support.waiting import eventually
 
 Obj = dict[str, Any]
@@ -128,7 +129,7 @@ class SlowAdmission:
         self.namespace = namespace
         self.delay = delay
         self.name = f"slow-admission-{namespace}"
-        self._server: ThreadingHTTPServer | None = None
+        self._server: QuietHTTPServer | None = None
 
     def __enter__(self) -> SlowAdmission:
         delay = self.delay
@@ -153,7 +154,7 @@ class SlowAdmission:
             def log_message(self, *_: object) -> None:
                 return None
 
-        server = ThreadingHTTPServer(("127.0.0.1", free_port()), Handler)
+        server = QuietHTTPServer(("127.0.0.1", free_port()), Handler)
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         context.load_cert_chain(self.stack.cert_dir / "tls.crt", self.stack.cert_dir / "tls.key")
         server.socket = context.wrap_socket(server.socket, server_side=True)

@@ -43,7 +43,7 @@ from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal
@@ -55,6 +55,7 @@ from kubekit.keys import object_key
 from placement.constants import JOBSET_GROUP, JOBSET_VERSION
 from placement.kueue import KUEUE_GROUP, KUEUE_VERSION, WORKLOADS
 from placement.objects import Obj, labels_of
+from tests.support.quiet_server import QuietHTTPServer
 
 CORE_RESOURCES = {
     "pods": ("Pod", "pod"),
@@ -395,8 +396,7 @@ class FakeKubeApi:
         """Every request's path, query included, in order."""
         self.deleted: list[Obj] = []
         """Objects as they were when a delete request first reached them."""
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
-        self._server.daemon_threads = True
+        self._server = QuietHTTPServer(("127.0.0.1", 0), _handler_for(self))
         self._thread = threading.Thread(target=self._serve_forever, name="fake-kube-api", daemon=True)
 
     # --- lifecycle ----------------------------------------------------------------------------------
